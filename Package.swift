@@ -1,0 +1,76 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Strict settings on every target, as swift-log does.
+let strictSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "SharedDeviceMode",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "KeychainStore", targets: ["KeychainStore"]),
+        .executable(name: "devicectl", targets: ["devicectl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(
+            name: "KeychainStore",
+            dependencies: [
+                "CSodium",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "devicectl",
+            dependencies: [
+                "KeychainStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Test helper: a process that hammers one store (multi-process and SIGKILL tests).
+        .executableTarget(
+            name: "keychain-worker",
+            dependencies: ["KeychainStore"],
+            swiftSettings: strictSettings
+        ),
+        // Benchmark driver for tools/bench-store (not a test).
+        .executableTarget(
+            name: "keychain-bench",
+            dependencies: [
+                "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "KeychainStoreTests",
+            dependencies: [
+                "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DevicectlTests",
+            dependencies: [],
+            swiftSettings: strictSettings
+        ),
+    ]
+)

@@ -1,0 +1,43 @@
+/// The caller of a store operation: an app id and the keychain access groups it is entitled to,
+/// like an iOS app's `keychain-access-groups` entitlement.
+///
+/// In-process the identity is asserted by the app; a broker daemon can construct one from a verified
+/// peer instead. The store never looks further than this value, so that change needs no store code.
+public struct AppIdentity: Sendable, Hashable, Codable {
+    /// The app's identifier (for example `com.contoso.kiosk.scanner`).
+    public let appID: String
+    /// The entitled access groups, in priority order. The first one is where an item added
+    /// without an explicit group goes, as on iOS.
+    public let accessGroups: [String]
+
+    /// Creates an identity; every group name must be valid (see `AccessGroup.validate`).
+    public init(appID: String, accessGroups: [String]) throws(KeychainError) {
+        guard !appID.isEmpty else { throw KeychainError(.invalidParameter, "the app id is empty") }
+        for group in accessGroups { try AccessGroup.validate(group) }
+        self.appID = appID
+        self.accessGroups = accessGroups
+    }
+
+    /// Whether the app may read and write `group`.
+    public func isEntitled(to group: String) -> Bool { accessGroups.contains(group) }
+}
+
+/// Rules for access-group names.
+public enum AccessGroup {
+    /// MSAL's keychain group on iOS.
+    public static let adalCache = "com.microsoft.adalcache"
+    /// MSAL's keychain group on macOS.
+    public static let universalStorage = "com.microsoft.identity.universalstorage"
+
+    /// A group name is 1–255 characters of letters, digits, `.`, `-` and `_`, not starting or ending with `.`.
+    public static func validate(_ name: String) throws(KeychainError) {
+        let allowed = name.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2E || byte == 0x2D || byte == 0x5F
+        }
+        guard !name.isEmpty, name.utf8.count <= 255, allowed, !name.hasPrefix("."), !name.hasSuffix(".") else {
+            throw KeychainError(.invalidParameter,
+                "access group \"\(name)\" is malformed: use 1-255 letters, digits, '.', '-' or '_', e.g. com.microsoft.adalcache")
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// Per-access-group data keys: random 32-byte keys wrapped by the master wrapping key, with the group's
+/// name sealed beside the key. Deleting a group's row crypto-shreds every item in it.
+///
+/// Unwrapped keys are cached per process. A cached key is trusted for reads (a read that fails with it
+/// re-loads the group once, in case another process replaced the group), and re-validated against the
+/// database row before every write, so nothing is ever sealed under a stale key.
+final class GroupKeyring: Sendable {
+    private struct Entry {
+        let wrapped: Data
+        let name: String
+        let key: SecureKey
+    }
+
+    private let wrapping: SecureKey
+    private let cache = Mutex<[Data: Entry]>([:])
+
+    init(wrapping: SecureKey) {
+        self.wrapping = wrapping
+    }
+
+    private static func additionalData(_ groupIndex: Data) -> Data { Data("kcgroup1".utf8) + groupIndex }
+
+    /// The key to seal items of `group` with, creating the group if it does not exist. Call inside a write.
+    func keyForWriting(group: String, index: Data, _ db: Database) throws -> SecureKey {
+        if let key = try loadFromDatabase(index: index, db) { return key }
+        let key = try SecureKey.random()
+        var plaintext = key.withUnsafeBytes { Data($0) } + Data(group.utf8)
+        defer { Sodium.wipe(&plaintext) }
+        let box = AEAD.seal(plaintext, additionalData: Self.additionalData(index), key: wrapping)
+        try db.execute(
+            sql: "INSERT INTO access_groups (name_index, key_nonce, wrapped_key) VALUES (?, ?, ?)",
+            arguments: [index, box.nonce, box.ciphertext])
+        cache.withLock { $0[index] = Entry(wrapped: box.ciphertext, name: group, key: key) }
+        return key
+    }
+
+    /// The cached key of a group, or the one in the database; `nil` if the group has no key row.
+    func keyForReading(index: Data, _ db: Database) throws -> SecureKey? {
+        if let entry = cache.withLock({ $0[index] }) { return entry.key }
+        return try loadFromDatabase(index: index, db)
+    }
+
+    /// Re-reads the group's row; returns its key only if it differs from the cached one.
+    func reloadIfReplaced(index: Data, _ db: Database) throws -> SecureKey? {
+        let cached = cache.withLock { $0[index] }
+        guard let key = try loadFromDatabase(index: index, db) else { return nil }
+        return key === cached?.key ? nil : key
+    }
+
+    /// Unwraps a group row; `nil` when it fails authentication.
+    func unwrap(index: Data, nonce: Data, wrapped: Data) throws -> (name: String, key: SecureKey)? {
+        guard var plaintext = AEAD.open(.init(nonce: nonce, ciphertext: wrapped), additionalData: Self.additionalData(index), key: wrapping)
+        else { return nil }
+        defer { Sodium.wipe(&plaintext) }
+        guard plaintext.count > SecureKey.byteCount,
+              let name = String(data: plaintext.suffix(from: plaintext.startIndex + SecureKey.byteCount), encoding: .utf8)
+        else { return nil }
+        return (name, try SecureKey.copying(plaintext.prefix(SecureKey.byteCount)))
+    }
+
+    /// Forgets every cached key (after groups were shredded).
+    func forgetAll() { cache.withLock { $0.removeAll() } }
+
+    private func loadFromDatabase(index: Data, _ db: Database) throws -> SecureKey? {
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT key_nonce, wrapped_key FROM access_groups WHERE name_index = ?"), arguments: [index])
+        else { return nil }
+        let nonce: Data = row[0], wrapped: Data = row[1]
+        if let entry = cache.withLock({ $0[index] }), entry.wrapped == wrapped { return entry.key }
+        guard let (name, key) = try unwrap(index: index, nonce: nonce, wrapped: wrapped) else {
+            throw KeychainError(.integrityFailure,
+                "an access group's key record failed its integrity check (tampered or corrupted); run `devicectl keychain verify`")
+        }
+        cache.withLock { $0[index] = Entry(wrapped: wrapped, name: name, key: key) }
+        return key
+    }
+}

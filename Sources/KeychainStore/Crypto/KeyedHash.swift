@@ -1,0 +1,25 @@
+import CSodium
+import Foundation
+
+/// Keyed BLAKE2b (`crypto_generichash`): blind indexes and key checks.
+enum KeyedHash {
+    /// Length of a blind index: 128 bits is ample for equality lookups inside one access group.
+    static let indexByteCount = 16
+
+    /// `BLAKE2b(key, domain || 0x00 || value)` truncated to `outputByteCount`.
+    static func hash(_ value: Data, domain: UInt8, key: SecureKey, outputByteCount: Int = indexByteCount) -> Data {
+        var input = Data(capacity: value.count + 1)
+        input.append(domain)
+        input.append(value)
+        var output = Data(count: outputByteCount)
+        output.withUnsafeMutableBytes { out in
+            input.withUnsafeBytes { message in
+                _ = crypto_generichash(
+                    out.bindMemory(to: UInt8.self).baseAddress!, outputByteCount,
+                    message.bindMemory(to: UInt8.self).baseAddress!, UInt64(input.count),
+                    key.bytes, key.count)
+            }
+        }
+        return output
+    }
+}

@@ -1,0 +1,107 @@
+public import Foundation
+import GRDB
+
+/// Where the store's 32-byte master key comes from.
+public enum MasterKeySource: Sendable {
+    /// A key file (32 raw bytes, mode 0600), generated when a new store is created.
+    case keyFile(URL)
+    /// A passphrase stretched with Argon2id; salt and cost are kept in the store.
+    case passphrase(String)
+}
+
+/// The keys derived from the master key, and the check that the master key opens this store.
+///
+/// Subkeys (`crypto_kdf`, context `kcmaster`): 1 key check, 2 group-key wrapping, 3 blind indexes.
+struct MasterKeyring: Sendable {
+    let wrapping: SecureKey
+    let indexer: BlindIndexer
+
+    private enum Meta {
+        static let kdf = "kdf", salt = "kdf_salt", ops = "kdf_ops", mem = "kdf_mem", check = "key_check"
+        static let keyFileKDF = "keyfile", passphraseKDF = "argon2id"
+    }
+
+    private init(master: SecureKey) throws(KeychainError) {
+        wrapping = try KeyDerivation.subkey(2, context: .master, of: master)
+        indexer = BlindIndexer(key: try KeyDerivation.subkey(3, context: .master, of: master))
+    }
+
+    private static func keyCheck(_ master: SecureKey) throws(KeychainError) -> Data {
+        let checkKey = try KeyDerivation.subkey(1, context: .master, of: master)
+        return KeyedHash.hash(Data("keychain-store key check v1".utf8), domain: 0, key: checkKey, outputByteCount: 32)
+    }
+
+    /// Opens the keyring of an existing store, or records a new master key in a new one.
+    /// A wrong key is detected before anything is written.
+    static func unlock(_ pool: DatabasePool, source: MasterKeySource) throws -> MasterKeyring {
+        if let meta = try readMeta(pool), meta[Meta.check] != nil {
+            return try verify(source, against: meta)
+        }
+        let master: SecureKey
+        var rows: [String: Data]
+        switch source {
+        case .keyFile(let url):
+            master = try KeyFile.loadOrCreate(url)
+            rows = [Meta.kdf: Data(Meta.keyFileKDF.utf8)]
+        case .passphrase(let passphrase):
+            let parameters = KeyDerivation.PasswordHashParameters.interactive()
+            master = try KeyDerivation.masterKey(passphrase: passphrase, parameters: parameters)
+            rows = [Meta.kdf: Data(Meta.passphraseKDF.utf8), Meta.salt: parameters.salt,
+                    Meta.ops: encode(parameters.opsLimit), Meta.mem: encode(parameters.memLimit)]
+        }
+        rows[Meta.check] = try keyCheck(master)
+        let won = try pool.write { db -> Bool in
+            guard try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check]) == nil
+            else { return false }
+            for (name, value) in rows {
+                try db.execute(sql: "INSERT INTO store_meta (name, value) VALUES (?, ?)", arguments: [name, value])
+            }
+            return true
+        }
+        if won { return try MasterKeyring(master: master) }
+        // Another process initialised the store between our read and our write.
+        guard let meta = try readMeta(pool) else { throw KeychainError(.corruptStore, "the store's key record vanished") }
+        return try verify(source, against: meta)
+    }
+
+    private static func readMeta(_ pool: DatabasePool) throws -> [String: Data]? {
+        try pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT name, value FROM store_meta")
+            return rows.isEmpty ? nil : Dictionary(rows.map { ($0[0] as String, $0[1] as Data) }, uniquingKeysWith: { a, _ in a })
+        }
+    }
+
+    private static func verify(_ source: MasterKeySource, against meta: [String: Data]) throws -> MasterKeyring {
+        let kdf = meta[Meta.kdf].flatMap { String(data: $0, encoding: .utf8) }
+        let master: SecureKey
+        switch (kdf, source) {
+        case (Meta.keyFileKDF, .keyFile(let url)):
+            guard let key = try KeyFile.load(url) else {
+                throw KeychainError(.wrongKey, "key file \(url.path) is missing; restore it from backup (this store cannot be opened without it)")
+            }
+            master = key
+        case (Meta.passphraseKDF, .passphrase(let passphrase)):
+            guard let salt = meta[Meta.salt], let ops = meta[Meta.ops].flatMap(decode), let mem = meta[Meta.mem].flatMap(decode) else {
+                throw KeychainError(.corruptStore, "the store's passphrase parameters are missing or damaged")
+            }
+            master = try KeyDerivation.masterKey(passphrase: passphrase,
+                parameters: .init(salt: salt, opsLimit: ops, memLimit: mem))
+        case (Meta.keyFileKDF, .passphrase):
+            throw KeychainError(.wrongKey, "this store is protected by a key file, not a passphrase; open it with its key file")
+        case (Meta.passphraseKDF, .keyFile):
+            throw KeychainError(.wrongKey, "this store is protected by a passphrase; supply it (devicectl: --passphrase-file)")
+        default:
+            throw KeychainError(.corruptStore, "the store's key record names an unknown key derivation")
+        }
+        guard let stored = meta[Meta.check], Sodium.constantTimeEqual(stored, try keyCheck(master)) else {
+            let what = if case .passphrase = source { "passphrase" } else { "key file" }
+            throw KeychainError(.wrongKey, "the \(what) does not open this store; nothing was changed. Use the \(what) the store was created with")
+        }
+        return try MasterKeyring(master: master)
+    }
+
+    private static func encode(_ value: UInt64) -> Data { withUnsafeBytes(of: value.littleEndian) { Data($0) } }
+    private static func decode(_ data: Data) -> UInt64? {
+        data.count == 8 ? UInt64(littleEndian: data.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) : nil
+    }
+}

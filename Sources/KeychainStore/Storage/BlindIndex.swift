@@ -1,0 +1,74 @@
+import Foundation
+
+/// Keyed BLAKE2b blind indexes for the lookup columns, so the database holds no cleartext group, service,
+/// account, label or type. Each value is hashed together with its group name, so equal services in two
+/// groups have unrelated indexes.
+struct BlindIndexer: Sendable {
+    private enum Domain: UInt8 {
+        case group = 1, service, account, label, type
+    }
+
+    let key: SecureKey
+
+    func group(_ name: String) -> Data {
+        KeyedHash.hash(Data(name.utf8), domain: Domain.group.rawValue, key: key)
+    }
+
+    func service(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .service, group) }
+    func account(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .account, group) }
+    func label(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .label, group) }
+    func type(_ value: UInt32, group: String) -> Data {
+        scoped(withUnsafeBytes(of: value.littleEndian) { Data($0) }, .type, group)
+    }
+
+    private func scoped(_ value: Data, _ domain: Domain, _ group: String) -> Data {
+        var input = Data(capacity: group.utf8.count + value.count + 4)
+        withUnsafeBytes(of: UInt32(group.utf8.count).littleEndian) { input.append(contentsOf: $0) }
+        input.append(contentsOf: group.utf8)
+        input.append(value)
+        return KeyedHash.hash(input, domain: domain.rawValue, key: key)
+    }
+}
+
+/// The lookup columns of one item row. They are also the additional data of the row's ciphertext,
+/// so editing any of them, or moving the ciphertext to another row, fails authentication.
+struct RowIndexes: Equatable {
+    var group: Data
+    var service: Data
+    var account: Data
+    var label: Data?
+    var type: Data?
+
+    init(group: Data, service: Data, account: Data, label: Data?, type: Data?) {
+        self.group = group
+        self.service = service
+        self.account = account
+        self.label = label
+        self.type = type
+    }
+
+    init(of metadata: ItemMetadata, groupIndex: Data, indexer: BlindIndexer) {
+        let group = metadata.accessGroup
+        self.init(
+            group: groupIndex,
+            service: indexer.service(metadata.service, group: group),
+            account: indexer.account(metadata.account, group: group),
+            label: metadata.label.map { indexer.label($0, group: group) },
+            type: metadata.type.map { indexer.type($0, group: group) })
+    }
+
+    /// `"kcitem" || format || each column length-prefixed (0xFF for NULL)`.
+    func additionalData(format: Int) -> Data {
+        var data = Data("kcitem".utf8)
+        data.append(UInt8(truncatingIfNeeded: format))
+        for column in [group, service, account, label, type] {
+            if let column {
+                data.append(UInt8(column.count))
+                data.append(column)
+            } else {
+                data.append(0xFF)
+            }
+        }
+        return data
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import GRDB
+
+/// The SQL of the `items` table. Everything here works on blind indexes and ciphertext only.
+enum ItemTable {
+    /// One stored row, before decryption.
+    struct SealedRow {
+        var id: Int64
+        var indexes: RowIndexes
+        var format: Int
+        var box: AEAD.Box
+    }
+
+    /// Lookup conditions for one group, built from a query's indexed attributes.
+    struct Filter {
+        var indexes: [(column: String, value: Data)]
+
+        init(group: String, groupIndex: Data, query: ItemQuery, indexer: BlindIndexer) {
+            indexes = [("group_index", groupIndex)]
+            if let service = query.service { indexes.append(("service_index", indexer.service(service, group: group))) }
+            if let account = query.account { indexes.append(("account_index", indexer.account(account, group: group))) }
+            if let label = query.label { indexes.append(("label_index", indexer.label(label, group: group))) }
+            if let type = query.type { indexes.append(("type_index", indexer.type(type, group: group))) }
+        }
+
+        var whereClause: String { indexes.map { "\($0.column) = ?" }.joined(separator: " AND ") }
+        var arguments: StatementArguments { StatementArguments(indexes.map(\.value)) }
+    }
+
+    private static let columns = "id, group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext"
+
+    static func rows(_ filter: Filter, limit: Int?, _ db: Database) throws -> [SealedRow] {
+        var sql = "SELECT \(columns) FROM items WHERE \(filter.whereClause) ORDER BY id"
+        if let limit { sql += " LIMIT \(limit)" }
+        return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: filter.arguments).map(sealedRow)
+    }
+
+    static func allRows(_ db: Database) throws -> RowCursor {
+        try Row.fetchCursor(db, sql: "SELECT \(columns) FROM items ORDER BY id")
+    }
+
+    static func sealedRow(_ row: Row) -> SealedRow {
+        SealedRow(
+            id: row[0],
+            indexes: RowIndexes(group: row[1], service: row[2], account: row[3], label: row[4], type: row[5]),
+            format: row[6],
+            box: AEAD.Box(nonce: row[7], ciphertext: row[8]))
+    }
+
+    /// Inserts a row; a primary-key clash surfaces as `duplicateItem`.
+    static func insert(_ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
+        try mapDuplicate(group) {
+            try db.cachedStatement(sql: """
+                INSERT INTO items (group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [indexes.group, indexes.service, indexes.account, indexes.label, indexes.type,
+                                         Schema.itemFormat, box.nonce, box.ciphertext])
+        }
+    }
+
+    static func replace(id: Int64, _ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
+        try mapDuplicate(group) {
+            try db.execute(sql: """
+                UPDATE items SET service_index = ?, account_index = ?, label_index = ?, type_index = ?, format = ?,
+                nonce = ?, ciphertext = ? WHERE id = ?
+                """, arguments: [indexes.service, indexes.account, indexes.label, indexes.type, Schema.itemFormat,
+                                 box.nonce, box.ciphertext, id])
+        }
+    }
+
+    static func delete(ids: [Int64], _ db: Database) throws {
+        for id in ids {
+            try db.cachedStatement(sql: "DELETE FROM items WHERE id = ?").execute(arguments: [id])
+        }
+    }
+
+    private static func mapDuplicate(_ group: String, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
+            || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+            throw KeychainError(.duplicateItem,
+                "an item with this service and account already exists in access group \(group); update it or delete it first")
+        }
+    }
+}

@@ -1,0 +1,26 @@
+public import Foundation
+
+/// How a store opens its database.
+public struct StoreOptions: Sendable {
+    /// SQLite's `synchronous` setting in WAL mode.
+    public enum Synchronous: String, Sendable {
+        /// Every commit reaches the disk before it returns: survives power loss (the default).
+        case full = "FULL"
+        /// Commits survive a process crash but the latest may be lost on power loss; much faster.
+        case normal = "NORMAL"
+    }
+
+    /// Durability of commits.
+    public var synchronous: Synchronous
+    /// How long an operation waits for another process's write lock before failing with `storeBusy`.
+    public var busyTimeout: TimeInterval
+    /// The clock for creation and modification dates (tests inject a fake one).
+    public var clock: @Sendable () -> Date
+
+    public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 30,
+                clock: @escaping @Sendable () -> Date = { Date() }) {
+        self.synchronous = synchronous
+        self.busyTimeout = busyTimeout
+        self.clock = clock
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import KeychainStore
+import Synchronization
+
+/// A fresh state directory under /tmp, removed when the value is deinitialised.
+final class TemporaryDirectory: Sendable {
+    let url: URL
+
+    init(_ name: String = "keychain-test") {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("\(name)-\(UUID().uuidString)", isDirectory: true)
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    var databasePath: String { url.appendingPathComponent(KeychainStore.databaseFileName).path }
+    var keyFile: URL { url.appendingPathComponent(KeychainStore.keyFileName) }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+/// A clock that tests move by hand.
+final class FakeClock: Sendable {
+    private let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    var date: Date { now.withLock { $0 } }
+    func advance(by seconds: TimeInterval) { now.withLock { $0 += seconds } }
+    var function: @Sendable () -> Date { { [self] in date } }
+}
+
+enum Apps {
+    static let sharedGroup = AccessGroup.adalCache
+    /// Entitled to the shared MSAL group and its own private group.
+    static let scanner = try! AppIdentity(appID: "com.contoso.scanner", accessGroups: [sharedGroup, "com.contoso.scanner"])
+    /// Entitled to the shared MSAL group and its own private group.
+    static let timeclock = try! AppIdentity(appID: "com.contoso.timeclock", accessGroups: [sharedGroup, "com.contoso.timeclock"])
+    /// Entitled only to its own group.
+    static let outsider = try! AppIdentity(appID: "com.fabrikam.outsider", accessGroups: ["com.fabrikam.outsider"])
+}
+
+/// Opens a store in `directory` with fast commits unless a test needs otherwise.
+func openStore(_ directory: TemporaryDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil,
+               synchronous: StoreOptions.Synchronous = .normal) throws -> KeychainStore {
+    var options = StoreOptions(synchronous: synchronous)
+    if let clock { options.clock = clock.function }
+    return try KeychainStore(directory: directory.url, key: key, options: options)
+}
+
+/// The directory holding the built products (devicectl, keychain-worker) next to the test bundle.
+let productsDirectory: URL = {
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: url.appendingPathComponent("devicectl").path), url.path != "/" {
+        url.deleteLastPathComponent()
+    }
+    return url
+}()
+
+extension Data {
+    init(_ string: String) { self.init(string.utf8) }
+}
