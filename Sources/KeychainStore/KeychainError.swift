@@ -101,6 +101,13 @@ public struct DamagedItem: Sendable, Hashable, Codable, CustomStringConvertible 
     /// Why the item failed.
     public let reason: String
 
+    /// Names a damaged item.
+    public init(rowID: Int64, accessGroup: String?, reason: String) {
+        self.rowID = rowID
+        self.accessGroup = accessGroup
+        self.reason = reason
+    }
+
     public var description: String {
         "item #\(rowID)" + (accessGroup.map { " in \($0)" } ?? "") + ": \(reason)"
     }

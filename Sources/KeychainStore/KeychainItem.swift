@@ -20,6 +20,19 @@ public struct ItemMetadata: Sendable, Hashable, Codable {
     public var creationDate: Date
     /// `kSecAttrModificationDate`.
     public var modificationDate: Date
+
+    public init(accessGroup: String, service: String, account: String, type: UInt32? = nil, generic: Data? = nil,
+                label: String? = nil, creator: UInt32? = nil, creationDate: Date, modificationDate: Date) {
+        self.accessGroup = accessGroup
+        self.service = service
+        self.account = account
+        self.type = type
+        self.generic = generic
+        self.label = label
+        self.creator = creator
+        self.creationDate = creationDate
+        self.modificationDate = modificationDate
+    }
 }
 
 /// A stored item: its attributes and its secret value (`kSecValueData`).

@@ -2,6 +2,10 @@ public import Foundation
 import GRDB
 public import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A keychain-like encrypted item store over SQLite and libsodium.
 ///
 /// Semantics mirror the Apple keychain's generic-password class: items are keyed by (access group,
@@ -28,7 +32,9 @@ public final class KeychainStore: Sendable {
 
     /// The SQLite database file.
     public let databaseURL: URL
-    private let pool: DatabasePool
+    /// One serialized connection per store object. (GRDB's `DatabasePool` would write a dummy table at
+    /// every open and force `synchronous=NORMAL`; a queue with WAL set here keeps both under our control.)
+    private let database: DatabaseQueue
     private let indexer: BlindIndexer
     private let groupKeys: GroupKeyring
     private let options: StoreOptions
@@ -52,15 +58,20 @@ public final class KeychainStore: Sendable {
         configuration.label = "keychain-store"
         let synchronous = options.synchronous.rawValue
         configuration.prepareDatabase { db in
+            // Switching an existing WAL database to WAL writes nothing, so a failed open changes no byte.
+            guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
+                throw KeychainError(.ioError, "cannot switch \(databaseURL.path) to WAL mode; is the file system read-only?")
+            }
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
         }
+        try Self.createPrivately(databaseURL)
         let opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            let pool = try DatabasePool(path: databaseURL.path, configuration: configuration)
-            try Schema.prepare(pool)
-            return (pool, try MasterKeyring.unlock(pool, source: source))
+            let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
+            try Schema.prepare(database)
+            return (database, try MasterKeyring.unlock(database, source: source))
         }
         self.databaseURL = databaseURL
-        self.pool = opened.0
+        self.database = opened.0
         self.indexer = opened.1.indexer
         self.groupKeys = GroupKeyring(wrapping: opened.1.wrapping)
         self.options = options
@@ -300,11 +311,20 @@ public final class KeychainStore: Sendable {
     }
 
     private func read<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
-        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try pool.read(body) }
+        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.read(body) }
     }
 
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
-        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try pool.write(body) }
+        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.write(body) }
+    }
+
+    /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it.
+    private static func createPrivately(_ url: URL) throws(KeychainError) {
+        let fd = Glibc.open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw KeychainError(.ioError, "cannot create \(url.path): \(String(cString: strerror(errno))); check the state directory's permissions")
+        }
+        close(fd)
     }
 
     private static func mapErrors<T>(path: String, busyTimeout: Double, _ body: () throws -> T) throws(KeychainError) -> T {

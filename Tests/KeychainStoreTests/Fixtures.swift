@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import Synchronization
+import Testing
 
 /// A fresh state directory under /tmp, removed when the value is deinitialised.
 final class TemporaryDirectory: Sendable {
@@ -56,4 +57,26 @@ let productsDirectory: URL = {
 
 extension Data {
     init(_ string: String) { self.init(string.utf8) }
+}
+
+/// Expects `body` to throw a `KeychainError` with `code` (the keychain's OSStatus class).
+func expectError<T>(_ code: KeychainError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+    do {
+        _ = try body()
+        Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)
+    } catch let error as KeychainError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+/// The `KeychainError` `body` throws, or `nil` if it succeeds or throws something else.
+func caughtError<T>(_ body: () throws -> T) -> KeychainError? {
+    do {
+        _ = try body()
+        return nil
+    } catch {
+        return error as? KeychainError
+    }
 }

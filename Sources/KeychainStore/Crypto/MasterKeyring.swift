@@ -33,8 +33,8 @@ struct MasterKeyring: Sendable {
 
     /// Opens the keyring of an existing store, or records a new master key in a new one.
     /// A wrong key is detected before anything is written.
-    static func unlock(_ pool: DatabasePool, source: MasterKeySource) throws -> MasterKeyring {
-        if let meta = try readMeta(pool), meta[Meta.check] != nil {
+    static func unlock(_ database: some DatabaseWriter, source: MasterKeySource) throws -> MasterKeyring {
+        if let meta = try readMeta(database), meta[Meta.check] != nil {
             return try verify(source, against: meta)
         }
         let master: SecureKey
@@ -50,7 +50,7 @@ struct MasterKeyring: Sendable {
                     Meta.ops: encode(parameters.opsLimit), Meta.mem: encode(parameters.memLimit)]
         }
         rows[Meta.check] = try keyCheck(master)
-        let won = try pool.write { db -> Bool in
+        let won = try database.write { db -> Bool in
             guard try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check]) == nil
             else { return false }
             for (name, value) in rows {
@@ -60,12 +60,12 @@ struct MasterKeyring: Sendable {
         }
         if won { return try MasterKeyring(master: master) }
         // Another process initialised the store between our read and our write.
-        guard let meta = try readMeta(pool) else { throw KeychainError(.corruptStore, "the store's key record vanished") }
+        guard let meta = try readMeta(database) else { throw KeychainError(.corruptStore, "the store's key record vanished") }
         return try verify(source, against: meta)
     }
 
-    private static func readMeta(_ pool: DatabasePool) throws -> [String: Data]? {
-        try pool.read { db in
+    private static func readMeta(_ database: some DatabaseWriter) throws -> [String: Data]? {
+        try database.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT name, value FROM store_meta")
             return rows.isEmpty ? nil : Dictionary(rows.map { ($0[0] as String, $0[1] as Data) }, uniquingKeysWith: { a, _ in a })
         }

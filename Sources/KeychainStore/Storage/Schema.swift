@@ -42,7 +42,7 @@ enum Schema {
     ]
 
     /// Creates the tables on a new database; leaves an existing one untouched (no write at all).
-    static func prepare(_ writer: DatabasePool) throws {
+    static func prepare(_ writer: some DatabaseWriter) throws {
         let current = try writer.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0 }
         if current == version { return }
         if current > version {

@@ -1,0 +1,24 @@
+import ArgumentParser
+
+/// The administrator's command line for a shared device: the keychain store today; device policy,
+/// accounts and the audit log as they arrive.
+@main
+struct Devicectl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devicectl",
+        abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
+        subcommands: [KeychainCommand.self]
+    )
+}
+
+/// `devicectl keychain …`, modeled on macOS's `security` tool.
+struct KeychainCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keychain",
+        abstract: "Add, find, update, delete, list and verify items in the device's encrypted keychain store.",
+        subcommands: [
+            AddGenericPassword.self, FindGenericPassword.self, UpdateGenericPassword.self,
+            DeleteGenericPassword.self, ListItems.self, VerifyStore.self,
+        ]
+    )
+}

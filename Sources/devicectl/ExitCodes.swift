@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import KeychainStore
+
+/// devicectl's documented exit codes (sysexits where one fits; 44/45 as macOS `security` uses them).
+enum DevicectlExit: Int32 {
+    case itemNotFound = 44
+    case duplicateItem = 45
+    case integrityFailure = 46
+    case wrongKey = 47
+    case usage = 64
+    case badInput = 65
+    case unavailable = 69
+    case osError = 71
+    case ioError = 74
+    case permissionDenied = 77
+    case configuration = 78
+
+    static func forCode(_ code: KeychainError.Code) -> DevicectlExit {
+        switch code {
+        case .itemNotFound: .itemNotFound
+        case .duplicateItem: .duplicateItem
+        case .integrityFailure, .corruptStore: .integrityFailure
+        case .wrongKey: .wrongKey
+        case .missingEntitlement: .permissionDenied
+        case .invalidParameter: .badInput
+        case .storeBusy: .unavailable
+        case .insecureKeyFile: .configuration
+        case .cryptoUnavailable: .osError
+        default: .ioError
+        }
+    }
+}
+
+/// A failure already explained to the user; exits with its code.
+struct CLIError: Error, CustomStringConvertible {
+    let exitCode: DevicectlExit
+    let description: String
+
+    init(exitCode: DevicectlExit, _ message: String) {
+        self.exitCode = exitCode
+        description = message
+    }
+}
+
+/// Runs `body`; a `KeychainError` is printed to standard error and becomes its exit code.
+func reportingErrors<T>(_ body: () throws(KeychainError) -> T) throws -> T {
+    do {
+        return try body()
+    } catch {
+        throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
+    }
+}
+
+extension ParsableCommand {
+    /// Runs the command body, printing `CLIError`s as `devicectl: error: …` and exiting with their code.
+    func runReportingErrors(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("devicectl: error: \(error.description)\n".utf8))
+            throw ExitCode(error.exitCode.rawValue)
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import KeychainStore
+
+/// How items and reports are shown: text for people, JSON for scripts. Secrets only when asked.
+enum Output {
+    static func print(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func json(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    /// An item as JSON: attributes, and the secret (base64) only when `includeSecret` is set.
+    struct ItemJSON: Encodable {
+        var accessGroup: String
+        var service: String
+        var account: String
+        var label: String?
+        var type: UInt32?
+        var generic: String?
+        var creator: UInt32?
+        var created: Date
+        var modified: Date
+        var secretBase64: String?
+
+        init(_ metadata: ItemMetadata, secret: Data? = nil) {
+            accessGroup = metadata.accessGroup
+            service = metadata.service
+            account = metadata.account
+            label = metadata.label
+            type = metadata.type
+            generic = metadata.generic.map { String(decoding: $0, as: UTF8.self) }
+            creator = metadata.creator
+            created = metadata.creationDate
+            modified = metadata.modificationDate
+            secretBase64 = secret?.base64EncodedString()
+        }
+    }
+
+    static func text(_ metadata: ItemMetadata, secret: Data? = nil) -> String {
+        var lines = [
+            "access group: \(metadata.accessGroup)",
+            "service: \(metadata.service)",
+            "account: \(metadata.account)",
+        ]
+        if let label = metadata.label { lines.append("label: \(label)") }
+        if let type = metadata.type { lines.append("type: \(type)") }
+        if let generic = metadata.generic { lines.append("generic: \(String(decoding: generic, as: UTF8.self))") }
+        if let creator = metadata.creator { lines.append("creator: \(creator)") }
+        lines.append("created: \(metadata.creationDate.formatted(.iso8601))")
+        lines.append("modified: \(metadata.modificationDate.formatted(.iso8601))")
+        if let secret {
+            let shown = String(data: secret, encoding: .utf8) ?? "0x" + secret.map { String(format: "%02x", $0) }.joined()
+            lines.append("secret: \(shown)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
