@@ -130,13 +130,9 @@ public final class KeychainStore: Sendable {
     /// The attributes of every item matching `query` (the secret is decrypted to authenticate the item,
     /// then wiped). Returns an empty list rather than `itemNotFound`.
     public func metadata(matching query: ItemQuery = .all, as caller: AppIdentity) throws(KeychainError) -> [ItemMetadata] {
-        try read { db in
-            try self.matches(query, caller: caller, limit: nil, db).map { match in
-                var secret = match.item.secret
-                Sodium.wipe(&secret)
-                return match.item.metadata
-            }
-        }
+        var found = try read { db in try self.matches(query, caller: caller, limit: nil, db) }
+        for index in found.indices { Sodium.wipe(&found[index].item.secret) }
+        return found.map(\.item.metadata)
     }
 
     // MARK: - SecItemUpdate

@@ -1,0 +1,320 @@
+import Foundation
+import KeychainStore
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Real processes sharing one store: several `keychain-worker mixed` processes at once, and a
+/// `keychain-worker writer` killed with SIGKILL at random points. No timing is asserted; every bound is
+/// a generous safety net against a hung child.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct MultiProcessTests {
+    static let workerCount = 4
+    static let mixedSeconds = 6
+
+    @Test func fourProcessesAddingReadingAndDeletingLoseNothing() async throws {
+        let directory = TemporaryDirectory("keychain-multiprocess")
+        // Create the store (and its key file) up front so the workers all open an existing one.
+        do { _ = try openStore(directory) }
+        try #require(FileManager.default.fileExists(atPath: directory.keyFile.path))
+
+        let workers = try (0..<Self.workerCount).map { worker in
+            try WorkerProcess(["mixed", "--dir", directory.url.path, "--worker", "\(worker)",
+                               "--workers", "\(Self.workerCount)", "--seconds", "\(Self.mixedSeconds)"])
+        }
+        defer { workers.forEach { $0.killIfRunning() } }
+        for worker in workers {
+            let exited = await worker.waitForExit(timeout: 90)
+            #expect(exited, "worker \(worker.label) did not finish within 90 s")
+        }
+
+        var outputs: [(added: [String], deleted: [String])] = []
+        for (number, worker) in workers.enumerated() {
+            let stdout = worker.standardOutput, stderr = worker.standardError
+            #expect(worker.exitedNormally && worker.status == 0,
+                    "worker \(number) ended with \(worker.status) (\(worker.reasonDescription)); stderr: \(stderr)")
+            #expect(!stderr.localizedCaseInsensitiveContains("locked"), "worker \(number) stderr: \(stderr)")
+            #expect(!stderr.localizedCaseInsensitiveContains("error"), "worker \(number) stderr: \(stderr)")
+            let lines = stdout.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+            #expect(lines.last == "done", "worker \(number) did not print done; stderr: \(stderr)")
+            var added: [String] = [], deleted: [String] = []
+            for line in lines {
+                if line.hasPrefix("added ") { added.append(String(line.dropFirst(6))) }
+                else if line.hasPrefix("deleted ") { deleted.append(String(line.dropFirst(8))) }
+                else { #expect(line == "done", "worker \(number) printed an unexpected line: \(line)") }
+            }
+            outputs.append((added, deleted))
+        }
+
+        let store = try openStore(directory)
+        var expectedTotal = 0
+        var totalAdded = 0, totalDeleted = 0
+        for (worker, output) in outputs.enumerated() {
+            let service = "w\(worker)"
+            let added = Set(output.added), deleted = Set(output.deleted)
+            #expect(added.count == output.added.count, "worker \(worker) acknowledged an account twice")
+            #expect(deleted.count == output.deleted.count, "worker \(worker) deleted an account twice")
+            #expect(deleted.isSubset(of: added), "worker \(worker) deleted accounts it never added")
+            #expect(!output.added.isEmpty, "worker \(worker) added nothing")
+            totalAdded += added.count
+            totalDeleted += deleted.count
+            let live = added.subtracting(deleted)
+            expectedTotal += live.count
+            for account in live.sorted() {
+                let index = try #require(testItemIndex(account), "unexpected account name \(account)")
+                do {
+                    let item = try store.find(ItemQuery(service: service, account: account), as: Apps.scanner)
+                    #expect(item.service == service && item.account == account && item.accessGroup == Apps.sharedGroup)
+                    #expect(item.secret == testMixedSecret(worker: worker, index: index), "\(service)/\(account) has another secret")
+                } catch {
+                    Issue.record("acknowledged item \(service)/\(account) is missing: \(error)")
+                }
+            }
+            for account in deleted.sorted() {
+                do {
+                    _ = try store.find(ItemQuery(service: service, account: account), as: Apps.scanner)
+                    Issue.record("deleted item \(service)/\(account) is still there")
+                } catch {
+                    #expect(error.code == .itemNotFound, "finding deleted \(service)/\(account): \(error)")
+                }
+            }
+        }
+        #expect(totalAdded > 0)
+        #expect(totalDeleted > 0, "the workers never deleted anything; the test exercised less than intended")
+
+        let all = try store.metadata(matching: .all, as: Apps.scanner)
+        #expect(all.count == expectedTotal, "the store holds \(all.count) items, expected \(expectedTotal)")
+        let report = try store.verify()
+        #expect(report.isIntact, "\(report)")
+        #expect(report.checkedItems == expectedTotal)
+        withExtendedLifetime(directory) {}
+    }
+
+    @Test func writerKilledWithSIGKILLLosesNoAcknowledgedItem() async throws {
+        let directory = TemporaryDirectory("keychain-sigkill")
+        do { _ = try openStore(directory) }
+        // Kill points: after at least this many acks, plus a random 50–400 ms.
+        let minimumAcks = [1, 4, 16, 40, 2, 100]
+        let stride = 1_000_000
+        /// Every item the store must hold from earlier rounds: index → present (the in-flight ones that
+        /// made it are included once observed).
+        var expected: Set<Int> = []
+
+        for (round, minimum) in minimumAcks.enumerated() {
+            let start = round * stride
+            let writer = try WorkerProcess(["writer", "--dir", directory.url.path, "--start", "\(start)"])
+            defer { writer.killIfRunning() }
+            let reached = await writer.waitForLines(atLeast: minimum, prefix: "ack ", timeout: 60)
+            try #require(reached, "round \(round): the writer printed \(writer.lines(prefix: "ack ").count) acks; stderr: \(writer.standardError)")
+            try await Task.sleep(for: .milliseconds(Int.random(in: 50...400)))
+            try #require(kill(writer.pid, SIGKILL) == 0, "round \(round): kill failed (the writer died by itself? stderr: \(writer.standardError))")
+            let exited = await writer.waitForExit(timeout: 30)
+            try #require(exited, "round \(round): the writer did not die after SIGKILL")
+            #expect(writer.killedBySignal == SIGKILL, "round \(round): writer ended with \(writer.reasonDescription) \(writer.status)")
+            #expect(writer.standardError.isEmpty, "round \(round): writer stderr: \(writer.standardError)")
+
+            let acks = writer.lines(prefix: "ack ").map { Int($0.dropFirst(4)) }
+            #expect(!acks.contains(nil), "round \(round): malformed ack line")
+            let acked = acks.compactMap { $0 }
+            try #require(acked.count >= minimum)
+            #expect(acked == Array(start..<start + acked.count), "round \(round): acks are not consecutive from \(start)")
+            let lastAck = try #require(acked.last)
+
+            // Reopen (this recovers the WAL the killed process left behind) and check everything.
+            let store = try openStore(directory)
+            var found: [Int: Data] = [:]
+            for item in try store.findAll(ItemQuery(service: "writer"), as: Apps.scanner) {
+                guard let index = testItemIndex(item.account) else {
+                    Issue.record("round \(round): unexpected writer account \(item.account)")
+                    continue
+                }
+                #expect(found[index] == nil, "round \(round): writer/\(item.account) is stored twice")
+                found[index] = item.secret
+            }
+            for index in acked {
+                #expect(found[index] == testWriterSecret(index: index),
+                        "round \(round): acknowledged writer/item-\(index) is \(found[index] == nil ? "missing" : "corrupted")")
+            }
+            let inFlight = lastAck + 1
+            if let secret = found[inFlight] {
+                #expect(secret == testWriterSecret(index: inFlight), "round \(round): in-flight writer/item-\(inFlight) is corrupted")
+            }
+            let beyond = found.keys.filter { $0 >= start && $0 > inFlight }.sorted()
+            #expect(beyond.isEmpty, "round \(round): items beyond the in-flight one exist: \(beyond.prefix(5))")
+            // Earlier rounds' items are untouched.
+            for index in expected {
+                #expect(found[index] == testWriterSecret(index: index), "round \(round): earlier writer/item-\(index) changed or vanished")
+            }
+            let thisRound = Set(acked).union(found[inFlight] != nil ? [inFlight] : [])
+            expected.formUnion(thisRound)
+            let missing = expected.subtracting(found.keys), unexpected = Set(found.keys).subtracting(expected)
+            #expect(missing.isEmpty && unexpected.isEmpty,
+                    "round \(round): \(missing.count) writer items missing (e.g. \(missing.sorted().prefix(5))), \(unexpected.count) unexpected (e.g. \(unexpected.sorted().prefix(5)))")
+
+            let report = try store.verify()
+            #expect(report.isIntact, "round \(round): \(report)")
+            #expect(report.checkedItems == expected.count)
+        }
+        withExtendedLifetime(directory) {}
+    }
+}
+
+// MARK: - The worker's deterministic secrets (same functions as in Sources/keychain-worker/main.swift)
+
+private func testSecretBytes(tag: UInt64, index: Int, length: Int) -> Data {
+    var state = tag &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: index) &* 0xD1B5_4A32_D192_ED03
+    var bytes = [UInt8]()
+    bytes.reserveCapacity(length + 8)
+    while bytes.count < length {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    return Data(bytes.prefix(length))
+}
+
+private func testMixedSecret(worker: Int, index: Int) -> Data {
+    testSecretBytes(tag: UInt64(worker) + 1, index: index, length: 16 + index % 256)
+}
+
+private func testWriterSecret(index: Int) -> Data {
+    testSecretBytes(tag: 0xC0FFEE, index: index, length: 1024 + (index &* 7919) % 3072)
+}
+
+private func testItemIndex(_ account: String) -> Int? {
+    guard account.hasPrefix("item-") else { return nil }
+    return Int(account.dropFirst(5))
+}
+
+// MARK: - A child process with its output drained continuously
+
+/// Runs `keychain-worker` with stdout and stderr on pipes that one background thread keeps draining
+/// (so the child never blocks on a full pipe), collecting both as they arrive.
+private final class WorkerProcess: @unchecked Sendable {
+    private struct Output {
+        var stdout = Data()
+        var stderr = Data()
+        var exited = false
+        var drained = false
+    }
+
+    /// The collected output, shared with the drain thread and the termination handler.
+    private final class SharedOutput: Sendable {
+        let state = Mutex(Output())
+        func withLock<T>(_ body: (inout Output) -> T) -> T { state.withLock { body(&$0) } }
+    }
+
+    let label: String
+    private let process = Process()
+    private let output = SharedOutput()
+
+    init(_ arguments: [String]) throws {
+        let executable = productsDirectory.appendingPathComponent("keychain-worker")
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw WorkerLaunchError(message: "\(executable.path) is missing; build the keychain-worker product")
+        }
+        label = arguments.joined(separator: " ")
+        let stdoutPipe = Pipe(), stderrPipe = Pipe()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = stdoutPipe
+        process.standardError = stderrPipe
+        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
+        try process.run()
+        let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
+        let thread = Thread { [self] in
+            drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
+            withExtendedLifetime(readers) {}
+        }
+        thread.name = "drain \(arguments.first ?? "")"
+        thread.start()
+    }
+
+    /// Polls both pipes until both reach end of file, or the child has exited and nothing is left
+    /// (a pipe end inherited by some other process must not keep us waiting for end of file).
+    private func drain(stdout: Int32, stderr: Int32) {
+        var open = [stdout: true, stderr: true]
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while open.values.contains(true) {
+            let exitedBeforePoll = output.withLock { $0.exited }
+            var fds = open.filter(\.value).map { pollfd(fd: $0.key, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), 50)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if ready == 0 {
+                if exitedBeforePoll { break }
+                continue
+            }
+            for entry in fds where entry.revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                guard count > 0 else {
+                    open[entry.fd] = false
+                    continue
+                }
+                let chunk = Data(buffer[0..<count])
+                output.withLock { if entry.fd == stdout { $0.stdout.append(chunk) } else { $0.stderr.append(chunk) } }
+            }
+        }
+        output.withLock { $0.drained = true }
+    }
+
+    var pid: pid_t { process.processIdentifier }
+    var standardOutput: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
+    var standardError: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
+
+    /// Complete stdout lines starting with `prefix`.
+    func lines(prefix: String) -> [String] {
+        let text = standardOutput
+        let complete = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+        return complete.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map(String.init)
+    }
+
+    private var isFinished: Bool { output.withLock { $0.exited && $0.drained } }
+
+    /// Waits until the child has exited and its output is fully read; `false` on timeout.
+    func waitForExit(timeout: TimeInterval) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !isFinished {
+            if Date() > deadline { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
+    }
+
+    /// Waits until stdout holds at least `count` lines starting with `prefix`; `false` on timeout or exit.
+    func waitForLines(atLeast count: Int, prefix: String, timeout: TimeInterval) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while lines(prefix: prefix).count < count {
+            if Date() > deadline || isFinished { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+
+    var exitedNormally: Bool { isFinished && process.terminationReason == .exit }
+    var status: Int32 { isFinished ? process.terminationStatus : -1 }
+    var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
+    var reasonDescription: String {
+        guard isFinished else { return "still running" }
+        return process.terminationReason == .exit ? "exit status" : "signal"
+    }
+
+    func killIfRunning() {
+        if !output.withLock({ $0.exited }) { kill(pid, SIGKILL) }
+    }
+}
+
+private struct WorkerLaunchError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
