@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
+        .library(name: "SharedDevice", targets: ["SharedDevice"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
     ],
     dependencies: [
@@ -36,10 +37,19 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "SharedDevice",
+            dependencies: [
+                "KeychainStore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "devicectl",
             dependencies: [
                 "KeychainStore",
+                "SharedDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -65,6 +75,11 @@ let package = Package(
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SharedDeviceTests",
+            dependencies: ["SharedDevice", "KeychainStore"],
             swiftSettings: strictSettings
         ),
         .testTarget(

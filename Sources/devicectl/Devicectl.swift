@@ -7,7 +7,7 @@ struct Devicectl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
-        subcommands: [KeychainCommand.self]
+        subcommands: [KeychainCommand.self, PolicyCommand.self]
     )
 }
 

@@ -1,0 +1,68 @@
+public import Foundation
+
+/// A device policy: what an administrator provisions a kiosk or personal device with.
+/// Decoded strictly from JSON by `DevicePolicy.decode(_:)`; see `policies/README.md` for every key.
+public struct DevicePolicy: Sendable, Equatable, Encodable {
+    /// The only policy format version this build understands.
+    public static let currentVersion = 1
+
+    /// Whether one worker at a time signs in for the whole device, or the device belongs to one user.
+    public enum Mode: String, Sendable, Equatable, Encodable {
+        /// Shared device mode: one current account, global sign-out (MSAL's shared device mode).
+        case shared
+        /// Private (personal) device: MSAL's default mode, sign-out local to the app.
+        case `private`
+    }
+
+    /// The device's name and mode.
+    public struct Device: Sendable, Equatable, Encodable {
+        public var name: String
+        public var mode: Mode
+    }
+
+    /// The sign-in authority apps on the device use.
+    public struct Authority: Sendable, Equatable, Encodable {
+        /// The OpenID Connect issuer URL (https, or http on loopback for a local provider).
+        public var issuer: URL
+        /// The public client id registered for the device's apps.
+        public var clientId: String
+        /// Scopes requested when an app asks for none.
+        public var scopes: [String]
+        /// Further authorities apps may use (B2C user flows, other tenants), as URLs.
+        public var knownAuthorities: [URL]
+    }
+
+    /// An app allowed on the device.
+    public struct App: Sendable, Equatable, Encodable {
+        /// The app id the app presents (`--app`).
+        public var id: String
+        /// Its keychain access groups, first one the default (the `keychain-access-groups` entitlement).
+        public var accessGroups: [String]
+        /// The Unix user the app runs as, for the broker daemon to verify callers.
+        public var uid: UInt32
+    }
+
+    /// Idle sign-out.
+    public struct Session: Sendable, Equatable, Encodable {
+        /// Seconds of inactivity before the worker is signed out; 0 disables idle sign-out.
+        public var idleSignOutSeconds: Int
+        /// Seconds of warning shown before an idle sign-out.
+        public var warningSeconds: Int
+    }
+
+    /// Audit log settings.
+    public struct Audit: Sendable, Equatable, Encodable {
+        /// A signed checkpoint is written every this many events (and at every sign-out).
+        public var checkpointInterval: Int
+    }
+
+    public var version: Int
+    public var device: Device
+    public var authority: Authority
+    public var apps: [App]
+    public var session: Session
+    public var audit: Audit
+
+    /// The app with `id`, if the policy allows it on the device.
+    public func app(_ id: String) -> App? { apps.first { $0.id == id } }
+}

@@ -1,0 +1,196 @@
+public import Foundation
+import KeychainStore
+
+extension DevicePolicy {
+    /// The access group reserved for the device itself (its audit signing key, its id); no app may be entitled to it.
+    public static let deviceAccessGroup = "devicectl.device"
+
+    /// Decodes a policy strictly: an unknown key, a wrong type, a duplicate app id, an empty or malformed
+    /// access group or an unknown mode is a `PolicyError` naming the JSON path and what is expected.
+    public static func decode(_ data: Data) throws(PolicyError) -> DevicePolicy {
+        let document: JSONValue
+        do {
+            document = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            throw PolicyError(.root, "not valid JSON (\(Self.describe(error)))")
+        }
+        return try PolicyReader().policy(document)
+    }
+
+    /// Reads and decodes a policy file.
+    public static func load(contentsOf url: URL) throws(PolicyError) -> DevicePolicy {
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw PolicyError(file: url.path, "cannot read the policy file")
+        }
+        return try decode(data)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        guard case DecodingError.dataCorrupted(let context) = error else { return "unreadable" }
+        return (context.underlyingError as NSError?)?.localizedDescription ?? context.debugDescription
+    }
+}
+
+/// The strict reader behind `DevicePolicy.decode`.
+private struct PolicyReader {
+    func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
+        let path = JSONPath.root
+        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"], optional: ["session", "audit"])
+        let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
+        guard version == DevicePolicy.currentVersion else {
+            throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
+        }
+        return DevicePolicy(
+            version: version,
+            device: try device(fields["device"]!, at: path.key("device")),
+            authority: try authority(fields["authority"]!, at: path.key("authority")),
+            apps: try apps(fields["apps"]!, at: path.key("apps")),
+            session: try session(fields["session"], at: path.key("session")),
+            audit: try audit(fields["audit"], at: path.key("audit")))
+    }
+
+    private func device(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Device {
+        let fields = try object(value, at: path, required: ["name", "mode"])
+        let modeText = try string(fields["mode"]!, at: path.key("mode"))
+        guard let mode = DevicePolicy.Mode(rawValue: modeText) else {
+            throw PolicyError(path.key("mode"), "unknown mode \"\(modeText)\"; expected \"shared\" or \"private\"")
+        }
+        return .init(name: try nonEmptyString(fields["name"]!, at: path.key("name")), mode: mode)
+    }
+
+    private func authority(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Authority {
+        let fields = try object(value, at: path, required: ["issuer", "clientId"], optional: ["scopes", "knownAuthorities"])
+        let scopes = try fields["scopes"].map { v throws(PolicyError) in try array(v, at: path.key("scopes"), element: scope) } ?? []
+        let known = try fields["knownAuthorities"].map { v throws(PolicyError) in
+            try array(v, at: path.key("knownAuthorities"), element: url)
+        } ?? []
+        return .init(issuer: try url(fields["issuer"]!, at: path.key("issuer")),
+                     clientId: try nonEmptyString(fields["clientId"]!, at: path.key("clientId")),
+                     scopes: scopes, knownAuthorities: known)
+    }
+
+    private func apps(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [DevicePolicy.App] {
+        let apps = try array(value, at: path, element: app)
+        guard !apps.isEmpty else { throw PolicyError(path, "expected at least one app") }
+        var seen: [String: Int] = [:]
+        for (position, app) in apps.enumerated() {
+            if let first = seen[app.id] {
+                throw PolicyError(path.index(position).key("id"), "duplicate app id \"\(app.id)\" (also apps[\(first)]); app ids must be unique")
+            }
+            seen[app.id] = position
+        }
+        return apps
+    }
+
+    private func app(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.App {
+        let fields = try object(value, at: path, required: ["id", "accessGroups", "uid"])
+        let id = try nonEmptyString(fields["id"]!, at: path.key("id"))
+        guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            throw PolicyError(path.key("id"), "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)")
+        }
+        let groupsPath = path.key("accessGroups")
+        let groups = try array(fields["accessGroups"]!, at: groupsPath, element: accessGroup)
+        guard !groups.isEmpty else { throw PolicyError(groupsPath, "expected at least one access group") }
+        if let duplicate = groups.indices.first(where: { groups[..<$0].contains(groups[$0]) }) {
+            throw PolicyError(groupsPath.index(duplicate), "access group \"\(groups[duplicate])\" is listed twice")
+        }
+        let uid = try integer(fields["uid"]!, at: path.key("uid"), in: 0...Int(UInt32.max - 1))
+        return .init(id: id, accessGroups: groups, uid: UInt32(uid))
+    }
+
+    private func accessGroup(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        let name = try string(value, at: path)
+        guard (try? AccessGroup.validate(name)) != nil else {
+            throw PolicyError(path, name.isEmpty ? "empty access group; expected a name like com.microsoft.adalcache"
+                : "malformed access group \"\(name)\"; expected 1-255 letters, digits, '.', '-' or '_' (e.g. com.microsoft.adalcache)")
+        }
+        guard name != DevicePolicy.deviceAccessGroup else {
+            throw PolicyError(path, "\(name) is reserved for the device itself; no app may be entitled to it")
+        }
+        return name
+    }
+
+    private func session(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Session {
+        guard let value else { return .init(idleSignOutSeconds: 0, warningSeconds: 0) }
+        let fields = try object(value, at: path, required: [], optional: ["idleSignOutSeconds", "warningSeconds"])
+        let idle = try fields["idleSignOutSeconds"].map { v throws(PolicyError) in
+            try integer(v, at: path.key("idleSignOutSeconds"), in: 0...86_400 * 7)
+        } ?? 0
+        let warning = try fields["warningSeconds"].map { v throws(PolicyError) in
+            try integer(v, at: path.key("warningSeconds"), in: 0...86_400)
+        } ?? 0
+        if idle > 0 && warning >= idle {
+            throw PolicyError(path.key("warningSeconds"), "expected fewer warning seconds than idleSignOutSeconds (\(idle))")
+        }
+        return .init(idleSignOutSeconds: idle, warningSeconds: warning)
+    }
+
+    private func audit(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Audit {
+        guard let value else { return .init(checkpointInterval: 100) }
+        let fields = try object(value, at: path, required: [], optional: ["checkpointInterval"])
+        let interval = try fields["checkpointInterval"].map { v throws(PolicyError) in
+            try integer(v, at: path.key("checkpointInterval"), in: 1...100_000)
+        } ?? 100
+        return .init(checkpointInterval: interval)
+    }
+
+    // MARK: Primitives
+
+    private func object(_ value: JSONValue, at path: JSONPath, required: Set<String>, optional: Set<String> = [])
+        throws(PolicyError) -> [String: JSONValue] {
+        guard case .object(let fields) = value else { throw PolicyError(path, "expected an object, found \(value.kind)") }
+        for key in fields.keys.sorted() where !required.contains(key) && !optional.contains(key) {
+            let allowed = (required.union(optional)).sorted().joined(separator: ", ")
+            throw PolicyError(path.key(key), "unknown key; expected one of: \(allowed)")
+        }
+        for key in required.sorted() where fields[key] == nil {
+            throw PolicyError(path.key(key), "missing required key")
+        }
+        return fields
+    }
+
+    private func array<T>(_ value: JSONValue, at path: JSONPath,
+                          element: (JSONValue, JSONPath) throws(PolicyError) -> T) throws(PolicyError) -> [T] {
+        guard case .array(let values) = value else { throw PolicyError(path, "expected an array, found \(value.kind)") }
+        var result: [T] = []
+        for (position, item) in values.enumerated() { result.append(try element(item, path.index(position))) }
+        return result
+    }
+
+    private func string(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        guard case .string(let text) = value else { throw PolicyError(path, "expected a string, found \(value.kind)") }
+        return text
+    }
+
+    private func nonEmptyString(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        let text = try string(value, at: path)
+        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw PolicyError(path, "expected a non-empty string") }
+        return text
+    }
+
+    private func scope(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        let text = try nonEmptyString(value, at: path)
+        guard !text.contains(where: \.isWhitespace) else { throw PolicyError(path, "a scope cannot contain spaces; list each scope separately") }
+        return text
+    }
+
+    private func integer(_ value: JSONValue, at path: JSONPath, in range: ClosedRange<Int>) throws(PolicyError) -> Int {
+        guard case .number(let number) = value else { throw PolicyError(path, "expected an integer, found \(value.kind)") }
+        guard number.rounded() == number, number >= Double(range.lowerBound), number <= Double(range.upperBound) else {
+            throw PolicyError(path, "expected an integer from \(range.lowerBound) to \(range.upperBound), found \(number)")
+        }
+        return Int(number)
+    }
+
+    private func url(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> URL {
+        let text = try string(value, at: path)
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            throw PolicyError(path, "expected an absolute URL like https://login.microsoftonline.com/contoso.onmicrosoft.com")
+        }
+        let loopback = host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]"
+        guard scheme == "https" || (scheme == "http" && loopback) else {
+            throw PolicyError(path, "expected an https URL (http is allowed only on loopback for a local provider)")
+        }
+        return url
+    }
+}

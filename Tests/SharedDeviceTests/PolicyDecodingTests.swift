@@ -1,0 +1,124 @@
+import Foundation
+import SharedDevice
+import Testing
+
+/// Strict decoding of device policies: every problem names its JSON path.
+struct PolicyDecodingTests {
+    static let policiesDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("policies")
+
+    static func kiosk() throws -> [String: Any] {
+        let data = try Data(contentsOf: policiesDirectory.appendingPathComponent("kiosk.json"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// The decoding error for the kiosk policy after `edit`.
+    static func error(after edit: (inout [String: Any]) -> Void) throws -> PolicyError? {
+        var document = try kiosk()
+        edit(&document)
+        do {
+            _ = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
+            return nil
+        } catch {
+            return error as? PolicyError
+        }
+    }
+
+    @Test func shippedKioskPolicyDecodesAsSharedWithTwoAppsSharingTheMSALGroup() throws {
+        let policy = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json"))
+        #expect(policy.device.mode == .shared)
+        #expect(policy.apps.map(\.id) == ["com.contoso.kiosk.scanner", "com.contoso.kiosk.timeclock"])
+        #expect(policy.apps.allSatisfy { $0.accessGroups.first == "com.microsoft.adalcache" && $0.accessGroups.count == 2 })
+        #expect(policy.app("com.contoso.kiosk.timeclock")?.uid == 1002)
+        #expect(policy.session.idleSignOutSeconds == 900)
+        #expect(policy.audit.checkpointInterval == 100)
+        #expect(policy.authority.scopes.contains("offline_access"))
+    }
+
+    @Test func shippedPersonalPolicyDecodesAsPrivateWithDefaults() throws {
+        let policy = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("personal.json"))
+        #expect(policy.device.mode == .private)
+        #expect(policy.session.idleSignOutSeconds == 0)
+        #expect(policy.audit.checkpointInterval == 100)
+    }
+
+    @Test func unknownKeysAreRejectedWithTheirPath() throws {
+        #expect(try Self.error { $0["colour"] = "blue" }?.path == "colour")
+        let nested = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[1]["entitlements"] = ["x"]
+            document["apps"] = apps
+        }
+        #expect(nested?.path == "apps[1].entitlements")
+        #expect(nested?.problem.contains("unknown key") == true)
+        #expect(nested?.problem.contains("accessGroups") == true)
+    }
+
+    @Test func wrongTypesNameThePathAndTheExpectedType() throws {
+        let uid = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[0]["uid"] = "1001"
+            document["apps"] = apps
+        }
+        #expect(uid == PolicyError(path: "apps[0].uid", problem: "expected an integer, found a string"))
+        let mode = try Self.error { $0["device"] = ["name": "k", "mode": true] }
+        #expect(mode == PolicyError(path: "device.mode", problem: "expected a string, found a boolean"))
+        let fraction = try Self.error { $0["audit"] = ["checkpointInterval": 2.5] }
+        #expect(fraction?.path == "audit.checkpointInterval")
+        #expect(try Self.error { $0["apps"] = [:] as [String: Any] }?.problem == "expected an array, found an object")
+    }
+
+    @Test func duplicateAppIdsAreRejected() throws {
+        let error = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[1]["id"] = apps[0]["id"]
+            document["apps"] = apps
+        }
+        #expect(error?.path == "apps[1].id")
+        #expect(error?.problem.contains("duplicate app id") == true)
+    }
+
+    @Test(arguments: [("", "empty access group"), ("bad group", "malformed access group"), (".lead", "malformed access group"),
+                      ("devicectl.device", "reserved for the device")])
+    func emptyMalformedOrReservedAccessGroupsAreRejected(group: String, problem: String) throws {
+        let error = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[1]["accessGroups"] = ["com.microsoft.adalcache", group]
+            document["apps"] = apps
+        }
+        #expect(error?.path == "apps[1].accessGroups[1]")
+        #expect(error?.problem.contains(problem) == true)
+    }
+
+    @Test func appsNeedAtLeastOneAccessGroupAndNoRepeats() throws {
+        let empty = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[0]["accessGroups"] = [String]()
+            document["apps"] = apps
+        }
+        #expect(empty?.path == "apps[0].accessGroups")
+        let repeated = try Self.error { document in
+            var apps = document["apps"] as! [[String: Any]]
+            apps[0]["accessGroups"] = ["a.b", "a.b"]
+            document["apps"] = apps
+        }
+        #expect(repeated?.path == "apps[0].accessGroups[1]")
+    }
+
+    @Test func unknownModeSaysWhatIsExpected() throws {
+        let error = try Self.error { $0["device"] = ["name": "k", "mode": "kiosk"] }
+        #expect(error == PolicyError(path: "device.mode", problem: "unknown mode \"kiosk\"; expected \"shared\" or \"private\""))
+    }
+
+    @Test func missingRequiredKeysUnsupportedVersionAndInsecureIssuerAreRejected() throws {
+        #expect(try Self.error { $0.removeValue(forKey: "authority") }?.path == "authority")
+        #expect(try Self.error { $0["version"] = 2 }?.path == "version")
+        #expect(try Self.error { $0["authority"] = ["issuer": "http://idp.example.com", "clientId": "c"] }?.path == "authority.issuer")
+        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 60, "warningSeconds": 60] }?.path == "session.warningSeconds")
+    }
+
+    @Test func malformedJSONIsAnErrorOnTheDocument() {
+        #expect(throws: PolicyError.self) { try DevicePolicy.decode(Data("{\"version\": 1,".utf8)) }
+    }
+}
