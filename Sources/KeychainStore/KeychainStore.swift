@@ -266,7 +266,12 @@ public final class KeychainStore: Sendable {
         var found: [Match] = []
         for groupFilter in try filters(query, caller: caller) {
             let remaining = limit.map { $0 - found.count }
-            for sealed in try ItemTable.rows(groupFilter.filter, limit: needsPostFilter ? nil : remaining, db) {
+            let candidates = if let exact = groupFilter.filter.exactKey {
+                try ItemTable.row(exactly: exact, db).map { [$0] } ?? []
+            } else {
+                try ItemTable.rows(groupFilter.filter, limit: needsPostFilter ? nil : remaining, db)
+            }
+            for sealed in candidates {
                 let item = try open(sealed, group: groupFilter.group, db)
                 if let generic = query.generic, item.metadata.generic != generic { continue }
                 if let creator = query.creator, item.metadata.creator != creator { continue }
@@ -306,8 +311,19 @@ public final class KeychainStore: Sendable {
         return KeychainError(.itemNotFound, "no matching item in \(scope)")
     }
 
+    /// A read in one deferred transaction. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only`
+    /// around every read, which expires every prepared statement and recompiles the SELECT each time.)
     private func read<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
-        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.read(body) }
+        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+            try database.unsafeRead { db in
+                var result: T?
+                try db.inTransaction(.deferred) {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        }
     }
 
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {

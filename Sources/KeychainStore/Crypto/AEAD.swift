@@ -13,7 +13,7 @@ enum AEAD {
     }
 
     /// Encrypts `plaintext` under `key`, binding `additionalData`.
-    static func seal(_ plaintext: Data, additionalData: Data, key: SecureKey) -> Box {
+    static func seal(_ plaintext: Data, additionalData: some ContiguousBytes, key: SecureKey) -> Box {
         let nonce = Sodium.randomData(count: nonceByteCount)
         var ciphertext = Data(count: plaintext.count + tagByteCount)
         var written: UInt64 = 0
@@ -24,7 +24,7 @@ enum AEAD {
                         _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
                             out.bindMemory(to: UInt8.self).baseAddress!, &written,
                             message.bindMemory(to: UInt8.self).baseAddress!, UInt64(plaintext.count),
-                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(additionalData.count),
+                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(ad.count),
                             nil, n.bindMemory(to: UInt8.self).baseAddress!, key.bytes)
                     }
                 }
@@ -35,7 +35,7 @@ enum AEAD {
 
     /// Decrypts and authenticates a box; `nil` when the key, nonce, ciphertext or additional data
     /// do not match what was sealed. The caller wipes the returned plaintext when done.
-    static func open(_ box: Box, additionalData: Data, key: SecureKey) -> Data? {
+    static func open(_ box: Box, additionalData: some ContiguousBytes, key: SecureKey) -> Data? {
         guard box.nonce.count == nonceByteCount, box.ciphertext.count > tagByteCount else { return nil }
         var plaintext = Data(count: box.ciphertext.count - tagByteCount)
         var written: UInt64 = 0
@@ -46,7 +46,7 @@ enum AEAD {
                         crypto_aead_xchacha20poly1305_ietf_decrypt(
                             out.bindMemory(to: UInt8.self).baseAddress!, &written, nil,
                             c.bindMemory(to: UInt8.self).baseAddress!, UInt64(box.ciphertext.count),
-                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(additionalData.count),
+                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(ad.count),
                             n.bindMemory(to: UInt8.self).baseAddress!, key.bytes)
                     }
                 }

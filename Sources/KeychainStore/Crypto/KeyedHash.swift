@@ -7,10 +7,11 @@ enum KeyedHash {
     static let indexByteCount = 16
 
     /// `BLAKE2b(key, domain || 0x00 || value)` truncated to `outputByteCount`.
-    static func hash(_ value: Data, domain: UInt8, key: SecureKey, outputByteCount: Int = indexByteCount) -> Data {
-        var input = Data(capacity: value.count + 1)
+    static func hash(_ value: some Collection<UInt8>, domain: UInt8, key: SecureKey, outputByteCount: Int = indexByteCount) -> Data {
+        var input: [UInt8] = []
+        input.reserveCapacity(value.count + 1)
         input.append(domain)
-        input.append(value)
+        input.append(contentsOf: value)
         var output = Data(count: outputByteCount)
         output.withUnsafeMutableBytes { out in
             input.withUnsafeBytes { message in

@@ -11,21 +11,22 @@ struct BlindIndexer: Sendable {
     let key: SecureKey
 
     func group(_ name: String) -> Data {
-        KeyedHash.hash(Data(name.utf8), domain: Domain.group.rawValue, key: key)
+        KeyedHash.hash(Array(name.utf8), domain: Domain.group.rawValue, key: key)
     }
 
-    func service(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .service, group) }
-    func account(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .account, group) }
-    func label(_ value: String, group: String) -> Data { scoped(Data(value.utf8), .label, group) }
+    func service(_ value: String, group: String) -> Data { scoped(value.utf8, .service, group) }
+    func account(_ value: String, group: String) -> Data { scoped(value.utf8, .account, group) }
+    func label(_ value: String, group: String) -> Data { scoped(value.utf8, .label, group) }
     func type(_ value: UInt32, group: String) -> Data {
-        scoped(withUnsafeBytes(of: value.littleEndian) { Data($0) }, .type, group)
+        scoped(withUnsafeBytes(of: value.littleEndian) { Array($0) }, .type, group)
     }
 
-    private func scoped(_ value: Data, _ domain: Domain, _ group: String) -> Data {
-        var input = Data(capacity: group.utf8.count + value.count + 4)
+    private func scoped(_ value: some Sequence<UInt8>, _ domain: Domain, _ group: String) -> Data {
+        var input: [UInt8] = []
+        input.reserveCapacity(group.utf8.count + 64)
         withUnsafeBytes(of: UInt32(group.utf8.count).littleEndian) { input.append(contentsOf: $0) }
         input.append(contentsOf: group.utf8)
-        input.append(value)
+        input.append(contentsOf: value)
         return KeyedHash.hash(input, domain: domain.rawValue, key: key)
     }
 }
@@ -58,17 +59,18 @@ struct RowIndexes: Equatable {
     }
 
     /// `"kcitem" || format || each column length-prefixed (0xFF for NULL)`.
-    func additionalData(format: Int) -> Data {
-        var data = Data("kcitem".utf8)
-        data.append(UInt8(truncatingIfNeeded: format))
+    func additionalData(format: Int) -> [UInt8] {
+        var bytes: [UInt8] = Array("kcitem".utf8)
+        bytes.reserveCapacity(96)
+        bytes.append(UInt8(truncatingIfNeeded: format))
         for column in [group, service, account, label, type] {
             if let column {
-                data.append(UInt8(column.count))
-                data.append(column)
+                bytes.append(UInt8(column.count))
+                bytes.append(contentsOf: column)
             } else {
-                data.append(0xFF)
+                bytes.append(0xFF)
             }
         }
-        return data
+        return bytes
     }
 }

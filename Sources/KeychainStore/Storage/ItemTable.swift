@@ -23,6 +23,13 @@ enum ItemTable {
             if let type = query.type { indexes.append(("type_index", indexer.type(type, group: group))) }
         }
 
+        /// Group, service and account when the query names the whole primary key (and nothing else
+        /// indexed): a point read with one constant statement.
+        var exactKey: (group: Data, service: Data, account: Data)? {
+            guard indexes.count == 3, indexes[1].column == "service_index", indexes[2].column == "account_index" else { return nil }
+            return (indexes[0].value, indexes[1].value, indexes[2].value)
+        }
+
         var whereClause: String { indexes.map { "\($0.column) = ?" }.joined(separator: " AND ") }
         var arguments: StatementArguments { StatementArguments(indexes.map(\.value)) }
     }
@@ -33,6 +40,21 @@ enum ItemTable {
         var sql = "SELECT \(columns) FROM items WHERE \(filter.whereClause) ORDER BY id"
         if let limit { sql += " LIMIT \(limit)" }
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: filter.arguments).map(sealedRow)
+    }
+
+    /// The row with this primary key, if any.
+    static func row(exactly key: (group: Data, service: Data, account: Data), _ db: Database) throws -> SealedRow? {
+        let statement = try db.cachedStatement(sql: """
+            SELECT id, label_index, type_index, format, nonce, ciphertext FROM items
+            WHERE group_index = ? AND service_index = ? AND account_index = ?
+            """)
+        statement.setUncheckedArguments([key.group, key.service, key.account])
+        guard let row = try Row.fetchOne(statement) else { return nil }
+        return SealedRow(
+            id: row[0],
+            indexes: RowIndexes(group: key.group, service: key.service, account: key.account, label: row[1], type: row[2]),
+            format: row[3],
+            box: AEAD.Box(nonce: row[4], ciphertext: row[5]))
     }
 
     static func allRows(_ db: Database) throws -> RowCursor {
