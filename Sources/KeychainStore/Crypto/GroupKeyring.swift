@@ -62,9 +62,6 @@ final class GroupKeyring: Sendable {
         return (name, try SecureKey.copying(plaintext.prefix(SecureKey.byteCount)))
     }
 
-    /// Forgets every cached key (after groups were shredded).
-    func forgetAll() { cache.withLock { $0.removeAll() } }
-
     private func loadFromDatabase(index: Data, _ db: Database) throws -> SecureKey? {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT key_nonce, wrapped_key FROM access_groups WHERE name_index = ?"), arguments: [index])
