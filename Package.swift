@@ -41,6 +41,7 @@ let package = Package(
             name: "SharedDevice",
             dependencies: [
                 "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -69,6 +70,22 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Test helper: provisions and deprovisions in a loop (SIGKILL atomicity tests).
+        .executableTarget(
+            name: "device-worker",
+            dependencies: ["SharedDevice", "KeychainStore"],
+            swiftSettings: strictSettings
+        ),
+        // Benchmark driver for tools/bench-audit (not a test).
+        .executableTarget(
+            name: "audit-bench",
+            dependencies: [
+                "SharedDevice",
+                "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "KeychainStoreTests",
             dependencies: [
@@ -79,7 +96,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SharedDeviceTests",
-            dependencies: ["SharedDevice", "KeychainStore"],
+            dependencies: [
+                "SharedDevice",
+                "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

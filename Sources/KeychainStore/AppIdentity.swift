@@ -10,13 +10,30 @@ public struct AppIdentity: Sendable, Hashable, Codable {
     /// without an explicit group goes, as on iOS.
     public let accessGroups: [String]
 
-    /// Creates an identity; every group name must be valid (see `AccessGroup.validate`).
+    /// Creates an app's identity; every group name must be valid (see `AccessGroup.validate`) and none
+    /// may be reserved for the device (`devicectl.` prefix): no app can be entitled to those.
     public init(appID: String, accessGroups: [String]) throws(KeychainError) {
         guard !appID.isEmpty else { throw KeychainError(.invalidParameter, "the app id is empty") }
-        for group in accessGroups { try AccessGroup.validate(group) }
+        for group in accessGroups {
+            try AccessGroup.validate(group)
+            guard !AccessGroup.isReserved(group) else {
+                throw KeychainError(.missingEntitlement,
+                    "access group \(group) is reserved for the device itself; no app can be entitled to it")
+            }
+        }
         self.appID = appID
         self.accessGroups = accessGroups
     }
+
+    private init(unchecked appID: String, accessGroups: [String]) {
+        self.appID = appID
+        self.accessGroups = accessGroups
+    }
+
+    /// The device administrator (`devicectl`), entitled only to the reserved groups: the device's own
+    /// (`AccessGroup.device`: policy, device id, audit signing key) and the audit log's trust anchor
+    /// (`AccessGroup.auditAnchor`).
+    public static let deviceAdministrator = AppIdentity(unchecked: "devicectl", accessGroups: [AccessGroup.device, AccessGroup.auditAnchor])
 
     /// Whether the app may read and write `group`.
     public func isEntitled(to group: String) -> Bool { accessGroups.contains(group) }
@@ -28,6 +45,16 @@ public enum AccessGroup {
     public static let adalCache = "com.microsoft.adalcache"
     /// MSAL's keychain group on macOS.
     public static let universalStorage = "com.microsoft.identity.universalstorage"
+
+    /// The device's own group: the provisioned policy, device id and audit signing key.
+    public static let device = "devicectl.device"
+    /// The group that outlives deprovisioning: the public keys that signed the audit log.
+    public static let auditAnchor = "devicectl.audit"
+    /// The prefix of groups reserved for the device; `AppIdentity` refuses them for apps.
+    public static let reservedPrefix = "devicectl."
+
+    /// Whether `name` is reserved for the device.
+    public static func isReserved(_ name: String) -> Bool { name.hasPrefix(reservedPrefix) }
 
     /// A group name is 1–255 characters of letters, digits, `.`, `-` and `_`, not starting or ending with `.`.
     public static func validate(_ name: String) throws(KeychainError) {

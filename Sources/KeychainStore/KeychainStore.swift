@@ -35,9 +35,8 @@ public final class KeychainStore: Sendable {
     /// One serialized connection per store object. (GRDB's `DatabasePool` would write a dummy table at
     /// every open and force `synchronous=NORMAL`; a queue with WAL set here keeps both under our control.)
     private let database: DatabaseQueue
-    private let indexer: BlindIndexer
-    private let groupKeys: GroupKeyring
-    private let options: StoreOptions
+    let core: StoreCore
+    private var options: StoreOptions { core.options }
     private let logger: Logger
 
     /// Opens (creating if needed) the store in `directory`.
@@ -72,13 +71,11 @@ public final class KeychainStore: Sendable {
         }
         self.databaseURL = databaseURL
         self.database = opened.0
-        self.indexer = opened.1.indexer
-        self.groupKeys = GroupKeyring(wrapping: opened.1.wrapping)
-        self.options = options
+        self.core = StoreCore(keyring: opened.1, options: options)
         self.logger = logger
     }
 
-    // MARK: - SecItemAdd
+    // MARK: - Keychain operations (each one transaction)
 
     /// Adds an item (`SecItemAdd`). Without an explicit group it goes to the caller's first group.
     /// - Returns: the stored attributes, with creation and modification dates.
@@ -86,92 +83,40 @@ public final class KeychainStore: Sendable {
     ///   `missingEntitlement` (-34018) for a group the caller is not entitled to.
     @discardableResult
     public func add(_ new: NewItem, as caller: AppIdentity) throws(KeychainError) -> ItemMetadata {
-        let group = try AccessControl.groupForAdd(new.accessGroup, caller: caller)
-        let now = options.clock()
-        let item = KeychainItem(
-            metadata: ItemMetadata(accessGroup: group, service: new.service, account: new.account, type: new.type,
-                                   generic: new.generic, label: new.label, creator: new.creator,
-                                   creationDate: now, modificationDate: now),
-            secret: new.secret)
-        let groupIndex = indexer.group(group)
-        let indexes = RowIndexes(of: item.metadata, groupIndex: groupIndex, indexer: indexer)
-        var plaintext = ItemPayload.encode(item)
-        defer { Sodium.wipe(&plaintext) }
-        try write { db in
-            let key = try self.groupKeys.keyForWriting(group: group, index: groupIndex, db)
-            let box = AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
-            try ItemTable.insert(indexes, box: box, group: group, db)
-        }
-        logger.debug("keychain item added", metadata: ["app": "\(caller.appID)", "group": "\(group)"])
-        return item.metadata
+        let metadata = try write { db in try StoreTransaction(self.core, db).add(new, as: caller) }
+        logger.debug("keychain item added", metadata: ["app": "\(caller.appID)", "group": "\(metadata.accessGroup)"])
+        return metadata
     }
-
-    // MARK: - SecItemCopyMatching
 
     /// The first item matching `query` in the caller's groups (`SecItemCopyMatching`, `kSecMatchLimitOne`),
     /// searching groups in the caller's order.
     /// - Throws: `itemNotFound` (-25300), also when only other apps' groups hold a match;
     ///   `missingEntitlement`; `integrityFailure` if the matching item was tampered with.
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws(KeychainError) -> KeychainItem {
-        guard let item = try read({ db in try self.matches(query, caller: caller, limit: 1, db) }).first?.item else {
-            throw notFound(query, caller)
-        }
-        return item
+        try read { db in try StoreTransaction(self.core, db).find(query, as: caller) }
     }
 
     /// Every item matching `query` in the caller's groups (`kSecMatchLimitAll`).
     /// - Throws: `itemNotFound` when nothing matches.
     public func findAll(_ query: ItemQuery, as caller: AppIdentity) throws(KeychainError) -> [KeychainItem] {
-        let found = try read { db in try self.matches(query, caller: caller, limit: nil, db) }
-        guard !found.isEmpty else { throw notFound(query, caller) }
-        return found.map(\.item)
+        try read { db in try StoreTransaction(self.core, db).findAll(query, as: caller) }
     }
 
     /// The attributes of every item matching `query` (the secret is decrypted to authenticate the item,
     /// then wiped). Returns an empty list rather than `itemNotFound`.
     public func metadata(matching query: ItemQuery = .all, as caller: AppIdentity) throws(KeychainError) -> [ItemMetadata] {
-        var found = try read { db in try self.matches(query, caller: caller, limit: nil, db) }
-        for index in found.indices { Sodium.wipe(&found[index].item.secret) }
-        return found.map(\.item.metadata)
+        try read { db in try StoreTransaction(self.core, db).metadata(matching: query, as: caller) }
     }
-
-    // MARK: - SecItemUpdate
 
     /// Applies `changes` to every matching item (`SecItemUpdate`) in one transaction.
     /// - Returns: how many items changed.
     /// - Throws: `itemNotFound`; `duplicateItem` if a new service/account clashes (nothing changes).
     @discardableResult
     public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity) throws(KeychainError) -> Int {
-        guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
-        let now = options.clock()
-        let count = try write { db -> Int in
-            let found = try self.matches(query, caller: caller, limit: nil, db)
-            for match in found {
-                var item = match.item
-                item.metadata.service = changes.service ?? item.metadata.service
-                item.metadata.account = changes.account ?? item.metadata.account
-                item.metadata.label = changes.label ?? item.metadata.label
-                item.metadata.type = changes.type ?? item.metadata.type
-                item.metadata.generic = changes.generic ?? item.metadata.generic
-                item.metadata.creator = changes.creator ?? item.metadata.creator
-                item.secret = changes.secret ?? item.secret
-                item.metadata.modificationDate = now
-                let group = item.metadata.accessGroup
-                let indexes = RowIndexes(of: item.metadata, groupIndex: match.groupIndex, indexer: self.indexer)
-                var plaintext = ItemPayload.encode(item)
-                defer { Sodium.wipe(&plaintext) }
-                let key = try self.groupKeys.keyForWriting(group: group, index: match.groupIndex, db)
-                let box = AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
-                try ItemTable.replace(id: match.rowID, indexes, box: box, group: group, db)
-            }
-            return found.count
-        }
-        guard count > 0 else { throw notFound(query, caller) }
+        let count = try write { db in try StoreTransaction(self.core, db).update(query, with: changes, as: caller) }
         logger.debug("keychain items updated", metadata: ["app": "\(caller.appID)", "count": "\(count)"])
         return count
     }
-
-    // MARK: - SecItemDelete
 
     /// Deletes every matching item (`SecItemDelete`) in one transaction.
     ///
@@ -182,19 +127,36 @@ public final class KeychainStore: Sendable {
     /// - Throws: `itemNotFound` when nothing matches.
     @discardableResult
     public func delete(_ query: ItemQuery, as caller: AppIdentity) throws(KeychainError) -> Int {
-        let count = try write { db -> Int in
-            let ids: [Int64]
-            if query.generic != nil || query.creator != nil {
-                ids = try self.matches(query, caller: caller, limit: nil, db).map(\.rowID)
-            } else {
-                ids = try self.filters(query, caller: caller).flatMap { try ItemTable.rows($0.filter, limit: nil, db).map(\.id) }
-            }
-            try ItemTable.delete(ids: ids, db)
-            return ids.count
-        }
-        guard count > 0 else { throw notFound(query, caller) }
+        let count = try write { db in try StoreTransaction(self.core, db).delete(query, as: caller) }
         logger.debug("keychain items deleted", metadata: ["app": "\(caller.appID)", "count": "\(count)"])
         return count
+    }
+
+    // MARK: - Transactions spanning several operations
+
+    /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`): every keychain operation, crypto-shred
+    /// and companion-table statement in it commits together or not at all, even if the process is killed.
+    ///
+    /// Errors thrown by `body` roll the transaction back and are rethrown unchanged; SQLite errors become
+    /// `KeychainError`s.
+    public func writeTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
+        try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+            try database.write { db in try body(StoreTransaction(self.core, db)) }
+        }
+    }
+
+    /// Runs `body` in one read transaction: a consistent snapshot of the store.
+    public func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
+        try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+            try database.unsafeRead { db in
+                var result: T?
+                try db.inTransaction(.deferred) {
+                    result = try body(StoreTransaction(self.core, db))
+                    return .commit
+                }
+                return result!
+            }
+        }
     }
 
     // MARK: - Integrity
@@ -208,8 +170,8 @@ public final class KeychainStore: Sendable {
             var damagedGroups = 0
             for row in try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups") {
                 let index: Data = row[0]
-                if let (name, _) = try self.groupKeys.unwrap(index: index, nonce: row[1], wrapped: row[2]),
-                   self.indexer.group(name) == index {
+                if let (name, _) = try self.core.groupKeys.unwrap(index: index, nonce: row[1], wrapped: row[2]),
+                   self.core.indexer.group(name) == index {
                     groups[index] = name
                 } else {
                     damagedGroups += 1
@@ -226,9 +188,9 @@ public final class KeychainStore: Sendable {
                     continue
                 }
                 do {
-                    var item = try self.open(sealed, group: group, db)
+                    var item = try StoreTransaction(self.core, db).open(sealed, group: group)
                     defer { Sodium.wipe(&item.secret) }
-                    if RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.indexer) != sealed.indexes {
+                    if RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.core.indexer) != sealed.indexes {
                         damaged.append(DamagedItem(rowID: sealed.id, accessGroup: group, reason: "its lookup columns do not match its attributes"))
                     }
                 } catch let error as KeychainError where error.code == .integrityFailure {
@@ -241,75 +203,6 @@ public final class KeychainStore: Sendable {
     }
 
     // MARK: - Internals
-
-    private struct Match {
-        var rowID: Int64
-        var groupIndex: Data
-        var item: KeychainItem
-    }
-
-    private struct GroupFilter {
-        var group: String
-        var filter: ItemTable.Filter
-    }
-
-    private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [GroupFilter] {
-        try AccessControl.groupsToSearch(query.accessGroup, caller: caller).map { group in
-            GroupFilter(group: group, filter: ItemTable.Filter(group: group, groupIndex: indexer.group(group), query: query, indexer: indexer))
-        }
-    }
-
-    /// Decrypts the candidates of every searched group, in the caller's group order, and applies the
-    /// attributes that have no index.
-    private func matches(_ query: ItemQuery, caller: AppIdentity, limit: Int?, _ db: Database) throws -> [Match] {
-        let needsPostFilter = query.generic != nil || query.creator != nil
-        var found: [Match] = []
-        for groupFilter in try filters(query, caller: caller) {
-            let remaining = limit.map { $0 - found.count }
-            let candidates = if let exact = groupFilter.filter.exactKey {
-                try ItemTable.row(exactly: exact, db).map { [$0] } ?? []
-            } else {
-                try ItemTable.rows(groupFilter.filter, limit: needsPostFilter ? nil : remaining, db)
-            }
-            for sealed in candidates {
-                let item = try open(sealed, group: groupFilter.group, db)
-                if let generic = query.generic, item.metadata.generic != generic { continue }
-                if let creator = query.creator, item.metadata.creator != creator { continue }
-                found.append(Match(rowID: sealed.id, groupIndex: sealed.indexes.group, item: item))
-                if let limit, found.count >= limit { return found }
-            }
-        }
-        return found
-    }
-
-    /// Authenticates and decodes one row, then re-checks that it belongs to `group`.
-    private func open(_ sealed: ItemTable.SealedRow, group: String, _ db: Database) throws -> KeychainItem {
-        func damaged(_ reason: String) -> KeychainError {
-            let item = DamagedItem(rowID: sealed.id, accessGroup: group, reason: reason)
-            return KeychainError(.integrityFailure,
-                "\(item) (tampered or corrupted); run `devicectl keychain verify`, then delete the item or restore the store from backup",
-                damagedItems: [item])
-        }
-        guard sealed.format == Schema.itemFormat else { throw damaged("unknown item format \(sealed.format)") }
-        let additionalData = sealed.indexes.additionalData(format: sealed.format)
-        guard let key = try groupKeys.keyForReading(index: sealed.indexes.group, db) else {
-            throw damaged("its access group has no key")
-        }
-        var opened = AEAD.open(sealed.box, additionalData: additionalData, key: key)
-        if opened == nil, let replaced = try groupKeys.reloadIfReplaced(index: sealed.indexes.group, db) {
-            opened = AEAD.open(sealed.box, additionalData: additionalData, key: replaced)
-        }
-        guard var plaintext = opened else { throw damaged("it failed authentication") }
-        defer { Sodium.wipe(&plaintext) }
-        guard let item = ItemPayload.decode(plaintext) else { throw damaged("its sealed payload is malformed") }
-        guard item.metadata.accessGroup == group else { throw damaged("it belongs to another access group") }
-        return item
-    }
-
-    private func notFound(_ query: ItemQuery, _ caller: AppIdentity) -> KeychainError {
-        let scope = query.accessGroup.map { "access group \($0)" } ?? "the access groups of app \(caller.appID)"
-        return KeychainError(.itemNotFound, "no matching item in \(scope)")
-    }
 
     /// A read in one deferred transaction. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only`
     /// around every read, which expires every prepared statement and recompiles the SELECT each time.)
@@ -337,6 +230,14 @@ public final class KeychainStore: Sendable {
             throw KeychainError(.ioError, "cannot create \(url.path): \(String(cString: strerror(errno))); check the state directory's permissions")
         }
         close(fd)
+    }
+
+    private static func mapDatabaseErrors<T>(path: String, busyTimeout: Double, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DatabaseError {
+            throw DatabaseErrors.map(error, path: path, busyTimeout: busyTimeout)
+        }
     }
 
     private static func mapErrors<T>(path: String, busyTimeout: Double, _ body: () throws -> T) throws(KeychainError) -> T {

@@ -1,13 +1,13 @@
 import ArgumentParser
 
-/// The administrator's command line for a shared device: the keychain store today; device policy,
-/// accounts and the audit log as they arrive.
+/// The administrator's command line for a shared device: provisioning from a policy, device
+/// information, the audit log and the encrypted keychain store (accounts as they arrive).
 @main
 struct Devicectl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
-        subcommands: [KeychainCommand.self, PolicyCommand.self]
+        subcommands: [Provision.self, Deprovision.self, Info.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
     )
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeychainStore
+import SharedDevice
 
 /// devicectl's documented exit codes (sysexits where one fits; 44/45 as macOS `security` uses them).
 enum DevicectlExit: Int32 {
@@ -61,5 +62,40 @@ extension ParsableCommand {
             FileHandle.standardError.write(Data("devicectl: error: \(error.description)\n".utf8))
             throw ExitCode(error.exitCode.rawValue)
         }
+    }
+}
+
+extension DevicectlExit {
+    static func forCode(_ code: SharedDeviceError.Code) -> DevicectlExit {
+        switch code {
+        case .notProvisioned: .unavailable
+        case .invalidPolicy: .badInput
+        case .modeChangeRequiresForce: .usage
+        case .appNotInPolicy: .permissionDenied
+        case .deviceRecordDamaged, .auditLogTampered: .integrityFailure
+        default: .ioError
+        }
+    }
+}
+
+/// Runs `body`; a `SharedDeviceError` is printed to standard error and becomes its exit code
+/// (a wrapped store error keeps the store's exit code).
+func reportingDeviceErrors<T>(_ body: () throws(SharedDeviceError) -> T) throws -> T {
+    do {
+        return try body()
+    } catch {
+        if let storeError = error.storeError {
+            throw CLIError(exitCode: DevicectlExit.forCode(storeError.code), storeError.description)
+        }
+        throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
+    }
+}
+
+/// Who runs devicectl, as the audit log's actor: `devicectl (uid 0 root)`.
+enum Actor {
+    static var current: String {
+        let uid = getuid()
+        let name = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "?"
+        return "devicectl (uid \(uid) \(name))"
     }
 }

@@ -24,12 +24,12 @@ struct AddGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let identity = try caller.identity()
-            let secret = try readSecretFromStandardInput()
             let store = try store.open()
+            let identity = try caller.identity(in: store)
+            let secret = try readSecretFromStandardInput()
             let item = NewItem(accessGroup: accessGroup, service: service, account: account, secret: secret,
                                label: label, type: type, generic: generic.map { Data($0.utf8) })
-            let stored = try reportingErrors { () throws(KeychainError) in try store.add(item, as: identity) }
+            let stored = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.add(item, as: identity) }
             if output.json { try Output.json(Output.ItemJSON(stored)) } else { Output.print("added item to \(stored.accessGroup)") }
         }
     }
@@ -49,9 +49,9 @@ struct FindGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let identity = try caller.identity()
             let store = try store.open()
-            let items = try reportingErrors { () throws(KeychainError) in
+            let identity = try caller.identity(in: store)
+            let items = try caller.reportingDenials(in: store) { () throws(KeychainError) in
                 all ? try store.findAll(selection.query, as: identity) : [try store.find(selection.query, as: identity)]
             }
             if output.json {
@@ -89,12 +89,12 @@ struct UpdateGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let identity = try caller.identity()
-            let secret = secretStdin ? try readSecretFromStandardInput() : nil
             let store = try store.open()
+            let identity = try caller.identity(in: store)
+            let secret = secretStdin ? try readSecretFromStandardInput() : nil
             let changes = ItemChanges(service: setService, account: setAccount, label: setLabel, type: setType,
                                       generic: setGeneric.map { Data($0.utf8) }, secret: secret)
-            let count = try reportingErrors { () throws(KeychainError) in try store.update(selection.query, with: changes, as: identity) }
+            let count = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.update(selection.query, with: changes, as: identity) }
             if output.json { try Output.json(["updated": count]) } else { Output.print("updated \(count) item(s)") }
         }
     }
@@ -116,9 +116,9 @@ struct DeleteGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let identity = try caller.identity()
             let store = try store.open()
-            let count = try reportingErrors { () throws(KeychainError) in try store.delete(selection.query, as: identity) }
+            let identity = try caller.identity(in: store)
+            let count = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.delete(selection.query, as: identity) }
             if output.json { try Output.json(["deleted": count]) } else { Output.print("deleted \(count) item(s)") }
         }
     }
@@ -136,9 +136,9 @@ struct ListItems: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let identity = try caller.identity()
             let store = try store.open()
-            let items = try reportingErrors { () throws(KeychainError) in try store.metadata(matching: selection.query, as: identity) }
+            let identity = try caller.identity(in: store)
+            let items = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.metadata(matching: selection.query, as: identity) }
             if output.json {
                 try Output.json(items.map { Output.ItemJSON($0) })
             } else if items.isEmpty {

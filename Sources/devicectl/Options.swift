@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeychainStore
+import SharedDevice
 
 /// Where the store is and how to unlock it.
 struct StoreLocation: ParsableArguments {
@@ -25,13 +26,14 @@ struct StoreLocation: ParsableArguments {
 
     /// Opens the store, turning every failure into the documented exit code.
     func open() throws -> KeychainStore {
-        let source: MasterKeySource?
-        if let passphraseFile {
-            source = .passphrase(try Self.readPassphrase(passphraseFile))
-        } else {
-            source = keyFile.map { .keyFile(URL(fileURLWithPath: $0)) }
-        }
+        let source = try keySource()
         return try reportingErrors { () throws(KeychainError) in try KeychainStore(directory: directory, key: source) }
+    }
+
+    /// The master key source the options name (`nil`: the key file in the state directory).
+    func keySource() throws -> MasterKeySource? {
+        if let passphraseFile { return .passphrase(try Self.readPassphrase(passphraseFile)) }
+        return keyFile.map { .keyFile(URL(fileURLWithPath: $0)) }
     }
 
     private static func readPassphrase(_ path: String) throws -> String {
@@ -44,18 +46,48 @@ struct StoreLocation: ParsableArguments {
     }
 }
 
-/// The calling app and its entitlements (until a device policy supplies them).
+/// The calling app. On a provisioned device its entitlements come from the device policy; before
+/// provisioning they are given with `--entitlements`.
 struct CallerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The calling app's id.", valueName: "id"))
     var app: String
 
-    @Option(help: ArgumentHelp("Comma-separated keychain access groups the app is entitled to, first one the default.", valueName: "groups"))
-    var entitlements: String
+    @Option(help: ArgumentHelp("Comma-separated keychain access groups the app is entitled to, first one the default (only before the device is provisioned; afterwards the policy decides).", valueName: "groups"))
+    var entitlements: String?
 
-    func identity() throws -> AppIdentity {
+    /// The app's identity: from the device policy when provisioned (an unlisted app is refused, exit 77,
+    /// and the refusal audited), else from `--entitlements`.
+    func identity(in store: KeychainStore) throws -> AppIdentity {
+        let device = ManagedDevice(store: store)
+        if let identity = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.appIdentity(app, actor: app) }) {
+            guard entitlements == nil else {
+                throw CLIError(exitCode: .usage,
+                    "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
+            }
+            return identity
+        }
+        guard let entitlements else {
+            throw CLIError(exitCode: .usage,
+                "the device is not provisioned: give the app's access groups with --entitlements, or run `devicectl provision --policy FILE` first")
+        }
         let groups = entitlements.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         return try reportingErrors { () throws(KeychainError) in try AppIdentity(appID: app, accessGroups: groups) }
+    }
+
+    /// Runs a keychain operation; a missing entitlement on a provisioned device is audited
+    /// (`keychain.access_denied`) before it is reported.
+    func reportingDenials<T>(in store: KeychainStore, _ body: () throws(KeychainError) -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            if error.code == .missingEntitlement {
+                try? ManagedDevice(store: store).recordAccessDenied(
+                    appID: app, actor: app, reason: "missing entitlement",
+                    details: ["via": Actor.current])
+            }
+            throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
+        }
     }
 }
 

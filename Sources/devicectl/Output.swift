@@ -14,6 +14,20 @@ enum Output {
         print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 
+    /// One compact JSON object on one line (JSON Lines), flushed at once for followers.
+    static func jsonLine(_ value: some Encodable) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        guard let data = try? encoder.encode(value) else { return }
+        print(String(decoding: data, as: UTF8.self))
+    }
+
+    /// A time as the audit log writes it.
+    static func time(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt))
+    }
+
     /// An item as JSON: attributes, and the secret (base64) only when `includeSecret` is set.
     struct ItemJSON: Encodable {
         var accessGroup: String

@@ -11,10 +11,12 @@ public enum MasterKeySource: Sendable {
 
 /// The keys derived from the master key, and the check that the master key opens this store.
 ///
-/// Subkeys (`crypto_kdf`, context `kcmaster`): 1 key check, 2 group-key wrapping, 3 blind indexes.
+/// Subkeys (`crypto_kdf`, context `kcmaster`): 1 key check, 2 group-key wrapping, 3 blind indexes,
+/// 4 integrity tags for records kept outside the items table (the audit log's head).
 struct MasterKeyring: Sendable {
     let wrapping: SecureKey
     let indexer: BlindIndexer
+    let integrity: SecureKey
 
     private enum Meta {
         static let kdf = "kdf", salt = "kdf_salt", ops = "kdf_ops", mem = "kdf_mem", check = "key_check"
@@ -24,6 +26,7 @@ struct MasterKeyring: Sendable {
     private init(master: SecureKey) throws(KeychainError) {
         wrapping = try KeyDerivation.subkey(2, context: .master, of: master)
         indexer = BlindIndexer(key: try KeyDerivation.subkey(3, context: .master, of: master))
+        integrity = try KeyDerivation.subkey(4, context: .master, of: master)
     }
 
     private static func keyCheck(_ master: SecureKey) throws(KeychainError) -> Data {

@@ -1,5 +1,5 @@
 import CSodium
-import Foundation
+public import Foundation
 
 /// The one place that initialises libsodium and hands out random bytes.
 enum Sodium {
@@ -34,4 +34,10 @@ enum Sodium {
         guard count > 0 else { return }
         data.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, count) }
     }
+}
+
+/// Wiping secrets that leave the store (item secrets handed to callers), for layers above the store.
+public enum SecureMemory {
+    /// Overwrites `data` with zeros (`sodium_memzero`) in a way the optimiser cannot remove.
+    public static func wipe(_ data: inout Data) { Sodium.wipe(&data) }
 }

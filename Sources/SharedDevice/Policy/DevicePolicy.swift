@@ -7,7 +7,7 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     public static let currentVersion = 1
 
     /// Whether one worker at a time signs in for the whole device, or the device belongs to one user.
-    public enum Mode: String, Sendable, Equatable, Encodable {
+    public enum Mode: String, Sendable, Equatable, Codable {
         /// Shared device mode: one current account, global sign-out (MSAL's shared device mode).
         case shared
         /// Private (personal) device: MSAL's default mode, sign-out local to the app.
@@ -57,6 +57,8 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     }
 
     public var version: Int
+    /// The administrator's name for this policy revision (optional `id` key), shown in device information.
+    public var id: String?
     public var device: Device
     public var authority: Authority
     public var apps: [App]

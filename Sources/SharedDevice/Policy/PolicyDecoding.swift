@@ -2,8 +2,9 @@ public import Foundation
 import KeychainStore
 
 extension DevicePolicy {
-    /// The access group reserved for the device itself (its audit signing key, its id); no app may be entitled to it.
-    public static let deviceAccessGroup = "devicectl.device"
+    /// The access group reserved for the device itself (its policy, id and audit signing key); no app
+    /// may be entitled to it or to any other `devicectl.` group.
+    public static let deviceAccessGroup = AccessGroup.device
 
     /// Decodes a policy strictly: an unknown key, a wrong type, a duplicate app id, an empty or malformed
     /// access group or an unknown mode is a `PolicyError` naming the JSON path and what is expected.
@@ -35,18 +36,28 @@ extension DevicePolicy {
 private struct PolicyReader {
     func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
         let path = JSONPath.root
-        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"], optional: ["session", "audit"])
+        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"], optional: ["id", "session", "audit"])
         let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
         guard version == DevicePolicy.currentVersion else {
             throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
         }
+        let id = try fields["id"].map { v throws(PolicyError) in try policyID(v, at: path.key("id")) }
         return DevicePolicy(
             version: version,
+            id: id,
             device: try device(fields["device"]!, at: path.key("device")),
             authority: try authority(fields["authority"]!, at: path.key("authority")),
             apps: try apps(fields["apps"]!, at: path.key("apps")),
             session: try session(fields["session"], at: path.key("session")),
             audit: try audit(fields["audit"], at: path.key("audit")))
+    }
+
+    private func policyID(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        let id = try nonEmptyString(value, at: path)
+        guard id.count <= 128, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            throw PolicyError(path, "malformed policy id \"\(id)\"; expected up to 128 letters, digits, '.', '-' or '_' (e.g. contoso-kiosk-2026-11)")
+        }
+        return id
     }
 
     private func device(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Device {
@@ -104,7 +115,7 @@ private struct PolicyReader {
             throw PolicyError(path, name.isEmpty ? "empty access group; expected a name like com.microsoft.adalcache"
                 : "malformed access group \"\(name)\"; expected 1-255 letters, digits, '.', '-' or '_' (e.g. com.microsoft.adalcache)")
         }
-        guard name != DevicePolicy.deviceAccessGroup else {
+        guard !AccessGroup.isReserved(name) else {
             throw PolicyError(path, "\(name) is reserved for the device itself; no app may be entitled to it")
         }
         return name

@@ -1,0 +1,213 @@
+public import Foundation
+public import GRDB
+
+/// One SQLite transaction on a `KeychainStore`, opened by `writeTransaction` or `readTransaction`.
+///
+/// Several keychain operations, a crypto-shred and statements on companion tables (the audit log, the
+/// account manager's records) commit together or not at all. The keychain operations have exactly the
+/// semantics of the store's own methods. Do not keep the value beyond the closure it was passed to.
+public struct StoreTransaction {
+    let core: StoreCore
+    /// The SQLite connection inside the transaction, for tables that higher layers own. The store's own
+    /// tables (`store_meta`, `access_groups`, `items`) must only be changed through this type's methods.
+    public let database: Database
+
+    init(_ core: StoreCore, _ database: Database) {
+        self.core = core
+        self.database = database
+    }
+
+    /// The transaction's clock reading (the store's injected clock).
+    public var now: Date { core.options.clock() }
+
+    // MARK: - Keychain operations
+
+    /// `KeychainStore.add` inside this transaction.
+    @discardableResult
+    public func add(_ new: NewItem, as caller: AppIdentity) throws -> ItemMetadata {
+        let group = try AccessControl.groupForAdd(new.accessGroup, caller: caller)
+        let now = core.options.clock()
+        let item = KeychainItem(
+            metadata: ItemMetadata(accessGroup: group, service: new.service, account: new.account, type: new.type,
+                                   generic: new.generic, label: new.label, creator: new.creator,
+                                   creationDate: now, modificationDate: now),
+            secret: new.secret)
+        let groupIndex = core.indexer.group(group)
+        try seal(item, groupIndex: groupIndex, replacing: nil)
+        return item.metadata
+    }
+
+    /// `KeychainStore.find` inside this transaction.
+    public func find(_ query: ItemQuery, as caller: AppIdentity) throws -> KeychainItem {
+        guard let item = try matches(query, caller: caller, limit: 1).first?.item else { throw notFound(query, caller) }
+        return item
+    }
+
+    /// `KeychainStore.findAll` inside this transaction.
+    public func findAll(_ query: ItemQuery, as caller: AppIdentity) throws -> [KeychainItem] {
+        let found = try matches(query, caller: caller, limit: nil)
+        guard !found.isEmpty else { throw notFound(query, caller) }
+        return found.map(\.item)
+    }
+
+    /// `KeychainStore.metadata(matching:as:)` inside this transaction.
+    public func metadata(matching query: ItemQuery = .all, as caller: AppIdentity) throws -> [ItemMetadata] {
+        var found = try matches(query, caller: caller, limit: nil)
+        for index in found.indices { Sodium.wipe(&found[index].item.secret) }
+        return found.map(\.item.metadata)
+    }
+
+    /// `KeychainStore.update` inside this transaction.
+    @discardableResult
+    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity) throws -> Int {
+        guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
+        let now = core.options.clock()
+        let found = try matches(query, caller: caller, limit: nil)
+        for match in found {
+            var item = match.item
+            item.metadata.service = changes.service ?? item.metadata.service
+            item.metadata.account = changes.account ?? item.metadata.account
+            item.metadata.label = changes.label ?? item.metadata.label
+            item.metadata.type = changes.type ?? item.metadata.type
+            item.metadata.generic = changes.generic ?? item.metadata.generic
+            item.metadata.creator = changes.creator ?? item.metadata.creator
+            item.secret = changes.secret ?? item.secret
+            item.metadata.modificationDate = now
+            try seal(item, groupIndex: match.groupIndex, replacing: match.rowID)
+        }
+        guard !found.isEmpty else { throw notFound(query, caller) }
+        return found.count
+    }
+
+    /// `KeychainStore.delete` inside this transaction.
+    @discardableResult
+    public func delete(_ query: ItemQuery, as caller: AppIdentity) throws -> Int {
+        let ids: [Int64]
+        if query.generic != nil || query.creator != nil {
+            ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
+        } else {
+            ids = try filters(query, caller: caller).flatMap { try ItemTable.rows($0.filter, limit: nil, database).map(\.id) }
+        }
+        try ItemTable.delete(ids: ids, database)
+        guard !ids.isEmpty else { throw notFound(query, caller) }
+        return ids.count
+    }
+
+    // MARK: - Device administration
+
+    /// Crypto-shreds every access group except `keep`: deletes each group's wrapped key and all of its
+    /// items. Needs no app identity: it is the device administrator's operation (provisioning a new mode,
+    /// deprovisioning). Damaged groups are removed too, since they are not in `keep`.
+    /// - Returns: how many groups and items were destroyed.
+    @discardableResult
+    public func destroyAccessGroups(except keep: Set<String>) throws -> (groups: Int, items: Int) {
+        let kept = keep.map { core.indexer.group($0) }
+        let placeholders = Array(repeating: "?", count: kept.count).joined(separator: ", ")
+        let condition = kept.isEmpty ? "1" : "group_index NOT IN (\(placeholders))"
+        let arguments = StatementArguments(kept)
+        try database.execute(sql: "DELETE FROM items WHERE \(condition)", arguments: arguments)
+        let items = database.changesCount
+        try database.execute(sql: "DELETE FROM access_groups WHERE \(kept.isEmpty ? "1" : "name_index NOT IN (\(placeholders))")",
+                             arguments: arguments)
+        return (database.changesCount, items)
+    }
+
+    /// Names every access group that holds a key (decrypting the group records); damaged records are skipped.
+    public func accessGroupNames() throws -> [String] {
+        try Row.fetchAll(database, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups").compactMap { row in
+            try core.groupKeys.unwrap(index: row[0], nonce: row[1], wrapped: row[2])?.name
+        }.sorted()
+    }
+
+    /// A 32-byte keyed BLAKE2b tag of `message` under a key derived from the store's master key, for
+    /// records that higher layers keep outside the items table and must detect tampering with (the
+    /// audit log's head). Only a holder of the master key can compute or check it.
+    public func integrityTag(_ message: Data, domain: UInt8) -> Data {
+        KeyedHash.hash(message, domain: domain, key: core.integrityKey, outputByteCount: 32)
+    }
+
+    // MARK: - Internals
+
+    struct Match {
+        var rowID: Int64
+        var groupIndex: Data
+        var item: KeychainItem
+    }
+
+    private struct GroupFilter {
+        var group: String
+        var filter: ItemTable.Filter
+    }
+
+    private func seal(_ item: KeychainItem, groupIndex: Data, replacing rowID: Int64?) throws {
+        let group = item.metadata.accessGroup
+        let indexes = RowIndexes(of: item.metadata, groupIndex: groupIndex, indexer: core.indexer)
+        var plaintext = ItemPayload.encode(item)
+        defer { Sodium.wipe(&plaintext) }
+        let key = try core.groupKeys.keyForWriting(group: group, index: groupIndex, database)
+        let box = AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
+        if let rowID {
+            try ItemTable.replace(id: rowID, indexes, box: box, group: group, database)
+        } else {
+            try ItemTable.insert(indexes, box: box, group: group, database)
+        }
+    }
+
+    private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [GroupFilter] {
+        try AccessControl.groupsToSearch(query.accessGroup, caller: caller).map { group in
+            GroupFilter(group: group, filter: ItemTable.Filter(group: group, groupIndex: core.indexer.group(group), query: query, indexer: core.indexer))
+        }
+    }
+
+    /// Decrypts the candidates of every searched group, in the caller's group order, and applies the
+    /// attributes that have no index.
+    private func matches(_ query: ItemQuery, caller: AppIdentity, limit: Int?) throws -> [Match] {
+        let needsPostFilter = query.generic != nil || query.creator != nil
+        var found: [Match] = []
+        for groupFilter in try filters(query, caller: caller) {
+            let remaining = limit.map { $0 - found.count }
+            let candidates = if let exact = groupFilter.filter.exactKey {
+                try ItemTable.row(exactly: exact, database).map { [$0] } ?? []
+            } else {
+                try ItemTable.rows(groupFilter.filter, limit: needsPostFilter ? nil : remaining, database)
+            }
+            for sealed in candidates {
+                let item = try open(sealed, group: groupFilter.group)
+                if let generic = query.generic, item.metadata.generic != generic { continue }
+                if let creator = query.creator, item.metadata.creator != creator { continue }
+                found.append(Match(rowID: sealed.id, groupIndex: sealed.indexes.group, item: item))
+                if let limit, found.count >= limit { return found }
+            }
+        }
+        return found
+    }
+
+    /// Authenticates and decodes one row, then re-checks that it belongs to `group`.
+    func open(_ sealed: ItemTable.SealedRow, group: String) throws -> KeychainItem {
+        func damaged(_ reason: String) -> KeychainError {
+            let item = DamagedItem(rowID: sealed.id, accessGroup: group, reason: reason)
+            return KeychainError(.integrityFailure,
+                "\(item) (tampered or corrupted); run `devicectl keychain verify`, then delete the item or restore the store from backup",
+                damagedItems: [item])
+        }
+        guard sealed.format == Schema.itemFormat else { throw damaged("unknown item format \(sealed.format)") }
+        let additionalData = sealed.indexes.additionalData(format: sealed.format)
+        guard let key = try core.groupKeys.keyForReading(index: sealed.indexes.group, database) else {
+            throw damaged("its access group has no key")
+        }
+        var opened = AEAD.open(sealed.box, additionalData: additionalData, key: key)
+        if opened == nil, let replaced = try core.groupKeys.reloadIfReplaced(index: sealed.indexes.group, database) {
+            opened = AEAD.open(sealed.box, additionalData: additionalData, key: replaced)
+        }
+        guard var plaintext = opened else { throw damaged("it failed authentication") }
+        defer { Sodium.wipe(&plaintext) }
+        guard let item = ItemPayload.decode(plaintext) else { throw damaged("its sealed payload is malformed") }
+        guard item.metadata.accessGroup == group else { throw damaged("it belongs to another access group") }
+        return item
+    }
+
+    private func notFound(_ query: ItemQuery, _ caller: AppIdentity) -> KeychainError {
+        let scope = query.accessGroup.map { "access group \($0)" } ?? "the access groups of app \(caller.appID)"
+        return KeychainError(.itemNotFound, "no matching item in \(scope)")
+    }
+}

@@ -1,0 +1,155 @@
+public import Foundation
+import GRDB
+public import KeychainStore
+
+/// The tamper-evident audit log, kept in the store's database (see `AuditSchema`).
+///
+/// Appends happen inside the caller's store transaction, so an event commits with the change it
+/// records (a provisioning, a sign-out) or not at all. Each event is chained to the previous one with
+/// BLAKE2b; every `checkpointInterval` events, and whenever the caller asks (sign-out, deprovision), the
+/// chain value is signed with the device's Ed25519 key; the head (newest sequence and chain) is tagged
+/// with a key derived from the store's master key at every append. `verify` detects edited, deleted,
+/// reordered and truncated events, the newest included.
+public enum AuditLog {
+    /// The key that signs checkpoints and how often.
+    public struct Signer: Sendable {
+        public let key: SigningKey
+        public let checkpointInterval: Int
+
+        public init(key: SigningKey, checkpointInterval: Int) {
+            self.key = key
+            self.checkpointInterval = max(1, checkpointInterval)
+        }
+    }
+
+    /// Appends `entry` inside `transaction`; with a `signer`, writes a signed checkpoint when the
+    /// sequence number reaches a multiple of its interval or when `checkpoint` is true.
+    ///
+    /// - Throws: `auditLogTampered` if the head is missing or fails its tag while events exist: the log
+    ///   refuses to grow on top of evidence of tampering (verify it, then restore the store from backup).
+    @discardableResult
+    public static func append(_ entry: AuditEntry, in transaction: StoreTransaction, signer: Signer?,
+                              checkpoint: Bool = false) throws -> AuditEvent {
+        let db = transaction.database
+        let previous = try head(in: transaction, creatingTables: true)
+        let sequence = (previous?.sequence ?? 0) + 1
+        let time = transaction.now
+        let columns = AuditChain.Columns(
+            sequence: sequence, time: AuditTime.format(time), type: entry.type.rawValue, actor: entry.actor,
+            account: entry.account, reason: entry.reason, correlationID: entry.correlationID,
+            details: encodeDetails(entry.details))
+        let chain = AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
+        try db.cachedStatement(sql: """
+            INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [sequence, columns.time, columns.type, columns.actor, columns.account,
+                                     columns.reason, columns.correlationID, columns.details, chain])
+        let tag = transaction.integrityTag(AuditChain.headMessage(sequence: sequence, chain: chain), domain: AuditChain.headTagDomain)
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (id, sequence, chain, tag) VALUES (1, ?, ?, ?)")
+            .execute(arguments: [sequence, chain, tag])
+        if let signer, checkpoint || sequence % Int64(signer.checkpointInterval) == 0 {
+            let signature = signer.key.signature(for: AuditChain.checkpointMessage(sequence: sequence, chain: chain))
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [sequence, chain, signer.key.publicKey, signature])
+        }
+        return AuditEvent(sequence: sequence, time: AuditTime.parse(columns.time) ?? time, type: entry.type,
+                          actor: entry.actor, account: entry.account, reason: entry.reason,
+                          correlationID: entry.correlationID, details: entry.details)
+    }
+
+    /// Signs a checkpoint at the current head (if it has none yet), e.g. before deprovisioning.
+    public static func checkpoint(in transaction: StoreTransaction, signer: Signer) throws {
+        guard let head = try head(in: transaction, creatingTables: false) else { return }
+        let signature = signer.key.signature(for: AuditChain.checkpointMessage(sequence: head.sequence, chain: head.chain))
+        try transaction.database.execute(
+            sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)",
+            arguments: [head.sequence, head.chain, signer.key.publicKey, signature])
+    }
+
+    /// The events matching `filter`, oldest first. An empty list when nothing was ever logged.
+    public static func events(matching filter: AuditFilter = AuditFilter(), in transaction: StoreTransaction) throws -> [AuditEvent] {
+        let db = transaction.database
+        guard try db.tableExists("audit_events") else { return [] }
+        var conditions = ["sequence > ?"]
+        var arguments: [any DatabaseValueConvertible] = [filter.afterSequence]
+        if !filter.types.isEmpty {
+            conditions.append("type IN (\(Array(repeating: "?", count: filter.types.count).joined(separator: ", ")))")
+            arguments.append(contentsOf: filter.types.map(\.rawValue).sorted())
+        }
+        if let account = filter.account {
+            conditions.append("account = ?")
+            arguments.append(account)
+        }
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT sequence, time, type, actor, account, reason, correlation_id, details FROM audit_events
+            WHERE \(conditions.joined(separator: " AND ")) ORDER BY sequence
+            """, arguments: StatementArguments(arguments))
+        var events: [AuditEvent] = []
+        while let row = try rows.next() {
+            let timeText: String = row[1]
+            guard let time = AuditTime.parse(timeText) else {
+                throw SharedDeviceError(.auditLogTampered,
+                    "audit event \(row[0] as Int64) has an unreadable time; run `devicectl audit verify`")
+            }
+            let event = AuditEvent(sequence: row[0], time: time, type: AuditEventType(row[2] as String), actor: row[3],
+                                   account: row[4], reason: row[5], correlationID: row[6],
+                                   details: decodeDetails(row[7]))
+            if filter.matches(event) { events.append(event) }
+        }
+        return events
+    }
+
+    /// The newest sequence number, 0 for an empty log.
+    public static func lastSequence(in transaction: StoreTransaction) throws -> Int64 {
+        guard try transaction.database.tableExists("audit_events") else { return 0 }
+        return try Int64.fetchOne(transaction.database, sql: "SELECT max(sequence) FROM audit_events") ?? 0
+    }
+
+    // MARK: - Internals
+
+    struct Head {
+        var sequence: Int64
+        var chain: Data
+    }
+
+    /// The authenticated head, `nil` for a log with no events.
+    static func head(in transaction: StoreTransaction, creatingTables: Bool) throws -> Head? {
+        let db = transaction.database
+        let row: Row?
+        do {
+            row = try Row.fetchOne(db.cachedStatement(sql: "SELECT sequence, chain, tag FROM audit_head WHERE id = 1"))
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
+            guard !(try AuditSchema.exists(db)) else { throw error }
+            guard creatingTables else { return nil }
+            try AuditSchema.create(db)
+            return nil
+        }
+        guard let row else {
+            if try Int64.fetchOne(db, sql: "SELECT count(*) FROM audit_events") ?? 0 > 0 {
+                throw SharedDeviceError(.auditLogTampered,
+                    "the audit log has events but no head record (tampered); run `devicectl audit verify` and restore the store from backup")
+            }
+            return nil
+        }
+        let head = Head(sequence: row[0], chain: row[1])
+        let expected = transaction.integrityTag(AuditChain.headMessage(sequence: head.sequence, chain: head.chain),
+                                                domain: AuditChain.headTagDomain)
+        guard expected == row[2] as Data else {
+            throw SharedDeviceError(.auditLogTampered,
+                "the audit log's head record fails its integrity check (tampered); run `devicectl audit verify` and restore the store from backup")
+        }
+        return head
+    }
+
+    static func encodeDetails(_ details: [String: String]) -> String {
+        guard !details.isEmpty else { return "{}" }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(details)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+
+    static func decodeDetails(_ text: String) -> [String: String] {
+        guard text != "{}" else { return [:] }
+        return (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? ["unreadable": text]
+    }
+}

@@ -1,0 +1,246 @@
+public import Foundation
+public import KeychainStore
+public import Logging
+import Synchronization
+
+/// A device under a policy: provisioning, deprovisioning, the apps' entitlements, and the audit log.
+///
+/// Every state change is one store transaction that also appends its audit events, so a change is
+/// either recorded and complete or absent, even if the process is killed midway.
+///
+/// ```swift
+/// let device = ManagedDevice(store: try KeychainStore(directory: stateDirectory))
+/// let outcome = try device.provision(policyDocument: Data(contentsOf: policyURL), actor: "devicectl (uid 0 root)")
+/// let scanner = try device.appIdentity("com.contoso.kiosk.scanner", actor: "com.contoso.kiosk.scanner")
+/// ```
+public final class ManagedDevice: Sendable {
+    /// The store the device's records, the apps' items and the audit log live in.
+    public let store: KeychainStore
+    private let logger: Logger
+    private let cachedSigner = Mutex<AuditLog.Signer?>(nil)
+
+    /// Wraps an open store.
+    public init(store: KeychainStore, logger: Logger = Logger(label: "shared-device", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.store = store
+        self.logger = logger
+    }
+
+    // MARK: - Provisioning
+
+    /// What `provision` did.
+    public enum ProvisioningOutcome: String, Sendable, Encodable {
+        /// The device had no policy; it has one now (`device.provisioned`).
+        case provisioned
+        /// The same policy was already applied; nothing changed.
+        case unchanged
+        /// A changed policy with the same mode was applied (`policy.updated`).
+        case updated
+        /// A forced change of mode wiped every app's credentials (`device.mode_changed`).
+        case modeChanged = "mode_changed"
+    }
+
+    /// Applies a policy document (the bytes of a policy file).
+    ///
+    /// The first time it records the policy, its SHA-256, a new device id and a new Ed25519 audit
+    /// signing key in the device's own group. The same policy again changes nothing. A changed policy
+    /// updates the record and crypto-shreds the groups no app of the new policy is entitled to. A new
+    /// mode needs `force` and crypto-shreds every group but the device's own.
+    /// - Throws: `invalidPolicy`, `modeChangeRequiresForce`, `store`.
+    @discardableResult
+    public func provision(policyDocument: Data, force: Bool = false, actor: String) throws(SharedDeviceError) -> (outcome: ProvisioningOutcome, record: DeviceRecord) {
+        let policy: DevicePolicy
+        do {
+            policy = try DevicePolicy.decode(policyDocument)
+        } catch {
+            throw SharedDeviceError(.invalidPolicy, error.description, policyError: error)
+        }
+        let hash = ChainHash.sha256Hex(policyDocument)
+        if let current = try record(), current.policySHA256 == hash {
+            return (.unchanged, current)
+        }
+        let result = try transaction { tx -> (ProvisioningOutcome, DeviceRecord, AuditLog.Signer) in
+            let now = tx.now
+            if var record = try DeviceRecordStore.record(in: tx) {
+                if record.policySHA256 == hash { return (.unchanged, record, try DeviceRecordStore.signer(for: record, in: tx)) }
+                let previous = record
+                let modeChanged = record.mode != policy.device.mode
+                if modeChanged && !force {
+                    throw SharedDeviceError(.modeChangeRequiresForce,
+                        "the policy changes the device's mode from \(record.mode.rawValue) to \(policy.device.mode.rawValue), which signs every worker out and deletes every app's credentials; rerun with --force to do it")
+                }
+                let keep: Set<String> = modeChanged
+                    ? [AccessGroup.device, AccessGroup.auditAnchor]
+                    : Set(policy.apps.flatMap(\.accessGroups)).union([AccessGroup.device, AccessGroup.auditAnchor])
+                let removed = try tx.destroyAccessGroups(except: keep)
+                record.name = policy.device.name
+                record.mode = policy.device.mode
+                record.policyID = policy.id
+                record.policySHA256 = hash
+                record.policyDocument = policyDocument
+                record.policyAppliedAt = now
+                try DeviceRecordStore.save(record, in: tx, replacing: true)
+                let signer = try DeviceRecordStore.signer(for: record, in: tx)
+                var details = ["previousPolicySha256": previous.policySHA256, "policySha256": hash,
+                               "groupsRemoved": "\(removed.groups)", "itemsRemoved": "\(removed.items)"]
+                details["policyId"] = policy.id
+                if modeChanged {
+                    details["from"] = previous.mode.rawValue
+                    details["to"] = record.mode.rawValue
+                }
+                try AuditLog.append(AuditEntry(type: modeChanged ? .deviceModeChanged : .policyUpdated, actor: actor,
+                                               reason: modeChanged ? "forced mode change" : "policy changed", details: details),
+                                    in: tx, signer: signer, checkpoint: true)
+                return (modeChanged ? .modeChanged : .updated, record, signer)
+            }
+            // A new device (or one provisioned again after deprovisioning).
+            let key = try SigningKey.generate()
+            let record = DeviceRecord(
+                deviceID: UUID().uuidString.lowercased(), name: policy.device.name, mode: policy.device.mode,
+                policyID: policy.id, policySHA256: hash, policyDocument: policyDocument,
+                provisionedAt: now, policyAppliedAt: now, auditPublicKey: key.publicKey)
+            let removed = try tx.destroyAccessGroups(except: Set(policy.apps.flatMap(\.accessGroups)).union([AccessGroup.auditAnchor]))
+            try DeviceRecordStore.save(record, in: tx, replacing: false)
+            try DeviceRecordStore.saveSigningKey(key, in: tx)
+            try DeviceRecordStore.trust(key.publicKey, in: tx)
+            let signer = AuditLog.Signer(key: key, checkpointInterval: policy.audit.checkpointInterval)
+            var details = ["deviceId": record.deviceID, "mode": record.mode.rawValue, "policySha256": hash,
+                           "auditPublicKey": record.auditPublicKey.hexString, "groupsRemoved": "\(removed.groups)"]
+            details["policyId"] = policy.id
+            try AuditLog.append(AuditEntry(type: .deviceProvisioned, actor: actor, reason: "provisioned from policy", details: details),
+                                in: tx, signer: signer, checkpoint: true)
+            return (.provisioned, record, signer)
+        }
+        cachedSigner.withLock { $0 = result.2 }
+        logger.info("device policy applied", metadata: ["outcome": "\(result.0.rawValue)", "policySha256": "\(hash)"])
+        return (result.0, result.1)
+    }
+
+    /// What `deprovision` did.
+    public struct DeprovisioningOutcome: Sendable, Encodable {
+        /// Whether the device was provisioned (otherwise nothing changed).
+        public let wasProvisioned: Bool
+        public let groupsRemoved: Int
+        public let itemsRemoved: Int
+    }
+
+    /// Crypto-shreds every app's data and key and the device's own records (its signing key included),
+    /// after appending a signed `device.deprovisioned` event. The audit log and its trust anchor stay,
+    /// so `verifyAudit` still works. A device that is not provisioned is left as it is.
+    public func deprovision(actor: String, reason: String? = nil) throws(SharedDeviceError) -> DeprovisioningOutcome {
+        let outcome = try transaction { tx -> DeprovisioningOutcome in
+            guard let record = try DeviceRecordStore.record(in: tx) else {
+                return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0)
+            }
+            let signer = try DeviceRecordStore.signer(for: record, in: tx)
+            let groups = try tx.accessGroupNames().filter { $0 != AccessGroup.auditAnchor }
+            try AuditLog.append(AuditEntry(type: .deviceDeprovisioned, actor: actor, reason: reason ?? "deprovisioned by the administrator",
+                                           details: ["deviceId": record.deviceID, "groupsRemoved": "\(groups.count)"]),
+                                in: tx, signer: signer, checkpoint: true)
+            let removed = try tx.destroyAccessGroups(except: [AccessGroup.auditAnchor])
+            return DeprovisioningOutcome(wasProvisioned: true, groupsRemoved: removed.groups, itemsRemoved: removed.items)
+        }
+        cachedSigner.withLock { $0 = nil }
+        return outcome
+    }
+
+    // MARK: - Records and entitlements
+
+    /// The device record, `nil` when the device is not provisioned.
+    public func record() throws(SharedDeviceError) -> DeviceRecord? {
+        try readTransaction { tx in try DeviceRecordStore.record(in: tx) }
+    }
+
+    /// The applied policy, `nil` when the device is not provisioned.
+    public func policy() throws(SharedDeviceError) -> DevicePolicy? {
+        try record()?.policy()
+    }
+
+    /// The app's identity under the device policy: its entitled access groups.
+    /// - Returns: `nil` when the device is not provisioned (the caller decides the entitlements).
+    /// - Throws: `appNotInPolicy` for an app the policy does not list; the refusal is audited
+    ///   (`keychain.access_denied`).
+    public func appIdentity(_ appID: String, actor: String) throws(SharedDeviceError) -> AppIdentity? {
+        guard let policy = try policy() else { return nil }
+        guard let app = policy.app(appID) else {
+            try recordAccessDenied(appID: appID, actor: actor, reason: "app not in device policy", details: [:])
+            throw SharedDeviceError(.appNotInPolicy,
+                "app \(appID) is not listed in the device policy, so it has no keychain access on this device; add it to the policy's apps and run `devicectl provision` again")
+        }
+        do {
+            return try AppIdentity(appID: app.id, accessGroups: app.accessGroups)
+        } catch {
+            throw SharedDeviceError.wrapping(error)
+        }
+    }
+
+    /// Records a `keychain.access_denied` event (an app asked for a group it is not entitled to, or is
+    /// not in the policy). Does nothing on a device that is not provisioned.
+    public func recordAccessDenied(appID: String, actor: String, reason: String, details: [String: String]) throws(SharedDeviceError) {
+        var details = details
+        details["app"] = appID
+        try record(AuditEntry(type: .keychainAccessDenied, actor: actor, reason: reason, details: details))
+    }
+
+    // MARK: - Audit log
+
+    /// Appends an event in its own transaction, signing a checkpoint per the policy (or when asked).
+    /// Does nothing and returns `nil` on a device that is not provisioned: there is no key to vouch for it.
+    @discardableResult
+    public func record(_ entry: AuditEntry, checkpoint: Bool = false) throws(SharedDeviceError) -> AuditEvent? {
+        let cached = cachedSigner.withLock { $0 }
+        return try transaction { tx -> AuditEvent? in
+            try Self.append(entry, in: tx, cachedSigner: cached, checkpoint: checkpoint)
+        }
+    }
+
+    /// Appends an event inside a caller's transaction (the account manager's sign-outs), with the
+    /// device's signer. Returns `nil` on a device that is not provisioned.
+    @discardableResult
+    public func append(_ entry: AuditEntry, in transaction: StoreTransaction, checkpoint: Bool = false) throws -> AuditEvent? {
+        try Self.append(entry, in: transaction, cachedSigner: cachedSigner.withLock { $0 }, checkpoint: checkpoint)
+    }
+
+    private static func append(_ entry: AuditEntry, in tx: StoreTransaction, cachedSigner: AuditLog.Signer?, checkpoint: Bool) throws -> AuditEvent? {
+        guard let record = try DeviceRecordStore.record(in: tx) else { return nil }
+        let signer = if let cachedSigner, cachedSigner.key.publicKey == record.auditPublicKey {
+            cachedSigner
+        } else {
+            try DeviceRecordStore.signer(for: record, in: tx)
+        }
+        return try AuditLog.append(entry, in: tx, signer: signer, checkpoint: checkpoint)
+    }
+
+    /// The audit events matching `filter`, oldest first.
+    public func auditEvents(matching filter: AuditFilter = AuditFilter()) throws(SharedDeviceError) -> [AuditEvent] {
+        try readTransaction { tx in try AuditLog.events(matching: filter, in: tx) }
+    }
+
+    /// The newest audit sequence number (0 for an empty log), for following the log.
+    public func lastAuditSequence() throws(SharedDeviceError) -> Int64 {
+        try readTransaction { tx in try AuditLog.lastSequence(in: tx) }
+    }
+
+    /// Verifies the whole audit log against the keys this device recorded (see `AuditLog.verify`).
+    public func verifyAudit() throws(SharedDeviceError) -> AuditVerification {
+        try readTransaction { tx in
+            let anchor = try DeviceRecordStore.anchor(in: tx)
+            let trusted = anchor.map { Set($0.publicKeys) }
+            return try AuditLog.verify(in: tx, trustedKeys: trusted, expectsEvents: anchor != nil)
+        }
+    }
+
+    // MARK: - Transactions
+
+    private func transaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+        try sharedDeviceErrors { try store.writeTransaction(body) }
+    }
+
+    private func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+        try sharedDeviceErrors { try store.readTransaction(body) }
+    }
+}
+
+extension Data {
+    /// Lowercase hex, for key fingerprints in audit details.
+    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+}

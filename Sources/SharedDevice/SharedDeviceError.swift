@@ -1,0 +1,89 @@
+public import KeychainStore
+
+/// An error from the shared-device layer: provisioning, device information, the audit log.
+///
+/// Like `KeychainError`, a struct with an extensible `Code` and a message that says what to do; it never
+/// contains a secret. Store failures keep the underlying `KeychainError`.
+public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, matchable in `catch` (`catch SharedDeviceError.Code.notProvisioned`).
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Kind: Hashable, Sendable {
+            case notProvisioned, invalidPolicy, modeChangeRequiresForce, appNotInPolicy, deviceRecordDamaged
+            case auditLogTampered, store
+        }
+        let kind: Kind
+        init(_ kind: Kind) { self.kind = kind }
+
+        /// The device has no policy yet: run `devicectl provision`.
+        public static let notProvisioned = Code(.notProvisioned)
+        /// The policy file is invalid (see `policyError`).
+        public static let invalidPolicy = Code(.invalidPolicy)
+        /// The new policy changes the device's mode, which wipes every app's credentials: needs `--force`.
+        public static let modeChangeRequiresForce = Code(.modeChangeRequiresForce)
+        /// The app is not listed in the device policy, so it has no entitlements on this device.
+        public static let appNotInPolicy = Code(.appNotInPolicy)
+        /// The device record in the device's own group is unreadable or inconsistent.
+        public static let deviceRecordDamaged = Code(.deviceRecordDamaged)
+        /// The audit log failed verification: edited, deleted, reordered or truncated events, or a bad head.
+        public static let auditLogTampered = Code(.auditLogTampered)
+        /// The keychain store failed (see `storeError`).
+        public static let store = Code(.store)
+
+        /// Lets `catch SharedDeviceError.Code.notProvisioned { … }` match.
+        public static func ~= (code: Code, error: any Error) -> Bool {
+            (error as? SharedDeviceError)?.code == code
+        }
+
+        public var description: String {
+            switch kind {
+            case .notProvisioned: "not provisioned"
+            case .invalidPolicy: "invalid policy"
+            case .modeChangeRequiresForce: "mode change requires --force"
+            case .appNotInPolicy: "app not in policy"
+            case .deviceRecordDamaged: "device record damaged"
+            case .auditLogTampered: "audit log tampered"
+            case .store: "store error"
+            }
+        }
+    }
+
+    /// The failure class.
+    public let code: Code
+    /// What happened and what to do. Never contains secrets.
+    public let message: String
+    /// For `.store`: the store's error.
+    public let storeError: KeychainError?
+    /// For `.invalidPolicy`: the path and problem.
+    public let policyError: PolicyError?
+
+    init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil) {
+        self.code = code
+        self.message = message
+        self.storeError = storeError
+        self.policyError = policyError
+    }
+
+    /// Wraps any error from a store transaction: shared-device errors pass through, store errors are kept.
+    static func wrapping(_ error: any Error) -> SharedDeviceError {
+        switch error {
+        case let error as SharedDeviceError: error
+        case let error as KeychainError: SharedDeviceError(.store, error.message, storeError: error)
+        case let error as PolicyError: SharedDeviceError(.invalidPolicy, error.description, policyError: error)
+        default: SharedDeviceError(.store, "the store failed: \(type(of: error))")
+        }
+    }
+
+    public var description: String {
+        if let storeError { return storeError.description }
+        return "\(message) (\(code))"
+    }
+}
+
+/// Runs `body`, turning any error into a `SharedDeviceError`.
+func sharedDeviceErrors<T>(_ body: () throws -> T) throws(SharedDeviceError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw SharedDeviceError.wrapping(error)
+    }
+}

@@ -1,0 +1,1 @@
+// Placeholder: the audit benchmark is written next.

@@ -1,0 +1,1 @@
+// Placeholder: the device worker for SIGKILL tests is written next.

@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import KeychainStore
+import SharedDevice
+
+struct Provision: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Provision the device from a policy file, or apply a changed policy (audited).",
+        discussion: """
+            Creates the state directory and store if needed and records the policy, its SHA-256, a device id and \
+            the device's audit signing key in the device's own access group. The same policy again changes \
+            nothing. A changed policy is an update; groups no app of the new policy is entitled to are \
+            crypto-shredded. A change of mode needs --force and removes every app's credentials.
+            """)
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The device policy file.", valueName: "file")) var policy: String
+    @Flag(help: "Allow a change of device mode (wipes every app's credentials).") var force = false
+    @OptionGroup var output: OutputOptions
+
+    struct Summary: Encodable {
+        var outcome: ManagedDevice.ProvisioningOutcome
+        var device: DeviceInformation
+        var auditPublicKey: String
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            guard let document = FileManager.default.contents(atPath: policy) else {
+                throw CLIError(exitCode: .ioError, "cannot read policy file \(policy)")
+            }
+            do {
+                _ = try DevicePolicy.decode(document)
+            } catch {
+                throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
+            }
+            let device = ManagedDevice(store: try store.open())
+            let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try device.provision(policyDocument: document, force: force, actor: Actor.current)
+            }
+            let key = record.auditPublicKey.map { String(format: "%02x", $0) }.joined()
+            if output.json {
+                try Output.json(Summary(outcome: outcome, device: DeviceInformation(record: record), auditPublicKey: key))
+                return
+            }
+            switch outcome {
+            case .provisioned: Output.print("provisioned \(record.mode.rawValue)-mode device \"\(record.name)\" (id \(record.deviceID))")
+            case .unchanged: Output.print("already provisioned with this policy; nothing changed")
+            case .updated: Output.print("policy updated on device \"\(record.name)\" (id \(record.deviceID))")
+            case .modeChanged: Output.print("device mode changed to \(record.mode.rawValue); every app's credentials were removed")
+            }
+            Output.print("policy sha256 \(record.policySHA256)")
+            Output.print("audit public key \(key) (keep it to verify the audit log elsewhere)")
+        }
+    }
+}
+
+struct Deprovision: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove all app data and keys (crypto-shred); the audit log stays readable and verifiable.")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: "Why (recorded in the audit log).") var reason: String?
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let device = ManagedDevice(store: try store.open())
+            let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try device.deprovision(actor: Actor.current, reason: reason)
+            }
+            if output.json {
+                try Output.json(outcome)
+            } else if outcome.wasProvisioned {
+                Output.print("deprovisioned: \(outcome.groupsRemoved) access group(s) and \(outcome.itemsRemoved) item(s) crypto-shredded; the audit log is kept")
+            } else {
+                Output.print("the device is not provisioned; nothing to do")
+            }
+        }
+    }
+}
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the device information apps get: mode (shared or private), device id and name, policy.",
+        discussion: "An unprovisioned device reports private mode. If the store cannot be read, the default information is shown and the error is reported (non-zero exit).")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var output: OutputOptions
+
+    struct Result: Encodable {
+        var information: DeviceInformation
+        var error: String?
+
+        func encode(to encoder: any Encoder) throws {
+            try information.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(error, forKey: Key(stringValue: "error")!)
+        }
+
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init?(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            let (information, error) = DeviceInformation.current(stateDirectory: store.directory, key: try store.keySource())
+            if output.json {
+                try Output.json(Result(information: information, error: error?.description))
+            } else {
+                Output.print("mode: \(information.mode.rawValue)")
+                if let id = information.deviceID {
+                    Output.print("device: \(information.deviceName ?? "") (id \(id))")
+                    Output.print("policy: \(information.policyID ?? "(no id)") sha256 \(information.policySHA256 ?? "")")
+                    if let at = information.provisionedAt { Output.print("provisioned: \(at.formatted(.iso8601))") }
+                    if let at = information.policyAppliedAt { Output.print("policy applied: \(at.formatted(.iso8601))") }
+                } else {
+                    Output.print("device: not provisioned")
+                }
+                for (key, value) in information.extraDeviceInformation.sorted(by: { $0.key < $1.key }) {
+                    Output.print("\(key): \(value)")
+                }
+            }
+            if let error {
+                _ = try reportingDeviceErrors { () throws(SharedDeviceError) in throw error }
+            }
+        }
+    }
+}
