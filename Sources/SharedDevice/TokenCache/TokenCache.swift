@@ -1,0 +1,47 @@
+public import Foundation
+import KeychainStore
+
+/// MSAL's token cache (`MSIDDefaultTokenCacheAccessor`) over the keychain-like store: the unified-cache
+/// schema that every MSAL library shares, laid out in keychain items as MSAL for iOS does.
+///
+/// Each entry is a generic-password item in an access group (by default MSAL's
+/// `com.microsoft.adalcache`, so every app entitled to it shares sign-ins): account attribute
+/// `<home_account_id>-<environment>`, services `accesstoken-<client_id>-<realm>-<target>`,
+/// `refreshtoken-<client_id or family_id>--`, `idtoken-<client_id>-<realm>-`, `<realm>` for accounts and
+/// `appmetadata-<client_id>` (account attribute `<environment>`), types 2001, 2002, 2003, 1003 and
+/// 3001; the item's secret is the entry's JSON. Apps only ever see the groups they are entitled to.
+///
+/// Every operation exists twice: taking a `StoreTransaction` (so the account manager can combine it
+/// with other changes in one commit) and taking a `KeychainStore` (one transaction of its own). The
+/// time is the store's clock (`StoreOptions.clock`).
+///
+/// ```swift
+/// let cache = TokenCache()
+/// try cache.save(response, context: context, as: app, in: store)
+/// let token = try cache.accessToken(homeAccountID: id, environment: "login.microsoftonline.com",
+///                                   clientID: clientID, realm: tenant, scopes: ["User.Read"], as: app, in: store)
+/// ```
+public struct TokenCache: Sendable {
+    /// MSAL for iOS's default keychain sharing group.
+    public static let defaultAccessGroup = AccessGroup.adalCache
+    /// MSAL's default expiration buffer: an access token that expires within five minutes is not returned.
+    public static let defaultExpirationBuffer: TimeInterval = 300
+
+    /// Seconds before `expires_on` from which an access token counts as expired.
+    public var expirationBuffer: TimeInterval
+
+    /// A cache with MSAL's expiration buffer unless told otherwise.
+    public init(expirationBuffer: TimeInterval = TokenCache.defaultExpirationBuffer) {
+        self.expirationBuffer = expirationBuffer
+    }
+
+    /// Runs `body` in one write transaction of `store`, with errors as `TokenCacheError`s.
+    func writing<T>(_ store: KeychainStore, _ body: @escaping (StoreTransaction) throws -> T) throws(TokenCacheError) -> T {
+        try tokenCacheErrors { try store.writeTransaction(body) }
+    }
+
+    /// Runs `body` in one read transaction of `store`, with errors as `TokenCacheError`s.
+    func reading<T>(_ store: KeychainStore, _ body: @escaping (StoreTransaction) throws -> T) throws(TokenCacheError) -> T {
+        try tokenCacheErrors { try store.readTransaction(body) }
+    }
+}
