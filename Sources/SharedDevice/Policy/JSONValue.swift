@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed JSON document that keeps booleans, numbers and strings apart, so strict policy decoding
 /// can say exactly what is wrong where.
-enum JSONValue: Decodable, Equatable {
+enum JSONValue: Decodable, Equatable, Sendable {
     case null
     case bool(Bool)
     case number(Double)

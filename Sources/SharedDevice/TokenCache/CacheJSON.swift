@@ -80,8 +80,3 @@ enum CacheJSON {
         text += "\""
     }
 }
-
-/// `JSONValue` holds only values (strings, numbers, booleans, arrays and dictionaries of them), so it is
-/// safe to share; the conformance is declared here because the cache entries that keep unknown fields
-/// are `Sendable`.
-extension JSONValue: @unchecked Sendable {}
