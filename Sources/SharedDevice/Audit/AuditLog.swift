@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 public import KeychainStore
 
@@ -30,6 +30,20 @@ public enum AuditLog {
     @discardableResult
     public static func append(_ entry: AuditEntry, in transaction: StoreTransaction, signer: Signer?,
                               checkpoint: Bool = false) throws -> AuditEvent {
+        do {
+            return try appendUnchecked(entry, in: transaction, signer: signer, checkpoint: checkpoint)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
+            // A statement on a missing table: someone dropped part of the log.
+            guard try AuditSchema.complete(transaction.database) else { throw tablesMissing }
+            throw error
+        }
+    }
+
+    private static let tablesMissing = SharedDeviceError(.auditLogTampered,
+        "part of the audit log's tables is missing (deleted); run `devicectl audit verify` and restore the store from backup")
+
+    private static func appendUnchecked(_ entry: AuditEntry, in transaction: StoreTransaction, signer: Signer?,
+                                        checkpoint: Bool) throws -> AuditEvent {
         let db = transaction.database
         let previous = try head(in: transaction, creatingTables: true)
         let sequence = (previous?.sequence ?? 0) + 1
@@ -119,7 +133,10 @@ public enum AuditLog {
         do {
             row = try Row.fetchOne(db.cachedStatement(sql: "SELECT sequence, chain, tag FROM audit_head WHERE id = 1"))
         } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
-            guard !(try AuditSchema.exists(db)) else { throw error }
+            guard !(try AuditSchema.exists(db)) else {
+                if try !AuditSchema.complete(db) { throw tablesMissing }
+                throw error
+            }
             guard creatingTables else { return nil }
             try AuditSchema.create(db)
             return nil

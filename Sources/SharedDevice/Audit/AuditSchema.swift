@@ -39,11 +39,20 @@ enum AuditSchema {
         """,
     ]
 
+    /// The log's tables.
+    static let tables = ["audit_events", "audit_checkpoints", "audit_head"]
+
+    /// Whether every table exists.
+    static func complete(_ db: Database) throws -> Bool {
+        try tables.allSatisfy { try db.tableExists($0) }
+    }
+
     static func create(_ db: Database) throws {
         for statement in statements { try db.execute(sql: statement) }
     }
 
+    /// Whether any of the tables exists.
     static func exists(_ db: Database) throws -> Bool {
-        try db.tableExists("audit_events") || db.tableExists("audit_head") || db.tableExists("audit_checkpoints")
+        try tables.contains { try db.tableExists($0) }
     }
 }

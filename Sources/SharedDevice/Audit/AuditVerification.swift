@@ -44,8 +44,13 @@ extension AuditLog {
     public static func verify(in transaction: StoreTransaction, trustedKeys: Set<Data>?, expectsEvents: Bool) throws -> AuditVerification {
         var result = AuditVerification()
         let db = transaction.database
-        guard try AuditSchema.exists(db) else {
+        let missingTables = try AuditSchema.tables.filter { !(try db.tableExists($0)) }
+        if missingTables.count == AuditSchema.tables.count {
             if expectsEvents { result.report(nil, "the audit log's tables are missing (deleted)") }
+            return result
+        }
+        if !missingTables.isEmpty {
+            result.report(nil, "the audit log's table(s) \(missingTables.joined(separator: ", ")) are missing (deleted)")
             return result
         }
         // The head.
@@ -85,12 +90,14 @@ extension AuditLog {
         var previousChain = AuditChain.genesis
         var lastVouched: Int64 = 0
         var lastChain = AuditChain.genesis
+        var brokenSinceVouched = false
         while let row = try cursor.next() {
             result.eventCount += 1
             let sequence: Int64 = row[0]
             if sequence != expectedSequence {
                 let missing = sequence - 1 == expectedSequence ? "event \(expectedSequence) is" : "events \(expectedSequence)-\(sequence - 1) are"
                 result.report(expectedSequence, "\(missing) missing (deleted)")
+                brokenSinceVouched = true
                 previousChain = Data()  // nothing can chain across the gap
             }
             let stored: Data = row[8]
@@ -99,13 +106,15 @@ extension AuditLog {
             let computed = AuditChain.next(after: previousChain, columns)
             if computed != stored, sequence == expectedSequence {
                 result.report(sequence, "its content or position does not match its chain value (edited or reordered)")
+                brokenSinceVouched = true
             }
             if let signed = checkpoints[sequence] {
                 result.checkpointCount += 1
-                if signed != computed {
+                if signed != computed && !brokenSinceVouched {
                     result.report(lastVouched + 1, "events \(lastVouched + 1)-\(sequence) do not match the checkpoint signed at event \(sequence) (edited and re-chained)")
                 }
                 lastVouched = sequence
+                brokenSinceVouched = false
             }
             previousChain = stored
             lastChain = computed
@@ -123,7 +132,7 @@ extension AuditLog {
                 result.report(lastSequence + 1, "\(missing) missing: the log was truncated")
             } else if head.sequence < lastSequence {
                 result.report(head.sequence + 1, "events \(head.sequence + 1)-\(lastSequence) were added outside devicectl (not covered by the head)")
-            } else if head.chain != lastChain {
+            } else if head.chain != lastChain && !brokenSinceVouched {
                 result.report(lastVouched + 1, "events \(lastVouched + 1)-\(lastSequence) do not match the head's chain value (edited and re-chained)")
             }
         } else if !headRecordExists && (lastSequence > 0 || expectsEvents) {

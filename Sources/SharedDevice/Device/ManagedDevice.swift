@@ -17,7 +17,8 @@ public final class ManagedDevice: Sendable {
     /// The store the device's records, the apps' items and the audit log live in.
     public let store: KeychainStore
     private let logger: Logger
-    private let cachedSigner = Mutex<AuditLog.Signer?>(nil)
+    /// The audit signer and the policy hash its interval came from, to skip decrypting the key per event.
+    private let cachedSigner = Mutex<(signer: AuditLog.Signer, policySHA256: String)?>(nil)
 
     /// Wraps an open store.
     public init(store: KeychainStore, logger: Logger = Logger(label: "shared-device", factory: { _ in SwiftLogNoOpLogHandler() })) {
@@ -55,12 +56,23 @@ public final class ManagedDevice: Sendable {
             throw SharedDeviceError(.invalidPolicy, error.description, policyError: error)
         }
         let hash = ChainHash.sha256Hex(policyDocument)
-        if let current = try record(), current.policySHA256 == hash {
-            return (.unchanged, current)
+        do {
+            if let current = try record(), current.policySHA256 == hash { return (.unchanged, current) }
+        } catch where force && Self.isDamage(error) {
+            // Replaced below.
         }
         let result = try transaction { tx -> (ProvisioningOutcome, DeviceRecord, AuditLog.Signer) in
             let now = tx.now
-            if var record = try DeviceRecordStore.record(in: tx) {
+            var existing: DeviceRecord?
+            var replacesDamagedRecord = false
+            do {
+                existing = try DeviceRecordStore.record(in: tx)
+                if let existing { _ = try DeviceRecordStore.signer(for: existing, in: tx) }
+            } catch where force && Self.isDamage(error) {
+                existing = nil
+                replacesDamagedRecord = true
+            }
+            if var record = existing {
                 if record.policySHA256 == hash { return (.unchanged, record, try DeviceRecordStore.signer(for: record, in: tx)) }
                 let previous = record
                 let modeChanged = record.mode != policy.device.mode
@@ -98,7 +110,9 @@ public final class ManagedDevice: Sendable {
                 deviceID: UUID().uuidString.lowercased(), name: policy.device.name, mode: policy.device.mode,
                 policyID: policy.id, policySHA256: hash, policyDocument: policyDocument,
                 provisionedAt: now, policyAppliedAt: now, auditPublicKey: key.publicKey)
-            let removed = try tx.destroyAccessGroups(except: Set(policy.apps.flatMap(\.accessGroups)).union([AccessGroup.auditAnchor]))
+            // A damaged record says nothing reliable about the old mode: then nothing of the apps is kept.
+            let keep = replacesDamagedRecord ? [] : Set(policy.apps.flatMap(\.accessGroups))
+            let removed = try tx.destroyAccessGroups(except: keep.union([AccessGroup.auditAnchor]))
             try DeviceRecordStore.save(record, in: tx, replacing: false)
             try DeviceRecordStore.saveSigningKey(key, in: tx)
             try DeviceRecordStore.trust(key.publicKey, in: tx)
@@ -106,11 +120,14 @@ public final class ManagedDevice: Sendable {
             var details = ["deviceId": record.deviceID, "mode": record.mode.rawValue, "policySha256": hash,
                            "auditPublicKey": record.auditPublicKey.hexString, "groupsRemoved": "\(removed.groups)"]
             details["policyId"] = policy.id
-            try AuditLog.append(AuditEntry(type: .deviceProvisioned, actor: actor, reason: "provisioned from policy", details: details),
+            if replacesDamagedRecord { details["replacedDamagedRecord"] = "true" }
+            try AuditLog.append(AuditEntry(type: .deviceProvisioned, actor: actor,
+                                           reason: replacesDamagedRecord ? "forced re-provisioning over a damaged device record" : "provisioned from policy",
+                                           details: details),
                                 in: tx, signer: signer, checkpoint: true)
             return (.provisioned, record, signer)
         }
-        cachedSigner.withLock { $0 = result.2 }
+        cachedSigner.withLock { $0 = (result.2, result.1.policySHA256) }
         logger.info("device policy applied", metadata: ["outcome": "\(result.0.rawValue)", "policySha256": "\(hash)"])
         return (result.0, result.1)
     }
@@ -128,13 +145,20 @@ public final class ManagedDevice: Sendable {
     /// so `verifyAudit` still works. A device that is not provisioned is left as it is.
     public func deprovision(actor: String, reason: String? = nil) throws(SharedDeviceError) -> DeprovisioningOutcome {
         let outcome = try transaction { tx -> DeprovisioningOutcome in
-            guard let record = try DeviceRecordStore.record(in: tx) else {
-                return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0)
+            // A damaged record or signing key does not stop a deprovisioning: the event is then still
+            // chained and covered by the head, just not signed.
+            var record: DeviceRecord?
+            var signer: AuditLog.Signer?
+            do {
+                record = try DeviceRecordStore.record(in: tx)
+                guard let record else { return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0) }
+                signer = try DeviceRecordStore.signer(for: record, in: tx)
+            } catch where Self.isDamage(error) {
+                signer = nil
             }
-            let signer = try DeviceRecordStore.signer(for: record, in: tx)
             let groups = try tx.accessGroupNames().filter { $0 != AccessGroup.auditAnchor }
             try AuditLog.append(AuditEntry(type: .deviceDeprovisioned, actor: actor, reason: reason ?? "deprovisioned by the administrator",
-                                           details: ["deviceId": record.deviceID, "groupsRemoved": "\(groups.count)"]),
+                                           details: ["deviceId": record?.deviceID ?? "unknown (damaged record)", "groupsRemoved": "\(groups.count)"]),
                                 in: tx, signer: signer, checkpoint: true)
             let removed = try tx.destroyAccessGroups(except: [AccessGroup.auditAnchor])
             return DeprovisioningOutcome(wasProvisioned: true, groupsRemoved: removed.groups, itemsRemoved: removed.items)
@@ -187,27 +211,26 @@ public final class ManagedDevice: Sendable {
     /// Does nothing and returns `nil` on a device that is not provisioned: there is no key to vouch for it.
     @discardableResult
     public func record(_ entry: AuditEntry, checkpoint: Bool = false) throws(SharedDeviceError) -> AuditEvent? {
-        let cached = cachedSigner.withLock { $0 }
-        return try transaction { tx -> AuditEvent? in
-            try Self.append(entry, in: tx, cachedSigner: cached, checkpoint: checkpoint)
-        }
+        try transaction { tx -> AuditEvent? in try self.append(entry, in: tx, checkpoint: checkpoint) }
     }
 
     /// Appends an event inside a caller's transaction (the account manager's sign-outs), with the
     /// device's signer. Returns `nil` on a device that is not provisioned.
     @discardableResult
     public func append(_ entry: AuditEntry, in transaction: StoreTransaction, checkpoint: Bool = false) throws -> AuditEvent? {
-        try Self.append(entry, in: transaction, cachedSigner: cachedSigner.withLock { $0 }, checkpoint: checkpoint)
+        guard let record = try DeviceRecordStore.record(in: transaction) else { return nil }
+        return try AuditLog.append(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
     }
 
-    private static func append(_ entry: AuditEntry, in tx: StoreTransaction, cachedSigner: AuditLog.Signer?, checkpoint: Bool) throws -> AuditEvent? {
-        guard let record = try DeviceRecordStore.record(in: tx) else { return nil }
-        let signer = if let cachedSigner, cachedSigner.key.publicKey == record.auditPublicKey {
-            cachedSigner
-        } else {
-            try DeviceRecordStore.signer(for: record, in: tx)
+    /// The signer for the current record: the cached one while the policy (its interval) and key are unchanged.
+    private func signer(for record: DeviceRecord, in transaction: StoreTransaction) throws -> AuditLog.Signer {
+        if let cached = cachedSigner.withLock({ $0 }), cached.policySHA256 == record.policySHA256,
+           cached.signer.key.publicKey == record.auditPublicKey {
+            return cached.signer
         }
-        return try AuditLog.append(entry, in: tx, signer: signer, checkpoint: checkpoint)
+        let signer = try DeviceRecordStore.signer(for: record, in: transaction)
+        cachedSigner.withLock { $0 = (signer, record.policySHA256) }
+        return signer
     }
 
     /// The audit events matching `filter`, oldest first.
@@ -226,6 +249,15 @@ public final class ManagedDevice: Sendable {
             let anchor = try DeviceRecordStore.anchor(in: tx)
             let trusted = anchor.map { Set($0.publicKeys) }
             return try AuditLog.verify(in: tx, trustedKeys: trusted, expectsEvents: anchor != nil)
+        }
+    }
+
+    /// Whether `error` means the device's own records are damaged (as opposed to the store failing).
+    private static func isDamage(_ error: any Error) -> Bool {
+        switch error {
+        case let error as SharedDeviceError: error.code == .deviceRecordDamaged || error.storeError?.code == .integrityFailure
+        case let error as KeychainError: error.code == .integrityFailure || error.code == .corruptStore
+        default: false
         }
     }
 
