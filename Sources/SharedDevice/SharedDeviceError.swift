@@ -10,6 +10,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         enum Kind: Hashable, Sendable {
             case notProvisioned, invalidPolicy, modeChangeRequiresForce, appNotInPolicy, deviceRecordDamaged
             case auditLogTampered, store
+            case accountAlreadySignedIn, noCurrentAccount, currentAccountMismatch, tokenCache
         }
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
@@ -28,6 +29,14 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         public static let auditLogTampered = Code(.auditLogTampered)
         /// The keychain store failed (see `storeError`).
         public static let store = Code(.store)
+        /// Shared mode: another account is signed in on the device; sign it out (end the shift) first.
+        public static let accountAlreadySignedIn = Code(.accountAlreadySignedIn)
+        /// Shared mode: nobody is signed in on the device (MSAL: no current account / account required).
+        public static let noCurrentAccount = Code(.noCurrentAccount)
+        /// Shared mode: the call names an account that is not the device's current one.
+        public static let currentAccountMismatch = Code(.currentAccountMismatch)
+        /// A token response or cache document was unusable (see `tokenCacheError`).
+        public static let tokenCache = Code(.tokenCache)
 
         /// Lets `catch SharedDeviceError.Code.notProvisioned { … }` match.
         public static func ~= (code: Code, error: any Error) -> Bool {
@@ -43,6 +52,10 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case .deviceRecordDamaged: "device record damaged"
             case .auditLogTampered: "audit log tampered"
             case .store: "store error"
+            case .accountAlreadySignedIn: "an account is already signed in"
+            case .noCurrentAccount: "no current account"
+            case .currentAccountMismatch: "current account mismatch"
+            case .tokenCache: "token cache error"
             }
         }
     }
@@ -69,6 +82,9 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         case let error as SharedDeviceError: error
         case let error as KeychainError: SharedDeviceError(.store, error.message, storeError: error)
         case let error as PolicyError: SharedDeviceError(.invalidPolicy, error.description, policyError: error)
+        case let error as TokenCacheError:
+            if let storeError = error.storeError { SharedDeviceError(.store, storeError.message, storeError: storeError) }
+            else { SharedDeviceError(.tokenCache, error.description) }
         default: SharedDeviceError(.store, "the store failed: \(type(of: error))")
         }
     }

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -40,6 +41,10 @@ public struct ChangeSignal: Sendable {
     public final class Watcher: @unchecked Sendable {
         private let inotify: Int32
         private let wake: [Int32]
+        private let cancelled = Mutex(false)
+
+        /// Whether `cancel()` was called.
+        public var isCancelled: Bool { cancelled.withLock { $0 } }
 
         init(url: URL) throws {
             // Make sure the file exists (inotify watches an inode), with owner-only permissions.
@@ -74,6 +79,7 @@ public struct ChangeSignal: Sendable {
 
         /// Wakes a blocked `wait` for good (it returns `false` from then on).
         public func cancel() {
+            cancelled.withLock { $0 = true }
             var byte: UInt8 = 1
             _ = write(wake[1], &byte, 1)
         }

@@ -84,6 +84,7 @@ public final class ManagedDevice: Sendable {
                     ? [AccessGroup.device, AccessGroup.auditAnchor]
                     : Set(policy.apps.flatMap(\.accessGroups)).union([AccessGroup.device, AccessGroup.auditAnchor])
                 let removed = try tx.destroyAccessGroups(except: keep)
+                let signedOut = modeChanged ? try AccountRecords.signOutEveryone(in: tx, reason: .admin) : []
                 record.name = policy.device.name
                 record.mode = policy.device.mode
                 record.policyID = policy.id
@@ -96,6 +97,7 @@ public final class ManagedDevice: Sendable {
                                "groupsRemoved": "\(removed.groups)", "itemsRemoved": "\(removed.items)"]
                 details["policyId"] = policy.id
                 if modeChanged {
+                    details["accountsSignedOut"] = "\(signedOut.count)"
                     details["from"] = previous.mode.rawValue
                     details["to"] = record.mode.rawValue
                 }
@@ -128,6 +130,9 @@ public final class ManagedDevice: Sendable {
             return (.provisioned, record, signer)
         }
         cachedSigner.withLock { $0 = (result.2, result.1.policySHA256) }
+        if result.0 == .modeChanged {
+            ChangeSignal(directory: store.databaseURL.deletingLastPathComponent()).notify()
+        }
         logger.info("device policy applied", metadata: ["outcome": "\(result.0.rawValue)", "policySha256": "\(hash)"])
         return (result.0, result.1)
     }

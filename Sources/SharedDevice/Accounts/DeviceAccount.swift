@@ -1,0 +1,116 @@
+public import Foundation
+
+/// An account as apps see it (MSAL's `MSALAccount`): ids and display claims, never a token.
+public struct DeviceAccount: Sendable, Hashable, Codable {
+    /// `home_account_id` (`<uid>.<utid>`): what apps compare to detect a change of account.
+    public var homeAccountID: String
+    /// The authority host (the cache's `environment`).
+    public var environment: String
+    /// The tenant the account signed in to.
+    public var realm: String
+    /// The displayable username (`preferred_username`, `upn` or `email`).
+    public var username: String?
+    /// The display name.
+    public var name: String?
+    /// The object id in the tenant (`oid`, MSAL's `local_account_id`).
+    public var localAccountID: String?
+
+    public init(homeAccountID: String, environment: String, realm: String, username: String?, name: String?, localAccountID: String?) {
+        self.homeAccountID = homeAccountID
+        self.environment = environment
+        self.realm = realm
+        self.username = username
+        self.name = name
+        self.localAccountID = localAccountID
+    }
+
+    /// MSAL's `account.identifier`.
+    public var identifier: String { homeAccountID }
+
+    /// The keychain account attribute of the account's cache items (`<home_account_id>-<environment>`).
+    var cacheAccountAttribute: String { "\(homeAccountID)-\(environment)".lowercased() }
+
+    /// How the audit log names the account.
+    var auditName: String { username ?? homeAccountID }
+
+    init(_ cached: CachedAccount) {
+        self.init(homeAccountID: cached.homeAccountID, environment: cached.environment, realm: cached.tenantID,
+                  username: cached.username, name: cached.name, localAccountID: cached.objectID)
+    }
+
+    /// Same person: same home account id and environment.
+    func isSameAccount(as other: DeviceAccount) -> Bool {
+        homeAccountID.lowercased() == other.homeAccountID.lowercased() && environment.lowercased() == other.environment.lowercased()
+    }
+}
+
+/// What `AccountManager.currentAccount` returns (MSAL's `getCurrentAccount` completion): the account
+/// signed in now and the one this app saw at its previous call, so the app can tell that the worker changed.
+public struct CurrentAccount: Sendable, Equatable, Encodable {
+    /// The signed-in account, or `nil`.
+    public var current: DeviceAccount?
+    /// The account this app last saw; kept after a global sign-out wiped its credentials.
+    public var previous: DeviceAccount?
+
+    /// Whether the account changed since the app's previous call (compare ids, as MSAL advises).
+    public var changed: Bool {
+        switch (current, previous) {
+        case (nil, nil): false
+        case let (current?, previous?): !current.isSameAccount(as: previous)
+        default: true
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(current, forKey: .current)
+        try container.encode(previous, forKey: .previous)
+    }
+
+    enum CodingKeys: String, CodingKey { case current, previous }
+}
+
+/// Why a worker was signed out; recorded in the audit log.
+public enum SignOutReason: String, Sendable, Codable, CaseIterable {
+    /// The worker signed out.
+    case user
+    /// The shift ended (a switch to the next worker, or the end-of-shift button).
+    case shiftEnd = "shift-end"
+    /// Idle sign-out from the policy's session settings.
+    case idle
+    /// An administrator signed the worker out.
+    case admin
+}
+
+/// An account the device knows, with its sign-in state (`devicectl accounts`). No secrets.
+public struct AccountStatus: Sendable, Equatable, Codable {
+    public var account: DeviceAccount
+    /// Whether the account is signed in now.
+    public var signedIn: Bool
+    /// The app that signed it in last.
+    public var signedInBy: String?
+    public var signedInAt: Date?
+    public var signedOutAt: Date?
+    public var signOutReason: SignOutReason?
+}
+
+/// A change of account on the device, delivered across processes (MSAL Android's
+/// `CURRENT_ACCOUNT_CHANGED` broadcast, the iOS Darwin notification).
+public struct AccountChange: Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable {
+        /// A worker signed in (shared mode) or an app signed an account in (private mode).
+        case signedIn = "signed_in"
+        /// A worker was signed out of every app on the device.
+        case signedOutGlobally = "signed_out"
+        /// A shift switch: one worker out, the next in.
+        case switched
+        /// An administrator changed the device's mode (everyone signed out).
+        case deviceModeChanged = "mode_changed"
+    }
+
+    public var kind: Kind
+    /// The account concerned, as named in the audit log (username or home account id).
+    public var account: String?
+    /// The audit event's sequence number.
+    public var sequence: Int64
+}
