@@ -76,6 +76,18 @@ let package = Package(
             dependencies: ["SharedDevice", "KeychainStore"],
             swiftSettings: strictSettings
         ),
+        // Test helper: signs workers in and out, waits for account changes (multi-process and SIGKILL tests).
+        .executableTarget(
+            name: "account-worker",
+            dependencies: ["SharedDevice", "KeychainStore"],
+            swiftSettings: strictSettings
+        ),
+        // Benchmark driver for tools/bench-accounts (not a test).
+        .executableTarget(
+            name: "account-bench",
+            dependencies: ["SharedDevice", "KeychainStore"],
+            swiftSettings: strictSettings
+        ),
         // Benchmark driver for tools/bench-audit (not a test).
         .executableTarget(
             name: "audit-bench",

@@ -1,0 +1,1 @@
+// Placeholder: the account worker for multi-process tests.
