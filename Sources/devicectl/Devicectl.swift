@@ -7,7 +7,8 @@ struct Devicectl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
-        subcommands: [Provision.self, Deprovision.self, Info.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
+        subcommands: [Provision.self, Deprovision.self, Info.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self,
+                      Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
     )
 }
 

@@ -9,6 +9,8 @@ enum DevicectlExit: Int32 {
     case duplicateItem = 45
     case integrityFailure = 46
     case wrongKey = 47
+    case accountAlreadySignedIn = 48
+    case noCurrentAccount = 49
     case usage = 64
     case badInput = 65
     case unavailable = 69
@@ -87,7 +89,7 @@ func reportingDeviceErrors<T>(_ body: () throws(SharedDeviceError) -> T) throws 
         if let storeError = error.storeError {
             throw CLIError(exitCode: DevicectlExit.forCode(storeError.code), storeError.description)
         }
-        throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
+        throw CLIError(exitCode: DevicectlExit.forAccountCode(error.code) ?? DevicectlExit.forCode(error.code), error.description)
     }
 }
 
@@ -97,5 +99,17 @@ enum Actor {
         let uid = getuid()
         let name = getpwuid(uid).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "?"
         return "devicectl (uid \(uid) \(name))"
+    }
+}
+
+extension DevicectlExit {
+    /// Exit codes of the account commands (documented in the README).
+    static func forAccountCode(_ code: SharedDeviceError.Code) -> DevicectlExit? {
+        switch code {
+        case .accountAlreadySignedIn: .accountAlreadySignedIn
+        case .noCurrentAccount, .currentAccountMismatch: .noCurrentAccount
+        case .tokenCache: .badInput
+        default: nil
+        }
     }
 }

@@ -58,6 +58,11 @@ struct CallerOptions: ParsableArguments {
     /// The app's identity: from the device policy when provisioned (an unlisted app is refused, exit 77,
     /// and the refusal audited), else from `--entitlements`.
     func identity(in store: KeychainStore) throws -> AppIdentity {
+        try Self.resolve(app: app, entitlements: entitlements, in: store)
+    }
+
+    /// `identity(in:)` for commands whose `--app` is optional.
+    static func resolve(app: String, entitlements: String?, in store: KeychainStore) throws -> AppIdentity {
         let device = ManagedDevice(store: store)
         if let identity = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.appIdentity(app, actor: app) }) {
             guard entitlements == nil else {

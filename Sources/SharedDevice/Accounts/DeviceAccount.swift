@@ -24,6 +24,10 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
         self.localAccountID = localAccountID
     }
 
+    enum CodingKeys: String, CodingKey {
+        case homeAccountID = "homeAccountId", environment, realm, username, name, localAccountID = "localAccountId"
+    }
+
     /// MSAL's `account.identifier`.
     public var identifier: String { homeAccountID }
 

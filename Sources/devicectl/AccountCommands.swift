@@ -1,0 +1,270 @@
+import ArgumentParser
+import Foundation
+import KeychainStore
+import SharedDevice
+
+/// Shared plumbing of the account commands: the store, the device and the acting app.
+struct AccountContext {
+    let store: KeychainStore
+    let device: ManagedDevice
+    let accounts: AccountManager
+
+    init(_ location: StoreLocation) throws {
+        store = try location.open()
+        device = ManagedDevice(store: store)
+        accounts = AccountManager(device: device)
+    }
+
+    /// The token request context from the device policy (exit 69 when not provisioned).
+    func requestContext() throws -> TokenRequestContext {
+        guard let policy = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.policy() }) else {
+            throw CLIError(exitCode: .unavailable, "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
+        }
+        return TokenRequestContext(authority: policy.authority)
+    }
+
+    /// Reads and decodes a token response file (trusted: this is the admin and test path).
+    static func tokenResponse(_ path: String) throws -> TokenResponse {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError(exitCode: .ioError, "cannot read token response file \(path)")
+        }
+        do {
+            return try TokenResponse.decode(data)
+        } catch {
+            throw CLIError(exitCode: .badInput, "\(path) is not a usable token response: \(error)")
+        }
+    }
+}
+
+/// An account as `devicectl` prints it.
+enum AccountText {
+    static func line(_ account: DeviceAccount?) -> String {
+        guard let account else { return "none" }
+        var text = account.username ?? "(no username)"
+        if let name = account.name { text += " (\(name))" }
+        return text + " home_account_id \(account.homeAccountID) environment \(account.environment)"
+    }
+}
+
+struct ShowAccount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "account",
+        abstract: "Show the current and previous account (MSAL's getCurrentAccount) for an app, or for the device.")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The app asking (its previous account is the one it saw last).", valueName: "id")) var app: String?
+    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
+                ?? AppIdentity.deviceAdministrator
+            let result = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.currentAccount(for: identity) }
+            if output.json {
+                try Output.json(result)
+            } else {
+                Output.print("current: \(AccountText.line(result.current))")
+                Output.print("previous: \(AccountText.line(result.previous))")
+            }
+        }
+    }
+}
+
+struct ListAccounts: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accounts",
+        abstract: "List every account the device knows, with its sign-in state (no secrets).")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let statuses = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.accounts() }
+            if output.json {
+                try Output.json(statuses)
+                return
+            }
+            if statuses.isEmpty { Output.print("no accounts") }
+            for status in statuses {
+                let state = status.signedIn ? "signed in" : "signed out" + (status.signOutReason.map { " (\($0.rawValue))" } ?? "")
+                Output.print("\(AccountText.line(status.account)): \(state)")
+            }
+        }
+    }
+}
+
+struct SignIn: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signin",
+        abstract: "Sign a worker in for an app from a token response file (admin and test path: the file is trusted).",
+        discussion: "Shared mode refuses while another worker is signed in (exit 48); the same worker in a second app is single sign-on.")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var caller: CallerOptions
+    @Option(help: ArgumentHelp("A token endpoint response (JSON) to cache.", valueName: "file")) var tokenResponse: String
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try caller.identity(in: context.store)
+            let response = try AccountContext.tokenResponse(tokenResponse)
+            let request = try context.requestContext()
+            let account = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try context.accounts.signIn(response, context: request, app: identity)
+            }
+            if output.json { try Output.json(account) } else { Output.print("signed in: \(AccountText.line(account))") }
+        }
+    }
+}
+
+struct SignOut: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signout",
+        abstract: "Sign the current worker out: globally in shared mode (every app's credentials), else for the app.",
+        discussion: "Without --app an administrator signs out (globally). Reasons: user, shift-end, idle, admin.")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The acting app.", valueName: "id")) var app: String?
+    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
+    @Option(help: ArgumentHelp("Why: user, shift-end, idle or admin (recorded in the audit log).", valueName: "reason"))
+    var reason: String?
+    @Flag(help: "Private mode: remove the account from every app, not just this one.") var wipeEverywhere = false
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
+            let parsedReason = try signOutReason(reason)
+            let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try context.accounts.signOut(app: identity, reason: parsedReason ?? (identity == nil ? .admin : .user),
+                                             wipeEverywhere: wipeEverywhere, actor: identity?.appID ?? Actor.current)
+            }
+            if output.json {
+                try Output.json(outcome)
+            } else {
+                let scope = outcome.global ? "from every app (\(outcome.accessGroups) access groups)" : "from this app"
+                Output.print("signed out \(AccountText.line(outcome.account)) \(scope): \(outcome.itemsRemoved) credential item(s) removed")
+            }
+        }
+    }
+}
+
+struct Switch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switch",
+        abstract: "Shift change: sign the current worker out everywhere and the next one in, as one audited step.",
+        discussion: "If the sign-in fails, the sign-out stands and the failure is reported (non-zero exit).")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var caller: CallerOptions
+    @Option(help: ArgumentHelp("The next worker's token response (JSON).", valueName: "file")) var tokenResponse: String
+    @Option(help: ArgumentHelp("Why the previous worker leaves (default shift-end).", valueName: "reason")) var reason: String = SignOutReason.shiftEnd.rawValue
+    @OptionGroup var output: OutputOptions
+
+    struct Summary: Encodable {
+        var signedOut: DeviceAccount?
+        var signedIn: DeviceAccount?
+        var correlationId: String
+        var error: String?
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try caller.identity(in: context.store)
+            let response = try AccountContext.tokenResponse(tokenResponse)
+            let request = try context.requestContext()
+            let parsedReason = try signOutReason(reason) ?? .shiftEnd
+            let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try context.accounts.switchAccount(to: response, context: request, app: identity, reason: parsedReason)
+            }
+            if output.json {
+                try Output.json(Summary(signedOut: outcome.signedOut?.account, signedIn: outcome.signedIn,
+                                        correlationId: outcome.correlationID, error: outcome.signInError?.description))
+            } else {
+                Output.print("signed out: \(AccountText.line(outcome.signedOut?.account))")
+                Output.print("signed in: \(AccountText.line(outcome.signedIn))")
+            }
+            if let error = outcome.signInError {
+                _ = try reportingDeviceErrors { () throws(SharedDeviceError) in throw error }
+            }
+        }
+    }
+}
+
+/// Parses `--reason`.
+func signOutReason(_ text: String?) throws -> SignOutReason? {
+    guard let text else { return nil }
+    guard let reason = SignOutReason(rawValue: text) else {
+        throw CLIError(exitCode: .usage, "unknown reason \(text); use one of: \(SignOutReason.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+    return reason
+}
+
+/// Runs a token-cache call, turning its error into the documented exit code.
+func reportingCacheErrors<T>(_ body: () throws(TokenCacheError) -> T) throws -> T {
+    do {
+        return try body()
+    } catch {
+        throw CLIError(exitCode: error.storeError.map { DevicectlExit.forCode($0.code) } ?? .badInput, error.description)
+    }
+}
+
+/// `devicectl cache …`: move an app's token cache in and out as MSAL unified-cache JSON.
+struct CacheCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Export or import an app's token cache as MSAL unified-cache JSON.",
+        subcommands: [ExportCache.self, ImportCache.self])
+}
+
+struct ExportCache: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write the app's cache as unified-cache JSON (contains tokens: keep the file private).")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var caller: CallerOptions
+    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file")) var output: String?
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try caller.identity(in: context.store)
+            let data = try reportingCacheErrors { () throws(TokenCacheError) in try TokenCache().exportJSON(as: identity, in: context.store) }
+            if let output {
+                guard FileManager.default.createFile(atPath: output, contents: data, attributes: [.posixPermissions: 0o600]) else {
+                    throw CLIError(exitCode: .ioError, "cannot write \(output)")
+                }
+            } else {
+                FileHandle.standardOutput.write(data)
+            }
+        }
+    }
+}
+
+struct ImportCache: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Load unified-cache JSON (an app migrating from MSAL) into the app's token group.")
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var caller: CallerOptions
+    @Argument(help: "The unified-cache JSON file.") var file: String
+
+    func run() throws {
+        try runReportingErrors {
+            let context = try AccountContext(store)
+            let identity = try caller.identity(in: context.store)
+            guard let data = FileManager.default.contents(atPath: file) else { throw CLIError(exitCode: .ioError, "cannot read \(file)") }
+            let count = try reportingCacheErrors { () throws(TokenCacheError) in try TokenCache().importJSON(data, as: identity, in: context.store) }
+            Output.print("imported \(count) cache entr\(count == 1 ? "y" : "ies")")
+        }
+    }
+}
