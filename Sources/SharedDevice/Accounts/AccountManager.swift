@@ -140,8 +140,8 @@ public final class AccountManager: Sendable {
     /// checkpoint. Private mode: `app`'s account, only from `app`'s groups unless `wipeEverywhere`.
     ///
     /// - Parameters:
-    ///   - app: the acting app; `nil` for an administrator (`devicectl signout` without `--app`).
-    ///   - account: in private mode, which account (default: the app's principal).
+    ///   - app: the acting app; `nil` for an administrator (`devicectl signout` without `--app`). In private
+    ///     mode the account signed out is the app's principal (its current account).
     /// - Throws: `noCurrentAccount` when there is nobody to sign out.
     @discardableResult
     public func signOut(app: AppIdentity?, reason: SignOutReason, wipeEverywhere: Bool = false, actor: String? = nil,
@@ -165,7 +165,10 @@ public final class AccountManager: Sendable {
             }
             account = current
         } else {
-            guard let app, let principal = try AccountRecords.principal(of: app.appID, in: tx) else {
+            // The app's principal, while the app still holds it (after a local sign-out it is only the
+            // app's "previous"); a wipe everywhere may still name it.
+            guard let app, let principal = try AccountRecords.principal(of: app.appID, in: tx),
+                  try wipeEverywhere || self.current(for: app, previous: principal, in: tx) != nil else {
                 throw SharedDeviceError(.noCurrentAccount, "no account is signed in for this app; nothing to sign out")
             }
             account = principal
