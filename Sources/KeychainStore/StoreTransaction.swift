@@ -20,6 +20,14 @@ public struct StoreTransaction {
     /// The transaction's clock reading (the store's injected clock).
     public var now: Date { core.options.clock() }
 
+    /// A value that differs whenever anyone committed a change to the store since it was last taken:
+    /// SQLite's `PRAGMA data_version` (other connections and processes) with this connection's
+    /// `total_changes()`. Higher layers key caches on it to skip decrypting unchanged records.
+    public func changeStamp() throws -> StoreChangeStamp {
+        let other = try Int64.fetchOne(database.cachedStatement(sql: "PRAGMA data_version")) ?? 0
+        return StoreChangeStamp(otherConnections: other, thisConnection: Int64(database.totalChangesCount))
+    }
+
     // MARK: - Keychain operations
 
     /// `KeychainStore.add` inside this transaction.
@@ -86,7 +94,10 @@ public struct StoreTransaction {
         if query.generic != nil || query.creator != nil {
             ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
         } else {
-            ids = try filters(query, caller: caller).flatMap { try ItemTable.rows($0.filter, limit: nil, database).map(\.id) }
+            // Indexed attributes only: one DELETE per group, nothing decrypted or even read.
+            let count = try filters(query, caller: caller).reduce(0) { count, group in try count + ItemTable.delete(group.filter, database) }
+            guard count > 0 else { throw notFound(query, caller) }
+            return count
         }
         try ItemTable.delete(ids: ids, database)
         guard !ids.isEmpty else { throw notFound(query, caller) }
@@ -210,4 +221,10 @@ public struct StoreTransaction {
         let scope = query.accessGroup.map { "access group \($0)" } ?? "the access groups of app \(caller.appID)"
         return KeychainError(.itemNotFound, "no matching item in \(scope)")
     }
+}
+
+/// See `StoreTransaction.changeStamp()`. Only meaningful for the same `KeychainStore` object.
+public struct StoreChangeStamp: Sendable, Hashable {
+    let otherConnections: Int64
+    let thisConnection: Int64
 }

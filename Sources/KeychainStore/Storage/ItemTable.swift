@@ -90,6 +90,12 @@ enum ItemTable {
         }
     }
 
+    /// Deletes every row matching `filter`; returns how many.
+    static func delete(_ filter: Filter, _ db: Database) throws -> Int {
+        try db.cachedStatement(sql: "DELETE FROM items WHERE \(filter.whereClause)").execute(arguments: filter.arguments)
+        return db.changesCount
+    }
+
     static func delete(ids: [Int64], _ db: Database) throws {
         for id in ids {
             try db.cachedStatement(sql: "DELETE FROM items WHERE id = ?").execute(arguments: [id])

@@ -1,5 +1,6 @@
-public import Foundation
+import Foundation
 public import KeychainStore
+import Synchronization
 
 /// The single-current-account manager: who is signed in on the device, sign-in, global sign-out and
 /// the shift switch, with MSAL's semantics (iOS `getCurrentAccount`/`signout` in shared device mode,
@@ -28,6 +29,9 @@ public final class AccountManager: Sendable {
     /// The cross-process signal rung after every committed change of account.
     public let signal: ChangeSignal
 
+    /// The last `currentAccount` answer per app and the store state it was read from.
+    private let cache = Mutex<[AppIdentity: (stamp: StoreChangeStamp, answer: CurrentAccount)]>([:])
+
     public init(device: ManagedDevice, tokenCache: TokenCache = TokenCache()) {
         self.device = device
         self.tokenCache = tokenCache
@@ -46,10 +50,15 @@ public final class AccountManager: Sendable {
     /// a new account, never cleared.
     public func currentAccount(for app: AppIdentity) throws(SharedDeviceError) -> CurrentAccount {
         let seen = try read { tx -> (CurrentAccount, Bool) in
+            // Nothing committed since the last answer for this app: the answer stands (no decryption).
+            let stamp = try tx.changeStamp()
+            if let cached = self.cache.withLock({ $0[app] }), cached.stamp == stamp { return (cached.answer, false) }
             let previous = try AccountRecords.principal(of: app.appID, in: tx)
             let current = try self.current(for: app, previous: previous, in: tx)
             let needsUpdate = current.map { current in previous.map { !$0.isSameAccount(as: current) || $0 != current } ?? true } ?? false
-            return (CurrentAccount(current: current, previous: previous), needsUpdate)
+            let answer = CurrentAccount(current: current, previous: previous)
+            if !needsUpdate { self.cache.withLock { $0[app] = (stamp, answer) } }
+            return (answer, needsUpdate)
         }
         if seen.1, let current = seen.0.current {
             try write { tx in try AccountRecords.setPrincipal(current, of: app.appID, in: tx) }

@@ -11,8 +11,11 @@ extension TokenCache {
         try tokenCacheErrors {
             let items = CacheItems(transaction: transaction, caller: caller)
             let account = KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment)
-            var types = [AccessTokenCacheItem.itemType, RefreshTokenCacheItem.itemType, IdTokenCacheItem.itemType]
-            if includingAccount { types.append(AccountCacheItem.itemType) }
+            // Every item with the account attribute `<home>-<env>` is one of the account's credentials or
+            // its account entry (app metadata is keyed by environment alone), so a full removal is one
+            // indexed DELETE per group.
+            if includingAccount { return try items.delete(ItemQuery(account: account)) }
+            let types = [AccessTokenCacheItem.itemType, RefreshTokenCacheItem.itemType, IdTokenCacheItem.itemType]
             return try types.reduce(0) { count, type in try count + items.delete(ItemQuery(account: account, type: type)) }
         }
     }
