@@ -39,25 +39,24 @@ struct ShowAudit: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.open())
+            let device = ManagedDevice(store: try store.openExisting())
             var filter = AuditFilter(types: Set(type.map(AuditEventType.init(rawValue:))),
                                      since: try parsedTime(since, option: "--since"),
                                      until: try parsedTime(until, option: "--until"), account: account)
-            let events = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditEvents(matching: filter) }
+            // Events and the newest sequence number come from one snapshot, so following misses nothing.
+            var page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
             if json {
-                try Output.json(events)
+                try Output.json(page.events)
                 return
             }
-            events.forEach(show)
+            page.events.forEach(show)
             guard follow else { return }
-            filter.afterSequence = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.lastAuditSequence() }
             signal(SIGPIPE, SIG_DFL)
             while true {
+                filter.afterSequence = max(filter.afterSequence, page.lastSequence)
                 usleep(250_000)
-                let new = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditEvents(matching: filter) }
-                let last = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.lastAuditSequence() }
-                new.forEach(show)
-                filter.afterSequence = max(filter.afterSequence, last)
+                page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
+                page.events.forEach(show)
             }
         }
     }
@@ -67,7 +66,7 @@ struct ShowAudit: ParsableCommand {
             Output.jsonLine(event)
             return
         }
-        var line = "#\(event.sequence) \(Output.time(event.time)) \(event.type) actor=\"\(event.actor)\""
+        var line = "#\(event.sequence) \(event.recordedTime) \(event.type) actor=\"\(event.actor)\""
         if let account = event.account { line += " account=\(account)" }
         if let reason = event.reason { line += " reason=\"\(reason)\"" }
         line += " correlation=\(event.correlationID)"
@@ -98,7 +97,7 @@ struct VerifyAudit: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.open())
+            let device = ManagedDevice(store: try store.openExisting())
             let result = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.verifyAudit() }
             if output.json {
                 try Output.json(VerificationJSON(result))

@@ -65,7 +65,7 @@ struct Deprovision: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.open())
+            let device = ManagedDevice(store: try store.openExisting())
             let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.deprovision(actor: Actor.current, reason: reason)
             }

@@ -30,6 +30,18 @@ struct StoreLocation: ParsableArguments {
         return try reportingErrors { () throws(KeychainError) in try KeychainStore(directory: directory, key: source) }
     }
 
+    /// Opens an existing store without creating one: for commands that only make sense on a device that
+    /// has a store (reading the audit log, deprovisioning), so a mistyped `--state-dir` is an error (exit 69)
+    /// rather than a fresh empty store.
+    func openExisting() throws -> KeychainStore {
+        let database = directory.appendingPathComponent(KeychainStore.databaseFileName)
+        guard FileManager.default.fileExists(atPath: database.path) else {
+            throw CLIError(exitCode: .unavailable,
+                "there is no store in \(directory.path); check --state-dir, or provision the device with `devicectl provision --policy FILE`")
+        }
+        return try open()
+    }
+
     /// The master key source the options name (`nil`: the key file in the state directory).
     func keySource() throws -> MasterKeySource? {
         if let passphraseFile { return .passphrase(try Self.readPassphrase(passphraseFile)) }

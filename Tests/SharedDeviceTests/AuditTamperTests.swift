@@ -80,6 +80,22 @@ struct AuditTamperTests {
         try expectTampered(fixture, firstBad: k)
     }
 
+    @Test
+    func appendingHiddenBytesAfterANulInAFieldNamesTheEvent() throws {
+        // A reader that stops at the NUL would see the original text; the chain covers every byte.
+        let (fixture, raw) = try loggedDevice()
+        try raw.execute("UPDATE audit_events SET reason = reason || char(0) || 'hidden' WHERE sequence = ?", [4])
+        try expectTampered(fixture, firstBad: 4)
+    }
+
+    @Test
+    func aGenuineFieldWithANulIsStoredWithAReplacementCharacterAndVerifies() throws {
+        let (fixture, _) = try loggedDevice()
+        try fixture.device.record(AuditEntry(type: .keychainAccessDenied, actor: "com.contoso.kiosk.scanner", reason: "odd\u{0}reason"))
+        #expect(try fixture.device.verifyAudit().isIntact)
+        #expect(try fixture.device.auditEvents().last?.reason == "odd\u{FFFD}reason")
+    }
+
     @Test(arguments: [2, 7, 9] as [Int64])
     func deletingAMiddleEventNamesIt(k: Int64) throws {
         // 9 is just before a checkpoint.

@@ -7,19 +7,38 @@ enum AuditChain {
     /// The chain value before the first event.
     static let genesis = Data(count: ChainHash.byteCount)
 
-    /// The stored columns of one event, as hashed.
+    /// The stored columns of one event, as hashed: the exact bytes SQLite holds (a text column is read
+    /// as its bytes, so a NUL inside a field is hashed too rather than cutting the field short).
     struct Columns {
         var sequence: Int64
-        var time: String
-        var type: String
-        var actor: String
-        var account: String?
-        var reason: String?
-        var correlationID: String
-        var details: String
+        var time: Data
+        var type: Data
+        var actor: Data
+        var account: Data?
+        var reason: Data?
+        var correlationID: Data
+        var details: Data
+
+        init(sequence: Int64, time: Data, type: Data, actor: Data, account: Data?, reason: Data?, correlationID: Data, details: Data) {
+            self.sequence = sequence
+            self.time = time
+            self.type = type
+            self.actor = actor
+            self.account = account
+            self.reason = reason
+            self.correlationID = correlationID
+            self.details = details
+        }
+
+        init(sequence: Int64, time: String, type: String, actor: String, account: String?, reason: String?,
+             correlationID: String, details: String) {
+            self.init(sequence: sequence, time: Data(time.utf8), type: Data(type.utf8), actor: Data(actor.utf8),
+                      account: account.map { Data($0.utf8) }, reason: reason.map { Data($0.utf8) },
+                      correlationID: Data(correlationID.utf8), details: Data(details.utf8))
+        }
     }
 
-    /// `BLAKE2b-256(previous || sequence (8 bytes BE) || each field as length (4 bytes BE) + UTF-8, with a
+    /// `BLAKE2b-256(previous || sequence (8 bytes BE) || each field as length (4 bytes BE) + bytes, with a
     /// presence byte before the optional ones)`.
     static func next(after previous: Data, _ columns: Columns) -> Data {
         var bytes: [UInt8] = []
@@ -56,14 +75,13 @@ enum AuditChain {
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 
-    private static func field(_ text: String, _ bytes: inout [UInt8]) {
-        let utf8 = text.utf8
-        let count = UInt32(utf8.count)
+    private static func field(_ value: Data, _ bytes: inout [UInt8]) {
+        let count = UInt32(value.count)
         for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: count >> UInt32(shift))) }
-        bytes.append(contentsOf: utf8)
+        bytes.append(contentsOf: value)
     }
 
-    private static func optionalField(_ text: String?, _ bytes: inout [UInt8]) {
+    private static func optionalField(_ text: Data?, _ bytes: inout [UInt8]) {
         if let text {
             bytes.append(1)
             field(text, &bytes)

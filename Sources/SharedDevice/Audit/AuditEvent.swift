@@ -58,6 +58,9 @@ public struct AuditEvent: Sendable, Equatable, Encodable {
     public let sequence: Int64
     /// When it was recorded (UTC, millisecond precision).
     public let time: Date
+    /// The time exactly as recorded and hashed into the chain (`2026-11-22T08:00:00.123Z`); shown and
+    /// exported as is, so a printed time selects its own event with `--since`/`--until`.
+    public let recordedTime: String
     public let type: AuditEventType
     public let actor: String
     public let account: String?
@@ -72,7 +75,7 @@ public struct AuditEvent: Sendable, Equatable, Encodable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(sequence, forKey: .sequence)
-        try container.encode(AuditTime.format(time), forKey: .time)
+        try container.encode(recordedTime, forKey: .time)
         try container.encode(type, forKey: .type)
         try container.encode(actor, forKey: .actor)
         try container.encode(account, forKey: .account)

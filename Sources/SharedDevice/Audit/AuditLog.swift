@@ -48,16 +48,17 @@ public enum AuditLog {
         let previous = try head(in: transaction, creatingTables: true)
         let sequence = (previous?.sequence ?? 0) + 1
         let time = transaction.now
+        let entry = entry.withoutNULs
+        let timeText = AuditTime.format(time), details = encodeDetails(entry.details)
         let columns = AuditChain.Columns(
-            sequence: sequence, time: AuditTime.format(time), type: entry.type.rawValue, actor: entry.actor,
-            account: entry.account, reason: entry.reason, correlationID: entry.correlationID,
-            details: encodeDetails(entry.details))
+            sequence: sequence, time: timeText, type: entry.type.rawValue, actor: entry.actor,
+            account: entry.account, reason: entry.reason, correlationID: entry.correlationID, details: details)
         let chain = AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
         try db.cachedStatement(sql: """
             INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [sequence, columns.time, columns.type, columns.actor, columns.account,
-                                     columns.reason, columns.correlationID, columns.details, chain])
+            """).execute(arguments: [sequence, timeText, entry.type.rawValue, entry.actor, entry.account,
+                                     entry.reason, entry.correlationID, details, chain])
         let tag = transaction.integrityTag(AuditChain.headMessage(sequence: sequence, chain: chain), domain: AuditChain.headTagDomain)
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (id, sequence, chain, tag) VALUES (1, ?, ?, ?)")
             .execute(arguments: [sequence, chain, tag])
@@ -66,7 +67,7 @@ public enum AuditLog {
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [sequence, chain, signer.key.publicKey, signature])
         }
-        return AuditEvent(sequence: sequence, time: AuditTime.parse(columns.time) ?? time, type: entry.type,
+        return AuditEvent(sequence: sequence, time: AuditTime.parse(timeText) ?? time, recordedTime: timeText, type: entry.type,
                           actor: entry.actor, account: entry.account, reason: entry.reason,
                           correlationID: entry.correlationID, details: entry.details)
     }
@@ -105,7 +106,7 @@ public enum AuditLog {
                 throw SharedDeviceError(.auditLogTampered,
                     "audit event \(row[0] as Int64) has an unreadable time; run `devicectl audit verify`")
             }
-            let event = AuditEvent(sequence: row[0], time: time, type: AuditEventType(row[2] as String), actor: row[3],
+            let event = AuditEvent(sequence: row[0], time: time, recordedTime: timeText, type: AuditEventType(row[2] as String), actor: row[3],
                                    account: row[4], reason: row[5], correlationID: row[6],
                                    details: decodeDetails(row[7]))
             if filter.matches(event) { events.append(event) }
@@ -168,5 +169,20 @@ public enum AuditLog {
     static func decodeDetails(_ text: String) -> [String: String] {
         guard text != "{}" else { return [:] }
         return (try? JSONDecoder().decode([String: String].self, from: Data(text.utf8))) ?? ["unreadable": text]
+    }
+}
+
+extension AuditEntry {
+    /// The entry with every NUL character replaced by U+FFFD: SQLite text bound from Swift stops at a
+    /// NUL, so a NUL would make the stored event differ from the one hashed into the chain.
+    var withoutNULs: AuditEntry {
+        func clean(_ text: String) -> String { text.contains("\u{0}") ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text }
+        var copy = self
+        copy.actor = clean(actor)
+        copy.account = account.map(clean)
+        copy.reason = reason.map(clean)
+        copy.correlationID = clean(correlationID)
+        copy.details = Dictionary(details.map { (clean($0.key), clean($0.value)) }, uniquingKeysWith: { first, _ in first })
+        return copy
     }
 }

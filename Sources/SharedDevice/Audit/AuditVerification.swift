@@ -101,8 +101,9 @@ extension AuditLog {
                 previousChain = Data()  // nothing can chain across the gap
             }
             let stored: Data = row[8]
-            let columns = AuditChain.Columns(sequence: sequence, time: row[1], type: row[2], actor: row[3], account: row[4],
-                                             reason: row[5], correlationID: row[6], details: row[7])
+            let columns = AuditChain.Columns(sequence: sequence, time: row[1] as Data, type: row[2] as Data, actor: row[3] as Data,
+                                             account: row[4] as Data?, reason: row[5] as Data?,
+                                             correlationID: row[6] as Data, details: row[7] as Data)
             let computed = AuditChain.next(after: previousChain, columns)
             if computed != stored, sequence == expectedSequence {
                 result.report(sequence, "its content or position does not match its chain value (edited or reordered)")

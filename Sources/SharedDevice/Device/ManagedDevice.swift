@@ -243,6 +243,12 @@ public final class ManagedDevice: Sendable {
         try readTransaction { tx in try AuditLog.events(matching: filter, in: tx) }
     }
 
+    /// The audit events matching `filter` and the log's newest sequence number, from one snapshot:
+    /// continue with `afterSequence = lastSequence` to follow the log without missing an event.
+    public func auditPage(matching filter: AuditFilter = AuditFilter()) throws(SharedDeviceError) -> (events: [AuditEvent], lastSequence: Int64) {
+        try readTransaction { tx in (try AuditLog.events(matching: filter, in: tx), try AuditLog.lastSequence(in: tx)) }
+    }
+
     /// The newest audit sequence number (0 for an empty log), for following the log.
     public func lastAuditSequence() throws(SharedDeviceError) -> Int64 {
         try readTransaction { tx in try AuditLog.lastSequence(in: tx) }
@@ -258,12 +264,17 @@ public final class ManagedDevice: Sendable {
     }
 
     /// Whether `error` means the device's own records are damaged (as opposed to the store failing).
+    ///
+    /// (Written with `if let … as?` rather than a `switch` expression over `case let … as`: Swift 6.3.1
+    /// crashes compiling that form with optimisation, "Found outside of lifetime use", in release builds.)
     private static func isDamage(_ error: any Error) -> Bool {
-        switch error {
-        case let error as SharedDeviceError: error.code == .deviceRecordDamaged || error.storeError?.code == .integrityFailure
-        case let error as KeychainError: error.code == .integrityFailure || error.code == .corruptStore
-        default: false
+        if let error = error as? SharedDeviceError {
+            return error.code == .deviceRecordDamaged || error.storeError?.code == .integrityFailure
         }
+        if let error = error as? KeychainError {
+            return error.code == .integrityFailure || error.code == .corruptStore
+        }
+        return false
     }
 
     // MARK: - Transactions
