@@ -165,7 +165,8 @@ public final class AccountManager: Sendable {
 
     private func signOut(app: AppIdentity?, reason: SignOutReason, wipeEverywhere: Bool, actor: String, correlationID: String,
                          in tx: StoreTransaction) throws -> SignOutOutcome {
-        let policy = try DeviceRecordStore.record(in: tx).map { try $0.policy() }
+        let record = try DeviceRecordStore.record(in: tx)
+        let policy = try record.map { try device.policy(of: $0) }
         let shared = policy?.device.mode == .shared
         let account: DeviceAccount
         if shared {
@@ -208,7 +209,7 @@ public final class AccountManager: Sendable {
                                      correlationID: correlationID,
                                      details: ["scope": global ? "global" : "local", "itemsRemoved": "\(removed)",
                                                "accessGroups": "\(groups.count)", "homeAccountId": account.homeAccountID]),
-                          in: tx, checkpoint: true)
+                          in: tx, record: record, checkpoint: true)
         return SignOutOutcome(account: account, global: global, itemsRemoved: removed, accessGroups: groups.count)
     }
 

@@ -21,6 +21,9 @@ public final class ManagedDevice: Sendable {
     private let cachedSigner = Mutex<(signer: AuditLog.Signer, policySHA256: String)?>(nil)
 
     /// Wraps an open store.
+    /// The last decoded policy and the hash of its document (decoding a policy with many apps is not free).
+    private let decodedPolicy = Mutex<(sha256: String, policy: DevicePolicy)?>(nil)
+
     public init(store: KeychainStore, logger: Logger = Logger(label: "shared-device", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.store = store
         self.logger = logger
@@ -224,7 +227,21 @@ public final class ManagedDevice: Sendable {
     @discardableResult
     public func append(_ entry: AuditEntry, in transaction: StoreTransaction, checkpoint: Bool = false) throws -> AuditEvent? {
         guard let record = try DeviceRecordStore.record(in: transaction) else { return nil }
+        return try append(entry, in: transaction, record: record, checkpoint: checkpoint)
+    }
+
+    /// `append(_:in:checkpoint:)` when the caller has already read the device record in this transaction.
+    func append(_ entry: AuditEntry, in transaction: StoreTransaction, record: DeviceRecord?, checkpoint: Bool) throws -> AuditEvent? {
+        guard let record else { return nil }
         return try AuditLog.append(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
+    }
+
+    /// The record's policy, decoded once per policy document.
+    func policy(of record: DeviceRecord) throws -> DevicePolicy {
+        if let cached = decodedPolicy.withLock({ $0 }), cached.sha256 == record.policySHA256 { return cached.policy }
+        let policy = try record.policy()
+        decodedPolicy.withLock { $0 = (record.policySHA256, policy) }
+        return policy
     }
 
     /// The signer for the current record: the cached one while the policy (its interval) and key are unchanged.
