@@ -61,7 +61,23 @@ struct DevicectlRunner {
                       stderr: String(decoding: errorData.wait(), as: UTF8.self))
     }
 
-    func cleanUp() { try? FileManager.default.removeItem(at: stateDirectory) }
+    func cleanUp() {
+        try? FileManager.default.removeItem(at: stateDirectory)
+        try? FileManager.default.removeItem(at: filesDirectory)
+    }
+
+    /// A directory next to the state directory for the test's input files (token responses, exports),
+    /// so writing them never creates or touches the state directory; removed with `cleanUp`.
+    var filesDirectory: URL { URL(fileURLWithPath: stateDirectory.path + "-files") }
+
+    /// Writes `contents` to `name` in `filesDirectory` and returns the file's path.
+    @discardableResult
+    func writeFile(_ name: String, _ contents: Data) throws -> String {
+        try FileManager.default.createDirectory(at: filesDirectory, withIntermediateDirectories: true)
+        let url = filesDirectory.appendingPathComponent(name)
+        try contents.write(to: url)
+        return url.path
+    }
 }
 
 /// Drains a pipe on a background thread so neither stream can fill up and block the child.
