@@ -1,10 +1,12 @@
 // account-bench: global sign-out and currentAccount on real stores (tools/bench-accounts).
 //
 // Prints global sign-out p50 for apps × tokens of 10×10, 100×10 and 100×100 (goal: 100 × 10 ≤ 10 ms with
-// synchronous NORMAL) and currentAccount p50 (goal ≤ 50 µs). Not a test: it prints figures.
+// synchronous NORMAL), currentAccount p50 (goal ≤ 50 µs) and the latency of an account change event
+// between two store objects (goal ≤ 100 ms). Not a test: it prints figures.
 import Foundation
 import KeychainStore
 import SharedDevice
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -149,6 +151,41 @@ do {
           + "an empty write transaction: p50 \(format(percentile(emptyTransactions, 0.5))) µs")
 }
 
+// Cross-process notification: a second store object (its own SQLite connection, as another process
+// would have) waits on `changes()`; the first signs the worker out. Latency = from calling signOut to
+// the waiter receiving the event (the sign-out itself included).
+var latencies: [Double] = []
+do {
+    let setup = try makeSetup(parent: parent, apps: 2)
+    defer { try? FileManager.default.removeItem(at: setup.directory) }
+    let waiterStore = try KeychainStore(directory: setup.directory, options: StoreOptions(synchronous: .normal))
+    let waiter = AccountManager(device: ManagedDevice(store: waiterStore))
+    let received = Mutex<[UInt64]>([])
+    let stream = waiter.changes(fallbackInterval: .seconds(60))
+    let listener = Task.detached {
+        for await change in stream where change.kind == .signedOutGlobally {
+            let now = DispatchTime.now().uptimeNanoseconds
+            received.withLock { $0.append(now) }
+        }
+    }
+    for round in 0..<30 {
+        try fill(setup, worker: 200 + round, tokens: 1)
+        let start = DispatchTime.now().uptimeNanoseconds
+        try setup.accounts.signOut(app: setup.apps[0], reason: .shiftEnd)
+        let deadline = start + 5_000_000_000
+        while received.withLock({ $0.count }) <= round && DispatchTime.now().uptimeNanoseconds < deadline { usleep(200) }
+        guard let arrival = received.withLock({ $0.count > round ? $0[round] : nil }) else {
+            print("  round \(round): no event within 5 s")
+            continue
+        }
+        latencies.append(Double(arrival - start) / 1000)
+    }
+    listener.cancel()
+}
+print("account change event, sign-out in one store object → waiter on another (30 rounds): p50 \(format(percentile(latencies, 0.5) / 1000)) ms, "
+      + "max \(format((latencies.max() ?? .nan) / 1000)) ms")
+
 let goal = results[1].1
 print("global sign-out p50 (100 apps × 10 tokens, synchronous NORMAL): \(format(percentile(goal, 0.5) / 1000)) ms (goal ≤ 10 ms)")
 print("currentAccount p50: \(format(percentile(current, 0.5))) µs (goal ≤ 50 µs)")
+print("account change event latency p50: \(format(percentile(latencies, 0.5) / 1000)) ms (goal ≤ 100 ms)")
