@@ -231,6 +231,7 @@ public final class ManagedDevice: Sendable {
     }
 
     /// `append(_:in:checkpoint:)` when the caller has already read the device record in this transaction.
+    @discardableResult
     func append(_ entry: AuditEntry, in transaction: StoreTransaction, record: DeviceRecord?, checkpoint: Bool) throws -> AuditEvent? {
         guard let record else { return nil }
         return try AuditLog.append(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
