@@ -258,6 +258,30 @@ struct AccountSignOutTests {
         #expect(try fixture.accounts.accounts().filter(\.signedIn).map(\.account) == [Person.ada.account])
     }
 
+    @Test func privateModeAdministratorSignOutRemovesTheLatestAccountEverywhereOneAtATime() throws {
+        let fixture = try AccountFixture(policy: try PersonalApps.policy())
+        let notes = try fixture.app(PersonalApps.notesID), camera = try fixture.app(PersonalApps.cameraID)
+        try fixture.signIn(.ada, app: notes, group: PersonalApps.notesGroup)
+        fixture.clock.advance(by: 60)
+        try fixture.signIn(.bob, app: camera, group: PersonalApps.cameraGroup)
+
+        let first = try fixture.accounts.signOut(app: nil, reason: .admin)
+        #expect(first.account == Person.bob.account)
+        #expect(first.global)
+        #expect(try fixture.counts(of: .bob).values.allSatisfy { $0 == 0 })
+        #expect(try fixture.count(of: .ada, in: PersonalApps.notesGroup) == 4)
+
+        let second = try fixture.accounts.signOut(app: nil, reason: .admin)
+        #expect(second.account == Person.ada.account)
+        #expect(try fixture.counts(of: .ada).values.allSatisfy { $0 == 0 })
+        #expect(try fixture.accounts.accounts().allSatisfy { !$0.signedIn })
+        expectSharedDeviceError(.noCurrentAccount) { try fixture.accounts.signOut(app: nil, reason: .admin) }
+        let signOuts = try fixture.accountEvents().filter { $0.type == .accountSignedOut }
+        #expect(signOuts.map(\.account) == [Person.bob.username, Person.ada.username])
+        #expect(signOuts.allSatisfy { $0.details["scope"] == "global" && $0.reason == "admin" })
+        try fixture.expectAuditIntact()
+    }
+
     @Test func privateModeSignOutWithoutAnAccountFails() throws {
         let fixture = try AccountFixture(policy: try PersonalApps.policy())
         let notes = try fixture.app(PersonalApps.notesID)

@@ -146,7 +146,8 @@ public final class AccountManager: Sendable {
     /// Signs out (MSAL's `signout`). Shared mode: the device's current worker, globally — in one
     /// transaction their credentials leave every access group of every app in the policy, the account is
     /// marked signed out, a wipe tombstone is recorded and `account.signed_out` is audited with a signed
-    /// checkpoint. Private mode: `app`'s account, only from `app`'s groups unless `wipeEverywhere`.
+    /// checkpoint. Private mode: `app`'s account, only from `app`'s groups unless `wipeEverywhere`; with no
+    /// `app` (an administrator), the most recently signed-in account, from every app.
     ///
     /// - Parameters:
     ///   - app: the acting app; `nil` for an administrator (`devicectl signout` without `--app`). In private
@@ -174,6 +175,14 @@ public final class AccountManager: Sendable {
                 throw SharedDeviceError(.noCurrentAccount, "nobody is signed in on this device; nothing to sign out")
             }
             account = current
+        } else if app == nil {
+            // An administrator on a private device: the most recently signed-in account, everywhere
+            // (repeat to sign out the others).
+            guard let latest = try AccountRecords.allStatuses(in: tx).filter(\.signedIn)
+                .max(by: { ($0.signedInAt ?? .distantPast) < ($1.signedInAt ?? .distantPast) })?.account else {
+                throw SharedDeviceError(.noCurrentAccount, "no account is signed in on this device; nothing to sign out")
+            }
+            account = latest
         } else {
             // The app's principal, while the app still holds it (after a local sign-out it is only the
             // app's "previous"); a wipe everywhere may still name it.
