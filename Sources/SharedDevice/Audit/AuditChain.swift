@@ -7,40 +7,23 @@ enum AuditChain {
     /// The chain value before the first event.
     static let genesis = Data(count: ChainHash.byteCount)
 
-    /// The stored columns of one event, as hashed: the exact bytes SQLite holds (a text column is read
-    /// as its bytes, so a NUL inside a field is hashed too rather than cutting the field short).
-    struct Columns {
+    /// The stored columns of one event, as hashed: the exact bytes SQLite holds (verification reads a
+    /// text column as its bytes, so a NUL inside a field is hashed too rather than cutting the field short).
+    /// Appends hash the strings' UTF-8 views directly, without copying them.
+    struct Columns<Bytes: Collection<UInt8>> {
         var sequence: Int64
-        var time: Data
-        var type: Data
-        var actor: Data
-        var account: Data?
-        var reason: Data?
-        var correlationID: Data
-        var details: Data
-
-        init(sequence: Int64, time: Data, type: Data, actor: Data, account: Data?, reason: Data?, correlationID: Data, details: Data) {
-            self.sequence = sequence
-            self.time = time
-            self.type = type
-            self.actor = actor
-            self.account = account
-            self.reason = reason
-            self.correlationID = correlationID
-            self.details = details
-        }
-
-        init(sequence: Int64, time: String, type: String, actor: String, account: String?, reason: String?,
-             correlationID: String, details: String) {
-            self.init(sequence: sequence, time: Data(time.utf8), type: Data(type.utf8), actor: Data(actor.utf8),
-                      account: account.map { Data($0.utf8) }, reason: reason.map { Data($0.utf8) },
-                      correlationID: Data(correlationID.utf8), details: Data(details.utf8))
-        }
+        var time: Bytes
+        var type: Bytes
+        var actor: Bytes
+        var account: Bytes?
+        var reason: Bytes?
+        var correlationID: Bytes
+        var details: Bytes
     }
 
     /// `BLAKE2b-256(previous || sequence (8 bytes BE) || each field as length (4 bytes BE) + bytes, with a
     /// presence byte before the optional ones)`.
-    static func next(after previous: Data, _ columns: Columns) -> Data {
+    static func next<Bytes>(after previous: Data, _ columns: Columns<Bytes>) -> Data {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
         append(UInt64(bitPattern: columns.sequence), to: &bytes)
@@ -75,13 +58,13 @@ enum AuditChain {
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 
-    private static func field(_ value: Data, _ bytes: inout [UInt8]) {
+    private static func field(_ value: some Collection<UInt8>, _ bytes: inout [UInt8]) {
         let count = UInt32(value.count)
         for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: count >> UInt32(shift))) }
         bytes.append(contentsOf: value)
     }
 
-    private static func optionalField(_ text: Data?, _ bytes: inout [UInt8]) {
+    private static func optionalField(_ text: (some Collection<UInt8>)?, _ bytes: inout [UInt8]) {
         if let text {
             bytes.append(1)
             field(text, &bytes)

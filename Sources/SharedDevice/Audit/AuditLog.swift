@@ -51,8 +51,8 @@ public enum AuditLog {
         let entry = entry.withoutNULs
         let timeText = AuditTime.format(time), details = encodeDetails(entry.details)
         let columns = AuditChain.Columns(
-            sequence: sequence, time: timeText, type: entry.type.rawValue, actor: entry.actor,
-            account: entry.account, reason: entry.reason, correlationID: entry.correlationID, details: details)
+            sequence: sequence, time: timeText.utf8, type: entry.type.rawValue.utf8, actor: entry.actor.utf8,
+            account: entry.account?.utf8, reason: entry.reason?.utf8, correlationID: entry.correlationID.utf8, details: details.utf8)
         let chain = AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
         try db.cachedStatement(sql: """
             INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
@@ -176,7 +176,10 @@ extension AuditEntry {
     /// The entry with every NUL character replaced by U+FFFD: SQLite text bound from Swift stops at a
     /// NUL, so a NUL would make the stored event differ from the one hashed into the chain.
     var withoutNULs: AuditEntry {
-        func clean(_ text: String) -> String { text.contains("\u{0}") ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text }
+        func hasNUL(_ text: String) -> Bool { text.utf8.contains(0) }
+        guard hasNUL(actor) || account.map(hasNUL) == true || reason.map(hasNUL) == true || hasNUL(correlationID)
+                || details.contains(where: { hasNUL($0.key) || hasNUL($0.value) }) else { return self }
+        func clean(_ text: String) -> String { hasNUL(text) ? text.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : text }
         var copy = self
         copy.actor = clean(actor)
         copy.account = account.map(clean)
