@@ -38,7 +38,7 @@ struct Provision: ParsableCommand {
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.provision(policyDocument: document, force: force, actor: Actor.current)
             }
-            let key = record.auditPublicKey.map { String(format: "%02x", $0) }.joined()
+            let key = Hex.encode(record.auditPublicKey)
             if output.json {
                 try Output.json(Summary(outcome: outcome, device: DeviceInformation(record: record), auditPublicKey: key))
                 return

@@ -23,10 +23,6 @@ enum Output {
         print(String(decoding: data, as: UTF8.self))
     }
 
-    /// A time as the audit log writes it.
-    static func time(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt))
-    }
 
     /// An item as JSON: attributes, and the secret (base64) only when `includeSecret` is set.
     struct ItemJSON: Encodable {
@@ -68,7 +64,7 @@ enum Output {
         lines.append("created: \(metadata.creationDate.formatted(.iso8601))")
         lines.append("modified: \(metadata.modificationDate.formatted(.iso8601))")
         if let secret {
-            let shown = String(data: secret, encoding: .utf8) ?? "0x" + secret.map { String(format: "%02x", $0) }.joined()
+            let shown = String(data: secret, encoding: .utf8) ?? "0x" + Hex.encode(secret)
             lines.append("secret: \(shown)")
         }
         return lines.joined(separator: "\n")

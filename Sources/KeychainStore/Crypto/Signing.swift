@@ -99,6 +99,20 @@ public enum ChainHash {
         data.withUnsafeBytes { input in
             _ = crypto_hash_sha256(&digest, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
         }
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return Hex.encode(digest)
+    }
+}
+
+/// Lowercase hexadecimal, for fingerprints people compare (policy hashes, public keys, chain values).
+public enum Hex {
+    /// `bytes` as lowercase hex, two digits per byte.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

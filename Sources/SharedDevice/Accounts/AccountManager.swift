@@ -101,7 +101,9 @@ public final class AccountManager: Sendable {
 
     private func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity, accessGroup: String?,
                         correlationID: String, in tx: StoreTransaction) throws -> (DeviceAccount, Bool) {
-        let shared = try mode(in: tx) == .shared
+        // The device record is read (decrypted) once: for the mode here and for the audit event below.
+        let deviceRecord = try DeviceRecordStore.record(in: tx)
+        let shared = deviceRecord?.mode == .shared
         let current = shared ? try AccountRecords.current(in: tx) : nil
         let group = accessGroup ?? Self.tokenGroup(of: app)
         let record = try tokenCache.save(response, context: context, as: app, accessGroup: group, in: tx)
@@ -124,7 +126,8 @@ public final class AccountManager: Sendable {
             try device.append(AuditEntry(type: .accountSignedIn, actor: app.appID, account: account.auditName, reason: "sign-in",
                                          correlationID: correlationID,
                                          details: ["homeAccountId": account.homeAccountID, "environment": account.environment,
-                                                   "mode": shared ? "shared" : "private"]), in: tx)
+                                                   "mode": shared ? "shared" : "private"]),
+                              in: tx, record: deviceRecord, checkpoint: false)
         }
         return (account, isNew)
     }

@@ -64,7 +64,7 @@ extension AuditLog {
             if expected == row[2] as Data {
                 head = candidate
                 result.headSequence = candidate.sequence
-                result.headChain = candidate.chain.map { String(format: "%02x", $0) }.joined()
+                result.headChain = Hex.encode(candidate.chain)
             } else {
                 result.report(nil, "the head record fails its integrity check (edited)")
             }

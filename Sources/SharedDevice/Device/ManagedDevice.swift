@@ -308,5 +308,5 @@ public final class ManagedDevice: Sendable {
 
 extension Data {
     /// Lowercase hex, for key fingerprints in audit details.
-    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+    var hexString: String { Hex.encode(self) }
 }
