@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
+        .library(name: "IdentityClient", targets: ["IdentityClient"]),
         .library(name: "SharedDevice", targets: ["SharedDevice"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
     ],
@@ -21,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.1.0"),
     ],
     targets: [
         .systemLibrary(
@@ -38,9 +41,19 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
+            name: "IdentityClient",
+            dependencies: [
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
             name: "SharedDevice",
             dependencies: [
                 "KeychainStore",
+                "IdentityClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -50,6 +63,7 @@ let package = Package(
             name: "devicectl",
             dependencies: [
                 "KeychainStore",
+                "IdentityClient",
                 "SharedDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -111,7 +125,18 @@ let package = Package(
             dependencies: [
                 "SharedDevice",
                 "KeychainStore",
+                "IdentityClient",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "IdentityClientTests",
+            dependencies: [
+                "IdentityClient",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),

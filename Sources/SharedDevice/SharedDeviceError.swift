@@ -1,3 +1,4 @@
+public import IdentityClient
 public import KeychainStore
 
 /// An error from the shared-device layer: provisioning, device information, the audit log.
@@ -10,7 +11,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         enum Kind: Hashable, Sendable {
             case notProvisioned, invalidPolicy, modeChangeRequiresForce, appNotInPolicy, deviceRecordDamaged
             case auditLogTampered, store
-            case accountAlreadySignedIn, noCurrentAccount, currentAccountMismatch, tokenCache
+            case accountAlreadySignedIn, noCurrentAccount, currentAccountMismatch, tokenCache, identity
         }
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
@@ -37,6 +38,9 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         public static let currentAccountMismatch = Code(.currentAccountMismatch)
         /// A token response or cache document was unusable (see `tokenCacheError`).
         public static let tokenCache = Code(.tokenCache)
+        /// The identity provider call failed (see `identityError`: interaction required, user canceled,
+        /// server error, authority unreachable, invalid ID token).
+        public static let identity = Code(.identity)
 
         /// Lets `catch SharedDeviceError.Code.notProvisioned { … }` match.
         public static func ~= (code: Code, error: any Error) -> Bool {
@@ -56,6 +60,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case .noCurrentAccount: "no current account"
             case .currentAccountMismatch: "current account mismatch"
             case .tokenCache: "token cache error"
+            case .identity: "identity provider error"
             }
         }
     }
@@ -68,18 +73,32 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
     public let storeError: KeychainError?
     /// For `.invalidPolicy`: the path and problem.
     public let policyError: PolicyError?
+    /// For `.identity`: the identity client's error (`identityError?.code == .interactionRequired`
+    /// is MSAL's -50002).
+    public let identityError: IdentityError?
 
-    init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil) {
+    init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil,
+         identityError: IdentityError? = nil) {
         self.code = code
         self.message = message
         self.storeError = storeError
         self.policyError = policyError
+        self.identityError = identityError
     }
+
+    /// Wraps an identity client error.
+    public init(_ identityError: IdentityError) {
+        self.init(.identity, identityError.description, identityError: identityError)
+    }
+
+    /// MSAL's -50002: only an interactive sign-in can help (call `acquireToken`).
+    public var isInteractionRequired: Bool { identityError?.code == .interactionRequired }
 
     /// Wraps any error from a store transaction: shared-device errors pass through, store errors are kept.
     static func wrapping(_ error: any Error) -> SharedDeviceError {
         switch error {
         case let error as SharedDeviceError: error
+        case let error as IdentityError: SharedDeviceError(error)
         case let error as KeychainError: SharedDeviceError(.store, error.message, storeError: error)
         case let error as PolicyError: SharedDeviceError(.invalidPolicy, error.description, policyError: error)
         case let error as TokenCacheError:

@@ -606,9 +606,7 @@ enum VerifyParts {
 /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
 @inline(__always)
 func monotonicNanos() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    DispatchTime.now().uptimeNanoseconds
 }
 
 /// Keeps a value alive so the optimiser cannot drop the work that produced it.

@@ -97,31 +97,6 @@ struct ListAccounts: ParsableCommand {
     }
 }
 
-struct SignIn: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "signin",
-        abstract: "Sign a worker in for an app from a token response file (admin and test path: the file is trusted).",
-        discussion: "Shared mode refuses while another worker is signed in (exit 48); the same worker in a second app is single sign-on.")
-
-    @OptionGroup var store: StoreLocation
-    @OptionGroup var caller: CallerOptions
-    @Option(help: ArgumentHelp("A token endpoint response (JSON) to cache.", valueName: "file")) var tokenResponse: String
-    @OptionGroup var output: OutputOptions
-
-    func run() throws {
-        try runReportingErrors {
-            let context = try AccountContext(store)
-            let identity = try caller.identity(in: context.store)
-            let response = try AccountContext.tokenResponse(tokenResponse)
-            let request = try context.requestContext()
-            let account = try reportingDeviceErrors { () throws(SharedDeviceError) in
-                try context.accounts.signIn(response, context: request, app: identity)
-            }
-            if output.json { try Output.json(account) } else { Output.print("signed in: \(AccountText.line(account))") }
-        }
-    }
-}
-
 struct SignOut: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "signout",

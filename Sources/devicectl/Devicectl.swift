@@ -3,11 +3,11 @@ import ArgumentParser
 /// The administrator's command line for a shared device: provisioning from a policy, device
 /// information, the audit log and the encrypted keychain store (accounts as they arrive).
 @main
-struct Devicectl: ParsableCommand {
+struct Devicectl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
-        subcommands: [Provision.self, Deprovision.self, Info.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self,
+        subcommands: [Provision.self, Deprovision.self, Info.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
                       Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
     )
 }

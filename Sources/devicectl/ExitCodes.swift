@@ -11,11 +11,16 @@ enum DevicectlExit: Int32 {
     case wrongKey = 47
     case accountAlreadySignedIn = 48
     case noCurrentAccount = 49
+    case interactionRequired = 50
+    case signInNotCompleted = 51
+    case tokenRejected = 52
+    case apiError = 53
     case usage = 64
     case badInput = 65
     case unavailable = 69
     case osError = 71
     case ioError = 74
+    case protocolError = 76
     case permissionDenied = 77
     case configuration = 78
 

@@ -135,6 +135,9 @@ struct AccountProcessTests {
         var expectedSignOuts = 0
         var previous = KioskState.Kind.signedOut
         var kinds: [KioskState.Kind] = []
+        // Provisioned up front (the worker's own provisioning is then a no-op): a kill in round 0 before
+        // the worker got that far must still leave a device to inspect.
+        _ = try ManagedDevice(store: openStore(directory)).provision(policyDocument: Policies.kiosk(), actor: "test")
         for round in 0..<10 {
             let worker = try AccountWorkerProcess(["signout-loop", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
             defer { worker.killIfRunning() }

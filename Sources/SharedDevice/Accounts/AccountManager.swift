@@ -66,7 +66,7 @@ public final class AccountManager: Sendable {
         return seen.0
     }
 
-    private func current(for app: AppIdentity, previous: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount? {
+    func current(for app: AppIdentity, previous: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount? {
         if try mode(in: tx) == .shared { return try AccountRecords.current(in: tx) }
         guard let previous else { return nil }
         let cached = try tokenCache.account(homeAccountID: previous.homeAccountID, environment: previous.environment,
@@ -309,11 +309,11 @@ public final class AccountManager: Sendable {
 
     static func newCorrelationID() -> String { UUID().uuidString.lowercased() }
 
-    private func read<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+    func read<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.readTransaction(body) }
     }
 
-    private func write<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+    func write<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.writeTransaction(body) }
     }
 }

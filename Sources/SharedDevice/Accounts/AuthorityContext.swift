@@ -1,4 +1,5 @@
 public import Foundation
+import IdentityClient
 
 extension TokenRequestContext {
     /// The context of a token request to the device policy's authority: the policy's client id, the
@@ -6,8 +7,11 @@ extension TokenRequestContext {
     /// component as the realm (`contoso.onmicrosoft.com` for `https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0`;
     /// `common` when the issuer has no path). Entries still take the ID token's `tid` when it has one.
     public init(authority: DevicePolicy.Authority, scopes: [String]? = nil) {
+        // The identity client's reading of the authority when it parses (a B2C authority's realm is its
+        // tenant, not `tfp`), else the issuer's first path component.
+        let parsed = try? Authority(url: authority.issuer, knownAuthorities: authority.knownAuthorities.compactMap(\.host))
         self.init(clientID: authority.clientId, environment: Self.environment(of: authority.issuer),
-                  realm: authority.issuer.pathComponents.dropFirst().first ?? "common",
+                  realm: parsed?.realm ?? authority.issuer.pathComponents.dropFirst().first ?? "common",
                   requestedScopes: scopes ?? authority.scopes)
     }
 

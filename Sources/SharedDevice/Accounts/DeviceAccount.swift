@@ -42,8 +42,9 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
                   username: cached.username, name: cached.name, localAccountID: cached.objectID)
     }
 
-    /// Same person: same home account id and environment.
-    func isSameAccount(as other: DeviceAccount) -> Bool {
+    /// Same person: same home account id and environment (how an app tells whether the current account
+    /// is still the one it saw: MSAL apps compare `identifier`s).
+    public func isSameAccount(as other: DeviceAccount) -> Bool {
         homeAccountID.lowercased() == other.homeAccountID.lowercased() && environment.lowercased() == other.environment.lowercased()
     }
 }

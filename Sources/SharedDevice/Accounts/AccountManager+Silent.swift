@@ -1,0 +1,45 @@
+public import KeychainStore
+
+extension AccountManager {
+    /// The account a silent token call acts for, and its refresh token for `clientID` (the app's own,
+    /// then the FOCI family's when `familyID` is given).
+    /// - Throws: `noCurrentAccount` / `currentAccountMismatch` as `accessToken(for:…)` does.
+    public func silentCredentials(for app: AppIdentity, clientID: String, familyID: String? = nil,
+                                  account requested: DeviceAccount? = nil) throws(SharedDeviceError) -> (account: DeviceAccount, refreshToken: RefreshTokenCacheItem?) {
+        try read { tx in
+            let account = try self.signedInAccount(for: app, requested: requested, in: tx)
+            var refreshToken = try self.tokenCache.refreshToken(homeAccountID: account.homeAccountID, environment: account.environment,
+                                                                clientID: clientID, as: app, in: tx)
+            if refreshToken == nil, let familyID {
+                refreshToken = try self.tokenCache.familyRefreshToken(homeAccountID: account.homeAccountID, environment: account.environment,
+                                                                      familyID: familyID, as: app, in: tx)
+            }
+            return (account, refreshToken)
+        }
+    }
+
+    /// Caches the tokens a silent refresh returned for `account`, only if it is still the app's signed-in
+    /// account: a global sign-out that lands while the refresh is on the network wins, and the new
+    /// tokens are dropped (`noCurrentAccount`). No audit event: the account did not change.
+    public func saveRefreshedTokens(_ response: TokenResponse, context: TokenRequestContext, for account: DeviceAccount,
+                                    app: AppIdentity, accessGroup: String? = nil) throws(SharedDeviceError) {
+        try write { tx in
+            _ = try self.signedInAccount(for: app, requested: account, in: tx)
+            var context = context
+            context.homeAccountID = account.homeAccountID
+            try self.tokenCache.save(response, context: context, as: app, accessGroup: accessGroup ?? Self.tokenGroup(of: app), in: tx)
+        }
+    }
+
+    private func signedInAccount(for app: AppIdentity, requested: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount {
+        let previous = try AccountRecords.principal(of: app.appID, in: tx)
+        guard let current = try current(for: app, previous: previous, in: tx) else {
+            throw SharedDeviceError(.noCurrentAccount, "no account is signed in; sign a worker in first")
+        }
+        if let requested, !requested.isSameAccount(as: current) {
+            throw SharedDeviceError(.currentAccountMismatch,
+                "the token call names \(requested.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
+        }
+        return current
+    }
+}

@@ -1,0 +1,231 @@
+public import Foundation
+public import IdentityClient
+public import KeychainStore
+
+/// The app-facing API, shaped like MSAL's `MSALPublicClientApplication` in shared device mode: device
+/// information, the current account, interactive and silent token calls, and sign-out.
+///
+/// The seed tutorial's flow, in Swift:
+///
+/// ```swift
+/// let store = try KeychainStore(directory: stateDirectory)
+/// let device = ManagedDevice(store: store)
+/// let policy = try device.policy()!                      // provisioned with `devicectl provision`
+/// let application = try PublicClientApplication(
+///     configuration: PublicClientApplicationConfiguration(appID: "com.contoso.kiosk.scanner", policy: policy),
+///     device: device)
+///
+/// // 1. Is this a shared device? Who is signed in?
+/// let (information, _) = application.deviceInformation()
+/// let (current, previous) = try application.currentAccount().pair
+/// if let previous, current == nil || !current!.isSameAccount(as: previous) { /* shift changed: clear app state */ }
+///
+/// // 2. Sign in once (device code on a kiosk without a browser).
+/// if current == nil {
+///     _ = try await application.acquireToken(InteractiveTokenParameters(
+///         scopes: ["User.Read"], flow: .deviceCode(showCode: { print($0.message) })))
+/// }
+///
+/// // 3. Tokens for two APIs, the second one silently (no second sign-in).
+/// let me = try await application.acquireTokenSilent(scopes: ["User.Read"])
+/// let files = try await application.acquireTokenSilent(scopes: ["Files.Read"])
+/// // GET https://graph/me with "Authorization: Bearer \(me.accessToken)"
+///
+/// // 4. End of shift: a global sign-out removes the worker from every app on the device.
+/// try await application.signOut()
+/// ```
+///
+/// Every failure is a `SharedDeviceError`; `error.isInteractionRequired` (MSAL -50002) means only
+/// `acquireToken` can help. A failed call changes nothing in the cache.
+public final class PublicClientApplication: Sendable {
+    /// The app's registration.
+    public let configuration: PublicClientApplicationConfiguration
+    /// The device the app runs on.
+    public let device: ManagedDevice
+    /// The device's account manager (shared with every other app on the device through the store).
+    public let accountManager: AccountManager
+    /// The OAuth / OpenID Connect client for the configured authority.
+    public let identity: IdentityClient
+    /// The app's identity on the device: its entitled access groups.
+    public let app: AppIdentity
+    private let authority: Authority
+
+    /// Creates the app's client.
+    ///
+    /// On a provisioned device the app must be listed in the policy, which gives its access groups; on an
+    /// unprovisioned device (private mode) the app gets `keychainAccessGroup` (default `com.microsoft.adalcache`).
+    /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
+    public init(configuration: PublicClientApplicationConfiguration, device: ManagedDevice,
+                transport: any HTTPTransport = URLSessionTransport(),
+                now: @escaping @Sendable () -> Date = Date.init,
+                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws(SharedDeviceError) {
+        self.configuration = configuration
+        self.device = device
+        accountManager = AccountManager(device: device)
+        do {
+            authority = try Authority(configuration.authority, knownAuthorities: configuration.knownAuthorities)
+        } catch {
+            throw SharedDeviceError(error)
+        }
+        identity = IdentityClient(clientID: configuration.clientID, authority: authority, transport: transport, now: now, sleep: sleep)
+        if let entitled = try device.appIdentity(configuration.appID, actor: configuration.appID) {
+            app = entitled
+        } else {
+            app = try sharedDeviceErrors {
+                try AppIdentity(appID: configuration.appID, accessGroups: [configuration.keychainAccessGroup ?? TokenCache.defaultAccessGroup])
+            }
+        }
+        if let group = configuration.keychainAccessGroup, !app.isEntitled(to: group) {
+            throw SharedDeviceError(.appNotInPolicy,
+                "app \(configuration.appID) is not entitled to keychain access group \(group) by the device policy; add it to the app's accessGroups")
+        }
+    }
+
+    /// The device's mode and registration (MSAL's `getDeviceInformation`); on a failure, the default
+    /// (private) information together with the error.
+    public func deviceInformation() -> (information: DeviceInformation, error: SharedDeviceError?) {
+        device.information()
+    }
+
+    /// The current and previous account (MSAL's `getCurrentAccount`).
+    public func currentAccount() throws(SharedDeviceError) -> CurrentAccount {
+        try accountManager.currentAccount(for: app)
+    }
+
+    /// The accounts this app can see in its token group (MSAL's `allAccounts`); in shared mode at most
+    /// the device's current worker.
+    public func accounts() throws(SharedDeviceError) -> [DeviceAccount] {
+        let cached = try sharedDeviceErrors {
+            try accountManager.tokenCache.accounts(clientID: configuration.clientID, as: app, accessGroup: tokenGroup, in: device.store)
+        }
+        return cached.map(DeviceAccount.init)
+    }
+
+    // MARK: - Tokens
+
+    /// Signs the user in interactively (device code or browser) and caches the tokens; in shared mode
+    /// the account becomes the device's current worker for every app.
+    /// - Throws: `accountAlreadySignedIn` (shared mode, another worker is signed in: nothing is cached);
+    ///   `.identity` with `userCanceled`, `accessDenied`, `deviceCodeExpired`, `invalidIDToken`,
+    ///   `serverError` or `authorityUnreachable`.
+    public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceError) -> AuthenticationResult {
+        // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
+        let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
+        let correlationID = AccountManager.newCorrelationID()
+        let grant: TokenGrant
+        do {
+            switch parameters.flow {
+            case .deviceCode(let showCode, let progress):
+                let session = try await identity.startDeviceCode(scopes: scopes, loginHint: parameters.loginHint)
+                showCode(session)
+                grant = try await identity.completeDeviceCode(session, progress: progress)
+            case .browser(let openBrowser):
+                grant = try await identity.acquireTokenInBrowser(scopes: scopes, prompt: parameters.prompt, loginHint: parameters.loginHint,
+                                                                 redirectURI: configuration.redirectURI, timeout: parameters.browserTimeout,
+                                                                 openBrowser: openBrowser)
+            }
+        } catch {
+            throw SharedDeviceError(error)
+        }
+        let response = try decode(grant)
+        let account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
+                                                accessGroup: tokenGroup, correlationID: correlationID)
+        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
+                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
+    }
+
+    /// A token for `scopes` without UI (MSAL's `acquireTokenSilent`): an unexpired cached access token,
+    /// else a refresh-token grant whose tokens are cached.
+    /// - Parameters:
+    ///   - account: the account the app believes is signed in; `nil` means the current one.
+    ///   - forceRefresh: skip the cached access token.
+    /// - Throws: `noCurrentAccount` (nobody signed in — on a shared device, the shift ended),
+    ///   `currentAccountMismatch`; `.identity` with `interactionRequired` (no refresh token, or the
+    ///   authority refused it: expired, revoked, scopes not granted) — call `acquireToken`;
+    ///   `authorityUnreachable`, `serverError`. A failure changes nothing in the cache.
+    public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
+                                   forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
+        let correlationID = AccountManager.newCorrelationID()
+        let (current, refreshToken) = try accountManager.silentCredentials(for: app, clientID: configuration.clientID, account: account)
+        if !forceRefresh,
+           let cached = try accountManager.accessToken(for: app, clientID: configuration.clientID, scopes: scopes, account: current) {
+            return AuthenticationResult(accessToken: cached.secret, scopes: cached.scopes, expiresOn: cached.expiresOn, account: current,
+                                        idToken: nil, source: .cache, correlationID: correlationID)
+        }
+        guard let refreshToken else {
+            throw SharedDeviceError(IdentityError(.interactionRequired,
+                "no refresh token is cached for \(current.auditName) in app \(app.appID); sign in interactively"))
+        }
+        let grant: TokenGrant
+        do {
+            grant = try await identity.refresh(refreshToken: refreshToken.secret, scopes: requestScopes(scopes))
+        } catch {
+            throw SharedDeviceError(error)
+        }
+        if let subject = grant.idToken?.subject, let local = current.localAccountID, subject != local {
+            throw SharedDeviceError(IdentityError(.invalidIDToken,
+                "the refreshed ID token is for another user than \(current.auditName); nothing was cached — sign in again"))
+        }
+        let response = try decode(grant)
+        try accountManager.saveRefreshedTokens(response, context: context(scopes: grant.scopes), for: current, app: app, accessGroup: tokenGroup)
+        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: current,
+                                    idToken: grant.idToken?.raw, source: .refresh, correlationID: correlationID)
+    }
+
+    // MARK: - Sign-out
+
+    /// Signs the account out (MSAL's `signout`). Shared mode: global — the worker leaves every app on
+    /// the device, and every app is notified. Private mode: this app only, unless `wipeAccount`.
+    /// With `signOutFromBrowser` the authority's session is ended in the browser too (after the local
+    /// sign-out, which stands even if the browser step fails).
+    /// - Throws: `noCurrentAccount`; `currentAccountMismatch` when `account` is not the signed-in one.
+    @discardableResult
+    public func signOut(account: DeviceAccount? = nil, parameters: SignOutParameters = SignOutParameters()) async throws(SharedDeviceError) -> AccountManager.SignOutOutcome {
+        if let account {
+            guard let current = try currentAccount().current else {
+                throw SharedDeviceError(.noCurrentAccount, "no account is signed in; there is nobody to sign out")
+            }
+            guard current.isSameAccount(as: account) else {
+                throw SharedDeviceError(.currentAccountMismatch,
+                    "the sign-out names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
+            }
+        }
+        let outcome = try accountManager.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
+        if parameters.signOutFromBrowser, let openBrowser = parameters.openBrowser,
+           let url = try? await identity.endSessionURL(idTokenHint: nil) {
+            try? await openBrowser(url)
+        }
+        return outcome
+    }
+
+    // MARK: - Helpers
+
+    /// The group the app's tokens live in.
+    var tokenGroup: String {
+        configuration.keychainAccessGroup ?? AccountManager.tokenGroup(of: app)
+    }
+
+    /// The call's scopes plus the configuration's defaults, deduplicated, without the reserved OpenID
+    /// scopes (the identity client adds those).
+    func requestScopes(_ scopes: [String]) -> [String] {
+        var seen = Set<String>(), result: [String] = []
+        for scope in scopes + (scopes.isEmpty ? configuration.defaultScopes : [])
+        where !Authority.reservedScopes.contains(scope) && seen.insert(scope.lowercased()).inserted {
+            result.append(scope)
+        }
+        return result
+    }
+
+    func context(scopes: [String]) -> TokenRequestContext {
+        TokenRequestContext(clientID: configuration.clientID, environment: authority.environment, realm: authority.realm,
+                            requestedScopes: scopes)
+    }
+
+    private func decode(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
+        do {
+            return try TokenResponse.decode(grant.body)
+        } catch {
+            throw SharedDeviceError(.tokenCache, "the authority's token response cannot be cached: \(error)")
+        }
+    }
+}

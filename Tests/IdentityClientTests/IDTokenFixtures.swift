@@ -1,0 +1,135 @@
+import CryptoExtras
+import Foundation
+import IdentityClient
+import JWTKit
+
+/// A claim value as a provider writes it into an ID token.
+enum ClaimValue: Codable, Sendable, Equatable {
+    case string(String)
+    case int(Int)
+    case strings([String])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let value = try? container.decode(Int.self) { self = .int(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else { self = .strings(try container.decode([String].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .strings(let value): try container.encode(value)
+        }
+    }
+}
+
+/// Any claim set, for signing test tokens.
+struct TestClaims: JWTPayload {
+    var values: [String: ClaimValue]
+
+    init(_ values: [String: ClaimValue]) { self.values = values }
+
+    init(from decoder: any Decoder) throws {
+        values = try decoder.singleValueContainer().decode([String: ClaimValue].self)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(values)
+    }
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// A test identity provider: one RSA and one EC key (generated once per process), a published key set,
+/// and token signing.
+enum TestProvider {
+    static let issuer = "http://127.0.0.1:4593/api/oidc"
+    static let clientID = "5f1c7ab0-kiosk"
+    static let nonce = "n-0S6_WzA2Mj"
+    static let now = Date(timeIntervalSince1970: 1_750_000_000)
+    static let authority = try! Authority(issuer)
+
+    static let rsaKey = try! JWTKit.Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
+    static let otherRSAKey = try! JWTKit.Insecure.RSA.PrivateKey(backing: _RSA.Signing.PrivateKey(keySize: .bits2048))
+    static let ecKey = ES256PrivateKey()
+
+    /// The expectations of a sign-in that sent `nonce` at `now`.
+    static func expectations(nonce: String? = TestProvider.nonce, now: Date = TestProvider.now,
+                             authority: Authority = TestProvider.authority, metadataIssuer: String = TestProvider.issuer) -> IDTokenExpectations {
+        IDTokenExpectations(authority: authority, metadataIssuer: metadataIssuer, clientID: clientID, nonce: nonce, now: now)
+    }
+
+    /// The claims of a good token issued at `now`.
+    static func claims(_ changes: [String: ClaimValue?] = [:]) -> TestClaims {
+        var values: [String: ClaimValue] = [
+            "iss": .string(issuer),
+            "sub": .string("worker-7"),
+            "aud": .string(clientID),
+            "exp": .int(Int(now.timeIntervalSince1970) + 3600),
+            "iat": .int(Int(now.timeIntervalSince1970)),
+            "nonce": .string(nonce),
+            "tid": .string("9188040d-6c67-4c5b-b112-36a304b66dad"),
+            "oid": .string("00000000-0000-0000-66f3-3332eca7ea81"),
+            "preferred_username": .string("ana@contoso.com"),
+            "name": .string("Ana Shift"),
+            "email": .string("ana@contoso.com"),
+        ]
+        for (name, value) in changes { values[name] = value }
+        return TestClaims(values)
+    }
+
+    /// base64url without padding.
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The public JWK of an RSA key, as a provider publishes it.
+    static func rsaJWK(_ key: JWTKit.Insecure.RSA.PrivateKey, kid: String, alg: String? = "RS256") throws -> [String: String] {
+        let primitives = try key.publicKey.getKeyPrimitives()
+        var jwk = ["kty": "RSA", "use": "sig", "kid": kid, "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent)]
+        jwk["alg"] = alg
+        return jwk
+    }
+
+    /// The public JWK of a P-256 key.
+    static func ecJWK(_ key: ES256PrivateKey, kid: String) -> [String: String] {
+        let parameters = key.publicKey.parameters!
+        return ["kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid, "x": parameters.x, "y": parameters.y]
+    }
+
+    /// A JWKS document holding `keys`.
+    static func jwks(_ keys: [[String: String]]) throws -> Data {
+        try JSONSerialization.data(withJSONObject: ["keys": keys])
+    }
+
+    /// The provider's published key set: `rsa-1` and `ec-1`.
+    static func publishedKeys() throws -> Data {
+        try jwks([rsaJWK(rsaKey, kid: "rsa-1"), ecJWK(ecKey, kid: "ec-1")])
+    }
+
+    /// A token signed RS256 by `key` under `kid` (no `kid` header when `nil`).
+    static func rs256(_ claims: TestClaims = claims(), key: JWTKit.Insecure.RSA.PrivateKey = rsaKey, kid: String? = "rsa-1") async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(rsa: key, digestAlgorithm: .sha256)
+        return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
+    }
+
+    /// A token signed ES256 by `key` under `kid`.
+    static func es256(_ claims: TestClaims = claims(), key: ES256PrivateKey = ecKey, kid: String? = "ec-1") async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: key)
+        return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
+    }
+
+    /// A token with the given header and claims and `signature` as its third part.
+    static func unsignedToken(header: [String: String], claims: TestClaims = claims(), signature: String = "") throws -> String {
+        let headerPart = base64URL(try JSONSerialization.data(withJSONObject: header))
+        let claimsPart = base64URL(try JSONEncoder().encode(claims))
+        return "\(headerPart).\(claimsPart).\(signature)"
+    }
+}

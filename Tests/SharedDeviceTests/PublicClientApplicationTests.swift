@@ -1,0 +1,285 @@
+import Foundation
+import IdentityClient
+import KeychainStore
+import SharedDevice
+import Synchronization
+import Testing
+
+/// A kiosk provisioned against the tests' real identity provider, and its apps.
+final class ProviderKiosk {
+    static let scanner = "com.contoso.kiosk.scanner"
+    static let timeclock = "com.contoso.kiosk.timeclock"
+
+    let provider: LocalIdentityProvider
+    let fixture: DeviceFixture
+
+    init(issuer: String? = nil, provider: LocalIdentityProvider? = nil) throws {
+        self.provider = try provider ?? LocalIdentityProvider.shared()
+        fixture = try DeviceFixture()
+        _ = try fixture.provision(try self.provider.kioskPolicy(issuer: issuer))
+    }
+
+    func app(_ id: String = ProviderKiosk.scanner, transport: any HTTPTransport = URLSessionTransport(),
+             now: @escaping @Sendable () -> Date = Date.init,
+             sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws -> PublicClientApplication {
+        let policy = try #require(try fixture.device.policy())
+        return try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: id, policy: policy),
+                                           device: fixture.device, transport: transport, now: now, sleep: sleep)
+    }
+
+    /// A device-code sign-in that `user` approves through the provider's API as soon as the code shows.
+    func deviceCodeParameters(user: String, plugin: String = "oidc", scopes: [String] = ["User.Read"]) -> InteractiveTokenParameters {
+        let provider = self.provider
+        return InteractiveTokenParameters(scopes: scopes, flow: .deviceCode(showCode: { session in
+            Thread.detachNewThread { try? provider.approve(code: session.userCode, user: user, plugin: plugin) }
+        }))
+    }
+
+    /// A browser sign-in in which `user` signs in (the test browser runs beside the app's loopback listener).
+    func browserParameters(user: String, scopes: [String] = ["User.Read"], prompt: Prompt? = nil,
+                           loginHint: String? = nil) -> InteractiveTokenParameters {
+        let provider = self.provider
+        return InteractiveTokenParameters(scopes: scopes, flow: .browser(openBrowser: { url in
+            Thread.detachNewThread { try? provider.browse(url, user: user) }
+        }), prompt: prompt, loginHint: loginHint, browserTimeout: 60)
+    }
+
+    func signInEvents() throws -> [AuditEvent] {
+        try fixture.device.auditEvents().filter { $0.type == .accountSignedIn }
+    }
+}
+
+/// The error a throwing async body threw, as a `SharedDeviceError`.
+func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async -> SharedDeviceError? {
+    do {
+        _ = try await body()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// `PublicClientApplication` against a real OpenID Connect provider (glewlwyd on loopback, `tools/idp`):
+/// the seed tutorial's flow, silent tokens, shared-mode SSO and global sign-out, and the failures.
+///
+/// Serialized: glewlwyd opens its SQLite database without a busy timeout, so concurrent sign-ins make
+/// it answer `server_error` now and then.
+@Suite(.serialized) struct PublicClientApplicationTests {
+    @Test func deviceCodeSignInThenSilentTokensForTwoAPIsAndTheUserinfoCall() async throws {
+        let kiosk = try ProviderKiosk()
+        let scanner = try kiosk.app()
+        #expect(scanner.deviceInformation().information.mode == .shared)
+        #expect(try scanner.currentAccount().current == nil)
+
+        let signedIn = try await scanner.acquireToken(kiosk.deviceCodeParameters(user: "worker1"))
+        #expect(signedIn.source == .interactive)
+        #expect(signedIn.account.username == "worker1")
+        #expect(signedIn.account.name == "Ana Worker")
+        #expect(Set(signedIn.scopes).isSuperset(of: ["User.Read", "Files.Read", "openid", "offline_access"]))
+        #expect(!signedIn.description.contains(signedIn.accessToken))
+        #expect(try scanner.currentAccount().current?.isSameAccount(as: signedIn.account) == true)
+
+        // The first API from the cache, the second silently too (consented at sign-in): no second sign-in.
+        let me = try await scanner.acquireTokenSilent(scopes: ["User.Read"])
+        #expect(me.source == .cache && me.accessToken == signedIn.accessToken)
+        let files = try await scanner.acquireTokenSilent(scopes: ["Files.Read"])
+        #expect(files.source == .cache)
+
+        // Forced refresh: a new access token from the refresh token, cached for the next call.
+        let refreshed = try await scanner.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
+        #expect(refreshed.source == .refresh)
+        #expect(refreshed.accessToken != signedIn.accessToken)
+        #expect(try await scanner.acquireTokenSilent(scopes: ["User.Read"]).accessToken == refreshed.accessToken)
+
+        // Graph `/me` stand-in: the provider's userinfo endpoint with `Authorization: Bearer`.
+        let userinfo = try await scanner.identity.get(try await scanner.identity.userInfoEndpoint(), accessToken: refreshed.accessToken)
+        #expect(userinfo.status == 200)
+        let claims = try #require(try JSONSerialization.jsonObject(with: userinfo.body) as? [String: Any])
+        #expect(claims["name"] as? String == "Ana Worker")
+        #expect(claims["preferred_username"] as? String == "worker1")
+
+        #expect(try kiosk.signInEvents().map(\.account) == ["worker1"])
+    }
+
+    @Test func anES256ProviderSignsInWithAVerifiedES256IDToken() async throws {
+        let provider = try LocalIdentityProvider.shared()
+        let kiosk = try ProviderKiosk(issuer: provider.issuerES256)
+        let result = try await kiosk.app().acquireToken(kiosk.deviceCodeParameters(user: "worker2", plugin: "oidc-es256"))
+        let header = try #require(result.idToken?.split(separator: ".").first)
+        let alg = try #require(try JSONSerialization.jsonObject(with: IDTokenForger.base64URL(String(header))) as? [String: Any])["alg"]
+        #expect(alg as? String == "ES256")
+        #expect(result.account.username == "worker2")
+    }
+
+    @Test func browserSignInWithPKCEPromptAndLoginHint() async throws {
+        let kiosk = try ProviderKiosk()
+        let result = try await kiosk.app(ProviderKiosk.timeclock)
+            .acquireToken(kiosk.browserParameters(user: "worker2", prompt: .login, loginHint: "worker2"))
+        #expect(result.source == .interactive)
+        #expect(result.account.username == "worker2")
+        #expect(result.idToken != nil)
+        #expect(try kiosk.signInEvents().map(\.actor) == [ProviderKiosk.timeclock])
+    }
+
+    @Test func slowDownMakesTheClientWaitLongerBetweenPolls() async throws {
+        let kiosk = try ProviderKiosk()
+        let provider = kiosk.provider
+        let requested = Mutex<[TimeInterval]>([])
+        let userCode = Mutex<String?>(nil)
+        // Polls 1 and 2 come far too early (the server answers `slow_down`); the worker approves before poll 3.
+        let app = try kiosk.app(sleep: { interval in
+            let count = requested.withLock { $0.append(interval); return $0.count }
+            if count <= 2 { try await Task.sleep(for: .milliseconds(200)); return }
+            if count == 3, let code = userCode.withLock({ $0 }) { try provider.approve(code: code, user: "worker1") }
+            try await Task.sleep(for: .seconds(6))
+        })
+        let result = try await app.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { session in
+            userCode.withLock { $0 = session.userCode }
+        })))
+        #expect(result.account.username == "worker1")
+        let intervals = requested.withLock { $0 }
+        #expect(intervals.first == 5)  // the server's interval
+        #expect(intervals.count >= 3 && intervals[2] >= 10)  // +5 s after slow_down (RFC 8628 §3.5)
+    }
+
+    enum Forgery: String, CaseIterable, Sendable {
+        case wrongIssuer, wrongAudience, expired, wrongNonce, foreignSignature
+    }
+
+    @Test(arguments: Forgery.allCases)
+    func aForgedIDTokenIsRejectedAndNothingIsCached(_ forgery: Forgery) async throws {
+        let kiosk = try ProviderKiosk()
+        let forger = try IDTokenForger(provider: kiosk.provider)
+        let now = Int(Date().timeIntervalSince1970)
+        let transport = IDTokenRewritingTransport { jwt in
+            switch forgery {
+            case .wrongIssuer: try await forger.forge(jwt, ["iss": .string("http://127.0.0.1:4599/api/evil")])
+            case .wrongAudience: try await forger.forge(jwt, ["aud": .string("some-other-app"), "azp": .string("some-other-app")])
+            case .expired: try await forger.forge(jwt, ["exp": .int(now - 3600), "iat": .int(now - 7200)])
+            case .wrongNonce: try await forger.forge(jwt, ["nonce": .string("replayed-nonce")])
+            case .foreignSignature: try await forger.forge(jwt, [:], key: .stranger)
+            }
+        }
+        let scanner = try kiosk.app(transport: transport)
+        let error = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireToken(kiosk.browserParameters(user: "worker1"))
+        }
+        #expect(error?.identityError?.code == .invalidIDToken, "\(forgery): \(String(describing: error))")
+        #expect(try scanner.currentAccount().current == nil)
+        #expect(try scanner.accounts().isEmpty)
+        let credentials = caughtError { try kiosk.fixture.device.store.readTransaction { tx in try tx.findAll(ItemQuery(accessGroup: "com.microsoft.adalcache"), as: scanner.app) } }
+        #expect((credentials as? KeychainError)?.code == .itemNotFound, "no credential was cached")
+        #expect(try kiosk.signInEvents().isEmpty)
+    }
+
+    @Test func aRevokedRefreshTokenNeedsInteractionAndTheFailedCallChangesNothing() async throws {
+        let kiosk = try ProviderKiosk()
+        let scanner = try kiosk.app()
+        let signedIn = try await scanner.acquireToken(kiosk.browserParameters(user: "worker4"))
+        try kiosk.provider.revoke(user: "worker4")
+        let before = try kiosk.fixture.device.store.readTransaction { tx in try tx.changeStamp() }
+
+        let error = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
+        }
+        #expect(error?.isInteractionRequired == true)
+        #expect(error?.identityError?.msalErrorCode == -50002)
+        #expect(try kiosk.fixture.device.store.readTransaction { tx in try tx.changeStamp() } == before)
+        // The cached access token still serves until it expires; the worker is still signed in.
+        let cached = try await scanner.acquireTokenSilent(scopes: ["User.Read"])
+        #expect(cached.source == .cache && cached.accessToken == signedIn.accessToken)
+        #expect(try scanner.currentAccount().current?.username == "worker4")
+    }
+
+    @Test func anUnreachableProviderIsAClearErrorAndSignsNobodyIn() async throws {
+        let kiosk = try ProviderKiosk(issuer: "http://127.0.0.1:1/api/oidc")
+        let scanner = try kiosk.app()
+        let error = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireToken(kiosk.deviceCodeParameters(user: "worker1"))
+        }
+        #expect(error?.identityError?.code == .authorityUnreachable)
+        #expect(error?.description.contains("127.0.0.1:1") == true)
+        #expect(try kiosk.app().currentAccount().current == nil)
+        #expect(try kiosk.signInEvents().isEmpty)
+    }
+
+    @Test func aProviderThatGoesDownMidShiftFailsTheRefreshButKeepsTheCache() async throws {
+        let provider = try LocalIdentityProvider.start(port: 4598)
+        defer { provider.stop() }
+        let kiosk = try ProviderKiosk(provider: provider)
+        let scanner = try kiosk.app()
+        let signedIn = try await scanner.acquireToken(kiosk.browserParameters(user: "worker1"))
+        provider.stop()
+
+        let error = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
+        }
+        #expect(error?.identityError?.code == .authorityUnreachable)
+        #expect(error?.description.contains("127.0.0.1:4598") == true)
+        #expect(try await scanner.acquireTokenSilent(scopes: ["User.Read"]).accessToken == signedIn.accessToken)
+    }
+
+    @Test func twoAppsShareTheWorkerAndOneGlobalSignOutEndsTheShiftForBoth() async throws {
+        let kiosk = try ProviderKiosk()
+        let scanner = try kiosk.app(ProviderKiosk.scanner)
+        let timeclock = try kiosk.app(ProviderKiosk.timeclock)
+        let worker = try await scanner.acquireToken(kiosk.browserParameters(user: "worker1")).account
+
+        // Single sign-on: the timeclock sees the worker and gets its own token without signing in.
+        #expect(try timeclock.currentAccount().current?.isSameAccount(as: worker) == true)
+        let own = try await timeclock.acquireTokenSilent(scopes: ["Files.Read"], forceRefresh: true)
+        #expect(own.source == .refresh && own.account.isSameAccount(as: worker))
+
+        // Shared mode refuses a second worker while the first is signed in.
+        let refused = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2"))
+        }
+        #expect(refused?.code == .accountAlreadySignedIn)
+
+        // The timeclock ends the shift: global sign-out.
+        let outcome = try await timeclock.signOut(parameters: SignOutParameters(reason: .shiftEnd))
+        #expect(outcome.global)
+        let afterSignOut = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireTokenSilent(scopes: ["User.Read"])
+        }
+        #expect(afterSignOut?.code == .noCurrentAccount)
+        let (current, previous) = try scanner.currentAccount().pair
+        #expect(current == nil)
+        #expect(previous?.isSameAccount(as: worker) == true)
+
+        // The next worker signs in on the timeclock.
+        #expect(try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2")).account.username == "worker2")
+        #expect(try kiosk.signInEvents().map(\.account) == ["worker1", "worker2"])
+    }
+
+    @Test func aDeviceCodeThatExpiresSignsNobodyIn() async throws {
+        let kiosk = try ProviderKiosk()
+        let clock = Mutex<TimeInterval>(0)
+        // Time is faked: each wait between polls jumps 10 minutes, past the code's lifetime (600 s).
+        let scanner = try kiosk.app(now: { Date().addingTimeInterval(clock.withLock { $0 }) },
+                                    sleep: { _ in clock.withLock { $0 += 601 } })
+        let error = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await scanner.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in })))
+        }
+        #expect(error?.identityError?.code == .deviceCodeExpired)
+        #expect(try scanner.currentAccount().current == nil)
+    }
+
+    @Test func cancelingTheWaitIsUserCanceledAndSignsNobodyIn() async throws {
+        let kiosk = try ProviderKiosk()
+        let scanner = try kiosk.app()
+        let shown = AsyncStream<Void>.makeStream()
+        let signIn = Task { () async throws(SharedDeviceError) -> AuthenticationResult in
+            try await scanner.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in
+                shown.continuation.yield()
+            })))
+        }
+        for await _ in shown.stream { break }
+        signIn.cancel()
+        guard case .failure(let error) = await signIn.result else { Issue.record("a canceled sign-in succeeded"); return }
+        let identityError = (error as? SharedDeviceError)?.identityError
+        #expect(identityError?.code == .userCanceled)
+        #expect(identityError?.msalErrorCode == -50005)
+        #expect(try scanner.currentAccount().current == nil)
+    }
+}
