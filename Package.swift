@@ -102,6 +102,12 @@ let package = Package(
             dependencies: ["SharedDevice", "KeychainStore"],
             swiftSettings: strictSettings
         ),
+        // Benchmark driver for tools/bench-tokens (not a test).
+        .executableTarget(
+            name: "token-bench",
+            dependencies: ["SharedDevice", "KeychainStore", "IdentityClient"],
+            swiftSettings: strictSettings
+        ),
         // Benchmark driver for tools/bench-audit (not a test).
         .executableTarget(
             name: "audit-bench",

@@ -235,6 +235,15 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
             try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2"))
         }
         #expect(refused?.code == .accountAlreadySignedIn)
+        // Named by login hint, the other worker is refused before any browser opens.
+        let opened = Mutex(false)
+        let early = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await timeclock.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .browser(openBrowser: { _ in
+                opened.withLock { $0 = true }
+            }), loginHint: "worker2"))
+        }
+        #expect(early?.code == .accountAlreadySignedIn)
+        #expect(!opened.withLock { $0 })
 
         // The timeclock ends the shift: global sign-out.
         let outcome = try await timeclock.signOut(parameters: SignOutParameters(reason: .shiftEnd))

@@ -32,7 +32,9 @@ struct OAuthErrorResponse: Decodable, Sendable {
         }
         // The server's description may echo a request field; it never holds our secrets (we send
         // them only in the body), but keep it to one line.
-        let description = oauth.errorDescription.map { $0.replacingOccurrences(of: "\n", with: " ") }
+        let description = oauth.errorDescription.map { text in
+            text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline).joined(separator: " ")
+        }
         if interactionErrors.contains(oauth.error) {
             return IdentityError(.interactionRequired,
                 "the user must sign in again interactively (the authority refused the grant at its \(endpoint))",

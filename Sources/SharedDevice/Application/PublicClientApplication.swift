@@ -112,6 +112,7 @@ public final class PublicClientApplication: Sendable {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         let correlationID = AccountManager.newCorrelationID()
+        try refuseOtherWorker(named: parameters.loginHint)
         let grant: TokenGrant
         do {
             switch parameters.flow {
@@ -162,7 +163,8 @@ public final class PublicClientApplication: Sendable {
         } catch {
             throw SharedDeviceError(error)
         }
-        if let subject = grant.idToken?.subject, let local = current.localAccountID, subject != local {
+        // MSAL's local account id is `oid`, else `sub` (Microsoft's `sub` is per app and never the `oid`).
+        if let idToken = grant.idToken, let local = current.localAccountID, (idToken.objectID ?? idToken.subject) != local {
             throw SharedDeviceError(IdentityError(.invalidIDToken,
                 "the refreshed ID token is for another user than \(current.auditName); nothing was cached — sign in again"))
         }
@@ -199,6 +201,17 @@ public final class PublicClientApplication: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Shared mode: when the sign-in names (by login hint) a worker other than the signed-in one, refuse
+    /// before the worker spends time at the authority. Without a hint the check happens when the tokens
+    /// arrive (the signed-in worker may be signing in again after `interactionRequired`).
+    private func refuseOtherWorker(named loginHint: String?) throws(SharedDeviceError) {
+        guard let loginHint, deviceInformation().information.mode == .shared,
+              let current = try currentAccount().current, let username = current.username,
+              username.lowercased() != loginHint.lowercased() else { return }
+        throw SharedDeviceError(.accountAlreadySignedIn,
+            "\(username) is signed in on this shared device; end the shift (sign out) before \(loginHint) signs in")
+    }
 
     /// The group the app's tokens live in.
     var tokenGroup: String {
