@@ -199,7 +199,7 @@ public final class IdentityClient: Sendable {
         if let loginHint { query.append(("login_hint", loginHint)) }
         if authority.sendsClientInfo { query.append(("client_info", "1")) }
         let separator = configuration.authorizationEndpoint.query == nil ? "?" : "&"
-        guard let authorizationURL = URL(string: configuration.authorizationEndpoint.absoluteString + separator + FormEncoding.encode(query)) else {
+        guard let authorizationURL = URL(string: configuration.authorizationEndpoint.absoluteString + separator + FormEncoding.encodeQuery(query)) else {
             throw IdentityError(.invalidAuthority, "cannot build the authorization URL from the authority's authorization_endpoint")
         }
         try await openBrowser(authorizationURL)
@@ -289,7 +289,7 @@ public final class IdentityClient: Sendable {
         guard let endpoint = try await configuration().endSessionEndpoint else { return nil }
         guard let idTokenHint else { return endpoint }
         let separator = endpoint.query == nil ? "?" : "&"
-        return URL(string: endpoint.absoluteString + separator + FormEncoding.encode([("id_token_hint", idTokenHint), ("client_id", clientID)]))
+        return URL(string: endpoint.absoluteString + separator + FormEncoding.encodeQuery([("id_token_hint", idTokenHint), ("client_id", clientID)]))
     }
 
     // MARK: - Helpers

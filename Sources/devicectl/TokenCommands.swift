@@ -305,8 +305,9 @@ struct Call: AsyncParsableCommand {
             }
             let body = Self.prettyJSON(response.body)
             guard response.isSuccess else {
+                let excerpt = body.trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
                 throw CLIError(exitCode: .apiError,
-                    "the API at \(target.absoluteString) answered HTTP \(response.status): \(body.prefix(300)); check the scopes (\(result.scopes.joined(separator: " "))) and the URL")
+                    "the API at \(target.absoluteString) answered HTTP \(response.status)\(excerpt.isEmpty ? "" : ": \(excerpt)"); check the URL and that the scopes asked for (\(parseScopes(scopes).joined(separator: " "))) are the API's")
             }
             Output.print("HTTP \(response.status)")
             Output.print(body)

@@ -1,7 +1,11 @@
+import Crypto
 import Foundation
 import IdentityClient
 import JWTKit
 import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 // Microsoft Entra ID and Azure AD B2C cannot be reached from here, so these tests script the responses
@@ -543,5 +547,88 @@ struct MicrosoftFlowTests {
         #expect(error?.message.contains("key-unpublished") == true)
         #expect(entra.transport.requests(to: entra.keysPath).count == 3)
         #expect(entra.transport.pending(entra.keysPath) == 0)
+    }
+}
+
+// MARK: - Authorization code with PKCE on the loopback redirect
+
+/// The query fields of a URL.
+private func queryFields(_ url: URL) -> [String: String] {
+    Dictionary((URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []).map { ($0.name, $0.value ?? "") },
+               uniquingKeysWith: { first, _ in first })
+}
+
+/// The browser's last step: the authority redirects it to the app's loopback listener.
+private func deliver(_ redirect: String, _ fields: [String: String]) {
+    var components = URLComponents(string: redirect)!
+    components.queryItems = fields.map { URLQueryItem(name: $0.key, value: $0.value) }
+    let url = components.url!
+    Task.detached { _ = try? await URLSession(configuration: .ephemeral).data(from: url) }
+}
+
+@Suite struct MicrosoftBrowserFlowTests {
+    @Test func aBrowserSignInSendsPKCEPromptHintAndClientInfoAndExchangesTheCodeWithTheVerifier() async throws {
+        let entra = try EntraTenant()
+        let opened = Mutex<URL?>(nil)
+        let transport = entra.transport, tokenPath = entra.tokenPath
+        let tenantID = entra.tokenTenantID
+        let grant = try await entra.client().acquireTokenInBrowser(scopes: ["User.Read"], prompt: .selectAccount, loginHint: "ana@contoso.com") { url in
+            opened.withLock { $0 = url }
+            let query = queryFields(url)
+            // The authority signs the user in and answers the code exchange with an ID token for the request's nonce.
+            var claims = Entra.idTokenClaims(tenantID: tenantID)
+            claims.values["nonce"] = .string(query["nonce"] ?? "")
+            guard let idToken = try? await TestProvider.rs256(claims, kid: "entra-key-1") else { return }
+            transport.enqueue(tokenPath, .json(body: Entra.tokenResponse(scope: "User.Read openid profile offline_access", idToken: idToken)))
+            deliver(query["redirect_uri"] ?? "", ["code": "M.C507_BAY.2.U.code", "state": query["state"] ?? ""])
+        }
+        let url = try #require(opened.withLock { $0 })
+        let query = queryFields(url)
+        #expect(url.path == "/\(entra.tenant)/oauth2/v2.0/authorize")
+        #expect(query["response_type"] == "code")
+        #expect(query["client_id"] == Entra.clientID)
+        #expect(query["redirect_uri"]?.hasPrefix("http://127.0.0.1:") == true)
+        #expect(query["scope"]?.split(separator: " ").map(String.init) == ["User.Read", "openid", "profile", "offline_access"])
+        #expect(query["code_challenge_method"] == "S256")
+        #expect(query["code_challenge"]?.count == 43)
+        #expect(query["prompt"] == "select_account")
+        #expect(query["login_hint"] == "ana@contoso.com")
+        #expect(query["client_info"] == "1")
+        #expect((query["state"]?.count ?? 0) >= 16 && (query["nonce"]?.count ?? 0) >= 16)
+
+        let exchange = try #require(entra.transport.requests(to: entra.tokenPath).last)
+        #expect(exchange.form["grant_type"] == "authorization_code")
+        #expect(exchange.form["code"] == "M.C507_BAY.2.U.code")
+        #expect(exchange.form["redirect_uri"] == query["redirect_uri"])
+        #expect(exchange.form["client_info"] == "1")
+        let verifier = try #require(exchange.form["code_verifier"])
+        #expect(TestProvider.base64URL(Data(SHA256.hash(data: Data(verifier.utf8)))) == query["code_challenge"])
+        #expect(grant.idToken?.nonce == query["nonce"])
+    }
+
+    @Test func aRedirectWithAnotherSignInsStateIsRefusedBeforeAnyCodeExchange() async throws {
+        let entra = try EntraTenant()
+        let error = await entraError { () async throws(IdentityError) in
+            try await entra.client().acquireTokenInBrowser(scopes: ["User.Read"]) { url in
+                deliver(queryFields(url)["redirect_uri"] ?? "", ["code": "stolen-code", "state": "someone-elses-state"])
+            }
+        }
+        #expect(error?.code == .stateMismatch)
+        #expect(error?.message.contains("stolen-code") == false)
+        #expect(entra.transport.requests(to: entra.tokenPath).isEmpty)
+    }
+
+    @Test func anErrorRedirectIsMappedAndNothingIsExchanged() async throws {
+        let entra = try EntraTenant()
+        let error = await entraError { () async throws(IdentityError) in
+            try await entra.client().acquireTokenInBrowser(scopes: ["User.Read"]) { url in
+                let query = queryFields(url)
+                deliver(query["redirect_uri"] ?? "", ["error": "access_denied", "error_description": "AADSTS65004: User declined to consent.",
+                                                      "state": query["state"] ?? ""])
+            }
+        }
+        #expect(error?.code == .accessDenied)
+        #expect(error?.serverDescription?.hasPrefix("AADSTS65004") == true)
+        #expect(entra.transport.requests(to: entra.tokenPath).isEmpty)
     }
 }

@@ -296,4 +296,16 @@ struct MicrosoftAuthorityApplicationTests {
         #expect(cached.accessToken == "at-sign-in")
         #expect(kiosk.transport.requests.count == sent)
     }
+
+    @Test func aSignOutFromTheBrowserSignsOutGloballyThenOpensTheTenantsLogoutPage() async throws {
+        let kiosk = try MicrosoftKiosk()
+        _ = try await kiosk.signIn()
+        let opened = Mutex<URL?>(nil)
+        let outcome = try await kiosk.app.signOut(parameters: SignOutParameters(signOutFromBrowser: true, reason: .shiftEnd,
+                                                                                openBrowser: { url in opened.withLock { $0 = url } }))
+        #expect(outcome.global)
+        #expect(try kiosk.app.currentAccount().current == nil)
+        let url = try #require(opened.withLock { $0 })
+        #expect(url.absoluteString.hasPrefix("\(MicrosoftKiosk.host)/\(MicrosoftKiosk.tenantID)/oauth2/v2.0/logout"))
+    }
 }

@@ -8,12 +8,20 @@ enum FormEncoding {
         return set
     }()
 
+    /// A form body: spaces as `+`.
     static func encode(_ fields: [(String, String)]) -> String {
         fields.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&")
     }
 
-    static func escape(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: unreserved)!.replacingOccurrences(of: "%20", with: "+")
+    /// A URL query (the authorization and end-session URLs): spaces as `%20`, which every URL parser
+    /// reads as a space (a `+` is a space only to form decoders).
+    static func encodeQuery(_ fields: [(String, String)]) -> String {
+        fields.map { "\(escape($0.0, spaceAsPlus: false))=\(escape($0.1, spaceAsPlus: false))" }.joined(separator: "&")
+    }
+
+    static func escape(_ value: String, spaceAsPlus: Bool = true) -> String {
+        let escaped = value.addingPercentEncoding(withAllowedCharacters: unreserved)!
+        return spaceAsPlus ? escaped.replacingOccurrences(of: "%20", with: "+") : escaped
     }
 
     /// Decodes a query string or form body into name → value (the first value wins).

@@ -1,20 +1,27 @@
 public import KeychainStore
+import Synchronization
 
 extension AccountManager {
-    /// The account a silent token call acts for, and its refresh token for `clientID` (the app's own,
-    /// then the FOCI family's when `familyID` is given).
+    /// What a silent token call finds, in one read transaction: the account it acts for, an unexpired
+    /// access token covering `scopes` (unless `skipAccessToken`), and otherwise the refresh token for
+    /// `clientID` (the app's own, then the FOCI family's when `familyID` is given).
     /// - Throws: `noCurrentAccount` / `currentAccountMismatch` as `accessToken(for:…)` does.
-    public func silentCredentials(for app: AppIdentity, clientID: String, familyID: String? = nil,
-                                  account requested: DeviceAccount? = nil) throws(SharedDeviceError) -> (account: DeviceAccount, refreshToken: RefreshTokenCacheItem?) {
+    public func silentCredentials(for app: AppIdentity, clientID: String, scopes: [String], familyID: String? = nil,
+                                  account requested: DeviceAccount? = nil, skipAccessToken: Bool = false)
+        throws(SharedDeviceError) -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) {
         try read { tx in
             let account = try self.signedInAccount(for: app, requested: requested, in: tx)
+            if !skipAccessToken, let cached = try self.tokenCache.accessToken(homeAccountID: account.homeAccountID, environment: account.environment,
+                                                                              clientID: clientID, realm: account.realm, scopes: scopes, as: app, in: tx) {
+                return (account, cached, nil)
+            }
             var refreshToken = try self.tokenCache.refreshToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                 clientID: clientID, as: app, in: tx)
             if refreshToken == nil, let familyID {
                 refreshToken = try self.tokenCache.familyRefreshToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                       familyID: familyID, as: app, in: tx)
             }
-            return (account, refreshToken)
+            return (account, nil, refreshToken)
         }
     }
 
@@ -32,8 +39,15 @@ extension AccountManager {
     }
 
     private func signedInAccount(for app: AppIdentity, requested: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount {
-        let previous = try AccountRecords.principal(of: app.appID, in: tx)
-        guard let current = try current(for: app, previous: previous, in: tx) else {
+        // Nothing committed since `currentAccount` last answered this app: that answer stands (no decryption
+        // of the device record and account records).
+        let stamp = try tx.changeStamp()
+        let known = cache.withLock { $0[app] }.flatMap { $0.stamp == stamp ? $0.answer : nil }
+        let current: DeviceAccount?
+        if let known { current = known.current } else {
+            current = try self.current(for: app, previous: try AccountRecords.principal(of: app.appID, in: tx), in: tx)
+        }
+        guard let current else {
             throw SharedDeviceError(.noCurrentAccount, "no account is signed in; sign a worker in first")
         }
         if let requested, !requested.isSameAccount(as: current) {

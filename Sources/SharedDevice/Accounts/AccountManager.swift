@@ -30,7 +30,7 @@ public final class AccountManager: Sendable {
     public let signal: ChangeSignal
 
     /// The last `currentAccount` answer per app and the store state it was read from.
-    private let cache = Mutex<[AppIdentity: (stamp: StoreChangeStamp, answer: CurrentAccount)]>([:])
+    let cache = Mutex<[AppIdentity: (stamp: StoreChangeStamp, answer: CurrentAccount)]>([:])
 
     public init(device: ManagedDevice, tokenCache: TokenCache = TokenCache()) {
         self.device = device

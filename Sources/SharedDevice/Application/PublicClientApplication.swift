@@ -147,9 +147,9 @@ public final class PublicClientApplication: Sendable {
     public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
                                    forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
         let correlationID = AccountManager.newCorrelationID()
-        let (current, refreshToken) = try accountManager.silentCredentials(for: app, clientID: configuration.clientID, account: account)
-        if !forceRefresh,
-           let cached = try accountManager.accessToken(for: app, clientID: configuration.clientID, scopes: scopes, account: current) {
+        let (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
+            for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh)
+        if let cached = cachedAccessToken {
             return AuthenticationResult(accessToken: cached.secret, scopes: cached.scopes, expiresOn: cached.expiresOn, account: current,
                                         idToken: nil, source: .cache, correlationID: correlationID)
         }
