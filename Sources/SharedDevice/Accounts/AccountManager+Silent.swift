@@ -45,7 +45,13 @@ extension AccountManager {
         let known = cache.withLock { $0[app] }.flatMap { $0.stamp == stamp ? $0.answer : nil }
         let current: DeviceAccount?
         if let known { current = known.current } else {
-            current = try self.current(for: app, previous: try AccountRecords.principal(of: app.appID, in: tx), in: tx)
+            let previous = try AccountRecords.principal(of: app.appID, in: tx)
+            current = try self.current(for: app, previous: previous, in: tx)
+            // The answer `currentAccount` would give, remembered for the next call unless it would have to
+            // record a new principal first (only `currentAccount` writes).
+            if current.map({ current in previous.map { $0.isSameAccount(as: current) && $0 == current } ?? false }) ?? true {
+                cache.withLock { $0[app] = (stamp, CurrentAccount(current: current, previous: previous)) }
+            }
         }
         guard let current else {
             throw SharedDeviceError(.noCurrentAccount, "no account is signed in; sign a worker in first")
