@@ -118,6 +118,14 @@ struct PolicyDecodingTests {
         #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 60, "warningSeconds": 60] }?.path == "session.warningSeconds")
     }
 
+    @Test func aB2CIssuerMustBeAmongTheKnownAuthorities() throws {
+        let b2c = "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com/B2C_1_SUSI"
+        let unknown = try Self.error { $0["authority"] = ["issuer": b2c, "clientId": "c"] }
+        #expect(unknown?.path == "authority.issuer")
+        #expect(unknown?.description.contains("known authorit") == true)
+        #expect(try Self.error { $0["authority"] = ["issuer": b2c, "clientId": "c", "knownAuthorities": ["https://fabrikamb2c.b2clogin.com"]] } == nil)
+    }
+
     @Test func malformedJSONIsAnErrorOnTheDocument() {
         #expect(throws: PolicyError.self) { try DevicePolicy.decode(Data("{\"version\": 1,".utf8)) }
     }

@@ -1,4 +1,5 @@
 public import Foundation
+import IdentityClient
 import KeychainStore
 
 extension DevicePolicy {
@@ -75,7 +76,14 @@ private struct PolicyReader {
         let known = try fields["knownAuthorities"].map { v throws(PolicyError) in
             try array(v, at: path.key("knownAuthorities"), element: url)
         } ?? []
-        return .init(issuer: try url(fields["issuer"]!, at: path.key("issuer")),
+        let issuer = try url(fields["issuer"]!, at: path.key("issuer"))
+        // The identity client must accept it as an authority (a B2C host must be among the known ones).
+        do {
+            _ = try Authority(url: issuer, knownAuthorities: known.compactMap(\.host))
+        } catch {
+            throw PolicyError(path.key("issuer"), error.message)
+        }
+        return .init(issuer: issuer,
                      clientId: try nonEmptyString(fields["clientId"]!, at: path.key("clientId")),
                      scopes: scopes, knownAuthorities: known)
     }
