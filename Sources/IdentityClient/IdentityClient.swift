@@ -307,7 +307,7 @@ public final class IdentityClient: Sendable {
     private func grant(from response: HTTPResponse, requestedScopes: [String], nonce: String?,
                        requireIDToken: Bool = false) async throws(IdentityError) -> TokenGrant {
         let receivedAt = now()
-        let (fields, accessToken) = try TokenGrant.parse(response.body, requestedScopes: requestedScopes, receivedAt: receivedAt)
+        let (fields, accessToken) = try TokenGrant.parse(response.body)
         var idToken: ValidatedIDToken?
         if let jwt = fields["id_token"] as? String, !jwt.isEmpty {
             idToken = try await validateIDToken(jwt, nonce: nonce)

@@ -92,12 +92,16 @@ struct LocalIdentityProvider: Sendable {
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
         do { try process.run() } catch { return Output(status: -1, stdout: "", stderr: "cannot run tools/idp: \(error)") }
+        // Standard error is drained on another thread so that neither pipe can fill up and stall the script.
         let errorData = Mutex<Data>(Data())
-        let reader = Thread { errorData.withLock { $0 = error.fileHandleForReading.readDataToEndOfFile() } }
-        reader.start()
+        let errorRead = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            errorData.withLock { $0 = error.fileHandleForReading.readDataToEndOfFile() }
+            errorRead.signal()
+        }
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        while !reader.isFinished { usleep(1000) }
+        errorRead.wait()
         return Output(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
                       stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
     }

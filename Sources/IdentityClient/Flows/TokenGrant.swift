@@ -27,7 +27,7 @@ public struct TokenGrant: Sendable, CustomStringConvertible {
     }
 
     /// Parses a 2xx token response; the ID token is validated by the caller.
-    static func parse(_ body: Data, requestedScopes: [String], receivedAt: Date) throws(IdentityError) -> (fields: [String: Any], accessToken: String) {
+    static func parse(_ body: Data) throws(IdentityError) -> (fields: [String: Any], accessToken: String) {
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
             throw IdentityError(.invalidResponse, "the token endpoint answered with something that is not a JSON object")
         }
