@@ -132,15 +132,28 @@ let package = Package(
                 "SharedDevice",
                 "KeychainStore",
                 "IdentityClient",
+                "IdentityTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and
+        // claim sets for signing test ID tokens. Used by tests only.
+        .target(
+            name: "IdentityTestSupport",
+            dependencies: [
+                "IdentityClient",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            path: "Tests/IdentityTestSupport",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "IdentityClientTests",
             dependencies: [
                 "IdentityClient",
+                "IdentityTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],

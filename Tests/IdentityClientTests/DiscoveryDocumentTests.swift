@@ -1,5 +1,6 @@
 import Foundation
 import IdentityClient
+import IdentityTestSupport
 import JWTKit
 import Testing
 

@@ -1,48 +1,8 @@
 import CryptoExtras
 import Foundation
 import IdentityClient
+import IdentityTestSupport
 import JWTKit
-
-/// A claim value as a provider writes it into an ID token.
-enum ClaimValue: Codable, Sendable, Equatable {
-    case string(String)
-    case int(Int)
-    case strings([String])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let value = try? container.decode(Int.self) { self = .int(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else { self = .strings(try container.decode([String].self)) }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .string(let value): try container.encode(value)
-        case .int(let value): try container.encode(value)
-        case .strings(let value): try container.encode(value)
-        }
-    }
-}
-
-/// Any claim set, for signing test tokens.
-struct TestClaims: JWTPayload {
-    var values: [String: ClaimValue]
-
-    init(_ values: [String: ClaimValue]) { self.values = values }
-
-    init(from decoder: any Decoder) throws {
-        values = try decoder.singleValueContainer().decode([String: ClaimValue].self)
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(values)
-    }
-
-    func verify(using algorithm: some JWTAlgorithm) async throws {}
-}
 
 /// A test identity provider: one RSA and one EC key (generated once per process), a published key set,
 /// and token signing.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import IdentityClient
+import IdentityTestSupport
 import JWTKit
 import Synchronization
 #if canImport(FoundationNetworking)
@@ -36,37 +37,9 @@ private enum Entra {
     static func deviceCodePath(_ tenant: String) -> String { "/\(tenant)/oauth2/v2.0/devicecode" }
     static func keysPath(_ tenant: String) -> String { "/\(tenant)/discovery/v2.0/keys" }
 
-    /// The v2.0 discovery document of `…/{tenant}/v2.0/.well-known/openid-configuration`. For `common` and
-    /// `organizations` the issuer is the template `https://login.microsoftonline.com/{tenantid}/v2.0`; for
-    /// a tenant it names the tenant's id.
+    /// The v2.0 discovery document of a tenant (see `MicrosoftIdentityPlatform.discovery`).
     static func discovery(tenant: String, issuer: String) -> [String: Any] {
-        [
-            "token_endpoint": "\(host)/\(tenant)/oauth2/v2.0/token",
-            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
-            "jwks_uri": "\(host)/\(tenant)/discovery/v2.0/keys",
-            "response_modes_supported": ["query", "fragment", "form_post"],
-            "subject_types_supported": ["pairwise"],
-            "id_token_signing_alg_values_supported": ["RS256"],
-            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
-            "scopes_supported": ["openid", "profile", "email", "offline_access"],
-            "issuer": issuer,
-            "request_uri_parameter_supported": false,
-            "userinfo_endpoint": "https://graph.microsoft.com/oidc/userinfo",
-            "authorization_endpoint": "\(host)/\(tenant)/oauth2/v2.0/authorize",
-            "device_authorization_endpoint": "\(host)/\(tenant)/oauth2/v2.0/devicecode",
-            "http_logout_supported": true,
-            "frontchannel_logout_supported": true,
-            "end_session_endpoint": "\(host)/\(tenant)/oauth2/v2.0/logout",
-            "claims_supported": ["sub", "iss", "cloud_instance_name", "cloud_instance_host_name", "cloud_graph_host_name",
-                                 "msgraph_host", "aud", "exp", "iat", "auth_time", "acr", "nonce", "preferred_username",
-                                 "name", "tid", "ver", "at_hash", "c_hash", "email"],
-            "kerberos_endpoint": "\(host)/\(tenant)/kerberos",
-            "tenant_region_scope": NSNull(),
-            "cloud_instance_name": "microsoftonline.com",
-            "cloud_graph_host_name": "graph.windows.net",
-            "msgraph_host": "graph.microsoft.com",
-            "rbac_url": "https://pas.windows.net",
-        ]
+        MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: issuer)
     }
 
     /// A `jwks_uri` key set as Microsoft publishes it: RSA keys with `kid`, `x5t`, `n`, `e`, `issuer` and no `alg`.

@@ -1,43 +1,10 @@
 import Foundation
 import IdentityClient
+import IdentityTestSupport
 import JWTKit
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-
-/// A JSON claim value, for re-signing the provider's real ID tokens with changed claims.
-enum ForgedClaim: Codable, Sendable, Equatable {
-    case string(String), int(Int), bool(Bool), strings([String])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let value = try? container.decode(Int.self) { self = .int(value) }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else { self = .strings(try container.decode([String].self)) }
-    }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .string(let value): try container.encode(value)
-        case .int(let value): try container.encode(value)
-        case .bool(let value): try container.encode(value)
-        case .strings(let value): try container.encode(value)
-        }
-    }
-}
-
-struct ForgedClaims: JWTPayload {
-    var values: [String: ForgedClaim]
-    init(_ values: [String: ForgedClaim]) { self.values = values }
-    init(from decoder: any Decoder) throws { values = try decoder.singleValueContainer().decode([String: ForgedClaim].self) }
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(values)
-    }
-    func verify(using algorithm: some JWTAlgorithm) async throws {}
-}
 
 /// Re-signs the provider's ID tokens: with the provider's own RSA key (read from its directory) and
 /// changed claims — a token whose signature verifies but whose issuer, audience, expiry or nonce is
@@ -55,10 +22,10 @@ struct IDTokenForger: Sendable {
 
     /// `jwt` with `changes` applied to its claims (`nil` removes a claim), signed by `key` under the
     /// original `kid`.
-    func forge(_ jwt: String, _ changes: [String: ForgedClaim?], key: Key = .provider) async throws -> String {
+    func forge(_ jwt: String, _ changes: [String: ClaimValue?], key: Key = .provider) async throws -> String {
         let parts = jwt.split(separator: ".").map(String.init)
         let header = try JSONSerialization.jsonObject(with: Self.base64URL(parts[0])) as! [String: Any]
-        var claims = try JSONDecoder().decode(ForgedClaims.self, from: Self.base64URL(parts[1]))
+        var claims = try JSONDecoder().decode(TestClaims.self, from: Self.base64URL(parts[1]))
         for (name, value) in changes { claims.values[name] = value }
         let keys = JWTKeyCollection()
         await keys.add(rsa: key == .provider ? providerKey : Self.strangerKey, digestAlgorithm: .sha256)

@@ -1,5 +1,6 @@
 import Foundation
 import IdentityClient
+import IdentityTestSupport
 import JWTKit
 import KeychainStore
 import SharedDevice
@@ -9,63 +10,6 @@ import Testing
 // `PublicClientApplication` on a kiosk whose policy names a Microsoft Entra tenant. Microsoft cannot be
 // reached from here, so a scripted transport answers in the documented shapes of the v2.0 endpoints
 // (discovery, /devicecode, /token with `client_info`, AADSTS errors) and records what the app sends.
-
-/// Answers requests from canned responses keyed by URL path (queued first, then a standing answer) and
-/// records every request with its form body decoded. Stands in for Microsoft only.
-private final class ScriptedEntra: HTTPTransport {
-    struct Recorded: Sendable {
-        var method: String
-        var url: URL
-        var form: [String: String]
-        var scopes: [String] { form["scope"]?.split(separator: " ").map(String.init) ?? [] }
-    }
-
-    private struct State {
-        var queued: [String: [HTTPResponse]] = [:]
-        var standing: [String: HTTPResponse] = [:]
-        var requests: [Recorded] = []
-    }
-
-    private let state = Mutex(State())
-
-    func enqueue(_ path: String, _ responses: HTTPResponse...) {
-        state.withLock { $0.queued[path, default: []].append(contentsOf: responses) }
-    }
-
-    func always(_ path: String, _ response: HTTPResponse) {
-        state.withLock { $0.standing[path] = response }
-    }
-
-    var requests: [Recorded] { state.withLock { $0.requests } }
-
-    func requests(to path: String) -> [Recorded] { requests.filter { $0.url.path == path } }
-
-    func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
-        var form: [String: String] = [:]
-        for pair in String(decoding: request.body ?? Data(), as: UTF8.self).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
-                String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
-            }
-            if form[parts[0]] == nil { form[parts[0]] = parts.count > 1 ? parts[1] : "" }
-        }
-        let recorded = Recorded(method: request.method, url: request.url, form: form)
-        return state.withLock { state in
-            state.requests.append(recorded)
-            let path = request.url.path
-            if var queue = state.queued[path], !queue.isEmpty {
-                let response = queue.removeFirst()
-                state.queued[path] = queue
-                return response
-            }
-            return state.standing[path] ?? Self.json(["error": "not_found"], status: 404)
-        }
-    }
-
-    static func json(_ object: [String: Any], status: Int = 200) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["content-type": "application/json; charset=utf-8"],
-                     body: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
-    }
-}
 
 /// A kiosk provisioned with the kiosk policy pointed at `https://login.microsoftonline.com/contoso.onmicrosoft.com`,
 /// its scanner app, and the scripted tenant.
@@ -85,7 +29,7 @@ private final class MicrosoftKiosk {
     static let keysPath = "/\(tenantID)/discovery/v2.0/keys"
 
     let fixture: DeviceFixture
-    let transport = ScriptedEntra()
+    let transport = ScriptedTransport()
     let app: PublicClientApplication
 
     init() throws {
@@ -96,32 +40,9 @@ private final class MicrosoftKiosk {
             document["authority"] = authority
         })
         let host = Self.host, tenant = Self.tenantID
-        transport.always(Self.discoveryPath, ScriptedEntra.json([
-            "token_endpoint": "\(host)/\(tenant)/oauth2/v2.0/token",
-            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
-            "jwks_uri": "\(host)/\(tenant)/discovery/v2.0/keys",
-            "response_modes_supported": ["query", "fragment", "form_post"],
-            "subject_types_supported": ["pairwise"],
-            "id_token_signing_alg_values_supported": ["RS256"],
-            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
-            "scopes_supported": ["openid", "profile", "email", "offline_access"],
-            "issuer": "\(host)/\(tenant)/v2.0",
-            "request_uri_parameter_supported": false,
-            "userinfo_endpoint": "https://graph.microsoft.com/oidc/userinfo",
-            "authorization_endpoint": "\(host)/\(tenant)/oauth2/v2.0/authorize",
-            "device_authorization_endpoint": "\(host)/\(tenant)/oauth2/v2.0/devicecode",
-            "http_logout_supported": true,
-            "frontchannel_logout_supported": true,
-            "end_session_endpoint": "\(host)/\(tenant)/oauth2/v2.0/logout",
-            "kerberos_endpoint": "\(host)/\(tenant)/kerberos",
-            "tenant_region_scope": "EU",
-            "cloud_instance_name": "microsoftonline.com",
-            "cloud_graph_host_name": "graph.windows.net",
-            "msgraph_host": "graph.microsoft.com",
-            "rbac_url": "https://pas.windows.net",
-        ]))
+        transport.always(Self.discoveryPath, HTTPResponse.json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0")))
         let primitives = try IDTokenForger.strangerKey.publicKey.getKeyPrimitives()
-        transport.always(Self.keysPath, ScriptedEntra.json(["keys": [[
+        transport.always(Self.keysPath, HTTPResponse.json(["keys": [[
             "kty": "RSA", "use": "sig", "kid": Self.kid, "x5t": Self.kid,
             "n": Self.base64URL(primitives.modulus), "e": Self.base64URL(primitives.publicExponent),
             "issuer": "\(host)/\(tenant)/v2.0",
@@ -143,7 +64,7 @@ private final class MicrosoftKiosk {
     /// A v2.0 ID token for Ana issued now (the device clock), signed with the tenant's published key.
     func idToken() async throws -> String {
         let seconds = Int(fixture.clock.date.timeIntervalSince1970)
-        let claims = ForgedClaims([
+        let claims = TestClaims([
             "aud": .string("kiosk-apps"),
             "iss": .string("\(Self.host)/\(Self.tenantID)/v2.0"),
             "iat": .int(seconds), "nbf": .int(seconds), "exp": .int(seconds + 3600),
@@ -164,7 +85,7 @@ private final class MicrosoftKiosk {
     /// A v2.0 token response (to a request with `client_info=1`).
     func tokenResponse(accessToken: String, refreshToken: String,
                        scope: String = "User.Read Files.Read profile openid email") async throws -> HTTPResponse {
-        ScriptedEntra.json([
+        HTTPResponse.json([
             "token_type": "Bearer", "scope": scope, "expires_in": 4783, "ext_expires_in": 4783,
             "access_token": accessToken, "refresh_token": refreshToken, "id_token": try await idToken(),
             "client_info": Self.clientInfo,
@@ -172,7 +93,7 @@ private final class MicrosoftKiosk {
     }
 
     static func error(_ error: String, code: Int, _ text: String) -> HTTPResponse {
-        ScriptedEntra.json([
+        HTTPResponse.json([
             "error": error,
             "error_description": "AADSTS\(code): \(text)\r\nTrace ID: 0000aaaa-11bb-cccc-dd22-eeeeee333333\r\nCorrelation ID: aaaa0000-bb11-2222-33cc-444444dddddd\r\nTimestamp: 2027-01-15 08:00:00Z",
             "error_codes": [code], "timestamp": "2027-01-15 08:00:00Z",
@@ -183,7 +104,7 @@ private final class MicrosoftKiosk {
 
     /// Ana signs in with the device code: one `authorization_pending`, then the tokens.
     func signIn() async throws -> AuthenticationResult {
-        transport.enqueue(Self.deviceCodePath, ScriptedEntra.json([
+        transport.enqueue(Self.deviceCodePath, HTTPResponse.json([
             "user_code": "FXLQ6T9CK", "device_code": "DAQABAAEAAAD--DLA3VO7QrddgJg7Wevr-device-code",
             "verification_uri": "https://microsoft.com/devicelogin", "expires_in": 900, "interval": 5,
             "message": "To sign in, use a web browser to open the page https://microsoft.com/devicelogin and enter the code FXLQ6T9CK to authenticate.",

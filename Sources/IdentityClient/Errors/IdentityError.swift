@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A failed identity call: what went wrong, in MSAL's vocabulary, with a message that says what to do.
 ///

@@ -1,5 +1,5 @@
-import Foundation
-import IdentityClient
+public import Foundation
+public import IdentityClient
 import Synchronization
 
 /// A stand-in for an authority we cannot reach (Microsoft Entra ID, Azure AD B2C): answers each request
@@ -7,50 +7,50 @@ import Synchronization
 ///
 /// Per path, queued responses are answered first, in order; when a path's queue is empty its standing
 /// response (if any) answers. A request to a path with neither gets a 404 and is still recorded.
-final class ScriptedTransport: HTTPTransport {
+public final class ScriptedTransport: HTTPTransport {
     /// A request as the authority would have seen it, with its form body decoded.
-    struct Recorded: Sendable {
-        var method: String
-        var url: URL
-        var headers: [String: String]
+    public struct Recorded: Sendable {
+        public var method: String
+        public var url: URL
+        public var headers: [String: String]
         /// The `application/x-www-form-urlencoded` body, decoded (first value wins); empty for a GET.
-        var form: [String: String]
+        public var form: [String: String]
 
-        var path: String { url.path }
+        public var path: String { url.path }
         /// The `scope` field split on spaces.
-        var scopes: [String] { form["scope"]?.split(separator: " ").map(String.init) ?? [] }
+        public var scopes: [String] { form["scope"]?.split(separator: " ").map(String.init) ?? [] }
     }
 
     private struct State {
         var queued: [String: [HTTPResponse]] = [:]
         var standing: [String: HTTPResponse] = [:]
-        var requests: [Recorded] = []
+        public var requests: [Recorded] = []
     }
 
     private let state = Mutex(State())
 
-    init() {}
+    public init() {}
 
     /// Answers the next requests to `path` with `responses`, one each, in order.
-    func enqueue(_ path: String, _ responses: HTTPResponse...) {
+    public func enqueue(_ path: String, _ responses: HTTPResponse...) {
         state.withLock { $0.queued[path, default: []].append(contentsOf: responses) }
     }
 
     /// Answers every request to `path` with `response` once its queue is empty.
-    func always(_ path: String, _ response: HTTPResponse) {
+    public func always(_ path: String, _ response: HTTPResponse) {
         state.withLock { $0.standing[path] = response }
     }
 
     /// Every request sent so far, in order.
-    var requests: [Recorded] { state.withLock { $0.requests } }
+    public var requests: [Recorded] { state.withLock { $0.requests } }
 
     /// The requests sent to `path`.
-    func requests(to path: String) -> [Recorded] { requests.filter { $0.path == path } }
+    public func requests(to path: String) -> [Recorded] { requests.filter { $0.path == path } }
 
     /// The responses still queued for `path` (a test checks the script was used up).
-    func pending(_ path: String) -> Int { state.withLock { $0.queued[path]?.count ?? 0 } }
+    public func pending(_ path: String) -> Int { state.withLock { $0.queued[path]?.count ?? 0 } }
 
-    func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
+    public func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
         let form = request.body.map { Self.decodeForm(String(decoding: $0, as: UTF8.self)) } ?? [:]
         let recorded = Recorded(method: request.method, url: request.url, headers: request.headers, form: form)
         return state.withLock { state in
@@ -66,7 +66,7 @@ final class ScriptedTransport: HTTPTransport {
     }
 
     /// Decodes a form body independently of the client's encoder: `+` is a space, then percent-decoding.
-    static func decodeForm(_ body: String) -> [String: String] {
+    public static func decodeForm(_ body: String) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in body.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -82,13 +82,13 @@ final class ScriptedTransport: HTTPTransport {
 
 extension HTTPResponse {
     /// A JSON response with `object` as its body.
-    static func json(_ object: [String: Any], status: Int = 200) -> HTTPResponse {
+    public static func json(_ object: [String: Any], status: Int = 200) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["content-type": "application/json; charset=utf-8"],
                      body: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
 
     /// A JSON response with exactly these bytes as its body.
-    static func json(body: Data, status: Int = 200) -> HTTPResponse {
+    public static func json(body: Data, status: Int = 200) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["content-type": "application/json; charset=utf-8"], body: body)
     }
 }
