@@ -232,10 +232,19 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(own.source == .refresh && own.account.isSameAccount(as: worker))
 
         // Shared mode refuses a second worker while the first is signed in.
+        // An interactive call in shared mode is for the signed-in worker (their username is the login hint);
+        // another worker signing in at the provider anyway is refused when the tokens arrive.
+        let provider = kiosk.provider
+        let authorizationURL = Mutex<URL?>(nil)
         let refused = await sharedDeviceError { () async throws(SharedDeviceError) in
-            try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2"))
+            try await timeclock.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .browser(openBrowser: { url in
+                authorizationURL.withLock { $0 = url }
+                Thread.detachNewThread { try? provider.browse(url, user: "worker2") }
+            }), browserTimeout: 60))
         }
         #expect(refused?.code == .accountAlreadySignedIn)
+        let hint = authorizationURL.withLock { $0 }.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "login_hint" }?.value }
+        #expect(hint == "worker1")
         // Named by login hint, the other worker is refused before any browser opens.
         let opened = Mutex(false)
         let early = await sharedDeviceError { () async throws(SharedDeviceError) in

@@ -112,7 +112,8 @@ public final class PublicClientApplication: Sendable {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         let correlationID = AccountManager.newCorrelationID()
-        try refuseOtherWorker(named: parameters.loginHint)
+        var parameters = parameters
+        parameters.loginHint = try loginHint(for: parameters.loginHint)
         let grant: TokenGrant
         do {
             switch parameters.flow {
@@ -202,15 +203,19 @@ public final class PublicClientApplication: Sendable {
 
     // MARK: - Helpers
 
-    /// Shared mode: when the sign-in names (by login hint) a worker other than the signed-in one, refuse
-    /// before the worker spends time at the authority. Without a hint the check happens when the tokens
-    /// arrive (the signed-in worker may be signing in again after `interactionRequired`).
-    private func refuseOtherWorker(named loginHint: String?) throws(SharedDeviceError) {
-        guard let loginHint, deviceInformation().information.mode == .shared,
-              let current = try currentAccount().current, let username = current.username,
-              username.lowercased() != loginHint.lowercased() else { return }
-        throw SharedDeviceError(.accountAlreadySignedIn,
-            "\(username) is signed in on this shared device; end the shift (sign out) before \(loginHint) signs in")
+    /// The login hint of an interactive sign-in. Shared mode with a worker signed in: the sign-in is for
+    /// that worker (after `interactionRequired`), so their username is the hint when the app gives none;
+    /// a hint naming another worker is refused before anyone spends time at the authority. (The check
+    /// that counts comes when the tokens arrive: whoever signs in, only the current worker is accepted.)
+    private func loginHint(for requested: String?) throws(SharedDeviceError) -> String? {
+        guard deviceInformation().information.mode == .shared, let current = try currentAccount().current,
+              let username = current.username else { return requested }
+        guard let requested else { return username }
+        guard username.lowercased() == requested.lowercased() else {
+            throw SharedDeviceError(.accountAlreadySignedIn,
+                "\(username) is signed in on this shared device; end the shift (sign out) before \(requested) signs in")
+        }
+        return requested
     }
 
     /// The group the app's tokens live in.
