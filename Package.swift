@@ -75,10 +75,16 @@ let package = Package(
             dependencies: ["KeychainStore"],
             swiftSettings: strictSettings
         ),
+        // Timing, statistics and tables shared by the benchmark drivers (not a test).
+        .target(
+            name: "BenchSupport",
+            swiftSettings: strictSettings
+        ),
         // Benchmark driver for tools/bench-store (not a test).
         .executableTarget(
             name: "keychain-bench",
             dependencies: [
+                "BenchSupport",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -112,6 +118,7 @@ let package = Package(
         .executableTarget(
             name: "audit-bench",
             dependencies: [
+                "BenchSupport",
                 "SharedDevice",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -121,6 +128,7 @@ let package = Package(
         .testTarget(
             name: "KeychainStoreTests",
             dependencies: [
+                "ProcessTestSupport",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -129,6 +137,7 @@ let package = Package(
         .testTarget(
             name: "SharedDeviceTests",
             dependencies: [
+                "ProcessTestSupport",
                 "SharedDevice",
                 "KeychainStore",
                 "IdentityClient",
@@ -136,6 +145,12 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // The child-process plumbing of the multi-process, SIGKILL and CLI tests. Used by tests only.
+        .target(
+            name: "ProcessTestSupport",
+            path: "Tests/ProcessTestSupport",
             swiftSettings: strictSettings
         ),
         // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and
@@ -161,7 +176,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DevicectlTests",
-            dependencies: [],
+            dependencies: ["ProcessTestSupport"],
             swiftSettings: strictSettings
         ),
     ]

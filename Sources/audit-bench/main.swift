@@ -12,6 +12,7 @@
 //   audit append p50 (no checkpoint, synchronous NORMAL): X µs (goal ≤ 100 µs)
 //   audit verify throughput: N events/s (goal ≥ 100,000 events/s)
 
+import BenchSupport
 import Foundation
 import GRDB
 import KeychainStore
@@ -62,45 +63,23 @@ struct BenchOptions {
     /// Parses `arguments` (without the program name). Exits on `--help` or a malformed option.
     static func parse(_ arguments: [String]) -> BenchOptions {
         var options = BenchOptions()
-        var rest = arguments[...]
-        func fail(_ message: String) -> Never {
-            FileHandle.standardError.write(Data("audit-bench: \(message)\n\n\(usage)".utf8))
-            exit(2)
-        }
-        func value(_ name: String) -> String {
-            guard let next = rest.popFirst() else { fail("\(name) needs a value") }
-            return next
-        }
-        func number(_ name: String, minimum: Int = 1) -> Int {
-            let text = value(name)
-            guard let number = Int(text), number >= minimum else { fail("\(name) must be an integer >= \(minimum), got \"\(text)\"") }
-            return number
-        }
-        while let argument = rest.popFirst() {
-            // Accept --name=value as well as --name value.
-            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
-                rest.insert(String(argument[argument.index(after: equals)...]), at: rest.startIndex)
-                rest.insert(String(argument[..<equals]), at: rest.startIndex)
-                continue
-            }
+        var reader = OptionReader(tool: "audit-bench", usage: usage, arguments: arguments)
+        while let argument = reader.next() {
             switch argument {
-            case "--appends": options.appends = number(argument)
-            case "--full-appends": options.fullAppends = number(argument, minimum: 0)
-            case "--batch-size": options.batchSize = number(argument)
-            case "--batches": options.batches = number(argument)
-            case "--checkpoint-appends": options.checkpointAppends = number(argument)
-            case "--device-appends": options.deviceAppends = number(argument, minimum: 0)
-            case "--verify-events": options.verifyEvents = number(argument)
-            case "--verify-runs": options.verifyRuns = number(argument)
-            case "--checkpoint-interval": options.checkpointInterval = number(argument)
-            case "--part-repeats": options.partRepeats = number(argument)
-            case "--policy": options.policy = value(argument)
-            case "--dir": options.directory = value(argument)
-            case "-h", "--help":
-                print(usage, terminator: "")
-                exit(0)
+            case "--appends": options.appends = reader.integer(argument)
+            case "--full-appends": options.fullAppends = reader.integer(argument, minimum: 0)
+            case "--batch-size": options.batchSize = reader.integer(argument)
+            case "--batches": options.batches = reader.integer(argument)
+            case "--checkpoint-appends": options.checkpointAppends = reader.integer(argument)
+            case "--device-appends": options.deviceAppends = reader.integer(argument, minimum: 0)
+            case "--verify-events": options.verifyEvents = reader.integer(argument)
+            case "--verify-runs": options.verifyRuns = reader.integer(argument)
+            case "--checkpoint-interval": options.checkpointInterval = reader.integer(argument)
+            case "--part-repeats": options.partRepeats = reader.integer(argument)
+            case "--policy": options.policy = reader.value(argument)
+            case "--dir": options.directory = reader.value(argument)
             default:
-                fail("unknown argument \"\(argument)\"")
+                reader.fail("unknown argument \"\(argument)\"")
             }
         }
         return options
@@ -601,156 +580,7 @@ enum VerifyParts {
     }
 }
 
-// MARK: - Timing and statistics
-
-/// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
-@inline(__always)
-func monotonicNanos() -> UInt64 {
-    DispatchTime.now().uptimeNanoseconds
-}
-
-/// Keeps a value alive so the optimiser cannot drop the work that produced it.
-@inline(never)
-func consume(_ value: Int) {
-    consumed &+= value
-}
-
-nonisolated(unsafe) var consumed = 0
-
-/// Durations of one series of operations, in nanoseconds.
-struct Samples {
-    private(set) var nanos: [UInt64] = []
-
-    init(capacity: Int = 0) { nanos.reserveCapacity(capacity) }
-
-    mutating func append(_ value: UInt64) { nanos.append(value) }
-    mutating func append(contentsOf other: Samples) { nanos.append(contentsOf: other.nanos) }
-
-    func summary() -> Summary { Summary(nanos) }
-}
-
-/// Percentiles of a series, in microseconds (nearest-rank).
-struct Summary {
-    let count: Int
-    let min: Double
-    let p50: Double
-    let p90: Double
-    let p99: Double
-    let max: Double
-    let mean: Double
-
-    init(_ nanos: [UInt64]) {
-        let sorted = nanos.sorted()
-        count = sorted.count
-        func micros(_ value: UInt64) -> Double { Double(value) / 1000 }
-        func percentile(_ p: Double) -> Double {
-            guard !sorted.isEmpty else { return .nan }
-            let rank = Int((p * Double(sorted.count)).rounded(.up))
-            return micros(sorted[Swift.max(0, Swift.min(sorted.count - 1, rank - 1))])
-        }
-        min = sorted.first.map(micros) ?? .nan
-        max = sorted.last.map(micros) ?? .nan
-        p50 = percentile(0.50)
-        p90 = percentile(0.90)
-        p99 = percentile(0.99)
-        mean = sorted.isEmpty ? .nan : Double(sorted.reduce(0, &+)) / Double(sorted.count) / 1000
-    }
-}
-
-// MARK: - Formatting
-
-func fixed(_ value: Double, _ decimals: Int = 2) -> String {
-    String(format: "%.\(decimals)f", value)
-}
-
-/// An integer with thousands separators: `123,456`.
-func grouped(_ value: Double) -> String {
-    let digits = String(Int(value.rounded()))
-    var out = ""
-    for (offset, character) in digits.enumerated() {
-        if offset > 0, (digits.count - offset) % 3 == 0 { out.append(",") }
-        out.append(character)
-    }
-    return out
-}
-
-/// A plain-text table with a left-aligned first column and right-aligned others.
-struct TextTable {
-    var header: [String]
-    var rows: [[String]] = []
-
-    init(_ header: String...) { self.header = header }
-
-    mutating func add(_ cells: String...) { rows.append(cells) }
-    mutating func add(_ cells: [String]) { rows.append(cells) }
-
-    func render(indent: String = "  ") -> String {
-        let all = [header] + rows
-        let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
-        func line(_ cells: [String]) -> String {
-            var out = indent
-            for (column, width) in widths.enumerated() {
-                let cell = cells.indices.contains(column) ? cells[column] : ""
-                let pad = String(repeating: " ", count: width - cell.count)
-                out += column == 0 ? cell + pad : "  " + pad + cell
-            }
-            return out
-        }
-        let rule = indent + String(repeating: "-", count: widths.reduce(0, +) + 2 * (widths.count - 1))
-        return ([line(header), rule] + rows.map(line)).joined(separator: "\n")
-    }
-}
-
-/// The 1, 5 and 15 minute load averages (the machine's other work shows up in the percentiles).
-func loadAverage() -> String {
-    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
-    return text.split(separator: " ").prefix(3).joined(separator: " ")
-}
-
-// MARK: - Files
-
-/// Creates a fresh private temporary directory under `parent`.
-func makeTemporaryDirectory(parent: String?) throws -> URL {
-    let base = parent ?? ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-    var template = Array((base + "/audit-bench.XXXXXX").utf8CString)
-    guard let made = mkdtemp(&template) else {
-        throw BenchError("cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))")
-    }
-    return URL(fileURLWithPath: String(cString: made), isDirectory: true)
-}
-
-/// Bytes of a database file plus its `-wal` file.
-func databaseSize(_ path: String) -> Int {
-    [path, path + "-wal"].reduce(0) { total, file in
-        total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
-    }
-}
-
-struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 // MARK: - Main
 
-/// Runs the benchmark in a fresh temporary directory and removes the directory afterwards.
-func runMain() -> Int32 {
-    let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
-    let root: URL
-    do {
-        root = try makeTemporaryDirectory(parent: options.directory)
-    } catch {
-        FileHandle.standardError.write(Data("audit-bench: \(error)\n".utf8))
-        return 1
-    }
-    defer { try? FileManager.default.removeItem(at: root) }
-    do {
-        try Benchmark(options: options, root: root).run()
-        return 0
-    } catch {
-        FileHandle.standardError.write(Data("audit-bench: \(error)\n".utf8))
-        return 1
-    }
-}
-
-exit(runMain())
+let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+exit(runInTemporaryDirectory(tool: "audit-bench", parent: options.directory) { root in try Benchmark(options: options, root: root).run() })

@@ -51,6 +51,14 @@ struct CLIError: Error, CustomStringConvertible {
     }
 }
 
+extension CLIError {
+    /// Prints the error as `devicectl: error: …` and returns the exit to throw.
+    func reported() -> ExitCode {
+        FileHandle.standardError.write(Data("devicectl: error: \(description)\n".utf8))
+        return ExitCode(exitCode.rawValue)
+    }
+}
+
 /// Runs `body`; a `KeychainError` is printed to standard error and becomes its exit code.
 func reportingErrors<T>(_ body: () throws(KeychainError) -> T) throws -> T {
     do {
@@ -66,8 +74,7 @@ extension ParsableCommand {
         do {
             try body()
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("devicectl: error: \(error.description)\n".utf8))
-            throw ExitCode(error.exitCode.rawValue)
+            throw error.reported()
         }
     }
 }
@@ -91,10 +98,7 @@ func reportingDeviceErrors<T>(_ body: () throws(SharedDeviceError) -> T) throws 
     do {
         return try body()
     } catch {
-        if let storeError = error.storeError {
-            throw CLIError(exitCode: DevicectlExit.forCode(storeError.code), storeError.description)
-        }
-        throw CLIError(exitCode: DevicectlExit.forAccountCode(error.code) ?? DevicectlExit.forCode(error.code), error.description)
+        throw CLIError.from(error)
     }
 }
 

@@ -20,7 +20,7 @@ struct ApplicationContext {
             throw CLIError(exitCode: .unavailable,
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }
-        application = try reportingAsyncErrors { () throws(SharedDeviceError) in
+        application = try reportingDeviceErrors { () throws(SharedDeviceError) in
             try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app, policy: policy), device: device)
         }
     }
@@ -49,14 +49,6 @@ func reportingIdentityErrors<T>(_ body: () async throws(IdentityError) -> T) asy
     }
 }
 
-/// Synchronous `reportingAsyncErrors`.
-func reportingAsyncErrors<T>(_ body: () throws(SharedDeviceError) -> T) throws -> T {
-    do {
-        return try body()
-    } catch {
-        throw CLIError.from(error)
-    }
-}
 
 extension CLIError {
     /// The documented exit code and message of a shared-device error.
@@ -77,8 +69,7 @@ extension AsyncParsableCommand {
         do {
             try await body()
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("devicectl: error: \(error.description)\n".utf8))
-            throw ExitCode(error.exitCode.rawValue)
+            throw error.reported()
         }
     }
 }

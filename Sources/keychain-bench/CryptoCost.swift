@@ -1,4 +1,5 @@
 import CSodium
+import BenchSupport
 import Foundation
 
 /// The libsodium work of one `find`, timed on its own with the same primitives and sizes as the store:

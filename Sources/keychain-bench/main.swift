@@ -5,6 +5,7 @@
 // encrypted p50 divided by the plain p50 (the plain read that uses the store's access path unless
 // `--baseline` chooses another).
 
+import BenchSupport
 import Foundation
 import GRDB
 import KeychainStore
@@ -390,30 +391,5 @@ struct Benchmark {
     }
 }
 
-/// The 1, 5 and 15 minute load averages (the machine's other work shows up in the percentiles).
-func loadAverage() -> String {
-    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
-    return text.split(separator: " ").prefix(3).joined(separator: " ")
-}
-
-/// Runs the benchmark in a fresh temporary directory and removes the directory afterwards.
-func runMain() -> Int32 {
-    let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
-    let root: URL
-    do {
-        root = try makeTemporaryDirectory(parent: options.directory)
-    } catch {
-        FileHandle.standardError.write(Data("keychain-bench: \(error)\n".utf8))
-        return 1
-    }
-    defer { try? FileManager.default.removeItem(at: root) }
-    do {
-        try Benchmark(options: options, root: root).run()
-        return 0
-    } catch {
-        FileHandle.standardError.write(Data("keychain-bench: \(error)\n".utf8))
-        return 1
-    }
-}
-
-exit(runMain())
+let options = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+exit(runInTemporaryDirectory(tool: "keychain-bench", parent: options.directory) { root in try Benchmark(options: options, root: root).run() })

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessTestSupport
 import Testing
 
 /// `devicectl audit` (show, filters, JSON, JSON Lines, follow) and `devicectl audit verify` end to end,

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import Synchronization
+import ProcessTestSupport
 import Testing
 
 /// A fresh state directory under /tmp, removed when the value is deinitialised.
@@ -46,14 +47,7 @@ func openStore(_ directory: TemporaryDirectory, key: MasterKeySource? = nil, clo
 }
 
 /// The directory holding the built products (devicectl, keychain-worker) next to the test bundle.
-let productsDirectory: URL = {
-    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
-    while !FileManager.default.fileExists(atPath: url.appendingPathComponent("devicectl").path), url.path != "/" {
-        url.deleteLastPathComponent()
-    }
-    return url
-}()
+let productsDirectory = ChildProcess.productsDirectory
 
 extension Data {
     init(_ string: String) { self.init(string.utf8) }

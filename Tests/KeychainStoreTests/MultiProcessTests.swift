@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import Synchronization
+import ProcessTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -22,7 +23,7 @@ struct MultiProcessTests {
         try #require(FileManager.default.fileExists(atPath: directory.keyFile.path))
 
         let workers = try (0..<Self.workerCount).map { worker in
-            try WorkerProcess(["mixed", "--dir", directory.url.path, "--worker", "\(worker)",
+            try ChildProcess(product: "keychain-worker", ["mixed", "--dir", directory.url.path, "--worker", "\(worker)",
                                "--workers", "\(Self.workerCount)", "--seconds", "\(Self.mixedSeconds)"])
         }
         defer { workers.forEach { $0.killIfRunning() } }
@@ -105,7 +106,7 @@ struct MultiProcessTests {
 
         for (round, minimum) in minimumAcks.enumerated() {
             let start = round * stride
-            let writer = try WorkerProcess(["writer", "--dir", directory.url.path, "--start", "\(start)"])
+            let writer = try ChildProcess(product: "keychain-worker", ["writer", "--dir", directory.url.path, "--start", "\(start)"])
             defer { writer.killIfRunning() }
             let reached = await writer.waitForLines(atLeast: minimum, prefix: "ack ", timeout: 60)
             try #require(reached, "round \(round): the writer printed \(writer.lines(prefix: "ack ").count) acks; stderr: \(writer.standardError)")
@@ -192,129 +193,3 @@ private func testItemIndex(_ account: String) -> Int? {
     return Int(account.dropFirst(5))
 }
 
-// MARK: - A child process with its output drained continuously
-
-/// Runs `keychain-worker` with stdout and stderr on pipes that one background thread keeps draining
-/// (so the child never blocks on a full pipe), collecting both as they arrive.
-private final class WorkerProcess: @unchecked Sendable {
-    private struct Output {
-        var stdout = Data()
-        var stderr = Data()
-        var exited = false
-        var drained = false
-    }
-
-    /// The collected output, shared with the drain thread and the termination handler.
-    private final class SharedOutput: Sendable {
-        let state = Mutex(Output())
-        func withLock<T>(_ body: (inout Output) -> T) -> T { state.withLock { body(&$0) } }
-    }
-
-    let label: String
-    private let process = Process()
-    private let output = SharedOutput()
-
-    init(_ arguments: [String]) throws {
-        let executable = productsDirectory.appendingPathComponent("keychain-worker")
-        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
-            throw WorkerLaunchError(message: "\(executable.path) is missing; build the keychain-worker product")
-        }
-        label = arguments.joined(separator: " ")
-        let stdoutPipe = Pipe(), stderrPipe = Pipe()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
-        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
-        try process.run()
-        let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
-        let thread = Thread { [self] in
-            drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
-            withExtendedLifetime(readers) {}
-        }
-        thread.name = "drain \(arguments.first ?? "")"
-        thread.start()
-    }
-
-    /// Polls both pipes until both reach end of file, or the child has exited and nothing is left
-    /// (a pipe end inherited by some other process must not keep us waiting for end of file).
-    private func drain(stdout: Int32, stderr: Int32) {
-        var open = [stdout: true, stderr: true]
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while open.values.contains(true) {
-            let exitedBeforePoll = output.withLock { $0.exited }
-            var fds = open.filter(\.value).map { pollfd(fd: $0.key, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), 50)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            if ready == 0 {
-                if exitedBeforePoll { break }
-                continue
-            }
-            for entry in fds where entry.revents != 0 {
-                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-                guard count > 0 else {
-                    open[entry.fd] = false
-                    continue
-                }
-                let chunk = Data(buffer[0..<count])
-                output.withLock { if entry.fd == stdout { $0.stdout.append(chunk) } else { $0.stderr.append(chunk) } }
-            }
-        }
-        output.withLock { $0.drained = true }
-    }
-
-    var pid: pid_t { process.processIdentifier }
-    var standardOutput: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
-    var standardError: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
-
-    /// Complete stdout lines starting with `prefix`.
-    func lines(prefix: String) -> [String] {
-        let text = standardOutput
-        let complete = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
-        return complete.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map(String.init)
-    }
-
-    private var isFinished: Bool { output.withLock { $0.exited && $0.drained } }
-
-    /// Waits until the child has exited and its output is fully read; `false` on timeout.
-    func waitForExit(timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !isFinished {
-            if Date() > deadline { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
-    }
-
-    /// Waits until stdout holds at least `count` lines starting with `prefix`; `false` on timeout or exit.
-    func waitForLines(atLeast count: Int, prefix: String, timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while lines(prefix: prefix).count < count {
-            if Date() > deadline || isFinished { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
-    }
-
-    var exitedNormally: Bool { isFinished && process.terminationReason == .exit }
-    var status: Int32 { isFinished ? process.terminationStatus : -1 }
-    var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
-    var reasonDescription: String {
-        guard isFinished else { return "still running" }
-        return process.terminationReason == .exit ? "exit status" : "signal"
-    }
-
-    func killIfRunning() {
-        if !output.withLock({ $0.exited }) { kill(pid, SIGKILL) }
-    }
-}
-
-private struct WorkerLaunchError: Error, CustomStringConvertible {
-    var message: String
-    var description: String { message }
-}

@@ -3,6 +3,7 @@ import GRDB
 import KeychainStore
 import SharedDevice
 import Synchronization
+import ProcessTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -21,13 +22,13 @@ struct AccountProcessTests {
 
     @Test func aGlobalSignOutInOneProcessReachesAProcessWaitingForChanges() async throws {
         let directory = TemporaryStateDirectory("account-events")
-        let fill = try AccountWorkerProcess(["fill", directory.url.path, "20", "--policy", Self.kioskPolicy])
+        let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "20", "--policy", Self.kioskPolicy])
         try await fill.expectSuccess("fill")
         #expect(fill.lines(prefix: "filled") == ["filled 20"])
 
         // B: the timeclock, waiting. Its fallback re-check is 600 s, so only the change signal can wake it
         // within the bounds below.
-        let waiter = try AccountWorkerProcess(["wait", directory.url.path, KioskApps.timeclockID, "--fallback", "600"])
+        let waiter = try ChildProcess(product: "account-worker", ["wait", directory.url.path, KioskApps.timeclockID, "--fallback", "600"])
         defer { waiter.killIfRunning() }
         let ready = await waiter.waitForLines(atLeast: 1, prefix: "ready", timeout: 60)
         try #require(ready, "the waiting process never got ready; stderr: \(waiter.standardError)")
@@ -37,7 +38,7 @@ struct AccountProcessTests {
 
         // A: the scanner ends the shift.
         let started = Date()
-        let signer = try AccountWorkerProcess(["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
+        let signer = try ChildProcess(product: "account-worker", ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
         try await signer.expectSuccess("signout")
         #expect(signer.lines(prefix: "signed-out") == ["signed-out 68"])  // 3 × 20 fill tokens + 2 × 4 sign-in items
 
@@ -84,7 +85,7 @@ struct AccountProcessTests {
         // At least 12 rounds; more (up to 40) until at least 4 kills landed inside the sign-out call.
         while rounds < 12 || (inFlight < 4 && rounds < 40) {
             if state != .fullySignedIn {
-                let fill = try AccountWorkerProcess(["fill", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
+                let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
                 try await fill.expectSuccess("round \(rounds): fill")
             }
             // The kill comes 20–300 ms after the start. A cold process takes ~15 ms to open the store and the
@@ -93,7 +94,7 @@ struct AccountProcessTests {
             let killAfter = Int.random(in: 20...300)
             let startAfter = max(0, killAfter - Self.startupMilliseconds - Int.random(in: -5...30))
             let app = rounds % 2 == 0 ? KioskApps.scannerID : KioskApps.timeclockID
-            let worker = try AccountWorkerProcess(["signout", directory.url.path, app, "--reason", "shift-end", "--after", "\(startAfter)"])
+            let worker = try ChildProcess(product: "account-worker", ["signout", directory.url.path, app, "--reason", "shift-end", "--after", "\(startAfter)"])
             defer { worker.killIfRunning() }
             try await Task.sleep(for: .milliseconds(killAfter))
             worker.killIfRunning()
@@ -139,7 +140,7 @@ struct AccountProcessTests {
         // the worker got that far must still leave a device to inspect.
         _ = try ManagedDevice(store: openStore(directory)).provision(policyDocument: Policies.kiosk(), actor: "test")
         for round in 0..<10 {
-            let worker = try AccountWorkerProcess(["signout-loop", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
+            let worker = try ChildProcess(product: "account-worker", ["signout-loop", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
             defer { worker.killIfRunning() }
             try await Task.sleep(for: .milliseconds(Int.random(in: 20...700)))
             let wasRunning = worker.killIfRunning()
@@ -286,118 +287,9 @@ struct KioskState: CustomStringConvertible {
     }
 }
 
-// MARK: - The account-worker executable
+// MARK: - The account-worker process
 
-private let accountWorkerExecutable: URL = {
-    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
-    while !FileManager.default.fileExists(atPath: url.appendingPathComponent("account-worker").path), url.path != "/" {
-        url.deleteLastPathComponent()
-    }
-    return url.appendingPathComponent("account-worker")
-}()
-
-/// Runs `account-worker` with stdout and stderr on pipes that one background thread keeps draining (so
-/// the child never blocks on a full pipe), collecting both as they arrive. (As in KeychainStoreTests.)
-private final class AccountWorkerProcess: @unchecked Sendable {
-    private struct Output {
-        var stdout = Data()
-        var stderr = Data()
-        var exited = false
-        var drained = false
-    }
-
-    private final class SharedOutput: Sendable {
-        let state = Mutex(Output())
-        func withLock<T>(_ body: (inout Output) -> T) -> T { state.withLock { body(&$0) } }
-    }
-
-    let label: String
-    private let process = Process()
-    private let output = SharedOutput()
-
-    init(_ arguments: [String]) throws {
-        guard FileManager.default.isExecutableFile(atPath: accountWorkerExecutable.path) else {
-            throw AccountWorkerLaunchError(message: "\(accountWorkerExecutable.path) is missing; build the account-worker product")
-        }
-        label = arguments.joined(separator: " ")
-        let stdoutPipe = Pipe(), stderrPipe = Pipe()
-        process.executableURL = accountWorkerExecutable
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
-        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
-        try process.run()
-        let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
-        let thread = Thread { [self] in
-            drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
-            withExtendedLifetime(readers) {}
-        }
-        thread.name = "drain \(arguments.first ?? "")"
-        thread.start()
-    }
-
-    private func drain(stdout: Int32, stderr: Int32) {
-        var open = [stdout: true, stderr: true]
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while open.values.contains(true) {
-            let exitedBeforePoll = output.withLock { $0.exited }
-            var fds = open.filter(\.value).map { pollfd(fd: $0.key, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), 50)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            if ready == 0 {
-                if exitedBeforePoll { break }
-                continue
-            }
-            for entry in fds where entry.revents != 0 {
-                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
-                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-                guard count > 0 else {
-                    open[entry.fd] = false
-                    continue
-                }
-                let chunk = Data(buffer[0..<count])
-                output.withLock { if entry.fd == stdout { $0.stdout.append(chunk) } else { $0.stderr.append(chunk) } }
-            }
-        }
-        output.withLock { $0.drained = true }
-    }
-
-    var pid: pid_t { process.processIdentifier }
-    var standardOutput: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
-    var standardError: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
-
-    /// Complete stdout lines starting with `prefix`.
-    func lines(prefix: String) -> [String] {
-        let text = standardOutput
-        let complete = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
-        return complete.split(separator: "\n").filter { $0.hasPrefix(prefix) }.map(String.init)
-    }
-
-    private var isFinished: Bool { output.withLock { $0.exited && $0.drained } }
-
-    func waitForExit(timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !isFinished {
-            if Date() > deadline { return false }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return true
-    }
-
-    func waitForLines(atLeast count: Int, prefix: String, timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while lines(prefix: prefix).count < count {
-            if Date() > deadline || isFinished { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
-    }
-
+private extension ChildProcess {
     /// Waits for a normal exit with status 0 (within a minute), recording an issue otherwise.
     func expectSuccess(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let exited = await waitForExit(timeout: 60)
@@ -405,24 +297,4 @@ private final class AccountWorkerProcess: @unchecked Sendable {
         try #require(exitedNormally && status == 0, "\(what): \(reasonDescription) \(status); stderr: \(standardError)",
                      sourceLocation: sourceLocation)
     }
-
-    var exitedNormally: Bool { isFinished && process.terminationReason == .exit }
-    var status: Int32 { isFinished ? process.terminationStatus : -1 }
-    var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
-    var reasonDescription: String {
-        guard isFinished else { return "still running" }
-        return process.terminationReason == .exit ? "exit status" : "signal"
-    }
-
-    /// Sends SIGKILL unless the child has already exited. - Returns: whether it was sent.
-    @discardableResult
-    func killIfRunning() -> Bool {
-        guard !output.withLock({ $0.exited }) else { return false }
-        return kill(pid, SIGKILL) == 0
-    }
-}
-
-private struct AccountWorkerLaunchError: Error, CustomStringConvertible {
-    var message: String
-    var description: String { message }
 }

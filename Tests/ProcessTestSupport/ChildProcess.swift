@@ -1,0 +1,192 @@
+public import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process for the multi-process, SIGKILL and CLI tests (a worker, `devicectl audit --follow`), with
+/// stdout and stderr drained continuously by one background thread so the child never blocks on a full
+/// pipe. Nothing here asserts timing: every wait has a bound and reports whether it was reached.
+public final class ChildProcess: @unchecked Sendable {
+    private struct Output {
+        var stdout = Data()
+        var stderr = Data()
+        var exited = false
+        var drained = false
+    }
+
+    /// The collected output, shared with the drain thread and the termination handler.
+    private final class SharedOutput: Sendable {
+        let state = Mutex(Output())
+        func withLock<T>(_ body: (inout Output) -> T) -> T { state.withLock { body(&$0) } }
+    }
+
+    /// The command line, for messages.
+    public let label: String
+    private let process = Process()
+    private let output = SharedOutput()
+
+    /// The directory the package's executables are built into (the test bundle's neighbours).
+    public static let productsDirectory: URL = {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("devicectl").path), url.path != "/" {
+            url.deleteLastPathComponent()
+        }
+        return url
+    }()
+
+    /// Starts one of the package's executables (`keychain-worker`, `account-worker`, …).
+    public convenience init(product: String, _ arguments: [String]) throws {
+        try self.init(Self.productsDirectory.appendingPathComponent(product), arguments)
+    }
+
+    /// Starts `executable` with `arguments`, standard input from `/dev/null`.
+    public init(_ executable: URL, _ arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw ChildProcessError(message: "\(executable.path) is missing; build the package with `swift build --build-tests`")
+        }
+        label = ([executable.lastPathComponent] + arguments).joined(separator: " ")
+        let stdoutPipe = Pipe(), stderrPipe = Pipe()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = stdoutPipe
+        process.standardError = stderrPipe
+        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
+        try Self.withDefaultSignalMask { try process.run() }
+        let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
+        let thread = Thread { [self] in
+            drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
+            withExtendedLifetime(readers) {}
+        }
+        thread.name = "drain \(executable.lastPathComponent)"
+        thread.start()
+    }
+
+    /// Runs `body` (which spawns the child) with no signal blocked on the calling thread. The child inherits
+    /// its spawner's signal mask, and the test runner's worker threads block most signals (SIGTERM and
+    /// SIGINT included), so without this a child could not be stopped the way a user or a service manager
+    /// stops it.
+    private static func withDefaultSignalMask<T>(_ body: () throws -> T) rethrows -> T {
+        var empty = sigset_t(), saved = sigset_t()
+        sigemptyset(&empty)
+        pthread_sigmask(SIG_SETMASK, &empty, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        return try body()
+    }
+
+    /// Polls both pipes until both reach end of file, or the child has exited and nothing is left
+    /// (a pipe end inherited by some other process must not keep us waiting for end of file).
+    private func drain(stdout: Int32, stderr: Int32) {
+        var open = [stdout: true, stderr: true]
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while open.values.contains(true) {
+            let exitedBeforePoll = output.withLock { $0.exited }
+            var fds = open.filter(\.value).map { pollfd(fd: $0.key, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), 50)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if ready == 0 {
+                if exitedBeforePoll { break }
+                continue
+            }
+            for entry in fds where entry.revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                guard count > 0 else {
+                    open[entry.fd] = false
+                    continue
+                }
+                let chunk = Data(buffer[0..<count])
+                output.withLock { if entry.fd == stdout { $0.stdout.append(chunk) } else { $0.stderr.append(chunk) } }
+            }
+        }
+        output.withLock { $0.drained = true }
+    }
+
+    public var pid: pid_t { process.processIdentifier }
+    public var standardOutput: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
+    public var standardError: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
+
+    /// The complete lines of standard output so far (a line still being written is left out).
+    public var lines: [String] {
+        let text = standardOutput
+        let complete = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+        return complete.split(separator: "\n").map(String.init)
+    }
+
+    /// Complete stdout lines starting with `prefix`.
+    public func lines(prefix: String) -> [String] { lines.filter { $0.hasPrefix(prefix) } }
+
+    private var isFinished: Bool { output.withLock { $0.exited && $0.drained } }
+
+    /// Waits until the child has exited and its output is fully read; `false` on timeout.
+    public func waitForExit(timeout: TimeInterval) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !isFinished {
+            if Date() > deadline { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    /// Waits until a complete stdout line satisfies `predicate`; returns it, or `nil` on timeout or exit.
+    public func waitForLine(timeout: TimeInterval, where predicate: (String) -> Bool) async -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let line = lines.first(where: predicate) { return line }
+            if Date() > deadline || isFinished { return lines.first(where: predicate) }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Waits until the complete stdout lines satisfy `condition`; `false` on timeout or exit.
+    public func waitForLines(timeout: TimeInterval, until condition: ([String]) -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if condition(lines) { return true }
+            if Date() > deadline || isFinished { return condition(lines) }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Waits until stdout holds at least `count` lines starting with `prefix`; `false` on timeout or exit.
+    public func waitForLines(atLeast count: Int, prefix: String, timeout: TimeInterval) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while lines(prefix: prefix).count < count {
+            if Date() > deadline || isFinished { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
+
+    /// Sends `signal` to the child; `false` if it could not be delivered (the child is gone).
+    @discardableResult
+    public func send(_ signal: Int32) -> Bool { kill(pid, signal) == 0 }
+
+    public var hasExited: Bool { output.withLock { $0.exited } }
+    public var exitedNormally: Bool { isFinished && process.terminationReason == .exit }
+    public var status: Int32 { isFinished ? process.terminationStatus : -1 }
+    public var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
+    public var reasonDescription: String {
+        guard isFinished else { return "still running" }
+        return process.terminationReason == .exit ? "exit status" : "signal"
+    }
+
+    /// Sends SIGKILL unless the child has already exited (for `defer`). - Returns: whether it was sent.
+    @discardableResult
+    public func killIfRunning() -> Bool {
+        guard !hasExited else { return false }
+        return kill(pid, SIGKILL) == 0
+    }
+}
+
+/// A child process could not be started, or a test's own plumbing failed.
+public struct ChildProcessError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+    public init(message: String) { self.message = message }
+}
