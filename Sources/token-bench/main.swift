@@ -91,11 +91,7 @@ print("acquireTokenSilent(forceRefresh:), 50 calls: p50 \(format(percentile(refr
 // ID-token validation alone (keys cached): signature, issuer, audience, expiry, nonce.
 let idToken = signedIn.idToken!
 var validations: [Double] = []
-let nonce = try JSONSerialization.jsonObject(with: Data(base64Encoded: {
-    var part = String(idToken.split(separator: ".")[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    part += String(repeating: "=", count: (4 - part.count % 4) % 4)
-    return part
-}())!) as! [String: Any]
+let nonce = try JSONSerialization.jsonObject(with: Base64URL.decode(idToken.split(separator: ".")[1])!) as! [String: Any]
 for _ in 0..<1000 {
     let start = ContinuousClock.now
     _ = try await scanner.identity.validateIDToken(idToken, nonce: nonce["nonce"] as? String)

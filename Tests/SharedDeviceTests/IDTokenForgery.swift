@@ -32,11 +32,7 @@ struct IDTokenForger: Sendable {
         return try await keys.sign(claims, kid: (header["kid"] as? String).map { JWKIdentifier(string: $0) })
     }
 
-    static func base64URL(_ text: String) -> Data {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)!
-    }
+    static func base64URL(_ text: String) -> Data { Base64URL.decode(text)! }
 
     /// A 2048-bit RSA key made once with openssl (not the provider's).
     static func strangerPEM() -> String {

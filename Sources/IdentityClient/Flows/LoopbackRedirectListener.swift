@@ -97,7 +97,7 @@ final class LoopbackRedirectListener: Sendable {
     private static func readRequestTarget(_ connection: Int32) -> String? {
         var head = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let end: [UInt8] = Array("\r\n\r\n".utf8)
+        let headEnd = Data("\r\n\r\n".utf8)
         let started = Date()
         while head.count < 16_384, Date().timeIntervalSince(started) < 5 {
             var poller = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
@@ -105,7 +105,7 @@ final class LoopbackRedirectListener: Sendable {
             let count = recv(connection, &buffer, buffer.count, 0)
             guard count > 0 else { break }
             head.append(contentsOf: buffer[0..<count])
-            if head.count >= 4, head.suffix(from: max(0, head.count - count - 3)).windows(end) { break }
+            if Data(head).range(of: headEnd) != nil { break }
         }
         guard let text = String(bytes: head, encoding: .utf8), let line = text.split(separator: "\r\n").first else { return nil }
         let words = line.split(separator: " ")
@@ -125,12 +125,4 @@ final class CancelFlag: Sendable {
     private let value = Atomic<Bool>(false)
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
-}
-
-private extension ArraySlice where Element == UInt8 {
-    /// Whether `pattern` occurs in the slice.
-    func windows(_ pattern: [UInt8]) -> Bool {
-        guard count >= pattern.count else { return false }
-        return indices.dropLast(pattern.count - 1).contains { self[$0..<($0 + pattern.count)].elementsEqual(pattern) }
-    }
 }

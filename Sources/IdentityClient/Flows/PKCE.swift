@@ -1,5 +1,5 @@
 import Crypto
-import Foundation
+public import Foundation
 
 /// Proof Key for Code Exchange (RFC 7636) with the `S256` method, plus the other random values an
 /// authorization request carries.
@@ -27,16 +27,20 @@ struct PKCE: Sendable {
     }
 }
 
-/// Unpadded base64url (RFC 4648 §5).
-enum Base64URL {
-    static func encode(_ data: Data) -> String {
+/// Unpadded base64url (RFC 4648 §5), as JWTs, PKCE and Microsoft's `client_info` use it.
+public enum Base64URL {
+    /// Encodes without padding.
+    public static func encode(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ text: some StringProtocol) -> Data? {
+    /// Decodes with or without padding; `nil` for text that is not base64url.
+    public static func decode(_ text: some StringProtocol) -> Data? {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        let remainder = base64.utf8.count % 4
+        if remainder == 1 { return nil }
+        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
         return Data(base64Encoded: base64)
     }
 }

@@ -14,7 +14,7 @@ struct CompactJWT {
     init(_ token: String) throws(IdentityError) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let headerData = Data(base64URLEncoded: parts[0]),
+              let headerData = Base64URL.decode(parts[0]),
               let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any] else {
             throw IdentityError(.invalidIDToken, "the ID token is not a well-formed JWT (three base64url parts with a JSON header); the authority's response is malformed")
         }
@@ -28,16 +28,5 @@ struct CompactJWT {
     /// The `kid` of a token's header, or `nil` when the token is malformed or names no key.
     static func keyID(of token: String) -> String? {
         try? CompactJWT(token).keyID
-    }
-}
-
-extension Data {
-    /// Decodes base64url (RFC 4648 §5) without padding, as JWTs use it.
-    init?(base64URLEncoded text: some StringProtocol) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        let remainder = base64.count % 4
-        if remainder == 1 { return nil }
-        if remainder > 0 { base64 += String(repeating: "=", count: 4 - remainder) }
-        self.init(base64Encoded: base64)
     }
 }

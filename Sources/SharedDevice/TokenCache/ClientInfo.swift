@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 
 /// The Microsoft identity platform's `client_info` response field: base64url JSON whose `uid` and
 /// `utid` (user id and home tenant id) make MSAL's `home_account_id` `<uid>.<utid>`.

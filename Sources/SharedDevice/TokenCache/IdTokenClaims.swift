@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 
 /// The claims MSAL reads from an ID token (`MSIDIdTokenClaims` / `MSIDAADV2IdTokenClaims`), decoded
 /// from the JWT's payload **without** checking its signature: the cache stores what the token endpoint

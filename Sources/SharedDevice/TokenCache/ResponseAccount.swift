@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 import KeychainStore
 
 /// Whose tokens a response carries and in which tenant: the account identifiers MSAL derives before
