@@ -24,6 +24,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.1.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         .systemLibrary(
@@ -37,6 +39,7 @@ let package = Package(
                 "CSodium",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -46,6 +49,7 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -56,6 +60,7 @@ let package = Package(
                 "IdentityClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
@@ -66,62 +71,7 @@ let package = Package(
                 "IdentityClient",
                 "SharedDevice",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strictSettings
-        ),
-        // Test helper: a process that hammers one store (multi-process and SIGKILL tests).
-        .executableTarget(
-            name: "keychain-worker",
-            dependencies: ["KeychainStore"],
-            swiftSettings: strictSettings
-        ),
-        // Timing, statistics and tables shared by the benchmark drivers (not a test).
-        .target(
-            name: "BenchSupport",
-            swiftSettings: strictSettings
-        ),
-        // Benchmark driver for tools/bench-store (not a test).
-        .executableTarget(
-            name: "keychain-bench",
-            dependencies: [
-                "BenchSupport",
-                "KeychainStore",
-                .product(name: "GRDB", package: "GRDB.swift"),
-            ],
-            swiftSettings: strictSettings
-        ),
-        // Test helper: provisions and deprovisions in a loop (SIGKILL atomicity tests).
-        .executableTarget(
-            name: "device-worker",
-            dependencies: ["SharedDevice", "KeychainStore"],
-            swiftSettings: strictSettings
-        ),
-        // Test helper: signs workers in and out, waits for account changes (multi-process and SIGKILL tests).
-        .executableTarget(
-            name: "account-worker",
-            dependencies: ["SharedDevice", "KeychainStore"],
-            swiftSettings: strictSettings
-        ),
-        // Benchmark driver for tools/bench-accounts (not a test).
-        .executableTarget(
-            name: "account-bench",
-            dependencies: ["SharedDevice", "KeychainStore"],
-            swiftSettings: strictSettings
-        ),
-        // Benchmark driver for tools/bench-tokens (not a test).
-        .executableTarget(
-            name: "token-bench",
-            dependencies: ["SharedDevice", "KeychainStore", "IdentityClient"],
-            swiftSettings: strictSettings
-        ),
-        // Benchmark driver for tools/bench-audit (not a test).
-        .executableTarget(
-            name: "audit-bench",
-            dependencies: [
-                "BenchSupport",
-                "SharedDevice",
-                "KeychainStore",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
@@ -144,13 +94,40 @@ let package = Package(
                 "IdentityTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
         // The child-process plumbing of the multi-process, SIGKILL and CLI tests. Used by tests only.
         .target(
             name: "ProcessTestSupport",
+            dependencies: [
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             path: "Tests/ProcessTestSupport",
+            swiftSettings: strictSettings
+        ),
+        // Test helper processes (multi-process and SIGKILL tests), built by `swift build --build-tests`.
+        // keychain-worker hammers one store; device-worker provisions and deprovisions in a loop;
+        // account-worker signs workers in and out and waits for account changes.
+        .executableTarget(
+            name: "keychain-worker",
+            dependencies: ["KeychainStore", "ProcessTestSupport"],
+            path: "Tests/Workers/keychain-worker",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "device-worker",
+            dependencies: ["SharedDevice", "KeychainStore", "ProcessTestSupport"],
+            path: "Tests/Workers/device-worker",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "account-worker",
+            dependencies: ["SharedDevice", "KeychainStore", "ProcessTestSupport"],
+            path: "Tests/Workers/account-worker",
             swiftSettings: strictSettings
         ),
         // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and
