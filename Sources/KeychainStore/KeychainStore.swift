@@ -2,9 +2,7 @@ public import Foundation
 import GRDB
 public import Logging
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import SystemPackage
 
 /// A keychain-like encrypted item store over SQLite and libsodium.
 ///
@@ -45,10 +43,13 @@ public final class KeychainStore: Sendable {
     ///   - directory: the state directory; created with mode 0700 if missing.
     ///   - key: the master key source; by default the key file `master.key` in `directory`,
     ///     generated when the store is created.
+    ///   - options: durability, busy timeout and clock.
+    ///   - logger: where the store reports what it does (debug: each change; warning: integrity
+    ///     failures) — never a secret, key or cleartext attribute. By default the task-local `Logger.current`.
     /// - Throws: `wrongKey` if the key does not open an existing store (nothing is modified),
     ///   `corruptStore` if the file is not a store, `insecureKeyFile`, `ioError`.
     public init(directory: URL, key: MasterKeySource? = nil, options: StoreOptions = StoreOptions(),
-                logger: Logger = Logger(label: "keychain-store", factory: { _ in SwiftLogNoOpLogHandler() })) throws(KeychainError) {
+                logger: Logger = Logger.current) throws(KeychainError) {
         try StateDirectory.prepare(directory)
         let databaseURL = directory.appendingPathComponent(Self.databaseFileName)
         let source = key ?? .keyFile(directory.appendingPathComponent(Self.keyFileName))
@@ -63,12 +64,19 @@ public final class KeychainStore: Sendable {
             }
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
         }
-        try Self.createPrivately(databaseURL)
-        let opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
-            try Schema.prepare(database)
-            return (database, try MasterKeyring.unlock(database, source: source))
+        let opened: (DatabaseQueue, MasterKeyring)
+        do {
+            try Self.createPrivately(databaseURL)
+            opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+                let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
+                try Schema.prepare(database)
+                return (database, try MasterKeyring.unlock(database, source: source))
+            }
+        } catch {
+            logger.warning("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+            throw error
         }
+        logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
         self.database = opened.0
         self.core = StoreCore(keyring: opened.1, options: options)
@@ -171,7 +179,7 @@ public final class KeychainStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups") {
                 let index: Data = row[0]
                 if let (name, _) = try self.core.groupKeys.unwrap(index: index, nonce: row[1], wrapped: row[2]),
-                   self.core.indexer.group(name) == index {
+                   try self.core.indexer.group(name) == index {
                     groups[index] = name
                 } else {
                     damagedGroups += 1
@@ -190,7 +198,7 @@ public final class KeychainStore: Sendable {
                 do {
                     var item = try StoreTransaction(self.core, db).open(sealed, group: group)
                     defer { Sodium.wipe(&item.secret) }
-                    if RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.core.indexer) != sealed.indexes {
+                    if try RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.core.indexer) != sealed.indexes {
                         damaged.append(DamagedItem(rowID: sealed.id, accessGroup: group, reason: "its lookup columns do not match its attributes"))
                     }
                 } catch let error as KeychainError where error.code == .integrityFailure {
@@ -207,29 +215,58 @@ public final class KeychainStore: Sendable {
     /// A read in one deferred transaction. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only`
     /// around every read, which expires every prepared statement and recompiles the SELECT each time.)
     private func read<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
-        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.unsafeRead { db in
-                var result: T?
-                try db.inTransaction(.deferred) {
-                    result = try body(db)
-                    return .commit
+        do {
+            return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+                try database.unsafeRead { db in
+                    var result: T?
+                    try db.inTransaction(.deferred) {
+                        result = try body(db)
+                        return .commit
+                    }
+                    return result!
                 }
-                return result!
             }
+        } catch {
+            logIfDamage(error)
+            throw error
         }
     }
 
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
-        try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.write(body) }
+        do {
+            return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.write(body) }
+        } catch {
+            logIfDamage(error)
+            throw error
+        }
     }
 
-    /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it.
-    private static func createPrivately(_ url: URL) throws(KeychainError) {
-        let fd = Glibc.open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw KeychainError(.ioError, "cannot create \(url.path): \(String(cString: strerror(errno))); check the state directory's permissions")
+    /// Integrity failures and a damaged database are worth a warning whoever the caller is: they mean
+    /// tampering or corruption. (The damaged items are named by row id and group only.)
+    private func logIfDamage(_ error: KeychainError) {
+        switch error.code {
+        case .integrityFailure:
+            logger.warning("keychain integrity failure", metadata: [
+                "path": "\(databaseURL.path)", "damaged.items": "\(error.damagedItems.map(\.description))"])
+        case .corruptStore, .storeBusy:
+            logger.warning("keychain store failed", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+        default:
+            logger.trace("keychain operation failed", metadata: ["error.code": "\(error.code)"])
         }
-        close(fd)
+    }
+
+    /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it
+    /// (or opens the existing one, to find out early whether this user may use it at all).
+    private static func createPrivately(_ url: URL) throws(KeychainError) {
+        let path = FilePath(url.path)
+        do {
+            let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .closeOnExec], permissions: [.ownerReadWrite])
+            try descriptor.close()
+        } catch let error as Errno where AccessDiagnosis.isPermissionFailure(error) {
+            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: path, error: error))
+        } catch {
+            throw KeychainError(.ioError, "cannot create \(url.path): \(error); check the state directory's permissions")
+        }
     }
 
     private static func mapDatabaseErrors<T>(path: String, busyTimeout: Double, _ body: () throws -> T) throws -> T {

@@ -40,7 +40,7 @@ public struct StoreTransaction {
                                    generic: new.generic, label: new.label, creator: new.creator,
                                    creationDate: now, modificationDate: now),
             secret: new.secret)
-        let groupIndex = core.indexer.group(group)
+        let groupIndex = try core.indexer.group(group)
         try seal(item, groupIndex: groupIndex, replacing: nil)
         return item.metadata
     }
@@ -112,7 +112,7 @@ public struct StoreTransaction {
     /// - Returns: how many groups and items were destroyed.
     @discardableResult
     public func destroyAccessGroups(except keep: Set<String>) throws -> (groups: Int, items: Int) {
-        let kept = keep.map { core.indexer.group($0) }
+        let kept = try keep.map { name throws(KeychainError) in try core.indexer.group(name) }
         let placeholders = Array(repeating: "?", count: kept.count).joined(separator: ", ")
         let condition = kept.isEmpty ? "1" : "group_index NOT IN (\(placeholders))"
         let arguments = StatementArguments(kept)
@@ -133,8 +133,9 @@ public struct StoreTransaction {
     /// A 32-byte keyed BLAKE2b tag of `message` under a key derived from the store's master key, for
     /// records that higher layers keep outside the items table and must detect tampering with (the
     /// audit log's head). Only a holder of the master key can compute or check it.
-    public func integrityTag(_ message: Data, domain: UInt8) -> Data {
-        KeyedHash.hash(message, domain: domain, key: core.integrityKey, outputByteCount: 32)
+    /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does for these lengths).
+    public func integrityTag(_ message: Data, domain: UInt8) throws(KeychainError) -> Data {
+        try KeyedHash.hash(message, domain: domain, key: core.integrityKey, outputByteCount: 32)
     }
 
     // MARK: - Internals
@@ -152,11 +153,11 @@ public struct StoreTransaction {
 
     private func seal(_ item: KeychainItem, groupIndex: Data, replacing rowID: Int64?) throws {
         let group = item.metadata.accessGroup
-        let indexes = RowIndexes(of: item.metadata, groupIndex: groupIndex, indexer: core.indexer)
+        let indexes = try RowIndexes(of: item.metadata, groupIndex: groupIndex, indexer: core.indexer)
         var plaintext = ItemPayload.encode(item)
         defer { Sodium.wipe(&plaintext) }
         let key = try core.groupKeys.keyForWriting(group: group, index: groupIndex, database)
-        let box = AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
+        let box = try AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
         if let rowID {
             try ItemTable.replace(id: rowID, indexes, box: box, group: group, database)
         } else {
@@ -166,7 +167,7 @@ public struct StoreTransaction {
 
     private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [GroupFilter] {
         try AccessControl.groupsToSearch(query.accessGroup, caller: caller).map { group in
-            GroupFilter(group: group, filter: ItemTable.Filter(group: group, groupIndex: core.indexer.group(group), query: query, indexer: core.indexer))
+            GroupFilter(group: group, filter: try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer))
         }
     }
 

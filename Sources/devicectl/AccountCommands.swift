@@ -11,8 +11,8 @@ struct AccountContext {
 
     init(_ location: StoreLocation) throws {
         store = try location.open()
-        device = ManagedDevice(store: store)
-        accounts = AccountManager(device: device)
+        device = ManagedDevice(store: store, logger: location.logger)
+        accounts = AccountManager(device: device, logger: location.logger)
     }
 
     /// The token request context from the device policy (exit 69 when not provisioned).
@@ -25,9 +25,7 @@ struct AccountContext {
 
     /// Reads and decodes a token response file (trusted: this is the admin and test path).
     static func tokenResponse(_ path: String) throws -> TokenResponse {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CLIError(exitCode: .ioError, "cannot read token response file \(path)")
-        }
+        let data = try readBounded(path, limit: InputLimits.cacheDocumentBytes, what: "token response file")
         do {
             return try TokenResponse.decode(data)
         } catch {
@@ -237,7 +235,7 @@ struct ImportCache: ParsableCommand {
         try runReportingErrors {
             let context = try AccountContext(store)
             let identity = try caller.identity(in: context.store)
-            guard let data = FileManager.default.contents(atPath: file) else { throw CLIError(exitCode: .ioError, "cannot read \(file)") }
+            let data = try readBounded(file, limit: InputLimits.cacheDocumentBytes, what: "cache document")
             let count = try reportingCacheErrors { () throws(TokenCacheError) in try TokenCache().importJSON(data, as: identity, in: context.store) }
             Output.print("imported \(count) cache entr\(count == 1 ? "y" : "ies")")
         }

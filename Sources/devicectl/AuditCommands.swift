@@ -39,7 +39,7 @@ struct ShowAudit: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.openExisting())
+            let device = ManagedDevice(store: try store.openExisting(), logger: store.logger)
             var filter = AuditFilter(types: Set(type.map(AuditEventType.init(rawValue:))),
                                      since: try parsedTime(since, option: "--since"),
                                      until: try parsedTime(until, option: "--until"), account: account)
@@ -97,7 +97,7 @@ struct VerifyAudit: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.openExisting())
+            let device = ManagedDevice(store: try store.openExisting(), logger: store.logger)
             let result = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.verifyAudit() }
             if output.json {
                 try Output.json(VerificationJSON(result))

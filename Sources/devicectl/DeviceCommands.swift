@@ -26,15 +26,13 @@ struct Provision: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            guard let document = FileManager.default.contents(atPath: policy) else {
-                throw CLIError(exitCode: .ioError, "cannot read policy file \(policy)")
-            }
+            let document = try readBounded(policy, limit: InputLimits.policyDocumentBytes, what: "policy file")
             do {
                 _ = try DevicePolicy.decode(document)
             } catch {
                 throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
             }
-            let device = ManagedDevice(store: try store.open())
+            let device = ManagedDevice(store: try store.open(), logger: store.logger)
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.provision(policyDocument: document, force: force, actor: Actor.current)
             }
@@ -65,7 +63,7 @@ struct Deprovision: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let device = ManagedDevice(store: try store.openExisting())
+            let device = ManagedDevice(store: try store.openExisting(), logger: store.logger)
             let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.deprovision(actor: Actor.current, reason: reason)
             }

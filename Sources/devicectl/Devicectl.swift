@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 
 /// The administrator's command line for a shared device: provisioning from a policy, device
 /// information, the audit log and the encrypted keychain store (accounts as they arrive).
@@ -10,6 +11,21 @@ struct Devicectl: AsyncParsableCommand {
         subcommands: [Provision.self, Deprovision.self, Info.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
                       Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
     )
+
+    /// Sets up logging once, then parses and runs the command.
+    static func main() async {
+        DevicectlLogging.bootstrap()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// `devicectl keychain …`, modeled on macOS's `security` tool.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeychainStore
+import Logging
 import SharedDevice
 
 /// Where the store is and how to unlock it.
@@ -16,6 +17,11 @@ struct StoreLocation: ParsableArguments {
     @Option(help: ArgumentHelp("Unlock with the passphrase on the first line of this file instead of a key file.", valueName: "file"))
     var passphraseFile: String?
 
+    @OptionGroup var logging: LoggingOptions
+
+    /// The logger the command hands to every library object it makes.
+    var logger: Logger { logging.logger }
+
     func validate() throws {
         if keyFile != nil && passphraseFile != nil {
             throw ValidationError("--key-file and --passphrase-file exclude each other")
@@ -27,7 +33,7 @@ struct StoreLocation: ParsableArguments {
     /// Opens the store, turning every failure into the documented exit code.
     func open() throws -> KeychainStore {
         let source = try keySource()
-        return try reportingErrors { () throws(KeychainError) in try KeychainStore(directory: directory, key: source) }
+        return try reportingErrors { () throws(KeychainError) in try KeychainStore(directory: directory, key: source, logger: logger) }
     }
 
     /// Opens an existing store without creating one: for commands that only make sense on a device that
@@ -144,4 +150,22 @@ func readSecretFromStandardInput() throws -> Data {
     if data.last == UInt8(ascii: "\n") { data.removeLast() }
     guard !data.isEmpty else { throw CLIError(exitCode: .badInput, "standard input held no secret") }
     return data
+}
+
+/// The contents of `path`, reading no more than `limit` bytes: a larger file is refused (exit 65) with
+/// the limit named, an unreadable one is exit 74.
+func readBounded(_ path: String, limit: Int, what: String) throws -> Data {
+    let outcome: BoundedInput.Outcome
+    do {
+        outcome = try BoundedInput.read(contentsOf: path, limit: limit)
+    } catch {
+        throw CLIError(exitCode: .ioError, "cannot read \(what) \(path): \(error)")
+    }
+    switch outcome {
+    case .complete(let data):
+        return data
+    case .tooLarge:
+        let limitText = limit % (1 << 20) == 0 ? "\(limit >> 20) MiB" : "\(limit) bytes"
+        throw CLIError(exitCode: .badInput, "\(what) \(path) is larger than \(limitText), the limit for a \(what); nothing was changed")
+    }
 }

@@ -13,15 +13,16 @@ enum AEAD {
     }
 
     /// Encrypts `plaintext` under `key`, binding `additionalData`.
-    static func seal(_ plaintext: Data, additionalData: some ContiguousBytes, key: SecureKey) -> Box {
+    /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does for valid lengths).
+    static func seal(_ plaintext: Data, additionalData: some ContiguousBytes, key: SecureKey) throws(KeychainError) -> Box {
         let nonce = Sodium.randomData(count: nonceByteCount)
         var ciphertext = Data(count: plaintext.count + tagByteCount)
         var written: UInt64 = 0
-        ciphertext.withUnsafeMutableBytes { out in
+        let status = ciphertext.withUnsafeMutableBytes { out in
             plaintext.withUnsafeBytes { message in
                 additionalData.withUnsafeBytes { ad in
                     nonce.withUnsafeBytes { n in
-                        _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                        crypto_aead_xchacha20poly1305_ietf_encrypt(
                             out.bindMemory(to: UInt8.self).baseAddress!, &written,
                             message.bindMemory(to: UInt8.self).baseAddress!, UInt64(plaintext.count),
                             ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(ad.count),
@@ -30,6 +31,7 @@ enum AEAD {
                 }
             }
         }
+        try Sodium.check(status, "crypto_aead_xchacha20poly1305_ietf_encrypt")
         return Box(nonce: nonce, ciphertext: ciphertext)
     }
 

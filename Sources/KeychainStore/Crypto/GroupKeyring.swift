@@ -30,7 +30,7 @@ final class GroupKeyring: Sendable {
         let key = try SecureKey.random()
         var plaintext = key.withUnsafeBytes { Data($0) } + Data(group.utf8)
         defer { Sodium.wipe(&plaintext) }
-        let box = AEAD.seal(plaintext, additionalData: Self.additionalData(index), key: wrapping)
+        let box = try AEAD.seal(plaintext, additionalData: Self.additionalData(index), key: wrapping)
         try db.execute(
             sql: "INSERT INTO access_groups (name_index, key_nonce, wrapped_key) VALUES (?, ?, ?)",
             arguments: [index, box.nonce, box.ciphertext])

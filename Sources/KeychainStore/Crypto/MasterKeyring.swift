@@ -1,4 +1,5 @@
 public import Foundation
+import SystemPackage
 import GRDB
 
 /// Where the store's 32-byte master key comes from.
@@ -31,7 +32,7 @@ struct MasterKeyring: Sendable {
 
     private static func keyCheck(_ master: SecureKey) throws(KeychainError) -> Data {
         let checkKey = try KeyDerivation.subkey(1, context: .master, of: master)
-        return KeyedHash.hash(Data("keychain-store key check v1".utf8), domain: 0, key: checkKey, outputByteCount: 32)
+        return try KeyedHash.hash(Data("keychain-store key check v1".utf8), domain: 0, key: checkKey, outputByteCount: 32)
     }
 
     /// Opens the keyring of an existing store, or records a new master key in a new one.
@@ -44,7 +45,7 @@ struct MasterKeyring: Sendable {
         var rows: [String: Data]
         switch source {
         case .keyFile(let url):
-            master = try KeyFile.loadOrCreate(url)
+            master = try KeyFile.loadOrCreate(FilePath(url.path))
             rows = [Meta.kdf: Data(Meta.keyFileKDF.utf8)]
         case .passphrase(let passphrase):
             let parameters = KeyDerivation.PasswordHashParameters.interactive()
@@ -79,7 +80,7 @@ struct MasterKeyring: Sendable {
         let master: SecureKey
         switch (kdf, source) {
         case (Meta.keyFileKDF, .keyFile(let url)):
-            guard let key = try KeyFile.load(url) else {
+            guard let key = try KeyFile.load(FilePath(url.path)) else {
                 throw KeychainError(.wrongKey, "key file \(url.path) is missing; restore it from backup (this store cannot be opened without it)")
             }
             master = key

@@ -25,12 +25,15 @@ final class SecureKey: @unchecked Sendable {
             sodium_free(pointer)
             throw error
         }
-        sodium_mprotect_readonly(pointer)
+        guard sodium_mprotect_readonly(pointer) == 0 else {
+            sodium_free(pointer)
+            throw KeychainError(.cryptoUnavailable, "could not make a key's locked memory read-only (sodium_mprotect_readonly); check the memlock limit (ulimit -l)")
+        }
     }
 
     /// A fresh random key.
     static func random() throws(KeychainError) -> SecureKey {
-        try SecureKey { buffer in randombytes_buf(buffer.baseAddress!, buffer.count) }
+        try SecureKey { buffer in randombytes_buf(buffer.baseAddress!, buffer.count) }  // returns nothing: cannot fail
     }
 
     /// A key copied from `bytes`, which must be exactly `byteCount` long. The caller wipes its copy.

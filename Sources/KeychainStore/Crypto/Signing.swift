@@ -17,10 +17,11 @@ public struct SigningKey: Sendable {
     /// A fresh random key pair.
     public static func generate() throws(KeychainError) -> SigningKey {
         var publicKey = Data(count: publicKeyByteCount)
-        let secret = try SecureKey(count: secretKeyByteCount) { buffer in
-            publicKey.withUnsafeMutableBytes { out in
-                _ = crypto_sign_keypair(out.bindMemory(to: UInt8.self).baseAddress!, buffer.bindMemory(to: UInt8.self).baseAddress!)
+        let secret = try SecureKey(count: secretKeyByteCount) { buffer throws(KeychainError) in
+            let status = publicKey.withUnsafeMutableBytes { out in
+                crypto_sign_keypair(out.bindMemory(to: UInt8.self).baseAddress!, buffer.bindMemory(to: UInt8.self).baseAddress!)
             }
+            try Sodium.check(status, "crypto_sign_keypair")
         }
         return SigningKey(secret: secret, publicKey: publicKey)
     }
@@ -33,9 +34,10 @@ public struct SigningKey: Sendable {
         }
         let secret = try SecureKey(count: Self.secretKeyByteCount) { buffer in bytes.copyBytes(to: buffer) }
         var publicKey = Data(count: Self.publicKeyByteCount)
-        publicKey.withUnsafeMutableBytes { out in
-            _ = crypto_sign_ed25519_sk_to_pk(out.bindMemory(to: UInt8.self).baseAddress!, secret.bytes)
+        let status = publicKey.withUnsafeMutableBytes { out in
+            crypto_sign_ed25519_sk_to_pk(out.bindMemory(to: UInt8.self).baseAddress!, secret.bytes)
         }
+        try Sodium.check(status, "crypto_sign_ed25519_sk_to_pk")
         self.init(secret: secret, publicKey: publicKey)
     }
 
@@ -50,14 +52,16 @@ public struct SigningKey: Sendable {
     }
 
     /// The detached Ed25519 signature of `message`.
-    public func signature(for message: Data) -> Data {
+    /// - Throws: `cryptoUnavailable` if libsodium refuses to sign.
+    public func signature(for message: Data) throws(KeychainError) -> Data {
         var signature = Data(count: Self.signatureByteCount)
-        signature.withUnsafeMutableBytes { out in
+        let status = signature.withUnsafeMutableBytes { out in
             message.withUnsafeBytes { input in
-                _ = crypto_sign_detached(out.bindMemory(to: UInt8.self).baseAddress!, nil,
+                crypto_sign_detached(out.bindMemory(to: UInt8.self).baseAddress!, nil,
                                          input.bindMemory(to: UInt8.self).baseAddress, UInt64(message.count), secret.bytes)
             }
         }
+        try Sodium.check(status, "crypto_sign_detached")
         return signature
     }
 
@@ -83,22 +87,26 @@ public enum ChainHash {
     public static let byteCount = 32
 
     /// `BLAKE2b-256(previous || message)`.
-    public static func next(previous: Data, message: [UInt8]) -> Data {
+    /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does for these lengths).
+    public static func next(previous: Data, message: [UInt8]) throws(KeychainError) -> Data {
         var input = [UInt8](previous)
         input.append(contentsOf: message)
         var output = Data(count: byteCount)
-        output.withUnsafeMutableBytes { out in
-            _ = crypto_generichash(out.bindMemory(to: UInt8.self).baseAddress!, byteCount, input, UInt64(input.count), nil, 0)
+        let status = output.withUnsafeMutableBytes { out in
+            crypto_generichash(out.bindMemory(to: UInt8.self).baseAddress!, byteCount, input, UInt64(input.count), nil, 0)
         }
+        try Sodium.check(status, "crypto_generichash")
         return output
     }
 
     /// The SHA-256 of `data` (`crypto_hash_sha256`), as lowercase hex: how policies are fingerprinted.
-    public static func sha256Hex(_ data: Data) -> String {
+    /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does).
+    public static func sha256Hex(_ data: Data) throws(KeychainError) -> String {
         var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        data.withUnsafeBytes { input in
-            _ = crypto_hash_sha256(&digest, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
+        let status = data.withUnsafeBytes { input in
+            crypto_hash_sha256(&digest, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
         }
+        try Sodium.check(status, "crypto_hash_sha256")
         return Hex.encode(digest)
     }
 }

@@ -13,6 +13,14 @@ enum Sodium {
         }
     }
 
+    /// Turns a libsodium status into a typed error: every libsodium call that returns one goes through here.
+    /// libsodium documents `0` as success and `-1` as failure (invalid lengths, no memory, a forged message).
+    static func check(_ status: Int32, _ operation: StaticString) throws(KeychainError) {
+        guard status == 0 else {
+            throw KeychainError(.cryptoUnavailable, "libsodium's \(operation) failed (status \(status)); the library or its memory is unusable, reinstall libsodium23 and retry")
+        }
+    }
+
     /// `count` random bytes in ordinary memory (nonces, salts: not secret).
     static func randomData(count: Int) -> Data {
         var data = Data(count: count)

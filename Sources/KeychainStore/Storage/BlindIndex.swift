@@ -10,24 +10,24 @@ struct BlindIndexer: Sendable {
 
     let key: SecureKey
 
-    func group(_ name: String) -> Data {
-        KeyedHash.hash(Array(name.utf8), domain: Domain.group.rawValue, key: key)
+    func group(_ name: String) throws(KeychainError) -> Data {
+        try KeyedHash.hash(Array(name.utf8), domain: Domain.group.rawValue, key: key)
     }
 
-    func service(_ value: String, group: String) -> Data { scoped(value.utf8, .service, group) }
-    func account(_ value: String, group: String) -> Data { scoped(value.utf8, .account, group) }
-    func label(_ value: String, group: String) -> Data { scoped(value.utf8, .label, group) }
-    func type(_ value: UInt32, group: String) -> Data {
-        scoped(withUnsafeBytes(of: value.littleEndian) { Array($0) }, .type, group)
+    func service(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .service, group) }
+    func account(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .account, group) }
+    func label(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .label, group) }
+    func type(_ value: UInt32, group: String) throws(KeychainError) -> Data {
+        try scoped(withUnsafeBytes(of: value.littleEndian) { Array($0) }, .type, group)
     }
 
-    private func scoped(_ value: some Sequence<UInt8>, _ domain: Domain, _ group: String) -> Data {
+    private func scoped(_ value: some Sequence<UInt8>, _ domain: Domain, _ group: String) throws(KeychainError) -> Data {
         var input: [UInt8] = []
         input.reserveCapacity(group.utf8.count + 64)
         withUnsafeBytes(of: UInt32(group.utf8.count).littleEndian) { input.append(contentsOf: $0) }
         input.append(contentsOf: group.utf8)
         input.append(contentsOf: value)
-        return KeyedHash.hash(input, domain: domain.rawValue, key: key)
+        return try KeyedHash.hash(input, domain: domain.rawValue, key: key)
     }
 }
 
@@ -48,14 +48,16 @@ struct RowIndexes: Equatable {
         self.type = type
     }
 
-    init(of metadata: ItemMetadata, groupIndex: Data, indexer: BlindIndexer) {
+    init(of metadata: ItemMetadata, groupIndex: Data, indexer: BlindIndexer) throws(KeychainError) {
         let group = metadata.accessGroup
+        let label: Data? = if let value = metadata.label { try indexer.label(value, group: group) } else { nil }
+        let type: Data? = if let value = metadata.type { try indexer.type(value, group: group) } else { nil }
         self.init(
             group: groupIndex,
-            service: indexer.service(metadata.service, group: group),
-            account: indexer.account(metadata.account, group: group),
-            label: metadata.label.map { indexer.label($0, group: group) },
-            type: metadata.type.map { indexer.type($0, group: group) })
+            service: try indexer.service(metadata.service, group: group),
+            account: try indexer.account(metadata.account, group: group),
+            label: label,
+            type: type)
     }
 
     /// `"kcitem" || format || each column length-prefixed (0xFF for NULL)`.

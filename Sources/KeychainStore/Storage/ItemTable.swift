@@ -15,12 +15,12 @@ enum ItemTable {
     struct Filter {
         var indexes: [(column: String, value: Data)]
 
-        init(group: String, groupIndex: Data, query: ItemQuery, indexer: BlindIndexer) {
+        init(group: String, groupIndex: Data, query: ItemQuery, indexer: BlindIndexer) throws(KeychainError) {
             indexes = [("group_index", groupIndex)]
-            if let service = query.service { indexes.append(("service_index", indexer.service(service, group: group))) }
-            if let account = query.account { indexes.append(("account_index", indexer.account(account, group: group))) }
-            if let label = query.label { indexes.append(("label_index", indexer.label(label, group: group))) }
-            if let type = query.type { indexes.append(("type_index", indexer.type(type, group: group))) }
+            if let service = query.service { indexes.append(("service_index", try indexer.service(service, group: group))) }
+            if let account = query.account { indexes.append(("account_index", try indexer.account(account, group: group))) }
+            if let label = query.label { indexes.append(("label_index", try indexer.label(label, group: group))) }
+            if let type = query.type { indexes.append(("type_index", try indexer.type(type, group: group))) }
         }
 
         /// Group, service and account when the query names the whole primary key (and nothing else

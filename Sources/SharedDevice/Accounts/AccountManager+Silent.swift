@@ -1,7 +1,29 @@
 public import KeychainStore
+import Logging
 import Synchronization
 
 extension AccountManager {
+    /// The cached, unexpired access token of the current account for `scopes` (a silent token call's
+    /// cache step). Shared mode checks the account first.
+    /// - Throws: `noCurrentAccount` when nobody is signed in (shared) or the app has no account (private);
+    ///   `currentAccountMismatch` when `account` is not the current one.
+    /// - Returns: `nil` when no unexpired token covers the scopes (refresh next).
+    public func accessToken(for app: AppIdentity, clientID: String, scopes: [String], account requested: DeviceAccount? = nil) throws(SharedDeviceError) -> AccessTokenCacheItem? {
+        try read { tx in
+            let previous = try AccountRecords.principal(of: app.appID, in: tx)
+            guard let current = try self.current(for: app, previous: previous, in: tx) else {
+                throw SharedDeviceError(.noCurrentAccount, "no account is signed in; sign a worker in first")
+            }
+            if let requested, !requested.isSameAccount(as: current) {
+                throw SharedDeviceError(.currentAccountMismatch,
+                    "the token call names \(requested.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
+            }
+            return try self.tokenCache.accessToken(homeAccountID: current.homeAccountID, environment: current.environment,
+                                                   clientID: clientID, realm: current.realm, scopes: scopes, as: app, in: tx)
+        }
+    }
+
+
     /// What a silent token call finds, in one read transaction: the account it acts for, an unexpired
     /// access token covering `scopes` (unless `skipAccessToken`), and otherwise the refresh token for
     /// `clientID` (the app's own, then the FOCI family's when `familyID` is given).
@@ -9,7 +31,7 @@ extension AccountManager {
     public func silentCredentials(for app: AppIdentity, clientID: String, scopes: [String], familyID: String? = nil,
                                   account requested: DeviceAccount? = nil, skipAccessToken: Bool = false)
         throws(SharedDeviceError) -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) {
-        try read { tx in
+        let found = try read { tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) in
             let account = try self.signedInAccount(for: app, requested: requested, in: tx)
             if !skipAccessToken, let cached = try self.tokenCache.accessToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                               clientID: clientID, realm: account.realm, scopes: scopes, as: app, in: tx) {
@@ -23,6 +45,10 @@ extension AccountManager {
             }
             return (account, nil, refreshToken)
         }
+        logger.trace("silent token lookup", metadata: [
+            "app": "\(app.appID)", "account": "\(found.account.auditName)", "scopes": "\(scopes.joined(separator: " "))",
+            "result": "\(found.accessToken != nil ? "cached access token" : found.refreshToken != nil ? "refresh token" : "nothing usable")"])
+        return found
     }
 
     /// Caches the tokens a silent refresh returned for `account`, only if it is still the app's signed-in

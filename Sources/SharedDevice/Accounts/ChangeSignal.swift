@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -25,73 +26,117 @@ public struct ChangeSignal: Sendable {
 
     /// Wakes every waiter. Failures are ignored: waiters also re-check on their own timeout.
     public func notify() {
-        let fd = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        var byte: UInt8 = 1
-        _ = write(fd, &byte, 1)
-        close(fd)
+        guard let descriptor = try? FileDescriptor.open(FilePath(url.path), .writeOnly,
+                                                        options: [.create, .truncate, .closeOnExec],
+                                                        permissions: [.ownerReadWrite]) else { return }
+        _ = try? descriptor.writeAll([UInt8(1)])
+        try? descriptor.close()
     }
 
     /// Starts watching. Create the watcher **before** reading the state it guards.
     public func watch() throws -> Watcher {
-        try Watcher(url: url)
+        try Watcher(path: FilePath(url.path))
     }
 
     /// An inotify watch on the signal file.
     public final class Watcher: @unchecked Sendable {
-        private let inotify: Int32
-        private let wake: [Int32]
+        private let inotify: FileDescriptor
+        private let wake: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
         private let cancelled = Mutex(false)
 
         /// Whether `cancel()` was called.
         public var isCancelled: Bool { cancelled.withLock { $0 } }
 
-        init(url: URL) throws {
+        init(path: FilePath) throws(SharedDeviceError) {
             // Make sure the file exists (inotify watches an inode), with owner-only permissions.
-            let fd = open(url.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw Self.failure("cannot create \(url.path)") }
-            close(fd)
-            inotify = inotify_init1(Int32(IN_CLOEXEC))
-            guard inotify >= 0 else { throw Self.failure("inotify is unavailable") }
-            guard inotify_add_watch(inotify, url.path, UInt32(IN_CLOSE_WRITE)) >= 0 else {
-                close(inotify)
-                throw Self.failure("cannot watch \(url.path)")
+            do {
+                try FileDescriptor.open(path, .writeOnly, options: [.create, .closeOnExec], permissions: [.ownerReadWrite]).close()
+            } catch {
+                throw Self.failure("cannot create \(path)", error)
             }
-            var pipeEnds: [Int32] = [0, 0]
-            guard pipe(&pipeEnds) == 0 else {
-                close(inotify)
-                throw Self.failure("cannot create a pipe")
+            let inotify: FileDescriptor
+            do throws(Errno) {
+                inotify = try Inotify.create()
+            } catch {
+                throw Self.failure("inotify is unavailable", error)
             }
-            for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-            wake = pipeEnds
+            do throws(Errno) {
+                try Inotify.watch(inotify, path, events: UInt32(IN_CLOSE_WRITE))
+            } catch {
+                try? inotify.close()
+                throw Self.failure("cannot watch \(path)", error)
+            }
+            do {
+                wake = try FileDescriptor.pipe()
+                for end in [wake.readEnd, wake.writeEnd] { try Inotify.setCloseOnExec(end) }
+            } catch {
+                try? inotify.close()
+                throw Self.failure("cannot create a pipe", error)
+            }
+            self.inotify = inotify
         }
 
         /// Blocks until the file is rewritten, `timeout` passes, or `cancel()` is called.
         /// - Returns: `true` when a change was signalled.
         public func wait(timeout: Duration) -> Bool {
-            var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
             let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-            guard poll(&fds, 2, milliseconds) > 0, fds[0].revents & Int16(POLLIN) != 0 else { return false }
+            guard let ready = try? Inotify.poll([inotify, wake.readEnd], timeoutMilliseconds: milliseconds), ready.first == true else {
+                return false
+            }
             var buffer = [UInt8](repeating: 0, count: 4096)
-            _ = read(inotify, &buffer, buffer.count)
+            _ = try? buffer.withUnsafeMutableBytes { try inotify.read(into: $0) }
             return true
         }
 
         /// Wakes a blocked `wait` for good (it returns `false` from then on).
         public func cancel() {
             cancelled.withLock { $0 = true }
-            var byte: UInt8 = 1
-            _ = write(wake[1], &byte, 1)
+            _ = try? wake.writeEnd.writeAll([UInt8(1)])
         }
 
         deinit {
-            close(inotify)
-            close(wake[0])
-            close(wake[1])
+            try? inotify.close()
+            try? wake.readEnd.close()
+            try? wake.writeEnd.close()
         }
 
-        private static func failure(_ what: String) -> SharedDeviceError {
-            SharedDeviceError(.store, "\(what): \(String(cString: strerror(errno))); account change notifications need a writable state directory")
+        private static func failure(_ what: String, _ error: any Error) -> SharedDeviceError {
+            SharedDeviceError(.store, "\(what): \(error); account change notifications need a writable state directory")
+        }
+    }
+}
+
+/// The Linux calls swift-system does not wrap that the change signal needs, one wrapper each: the C call
+/// runs, `errno` is captured at once, `EINTR` is retried, and a failure is thrown as `Errno`.
+enum Inotify {
+    /// `inotify_init1(IN_CLOEXEC)`.
+    static func create() throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try retrying { inotify_init1(Int32(IN_CLOEXEC)) })
+    }
+
+    /// `inotify_add_watch(2)` for `events` on `path`.
+    static func watch(_ inotify: FileDescriptor, _ path: FilePath, events: UInt32) throws(Errno) {
+        _ = try retrying { path.withPlatformString { inotify_add_watch(inotify.rawValue, $0, events) } }
+    }
+
+    /// `fcntl(F_SETFD, FD_CLOEXEC)`.
+    static func setCloseOnExec(_ descriptor: FileDescriptor) throws(Errno) {
+        _ = try retrying { fcntl(descriptor.rawValue, F_SETFD, FD_CLOEXEC) }
+    }
+
+    /// `poll(2)` for input on `descriptors`; for each, whether it is readable. Empty on a timeout.
+    static func poll(_ descriptors: [FileDescriptor], timeoutMilliseconds: Int32) throws(Errno) -> [Bool] {
+        var fds = descriptors.map { pollfd(fd: $0.rawValue, events: Int16(POLLIN), revents: 0) }
+        let ready = try retrying { Glibc.poll(&fds, nfds_t(fds.count), timeoutMilliseconds) }
+        return ready == 0 ? [] : fds.map { $0.revents & Int16(POLLIN) != 0 }
+    }
+
+    private static func retrying(_ call: () -> Int32) throws(Errno) -> Int32 {
+        while true {
+            let result = call()
+            if result != -1 { return result }
+            let error = Errno(rawValue: errno)
+            guard error == .interrupted else { throw error }
         }
     }
 }

@@ -23,7 +23,7 @@ enum AuditChain {
 
     /// `BLAKE2b-256(previous || sequence (8 bytes BE) || each field as length (4 bytes BE) + bytes, with a
     /// presence byte before the optional ones)`.
-    static func next<Bytes>(after previous: Data, _ columns: Columns<Bytes>) -> Data {
+    static func next<Bytes>(after previous: Data, _ columns: Columns<Bytes>) throws(KeychainError) -> Data {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
         append(UInt64(bitPattern: columns.sequence), to: &bytes)
@@ -34,7 +34,7 @@ enum AuditChain {
         optionalField(columns.reason, &bytes)
         field(columns.correlationID, &bytes)
         field(columns.details, &bytes)
-        return ChainHash.next(previous: previous, message: bytes)
+        return try ChainHash.next(previous: previous, message: bytes)
     }
 
     /// What a checkpoint signs: a domain label, the sequence number and the chain value.

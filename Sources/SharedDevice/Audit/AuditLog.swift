@@ -53,17 +53,17 @@ public enum AuditLog {
         let columns = AuditChain.Columns(
             sequence: sequence, time: timeText.utf8, type: entry.type.rawValue.utf8, actor: entry.actor.utf8,
             account: entry.account?.utf8, reason: entry.reason?.utf8, correlationID: entry.correlationID.utf8, details: details.utf8)
-        let chain = AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
+        let chain = try AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
         try db.cachedStatement(sql: """
             INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [sequence, timeText, entry.type.rawValue, entry.actor, entry.account,
                                      entry.reason, entry.correlationID, details, chain])
-        let tag = transaction.integrityTag(AuditChain.headMessage(sequence: sequence, chain: chain), domain: AuditChain.headTagDomain)
+        let tag = try transaction.integrityTag(AuditChain.headMessage(sequence: sequence, chain: chain), domain: AuditChain.headTagDomain)
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (id, sequence, chain, tag) VALUES (1, ?, ?, ?)")
             .execute(arguments: [sequence, chain, tag])
         if let signer, checkpoint || sequence % Int64(signer.checkpointInterval) == 0 {
-            let signature = signer.key.signature(for: AuditChain.checkpointMessage(sequence: sequence, chain: chain))
+            let signature = try signer.key.signature(for: AuditChain.checkpointMessage(sequence: sequence, chain: chain))
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [sequence, chain, signer.key.publicKey, signature])
         }
@@ -75,7 +75,7 @@ public enum AuditLog {
     /// Signs a checkpoint at the current head (if it has none yet), e.g. before deprovisioning.
     public static func checkpoint(in transaction: StoreTransaction, signer: Signer) throws {
         guard let head = try head(in: transaction, creatingTables: false) else { return }
-        let signature = signer.key.signature(for: AuditChain.checkpointMessage(sequence: head.sequence, chain: head.chain))
+        let signature = try signer.key.signature(for: AuditChain.checkpointMessage(sequence: head.sequence, chain: head.chain))
         try transaction.database.execute(
             sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)",
             arguments: [head.sequence, head.chain, signer.key.publicKey, signature])
@@ -150,7 +150,7 @@ public enum AuditLog {
             return nil
         }
         let head = Head(sequence: row[0], chain: row[1])
-        let expected = transaction.integrityTag(AuditChain.headMessage(sequence: head.sequence, chain: head.chain),
+        let expected = try transaction.integrityTag(AuditChain.headMessage(sequence: head.sequence, chain: head.chain),
                                                 domain: AuditChain.headTagDomain)
         guard expected == row[2] as Data else {
             throw SharedDeviceError(.auditLogTampered,

@@ -59,7 +59,7 @@ extension AuditLog {
         if let row = try Row.fetchOne(db, sql: "SELECT sequence, chain, tag FROM audit_head WHERE id = 1") {
             headRecordExists = true
             let candidate = Head(sequence: row[0], chain: row[1])
-            let expected = transaction.integrityTag(AuditChain.headMessage(sequence: candidate.sequence, chain: candidate.chain),
+            let expected = try transaction.integrityTag(AuditChain.headMessage(sequence: candidate.sequence, chain: candidate.chain),
                                                     domain: AuditChain.headTagDomain)
             if expected == row[2] as Data {
                 head = candidate
@@ -104,7 +104,7 @@ extension AuditLog {
             let columns = AuditChain.Columns(sequence: sequence, time: row[1] as Data, type: row[2] as Data, actor: row[3] as Data,
                                              account: row[4] as Data?, reason: row[5] as Data?,
                                              correlationID: row[6] as Data, details: row[7] as Data)
-            let computed = AuditChain.next(after: previousChain, columns)
+            let computed = try AuditChain.next(after: previousChain, columns)
             if computed != stored, sequence == expectedSequence {
                 result.report(sequence, "its content or position does not match its chain value (edited or reordered)")
                 brokenSinceVouched = true

@@ -20,11 +20,13 @@ public final class ManagedDevice: Sendable {
     /// The audit signer and the policy hash its interval came from, to skip decrypting the key per event.
     private let cachedSigner = Mutex<(signer: AuditLog.Signer, policySHA256: String)?>(nil)
 
-    /// Wraps an open store.
     /// The last decoded policy and the hash of its document (decoding a policy with many apps is not free).
     private let decodedPolicy = Mutex<(sha256: String, policy: DevicePolicy)?>(nil)
 
-    public init(store: KeychainStore, logger: Logger = Logger(label: "shared-device", factory: { _ in SwiftLogNoOpLogHandler() })) {
+    /// Wraps an open store.
+    /// - Parameter logger: where provisioning, deprovisioning and refused apps are reported (never a
+    ///   secret); by default the task-local `Logger.current`.
+    public init(store: KeychainStore, logger: Logger = Logger.current) {
         self.store = store
         self.logger = logger
     }
@@ -56,9 +58,10 @@ public final class ManagedDevice: Sendable {
         do {
             policy = try DevicePolicy.decode(policyDocument)
         } catch {
+            logger.debug("device policy rejected", metadata: ["path": "\(error.path)", "bytes": "\(policyDocument.count)"])
             throw SharedDeviceError(.invalidPolicy, error.description, policyError: error)
         }
-        let hash = ChainHash.sha256Hex(policyDocument)
+        let hash = try sharedDeviceErrors { try ChainHash.sha256Hex(policyDocument) }
         do {
             if let current = try record(), current.policySHA256 == hash { return (.unchanged, current) }
         } catch where force && Self.isDamage(error) {
@@ -136,7 +139,8 @@ public final class ManagedDevice: Sendable {
         if result.0 == .modeChanged {
             ChangeSignal(directory: store.databaseURL.deletingLastPathComponent()).notify()
         }
-        logger.info("device policy applied", metadata: ["outcome": "\(result.0.rawValue)", "policySha256": "\(hash)"])
+        logger.debug("device policy applied", metadata: [
+            "outcome": "\(result.0.rawValue)", "policy.sha256": "\(hash)", "mode": "\(result.1.mode.rawValue)", "actor": "\(actor)"])
         return (result.0, result.1)
     }
 
@@ -172,6 +176,9 @@ public final class ManagedDevice: Sendable {
             return DeprovisioningOutcome(wasProvisioned: true, groupsRemoved: removed.groups, itemsRemoved: removed.items)
         }
         cachedSigner.withLock { $0 = nil }
+        logger.debug("device deprovisioned", metadata: [
+            "was.provisioned": "\(outcome.wasProvisioned)", "groups.removed": "\(outcome.groupsRemoved)",
+            "items.removed": "\(outcome.itemsRemoved)", "actor": "\(actor)"])
         return outcome
     }
 
@@ -194,6 +201,7 @@ public final class ManagedDevice: Sendable {
     public func appIdentity(_ appID: String, actor: String) throws(SharedDeviceError) -> AppIdentity? {
         guard let policy = try policy() else { return nil }
         guard let app = policy.app(appID) else {
+            logger.notice("app not in device policy refused", metadata: ["app": "\(appID)", "actor": "\(actor)"])
             try recordAccessDenied(appID: appID, actor: actor, reason: "app not in device policy", details: [:])
             throw SharedDeviceError(.appNotInPolicy,
                 "app \(appID) is not listed in the device policy, so it has no keychain access on this device; add it to the policy's apps and run `devicectl provision` again")

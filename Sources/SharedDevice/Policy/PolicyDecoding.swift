@@ -9,7 +9,9 @@ extension DevicePolicy {
 
     /// Decodes a policy strictly: an unknown key, a wrong type, a duplicate app id, an empty or malformed
     /// access group or an unknown mode is a `PolicyError` naming the JSON path and what is expected.
+    /// A document over `InputLimits.policyDocumentBytes` is refused before it is parsed.
     public static func decode(_ data: Data) throws(PolicyError) -> DevicePolicy {
+        guard data.count <= InputLimits.policyDocumentBytes else { throw PolicyError.documentTooLarge }
         let document: JSONValue
         do {
             document = try JSONDecoder().decode(JSONValue.self, from: data)
@@ -19,12 +21,24 @@ extension DevicePolicy {
         return try PolicyReader().policy(document)
     }
 
-    /// Reads and decodes a policy file.
+    /// Reads and decodes a policy file, reading no more than `InputLimits.policyDocumentBytes` of it.
     public static func load(contentsOf url: URL) throws(PolicyError) -> DevicePolicy {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw PolicyError(file: url.path, "cannot read the policy file")
+        try decode(try readDocument(url.path))
+    }
+
+    /// The bytes of the policy file at `path`, at most `InputLimits.policyDocumentBytes` of them.
+    /// - Throws: a `PolicyError` naming the file when it cannot be read or is over the limit.
+    public static func readDocument(_ path: String) throws(PolicyError) -> Data {
+        let outcome: BoundedInput.Outcome
+        do {
+            outcome = try BoundedInput.read(contentsOf: path, limit: InputLimits.policyDocumentBytes)
+        } catch {
+            throw PolicyError(file: path, "cannot read the policy file (\(error))")
         }
-        return try decode(data)
+        switch outcome {
+        case .complete(let data): return data
+        case .tooLarge: throw PolicyError(file: path, PolicyError.documentTooLarge.problem)
+        }
     }
 
     private static func describe(_ error: any Error) -> String {
@@ -67,7 +81,7 @@ private struct PolicyReader {
         guard let mode = DevicePolicy.Mode(rawValue: modeText) else {
             throw PolicyError(path.key("mode"), "unknown mode \"\(modeText)\"; expected \"shared\" or \"private\"")
         }
-        return .init(name: try nonEmptyString(fields["name"]!, at: path.key("name")), mode: mode)
+        return .init(name: try boundedName(fields["name"]!, at: path.key("name"), what: "a device name"), mode: mode)
     }
 
     private func authority(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Authority {
@@ -89,6 +103,9 @@ private struct PolicyReader {
     }
 
     private func apps(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [DevicePolicy.App] {
+        if case .array(let elements) = value, elements.count > InputLimits.apps {
+            throw PolicyError(path, "\(elements.count) apps; a policy may list at most \(InputLimits.apps) apps")
+        }
         let apps = try array(value, at: path, element: app)
         guard !apps.isEmpty else { throw PolicyError(path, "expected at least one app") }
         var seen: [String: Int] = [:]
@@ -103,7 +120,7 @@ private struct PolicyReader {
 
     private func app(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.App {
         let fields = try object(value, at: path, required: ["id", "accessGroups", "uid"])
-        let id = try nonEmptyString(fields["id"]!, at: path.key("id"))
+        let id = try boundedName(fields["id"]!, at: path.key("id"), what: "an app id")
         guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
             throw PolicyError(path.key("id"), "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)")
         }
@@ -178,6 +195,15 @@ private struct PolicyReader {
 
     private func string(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         guard case .string(let text) = value else { throw PolicyError(path, "expected a string, found \(value.kind)") }
+        return text
+    }
+
+    /// A non-empty string of at most `InputLimits.nameCharacters` characters (device name, app id).
+    private func boundedName(_ value: JSONValue, at path: JSONPath, what: String) throws(PolicyError) -> String {
+        let text = try nonEmptyString(value, at: path)
+        guard text.count <= InputLimits.nameCharacters else {
+            throw PolicyError(path, "\(what) of \(text.count) characters (\"\(text.prefix(24))…\"); the limit is \(InputLimits.nameCharacters) characters")
+        }
         return text
     }
 

@@ -28,7 +28,17 @@ struct ResponseAccount {
         if let raw = response.clientInfo {
             homeAccountID = try ClientInfo(raw).homeAccountID
         } else if let claims, let subject = claims.subject {
-            homeAccountID = "\(subject).\(claims.tenantID ?? Self.issuerTag(claims.issuer ?? context.environment))"
+            let tenant: String
+            if let tenantID = claims.tenantID {
+                tenant = tenantID
+            } else {
+                do {
+                    tenant = try Self.issuerTag(claims.issuer ?? context.environment)
+                } catch {
+                    throw TokenCacheError.wrapping(error)
+                }
+            }
+            homeAccountID = "\(subject).\(tenant)"
         } else if let known = context.homeAccountID, !known.isEmpty {
             homeAccountID = known
         } else {
@@ -41,8 +51,8 @@ struct ResponseAccount {
     }
 
     /// The first 22 characters of base64url(SHA-256(`issuer`)).
-    static func issuerTag(_ issuer: String) -> String {
-        let hex = Array(ChainHash.sha256Hex(Data(issuer.utf8)).utf8)
+    static func issuerTag(_ issuer: String) throws(KeychainError) -> String {
+        let hex = Array(try ChainHash.sha256Hex(Data(issuer.utf8)).utf8)
         let digest = Data(stride(from: 0, to: hex.count, by: 2).map { UInt8(Self.nibble(hex[$0]) << 4 | Self.nibble(hex[$0 + 1])) })
         return String(Base64URL.encode(digest).prefix(22))
     }

@@ -28,10 +28,12 @@ extension TokenCache {
     /// same key (keys are recomputed from the entries, as MSAL does on load). The whole document is
     /// checked before anything is written, and the import is one transaction.
     /// - Returns: how many entries were imported.
-    /// - Throws: `invalidCacheDocument` with the JSON path of the problem; `store`.
+    /// - Throws: `invalidCacheDocument` with the JSON path of the problem, or for a document over
+    ///   `InputLimits.cacheDocumentBytes` (refused before it is parsed); `store`.
     @discardableResult
     public func importJSON(_ data: Data, as caller: AppIdentity, accessGroup: String = TokenCache.defaultAccessGroup,
                            in transaction: StoreTransaction) throws(TokenCacheError) -> Int {
+        guard data.count <= InputLimits.cacheDocumentBytes else { throw TokenCacheError.documentTooLarge }
         let entries = try UnifiedCacheDocument.entries(of: data)
         try tokenCacheErrors {
             let items = CacheItems(transaction: transaction, caller: caller)

@@ -1,0 +1,63 @@
+import Foundation
+public import KeychainStore
+import Logging
+
+extension AccountManager {
+    /// Signs an account in for `app` from a token response (the flows that obtain one validate it; this
+    /// trusts it): caches the tokens in the app's token group, makes the account current (shared mode)
+    /// and the app's principal, and audits `account.signed_in` when the device's account changes.
+    ///
+    /// - Throws: `accountAlreadySignedIn` in shared mode while another worker is signed in;
+    ///   `tokenCache` for an unusable response. A failure changes nothing.
+    @discardableResult
+    public func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity,
+                       accessGroup: String? = nil, correlationID: String? = nil) throws(SharedDeviceError) -> DeviceAccount {
+        let (account, isNew): (DeviceAccount, Bool)
+        do {
+            (account, isNew) = try write { tx -> (DeviceAccount, Bool) in
+                try self.signIn(response, context: context, app: app, accessGroup: accessGroup,
+                                correlationID: correlationID ?? Self.newCorrelationID(), in: tx)
+            }
+        } catch {
+            logger.debug("sign-in refused", metadata: ["app": "\(app.appID)", "error.code": "\(error.code)"])
+            throw error
+        }
+        if isNew { signal.notify() }
+        logger.debug(isNew ? "account signed in" : "account signed in again (single sign-on)", metadata: [
+            "app": "\(app.appID)", "account": "\(account.auditName)", "scopes": "\(response.scope ?? "")"])
+        return account
+    }
+
+    func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity, accessGroup: String?,
+                        correlationID: String, in tx: StoreTransaction) throws -> (DeviceAccount, Bool) {
+        // The device record is read (decrypted) once: for the mode here and for the audit event below.
+        let deviceRecord = try DeviceRecordStore.record(in: tx)
+        let shared = deviceRecord?.mode == .shared
+        let current = shared ? try AccountRecords.current(in: tx) : nil
+        let group = accessGroup ?? Self.tokenGroup(of: app)
+        let record = try tokenCache.save(response, context: context, as: app, accessGroup: group, in: tx)
+        let homeAccountID = record.accessToken.homeAccountID, environment = record.accessToken.environment
+        let account = try tokenCache.account(homeAccountID: homeAccountID, environment: environment, as: app, accessGroup: group, in: tx)
+            .map(DeviceAccount.init)
+            ?? DeviceAccount(homeAccountID: homeAccountID, environment: environment, realm: record.accessToken.realm,
+                             username: nil, name: nil, localAccountID: nil)
+        if let current, !current.isSameAccount(as: account) {
+            throw SharedDeviceError(.accountAlreadySignedIn,
+                "an account is already signed in on this shared device (\(current.auditName)); end the shift with `devicectl signout` or `devicectl switch` first")
+        }
+        let previousStatus = try AccountRecords.status(of: account, in: tx)
+        let isNew = shared ? current == nil : !(previousStatus?.signedIn ?? false)
+        try AccountRecords.setStatus(AccountStatus(account: account, signedIn: true, signedInBy: app.appID, signedInAt: isNew ? tx.now : previousStatus?.signedInAt ?? tx.now,
+                                                   signedOutAt: nil, signOutReason: nil), in: tx)
+        if shared { try AccountRecords.setCurrent(account, in: tx) }
+        try AccountRecords.setPrincipal(account, of: app.appID, in: tx)
+        if isNew {
+            try device.append(AuditEntry(type: .accountSignedIn, actor: app.appID, account: account.auditName, reason: "sign-in",
+                                         correlationID: correlationID,
+                                         details: ["homeAccountId": account.homeAccountID, "environment": account.environment,
+                                                   "mode": shared ? "shared" : "private"]),
+                              in: tx, record: deviceRecord, checkpoint: false)
+        }
+        return (account, isNew)
+    }
+}

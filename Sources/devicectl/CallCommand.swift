@@ -1,0 +1,57 @@
+import ArgumentParser
+import Foundation
+import IdentityClient
+import KeychainStore
+import SharedDevice
+
+/// `devicectl call --app ID --scopes … URL`: GET a protected API with a silently obtained token.
+struct Call: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "call",
+        abstract: "GET a protected API with `Authorization: Bearer` and a silently obtained token; prints status and JSON.",
+        discussion: "URL `userinfo` means the authority's userinfo endpoint. A non-2xx answer is an error (exit 53).")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The calling app's id.", valueName: "id")) var app: String
+    @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
+    @Argument(help: ArgumentHelp("The API URL, or `userinfo`.", valueName: "url")) var url: String
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let context = try ApplicationContext(store, app: app)
+            let application = context.application
+            let target: URL
+            if url == "userinfo" {
+                target = try await reportingIdentityErrors { () async throws(IdentityError) in try await application.identity.userInfoEndpoint() }
+            } else {
+                guard let parsed = URL(string: url), parsed.scheme == "https" || parsed.scheme == "http", parsed.host != nil else {
+                    throw CLIError(exitCode: .usage, "\(url) is not an http(s) URL")
+                }
+                target = parsed
+            }
+            let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
+                try await application.acquireTokenSilent(scopes: parseScopes(scopes))
+            }
+            let response = try await reportingIdentityErrors { () async throws(IdentityError) in
+                try await application.identity.get(target, accessToken: result.accessToken)
+            }
+            let body = Self.prettyJSON(response.body)
+            guard response.isSuccess else {
+                let excerpt = body.trimmingCharacters(in: .whitespacesAndNewlines).prefix(300)
+                throw CLIError(exitCode: .apiError,
+                    "the API at \(target.absoluteString) answered HTTP \(response.status)\(excerpt.isEmpty ? "" : ": \(excerpt)"); check the URL and that the scopes asked for (\(parseScopes(scopes).joined(separator: " "))) are the API's")
+            }
+            Output.print("HTTP \(response.status)")
+            Output.print(body)
+        }
+    }
+
+    static func prettyJSON(_ data: Data) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
+              let pretty = try? JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]) else {
+            return String(decoding: data, as: UTF8.self)
+        }
+        return String(decoding: pretty, as: UTF8.self)
+    }
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import Foundation
+import IdentityClient
+import KeychainStore
+import SharedDevice
+
+/// `devicectl signin --app ID [--flow device-code|browser] [--username HINT]`: an interactive sign-in
+/// against the policy's authority (or, with `--token-response`, caching a given response).
+struct SignIn: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signin",
+        abstract: "Sign a worker in for an app at the device policy's authority (device code or browser).",
+        discussion: """
+        Device code (default): prints "To sign in, open URL and enter the code CODE" and waits, showing the time left. \
+        Browser: opens $DEVICECTL_BROWSER or xdg-open on a loopback redirect, or prints the URL. \
+        Shared mode refuses while another worker is signed in (exit 48); the same worker in a second app is single sign-on. \
+        --token-response caches a given token endpoint response instead (admin and test path: the file is trusted).
+        """)
+
+    enum Flow: String, ExpressibleByArgument, CaseIterable {
+        case deviceCode = "device-code", browser
+    }
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var caller: CallerOptions
+    @Option(help: "How the worker signs in.") var flow: Flow = .deviceCode
+    @Option(help: ArgumentHelp("Prefill the worker's username at the authority (login hint).", valueName: "hint")) var username: String?
+    @Option(help: ArgumentHelp("Prompt: select_account, login, consent or none (browser flow).", valueName: "prompt")) var prompt: String?
+    @Option(help: ArgumentHelp("Scopes, space- or comma-separated, repeatable (default: the policy's).", valueName: "scopes")) var scopes: [String] = []
+    @Option(help: ArgumentHelp("Cache this token endpoint response (JSON) instead of signing in.", valueName: "file")) var tokenResponse: String?
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            if let tokenResponse { return try signInFromFile(tokenResponse) }
+            let context = try ApplicationContext(store, app: caller.app)
+            guard caller.entitlements == nil else {
+                throw CLIError(exitCode: .usage, "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
+            }
+            let promptType = try prompt.map { text in
+                guard let value = Prompt(rawValue: text) else {
+                    throw CLIError(exitCode: .usage, "unknown prompt \(text); use one of: \(Prompt.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                return value
+            }
+            let json = output.json
+            let interactiveFlow: InteractiveFlow = switch flow {
+            case .deviceCode:
+                .deviceCode(showCode: { session in
+                    if json { FileHandle.standardError.write(Data((session.message + "\n").utf8)) } else { Output.print(session.message) }
+                }, progress: DeviceCodeCountdown().report)
+            case .browser:
+                .browser(openBrowser: SystemBrowser.open)
+            }
+            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: interactiveFlow, prompt: promptType, loginHint: username)
+            let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
+                try await context.application.acquireToken(parameters)
+            }
+            if output.json {
+                try Output.json(TokenJSON(result, includeSecret: false))
+            } else {
+                Output.print("signed in: \(AccountText.line(result.account))\nscopes: \(result.scopes.joined(separator: " "))")
+            }
+        }
+    }
+
+    private func signInFromFile(_ path: String) throws {
+        let context = try AccountContext(store)
+        let identity = try caller.identity(in: context.store)
+        let response = try AccountContext.tokenResponse(path)
+        let request = try context.requestContext()
+        let account = try reportingDeviceErrors { () throws(SharedDeviceError) in
+            try context.accounts.signIn(response, context: request, app: identity)
+        }
+        if output.json { try Output.json(account) } else { Output.print("signed in: \(AccountText.line(account))") }
+    }
+}

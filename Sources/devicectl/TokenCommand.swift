@@ -1,0 +1,31 @@
+import ArgumentParser
+import Foundation
+import IdentityClient
+import KeychainStore
+import SharedDevice
+
+/// `devicectl token --app ID --scopes …`: a silent token call.
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Get an access token for an app silently (cache, then refresh token); prints scopes and expiry.",
+        discussion: "The token itself only with --print-secret. Exit 50: interaction required (sign in again); 49: nobody is signed in.")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The calling app's id.", valueName: "id")) var app: String
+    @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
+    @Flag(help: "Skip the cached access token and redeem the refresh token.") var forceRefresh = false
+    @Flag(help: "Print the access token (it is a secret).") var printSecret = false
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let context = try ApplicationContext(store, app: app)
+            let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
+                try await context.application.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
+            }
+            if output.json { try Output.json(TokenJSON(result, includeSecret: printSecret)) }
+            else { Output.print(TokenText.lines(result, printSecret: printSecret)) }
+        }
+    }
+}
