@@ -324,6 +324,7 @@ extension DevicectlExit {
         case .authorityUnreachable: .unavailable
         case .invalidAuthority: .configuration
         case .serverError, .invalidResponse, .unsupported: .protocolError
+        default: .protocolError
         }
     }
 }
