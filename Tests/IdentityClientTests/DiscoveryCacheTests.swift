@@ -53,8 +53,5 @@ struct DiscoveryCacheTests {
         clock.withLock { $0 += 2 }
         _ = try await client.configuration()
         #expect(transport.requests(to: Self.discoveryPath).count == 2)
-        cache.removeAll()
-        _ = try await client.configuration()
-        #expect(transport.requests(to: Self.discoveryPath).count == 3)
     }
 }

@@ -26,11 +26,6 @@ public final class DiscoveryCache: Sendable {
         self.lifetime = lifetime
     }
 
-    /// Forgets every discovery document and key set (the next call fetches them again).
-    public func removeAll() {
-        entries.withLock { $0 = Entries() }
-    }
-
     func configuration(for url: URL, now: Date) -> OpenIDConfiguration? {
         entries.withLock { entries in
             entries.configurations[url].flatMap { now.timeIntervalSince($0.fetchedAt) < lifetime ? $0.configuration : nil }
