@@ -17,7 +17,8 @@ struct ApplicationContext {
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }
         application = try reportingDeviceErrors { () throws(SharedDeviceError) in
-            try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app, policy: policy), device: device)
+            try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app, policy: policy), device: device,
+                                        logger: location.logger)
         }
     }
 }

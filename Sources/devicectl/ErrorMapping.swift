@@ -90,6 +90,7 @@ extension DevicectlExit {
         case .authorityUnreachable: .unavailable
         case .invalidAuthority: .configuration
         case .serverError, .invalidResponse, .unsupported: .protocolError
+        default: .protocolError
         }
     }
 }

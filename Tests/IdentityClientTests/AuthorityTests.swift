@@ -1,5 +1,5 @@
 import Foundation
-import IdentityClient
+@testable import IdentityClient
 import IdentityTestSupport
 import Testing
 

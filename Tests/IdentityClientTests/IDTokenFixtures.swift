@@ -1,6 +1,6 @@
 import CryptoExtras
 import Foundation
-import IdentityClient
+@testable import IdentityClient
 import IdentityTestSupport
 import JWTKit
 
@@ -42,16 +42,10 @@ enum TestProvider {
         return TestClaims(values)
     }
 
-    /// base64url without padding.
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
     /// The public JWK of an RSA key, as a provider publishes it.
     static func rsaJWK(_ key: JWTKit.Insecure.RSA.PrivateKey, kid: String, alg: String? = "RS256") throws -> [String: String] {
         let primitives = try key.publicKey.getKeyPrimitives()
-        var jwk = ["kty": "RSA", "use": "sig", "kid": kid, "n": base64URL(primitives.modulus), "e": base64URL(primitives.publicExponent)]
+        var jwk = ["kty": "RSA", "use": "sig", "kid": kid, "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent)]
         jwk["alg"] = alg
         return jwk
     }
@@ -88,8 +82,8 @@ enum TestProvider {
 
     /// A token with the given header and claims and `signature` as its third part.
     static func unsignedToken(header: [String: String], claims: TestClaims = claims(), signature: String = "") throws -> String {
-        let headerPart = base64URL(try JSONSerialization.data(withJSONObject: header))
-        let claimsPart = base64URL(try JSONEncoder().encode(claims))
+        let headerPart = Base64URL.encode(try JSONSerialization.data(withJSONObject: header))
+        let claimsPart = Base64URL.encode(try JSONEncoder().encode(claims))
         return "\(headerPart).\(claimsPart).\(signature)"
     }
 }

@@ -13,9 +13,9 @@ import Testing
 // in the shapes the Microsoft identity platform documents (v2.0 discovery, /devicecode, /token, AADSTS
 // error bodies, client_info) and check what the client sends and how it reads the answers.
 //
-// Discovery documents and key sets are cached per process by URL. Every test uses its own tenant (a
-// fresh GUID), except the `organizations` and B2C tests, which are the only users of those URLs; all use
-// a clock far in the future, so that an entry another test cached with the real clock has expired.
+// Every client keeps discovery documents and key sets in its own `DiscoveryCache` (unless it is handed
+// one), so tests do not see each other's entries; each still uses its own tenant (a fresh GUID) so that
+// the recorded requests name it.
 
 /// Microsoft identity platform response shapes, as documented.
 private enum Entra {
@@ -86,7 +86,7 @@ private enum Entra {
 
     /// `client_info`: base64url of `{"uid":"…","utid":"…"}`.
     static func clientInfo(uid: String = objectID, utid: String = homeTenantID) -> String {
-        TestProvider.base64URL(Data("{\"uid\":\"\(uid)\",\"utid\":\"\(utid)\"}".utf8))
+        Base64URL.encode(Data("{\"uid\":\"\(uid)\",\"utid\":\"\(utid)\"}".utf8))
     }
 
     /// A token response as the v2.0 token endpoint sends it (to a request with `client_info=1`).
@@ -439,7 +439,7 @@ struct MicrosoftFlowTests {
         let body = try JSONSerialization.data(withJSONObject: [
             "access_token": "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiIsImtpZCI6IlgifQ.b2c-at", "id_token": idToken, "token_type": "Bearer",
             "not_before": seconds, "expires_in": 3600, "expires_on": seconds + 3600, "resource": Self.b2cClientID,
-            "client_info": TestProvider.base64URL(Data("{\"uid\":\"\(objectID)-b2c_1_susi\",\"utid\":\"\(Self.b2cTenantID)\"}".utf8)),
+            "client_info": Base64URL.encode(Data("{\"uid\":\"\(objectID)-b2c_1_susi\",\"utid\":\"\(Self.b2cTenantID)\"}".utf8)),
             "scope": "\(Self.tasksRead) offline_access openid", "refresh_token": "eyJraWQiOiJjcGltY29yZV8wOTI1MjAxNSIsInZlciI6IjEuMCJ9.b2c-rt",
             "refresh_token_expires_in": 1209600, "id_token_expires_in": 3600,
         ] as [String: Any], options: [.sortedKeys])
@@ -575,7 +575,7 @@ private func deliver(_ redirect: String, _ fields: [String: String]) {
         #expect(exchange.form["redirect_uri"] == query["redirect_uri"])
         #expect(exchange.form["client_info"] == "1")
         let verifier = try #require(exchange.form["code_verifier"])
-        #expect(TestProvider.base64URL(Data(SHA256.hash(data: Data(verifier.utf8)))) == query["code_challenge"])
+        #expect(Base64URL.encode(Data(SHA256.hash(data: Data(verifier.utf8)))) == query["code_challenge"])
         #expect(grant.idToken?.nonce == query["nonce"])
     }
 

@@ -4,6 +4,11 @@ import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The OAuth plumbing the flows share: PKCE, form encoding, error mapping, the loopback redirect.
 @Suite struct ProtocolPartsTests {
@@ -84,6 +89,18 @@ import FoundationNetworking
         #expect(String(decoding: page, as: UTF8.self).contains("close this window"))
         let fields = try await waiting.value
         #expect(fields == ["code": "abc/1", "state": "xyz"])
+    }
+
+    @Test func aTakenLoopbackPortIsUnsupportedNamingTheErrnoOfTheFailedCall() throws {
+        let first = try LoopbackRedirectListener()
+        do {
+            let second = try LoopbackRedirectListener(port: first.port)
+            Issue.record("a second listener bound the taken port \(second.port)")
+        } catch {
+            #expect(error.code == .unsupported)
+            #expect(error.message.contains("127.0.0.1:\(first.port)"), "\(error.message)")
+            #expect(error.message.contains("errno \(EADDRINUSE)"), "the errno of bind, not of the close after it: \(error.message)")
+        }
     }
 
     @Test func loopbackListenerStopsWhenCanceled() async throws {

@@ -144,7 +144,7 @@ struct AuditLogTests {
         #expect(rows.count == 5)
         var previous = ChainModel.genesis
         for row in rows {
-            #expect(row.chain == ChainModel.next(after: previous, row), "event \(row.sequence)")
+            #expect(try row.chain == ChainModel.next(after: previous, row), "event \(row.sequence)")
             previous = row.chain
         }
         let head = try #require(try raw.head())

@@ -209,7 +209,7 @@ struct AuditTamperTests {
         let previous = forged.chain
         forged.sequence = 13
         forged.actor = "com.fabrikam.intruder"
-        forged.chain = ChainModel.next(after: previous, forged)
+        forged.chain = try ChainModel.next(after: previous, forged)
         try raw.execute("""
             INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -226,7 +226,7 @@ struct AuditTamperTests {
         // The forged chain is self-consistent: only the signatures and the head's tag can tell.
         var previous = ChainModel.genesis
         for row in try raw.events() {
-            try #require(row.chain == ChainModel.next(after: previous, row))
+            try #require(try row.chain == ChainModel.next(after: previous, row))
             previous = row.chain
         }
         let verification = try fixture.device.verifyAudit()
@@ -245,7 +245,7 @@ struct AuditTamperTests {
         for checkpoint in try raw.checkpoints() {
             let chain = try #require(chains[checkpoint.sequence])
             try raw.execute("UPDATE audit_checkpoints SET chain = ?, public_key = ?, signature = ? WHERE sequence = ?",
-                            [chain, attacker.publicKey, attacker.signature(for: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: chain)),
+                            [chain, attacker.publicKey, try attacker.signature(for: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: chain)),
                              checkpoint.sequence])
         }
         let verification = try fixture.device.verifyAudit()

@@ -247,7 +247,7 @@ extension Data {
 enum ChainModel {
     static let genesis = Data(count: 32)
 
-    static func next(after previous: Data, _ row: RawDatabase.EventRow) -> Data {
+    static func next(after previous: Data, _ row: RawDatabase.EventRow) throws -> Data {
         var bytes: [UInt8] = []
         bigEndian(UInt64(bitPattern: row.sequence), bytes: 8, &bytes)
         field(row.time, &bytes)
@@ -257,7 +257,7 @@ enum ChainModel {
         optionalField(row.reason, &bytes)
         field(row.correlationID, &bytes)
         field(row.details, &bytes)
-        return ChainHash.next(previous: previous, message: bytes)
+        return try ChainHash.next(previous: previous, message: bytes)
     }
 
     /// What a checkpoint's Ed25519 signature covers.
@@ -388,7 +388,7 @@ struct RawDatabase {
         let rows = try events()
         var previous = rows.last { $0.sequence < sequence }?.chain ?? ChainModel.genesis
         for var row in rows where row.sequence >= sequence {
-            row.chain = ChainModel.next(after: previous, row)
+            row.chain = try ChainModel.next(after: previous, row)
             try write(row)
             previous = row.chain
         }

@@ -129,7 +129,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether requests to this authority carry `client_info=1`, as MSAL sends to Microsoft and B2C
     /// authorities so the response names the home account (`uid.utid`).
-    public var sendsClientInfo: Bool {
+    var sendsClientInfo: Bool {
         switch kind {
         case .microsoft, .b2c: true
         case .oidc: false
@@ -138,7 +138,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
 
     /// The scopes to send: the app's scopes in the app's order, then `openid profile offline_access`,
     /// without duplicates (compared case-insensitively) or empty entries, as MSAL does.
-    public func requestScopes(_ scopes: [String]) -> [String] {
+    func requestScopes(_ scopes: [String]) -> [String] {
         var seen = Set<String>()
         var result: [String] = []
         for scope in scopes + Self.reservedScopes {
@@ -159,7 +159,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     ///   - iss: The token's `iss` claim.
     ///   - tenantID: The token's `tid` claim, when it has one.
     ///   - metadataIssuer: The `issuer` of the authority's discovery document.
-    public func acceptsIssuer(_ iss: String, tenantID: String?, metadataIssuer: String) -> Bool {
+    func acceptsIssuer(_ iss: String, tenantID: String?, metadataIssuer: String) -> Bool {
         let issuer = Self.trimmingTrailingSlash(iss)
         let expected = Self.trimmingTrailingSlash(metadataIssuer)
         if issuer == expected { return true }

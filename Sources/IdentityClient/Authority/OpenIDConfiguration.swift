@@ -31,7 +31,7 @@ public struct OpenIDConfiguration: Sendable, Equatable, Codable {
         case idTokenSigningAlgorithms = "id_token_signing_alg_values_supported"
     }
 
-    public init(issuer: String, authorizationEndpoint: URL, tokenEndpoint: URL, deviceAuthorizationEndpoint: URL? = nil,
+    init(issuer: String, authorizationEndpoint: URL, tokenEndpoint: URL, deviceAuthorizationEndpoint: URL? = nil,
                 userinfoEndpoint: URL? = nil, jwksURI: URL, endSessionEndpoint: URL? = nil, idTokenSigningAlgorithms: [String]? = nil) {
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
@@ -45,7 +45,7 @@ public struct OpenIDConfiguration: Sendable, Equatable, Codable {
 
     /// Decodes a discovery document.
     /// - Throws: `invalidResponse` naming the missing or malformed field.
-    public static func decode(_ data: Data, from url: URL) throws(IdentityError) -> OpenIDConfiguration {
+    static func decode(_ data: Data, from url: URL) throws(IdentityError) -> OpenIDConfiguration {
         do {
             return try JSONDecoder().decode(OpenIDConfiguration.self, from: data)
         } catch let DecodingError.keyNotFound(key, _) {

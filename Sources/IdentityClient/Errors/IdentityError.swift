@@ -1,36 +1,82 @@
 import Foundation
 
-/// A failed identity call: what went wrong, in MSAL's vocabulary, with a message that says what to do.
+/// A failed identity call: what went wrong, in MSAL's vocabulary (`MSALError`), with a message that
+/// says what to do.
 ///
 /// Messages never contain a token, a code or a secret. A failed call changes nothing in any cache.
 public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What kind of failure this is.
-    public enum Code: String, Sendable, Equatable, CaseIterable {
+    /// What kind of failure this is, matchable in `catch` (`catch IdentityError.Code.interactionRequired`).
+    ///
+    /// An extensible set (like swift-system's `Errno`): new codes may be added in any release, so a
+    /// `switch` over codes needs a `default:` branch. Mirrors MSAL's `MSALInternalError` / `MSALErrorCode`
+    /// classes.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Kind: String, Hashable, Sendable {
+            case interactionRequired = "interaction_required"
+            case userCanceled = "user_canceled"
+            case accessDenied = "access_denied"
+            case deviceCodeExpired = "device_code_expired"
+            case serverError = "server_error"
+            case declinedScopes = "declined_scopes"
+            case authorityUnreachable = "authority_unreachable"
+            case invalidAuthority = "invalid_authority"
+            case invalidIDToken = "invalid_id_token"
+            case invalidResponse = "invalid_response"
+            case stateMismatch = "state_mismatch"
+            case unsupported
+        }
+
+        private let kind: Kind
+        private init(_ kind: Kind) { self.kind = kind }
+
         /// The user must sign in again interactively (`invalid_grant`, `interaction_required`,
         /// `login_required`, `consent_required`, a revoked or expired refresh token): MSAL -50002.
-        case interactionRequired = "interaction_required"
+        public static let interactionRequired = Code(.interactionRequired)
         /// The user or the app canceled the interactive flow: MSAL -50005.
-        case userCanceled = "user_canceled"
+        public static let userCanceled = Code(.userCanceled)
         /// The user declined the sign-in (device code `access_denied`, authorization `access_denied`).
-        case accessDenied = "access_denied"
+        public static let accessDenied = Code(.accessDenied)
         /// The device code expired before the user finished signing in (`expired_token`).
-        case deviceCodeExpired = "device_code_expired"
+        public static let deviceCodeExpired = Code(.deviceCodeExpired)
         /// The authority answered with an OAuth error other than the above: MSAL -50006.
-        case serverError = "server_error"
+        public static let serverError = Code(.serverError)
         /// The authority granted fewer scopes than the app asked for (MSAL -50003): nothing was cached.
-        case declinedScopes = "declined_scopes"
+        public static let declinedScopes = Code(.declinedScopes)
         /// The authority could not be reached (connection refused, DNS, timeout, TLS).
-        case authorityUnreachable = "authority_unreachable"
+        public static let authorityUnreachable = Code(.authorityUnreachable)
         /// The authority URL is malformed, or a B2C authority is not among the known authorities.
-        case invalidAuthority = "invalid_authority"
+        public static let invalidAuthority = Code(.invalidAuthority)
         /// The ID token failed validation (signature, issuer, audience, expiry, nonce): nothing was cached.
-        case invalidIDToken = "invalid_id_token"
+        public static let invalidIDToken = Code(.invalidIDToken)
         /// The authority answered with something that is not a valid response of its kind.
-        case invalidResponse = "invalid_response"
+        public static let invalidResponse = Code(.invalidResponse)
         /// The authorization response's `state` did not match the request (possible forgery).
-        case stateMismatch = "state_mismatch"
+        public static let stateMismatch = Code(.stateMismatch)
         /// The authority does not offer what the flow needs (no device authorization endpoint, say).
-        case unsupported = "unsupported"
+        public static let unsupported = Code(.unsupported)
+
+        /// The code's stable snake_case name (`interaction_required`), for logs and JSON; the raw value
+        /// it had when `Code` was an enum.
+        public var rawValue: String { kind.rawValue }
+
+        /// MSAL's numeric error code (`MSALErrorCode`) for this class of failure.
+        var msalErrorCode: Int {
+            switch kind {
+            case .interactionRequired: -50002
+            case .userCanceled: -50005
+            case .declinedScopes: -50003
+            case .serverError, .accessDenied, .deviceCodeExpired: -50006
+            default: -50000
+            }
+        }
+
+        /// Lets `catch IdentityError.Code.interactionRequired { … }` match (as swift-system's `Errno` does).
+        public static func ~= (code: Code, error: any Error) -> Bool {
+            (error as? IdentityError)?.code == code
+        }
+
+        /// The code's snake_case name (`interaction_required`).
+        public var description: String { kind.rawValue }
     }
 
     /// What kind of failure this is.
@@ -44,6 +90,8 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
     /// The HTTP status of the response, when there was one.
     public var httpStatus: Int?
 
+    /// An error of class `code` whose `message` says what happened and what to do (never a secret),
+    /// with the server's OAuth `error`, `error_description` and HTTP status when there was a response.
     public init(_ code: Code, _ message: String, oauthError: String? = nil, serverDescription: String? = nil, httpStatus: Int? = nil) {
         self.code = code
         self.message = message
@@ -52,18 +100,11 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
         self.httpStatus = httpStatus
     }
 
-    /// MSAL's numeric error code (`MSALErrorCode`): -50002 interaction required, -50005 user canceled,
-    /// -50006 server error, -50000 internal for everything else.
-    public var msalErrorCode: Int {
-        switch code {
-        case .interactionRequired: -50002
-        case .userCanceled: -50005
-        case .declinedScopes: -50003
-        case .serverError, .accessDenied, .deviceCodeExpired: -50006
-        default: -50000
-        }
-    }
+    /// MSAL's numeric error code (`MSALErrorCode`): -50002 interaction required, -50003 declined scopes,
+    /// -50005 user canceled, -50006 server error, -50000 internal for everything else.
+    public var msalErrorCode: Int { code.msalErrorCode }
 
+    /// The message, the OAuth error and the server's description, on one line.
     public var description: String {
         var text = message
         if let oauthError { text += " [\(oauthError)]" }

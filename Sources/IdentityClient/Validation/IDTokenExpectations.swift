@@ -1,24 +1,24 @@
-public import Foundation
+import Foundation
 
 /// What an ID token must say to be accepted for one sign-in: who issued it, for which app, with which
 /// `nonce`, and the time to judge `exp` and `iat` against.
-public struct IDTokenExpectations: Sendable {
+struct IDTokenExpectations: Sendable {
     /// The authority the sign-in went to; decides how `iss` is matched.
-    public var authority: Authority
+    var authority: Authority
     /// The `issuer` of the authority's discovery document (a template with `{tenantid}` for Microsoft
     /// multi-tenant authorities).
-    public var metadataIssuer: String
+    var metadataIssuer: String
     /// The app's client id: must be in `aud` (and be `azp` when there are several audiences).
-    public var clientID: String
+    var clientID: String
     /// The `nonce` the authorization request sent, or `nil` when none was sent (device code, refresh).
-    public var nonce: String?
+    var nonce: String?
     /// The current time.
-    public var now: Date
+    var now: Date
     /// How far the authority's clock may be off from ours, in seconds (MSAL allows 5 minutes).
-    public var allowedClockSkew: TimeInterval
+    var allowedClockSkew: TimeInterval
 
     /// Expectations for a token from `authority`, whose discovery document names `metadataIssuer`.
-    public init(authority: Authority, metadataIssuer: String, clientID: String, nonce: String? = nil,
+    init(authority: Authority, metadataIssuer: String, clientID: String, nonce: String? = nil,
                 now: Date = Date(), allowedClockSkew: TimeInterval = 300) {
         self.authority = authority
         self.metadataIssuer = metadataIssuer
@@ -29,7 +29,7 @@ public struct IDTokenExpectations: Sendable {
     }
 
     /// Expectations for a token from `authority`, whose discovery document is `configuration`.
-    public init(authority: Authority, configuration: OpenIDConfiguration, clientID: String, nonce: String? = nil,
+    init(authority: Authority, configuration: OpenIDConfiguration, clientID: String, nonce: String? = nil,
                 now: Date = Date(), allowedClockSkew: TimeInterval = 300) {
         self.init(authority: authority, metadataIssuer: configuration.issuer, clientID: clientID, nonce: nonce,
                   now: now, allowedClockSkew: allowedClockSkew)

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import JWTKit
 
 /// Validates OpenID Connect ID tokens against an authority's signing keys (OpenID Connect Core 1.0
@@ -9,31 +9,36 @@ import JWTKit
 /// (`kid`) the set does not hold is refused: check ``hasKey(id:)`` and refetch `jwks_uri` once on a key
 /// rollover. Every failure is `invalidIDToken` with a message naming the failed check; no message
 /// contains the token.
-public struct IDTokenValidator: Sendable {
+struct IDTokenValidator: Sendable {
     private let keySet: JSONWebKeySet
 
     /// A validator for the keys of an authority's `jwks_uri` document.
     /// - Throws: `invalidResponse` when `jwksJSON` is not a JSON Web Key Set; `unsupported` when it
     ///   holds no RS256 or ES256 signing key.
-    public init(jwksJSON: Data) throws(IdentityError) {
+    init(jwksJSON: Data) throws(IdentityError) {
         keySet = try JSONWebKeySet(json: jwksJSON)
     }
 
     /// Whether the key set holds a usable signing key with this `kid`.
-    public func hasKey(id: String) -> Bool {
+    func hasKey(id: String) -> Bool {
         keySet.keys.contains { $0.id == id }
+    }
+
+    /// The `kid`s of the usable keys (public key ids, for logs).
+    var keyIDs: [String] {
+        keySet.keys.compactMap(\.id)
     }
 
     /// The `kid` in a token's header, or `nil` when it names none or is malformed; with ``hasKey(id:)``,
     /// tells the caller to refetch the key set before validating.
-    public static func keyID(of jwt: String) -> String? {
+    static func keyID(of jwt: String) -> String? {
         CompactJWT.keyID(of: jwt)
     }
 
     /// Verifies `jwt`'s signature and claims.
     /// - Returns: The token's claims.
     /// - Throws: `invalidIDToken` naming the check that failed and what to do.
-    public func validate(_ jwt: String, _ expectations: IDTokenExpectations) async throws(IdentityError) -> ValidatedIDToken {
+    func validate(_ jwt: String, _ expectations: IDTokenExpectations) async throws(IdentityError) -> ValidatedIDToken {
         let claims = try await verifiedClaims(of: jwt)
         return try IDTokenClaimChecks(claims: claims, expectations: expectations).validated(raw: jwt)
     }
@@ -74,9 +79,12 @@ public struct IDTokenValidator: Sendable {
                 if hasKey(id: kid) {
                     throw IdentityError(.invalidIDToken, "the ID token's key `\(kid)` (kid) is not a key for `\(algorithm.rawValue)` in the authority's key set; the token's `alg` and key do not match")
                 }
-                throw IdentityError(.invalidIDToken, "the ID token is signed with the key `\(kid)` (kid), which is not in the authority's key set; fetch the keys from jwks_uri again and retry")
+                throw IdentityError(.invalidIDToken, "the ID token is signed with the key `\(kid)` (kid), which is not in the authority's key set: the identity provider's key set (jwks_uri), fetched again, holds no \(algorithm.rawValue) key with that kid, so the token cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish the key it signs with")
             }
             return key
+        }
+        guard !candidates.isEmpty else {
+            throw IdentityError(.invalidIDToken, "the identity provider's key set (jwks_uri) holds no \(algorithm.rawValue) key for the ID token (which names no key id), so it cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish a key for the algorithm it signs with")
         }
         guard candidates.count == 1, let key = candidates.first else {
             throw IdentityError(.invalidIDToken, "the ID token names no key (kid) and the authority's key set has \(candidates.count) \(algorithm.rawValue) keys; the key cannot be chosen")

@@ -34,7 +34,7 @@ struct JSONWebKeySet: Sendable {
         }
         keys = entries.compactMap { ($0 as? [String: Any]).flatMap(Self.signingKey) }
         guard !keys.isEmpty else {
-            throw IdentityError(.unsupported, "the authority's key set (jwks_uri) has no RS256 or ES256 signing key; this client verifies ID tokens with those only")
+            throw IdentityError(.unsupported, "the identity provider's key set (jwks_uri) holds no usable signing key (of its \(entries.count) keys, none is an RSA key for RS256 or an EC P-256 key for ES256), so no ID token can be verified and nothing was cached; public clients need the provider to publish RS256 or ES256 public keys — configure one at the provider")
         }
     }
 

@@ -1,6 +1,7 @@
 public import Foundation
 public import IdentityClient
 public import KeychainStore
+public import Logging
 
 /// The app-facing API, shaped like MSAL's `MSALPublicClientApplication` in shared device mode: device
 /// information, the current account, interactive and silent token calls, and sign-out.
@@ -37,6 +38,10 @@ public import KeychainStore
 ///
 /// Every failure is a `SharedDeviceError`; `error.isInteractionRequired` (MSAL -50002) means only
 /// `acquireToken` can help. A failed call changes nothing in the cache.
+///
+/// The app discovers its authority once a day: the application keeps one `DiscoveryCache` for its
+/// lifetime and gives it to its identity client. Its debug and trace events (and the identity client's)
+/// go to the `logger` it was made with; none carries a token, a code or a secret.
 public final class PublicClientApplication: Sendable {
     /// The app's registration.
     public let configuration: PublicClientApplicationConfiguration
@@ -49,25 +54,38 @@ public final class PublicClientApplication: Sendable {
     /// The app's identity on the device: its entitled access groups.
     public let app: AppIdentity
     private let authority: Authority
+    /// The authority's discovery document and keys, for the application's lifetime.
+    private let discoveryCache = DiscoveryCache()
+    private let logger: Logger
 
     /// Creates the app's client.
     ///
     /// On a provisioned device the app must be listed in the policy, which gives its access groups; on an
     /// unprovisioned device (private mode) the app gets `keychainAccessGroup` (default `com.microsoft.adalcache`).
+    /// - Parameters:
+    ///   - transport: the way to the network (tests pass a scripted one).
+    ///   - now: the clock; `sleep`: the wait between device-code polls (tests pass fake ones).
+    ///   - logger: where the application's and its identity client's debug and trace events go; the
+    ///     task-local logger by default.
     /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
     public init(configuration: PublicClientApplicationConfiguration, device: ManagedDevice,
                 transport: any HTTPTransport = URLSessionTransport(),
                 now: @escaping @Sendable () -> Date = Date.init,
-                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws(SharedDeviceError) {
+                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
+                logger: Logger = Logger.current) throws(SharedDeviceError) {
         self.configuration = configuration
         self.device = device
-        accountManager = AccountManager(device: device)
+        var logger = logger
+        logger[metadataKey: "app.id"] = "\(configuration.appID)"
+        self.logger = logger
+        accountManager = AccountManager(device: device, logger: logger)
         do {
             authority = try Authority(configuration.authority, knownAuthorities: configuration.knownAuthorities)
         } catch {
             throw SharedDeviceError(error)
         }
-        identity = IdentityClient(clientID: configuration.clientID, authority: authority, transport: transport, now: now, sleep: sleep)
+        identity = IdentityClient(clientID: configuration.clientID, authority: authority, transport: transport, now: now, sleep: sleep,
+                                  discoveryCache: discoveryCache, logger: logger)
         if let entitled = try device.appIdentity(configuration.appID, actor: configuration.appID) {
             app = entitled
         } else {
@@ -112,8 +130,17 @@ public final class PublicClientApplication: Sendable {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         let correlationID = AccountManager.newCorrelationID()
+        var logger = self.logger
+        logger[metadataKey: "correlation_id"] = "\(correlationID)"
         var parameters = parameters
         parameters.loginHint = try loginHint(for: parameters.loginHint)
+        let flowName: String
+        switch parameters.flow {
+        case .deviceCode: flowName = "device_code"
+        case .browser: flowName = "browser"
+        }
+        logger.debug("interactive sign-in started", metadata: ["signin.flow": "\(flowName)", "oauth.scopes": "\(scopes.joined(separator: " "))",
+                                                               "oauth.login_hint": "\(parameters.loginHint != nil)"])
         let grant: TokenGrant
         do {
             switch parameters.flow {
@@ -127,11 +154,20 @@ public final class PublicClientApplication: Sendable {
                                                                  openBrowser: openBrowser)
             }
         } catch {
+            logger.debug("interactive sign-in failed", metadata: Self.failure(error))
             throw SharedDeviceError(error)
         }
         let response = try decode(grant)
-        let account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
+        let account: DeviceAccount
+        do {
+            account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
                                                 accessGroup: tokenGroup, correlationID: correlationID)
+        } catch {
+            logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
+            throw error
+        }
+        logger.debug("interactive sign-in succeeded", metadata: ["account": "\(account.auditName)", "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
+                                                                 "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
         return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
                                     idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
     }
@@ -148,29 +184,48 @@ public final class PublicClientApplication: Sendable {
     public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
                                    forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
         let correlationID = AccountManager.newCorrelationID()
-        let (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
-            for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh)
+        var logger = self.logger
+        logger[metadataKey: "correlation_id"] = "\(correlationID)"
+        let (current, cachedAccessToken, refreshToken): (DeviceAccount, AccessTokenCacheItem?, RefreshTokenCacheItem?)
+        do {
+            (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
+                for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh)
+        } catch {
+            logger.debug("silent token refused", metadata: ["error.code": "\(error.code)", "oauth.scopes": "\(scopes.joined(separator: " "))"])
+            throw error
+        }
         if let cached = cachedAccessToken {
+            logger.debug("silent token from the cache", metadata: ["oauth.scopes": "\(cached.scopes.joined(separator: " "))",
+                                                                    "oauth.expires_on": "\(cached.expiresOn)"])
             return AuthenticationResult(accessToken: cached.secret, scopes: cached.scopes, expiresOn: cached.expiresOn, account: current,
                                         idToken: nil, source: .cache, correlationID: correlationID)
         }
         guard let refreshToken else {
+            logger.debug("silent token needs interaction: no refresh token is cached", metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))"])
             throw SharedDeviceError(IdentityError(.interactionRequired,
                 "no refresh token is cached for \(current.auditName) in app \(app.appID); sign in interactively"))
         }
+        logger.debug("silent token: redeeming the refresh token", metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))",
+                                                                              "silent.force_refresh": "\(forceRefresh)"])
         let grant: TokenGrant
         do {
             grant = try await identity.refresh(refreshToken: refreshToken.secret, scopes: requestScopes(scopes))
         } catch {
+            logger.debug(error.code == .interactionRequired || error.code == .declinedScopes
+                         ? "silent token needs interaction: the refresh was refused" : "silent token failed",
+                         metadata: Self.failure(error))
             throw SharedDeviceError(error)
         }
         // MSAL's local account id is `oid`, else `sub` (Microsoft's `sub` is per app and never the `oid`).
         if let idToken = grant.idToken, let local = current.localAccountID, (idToken.objectID ?? idToken.subject) != local {
+            logger.debug("silent token refused: the refreshed ID token is for another user")
             throw SharedDeviceError(IdentityError(.invalidIDToken,
                 "the refreshed ID token is for another user than \(current.auditName); nothing was cached — sign in again"))
         }
         let response = try decode(grant)
         try accountManager.saveRefreshedTokens(response, context: context(scopes: grant.scopes), for: current, app: app, accessGroup: tokenGroup)
+        logger.debug("silent token refreshed and cached", metadata: ["oauth.scopes": "\(grant.scopes.joined(separator: " "))",
+                                                                      "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
         return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: current,
                                     idToken: grant.idToken?.raw, source: .refresh, correlationID: correlationID)
     }
@@ -193,15 +248,41 @@ public final class PublicClientApplication: Sendable {
                     "the sign-out names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
             }
         }
-        let outcome = try accountManager.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
-        if parameters.signOutFromBrowser, let openBrowser = parameters.openBrowser,
-           let url = try? await identity.endSessionURL(idTokenHint: nil) {
-            try? await openBrowser(url)
+        logger.debug("sign-out started", metadata: ["signout.reason": "\(parameters.reason.rawValue)", "signout.wipe_account": "\(parameters.wipeAccount)",
+                                                    "signout.from_browser": "\(parameters.signOutFromBrowser)"])
+        let outcome: AccountManager.SignOutOutcome
+        do {
+            outcome = try accountManager.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
+        } catch {
+            logger.debug("sign-out failed", metadata: ["error.code": "\(error.code)"])
+            throw error
+        }
+        logger.debug("signed out", metadata: ["account": "\(outcome.account?.auditName ?? "nobody")", "signout.global": "\(outcome.global)",
+                                              "signout.items_removed": "\(outcome.itemsRemoved)"])
+        if parameters.signOutFromBrowser, let openBrowser = parameters.openBrowser {
+            do {
+                if let url = try await identity.endSessionURL(idTokenHint: nil) {
+                    try await openBrowser(url)
+                    logger.debug("end-session page opened in the browser")
+                }
+            } catch {
+                // The local sign-out stands; the browser step is best effort.
+                logger.debug("the browser sign-out failed; the local sign-out stands", metadata: Self.failure(error))
+            }
         }
         return outcome
     }
 
     // MARK: - Helpers
+
+    /// Log metadata of a failed identity call: its code, OAuth error and HTTP status, never its message
+    /// (which may hold the user code shown on screen or the server's description).
+    private static func failure(_ error: IdentityError) -> Logger.Metadata {
+        var metadata: Logger.Metadata = ["error.code": "\(error.code)"]
+        if let oauthError = error.oauthError { metadata["oauth.error"] = "\(oauthError)" }
+        if let status = error.httpStatus { metadata["http.status"] = "\(status)" }
+        return metadata
+    }
 
     /// The login hint of an interactive sign-in. Shared mode with a worker signed in: the sign-in is for
     /// that worker (after `interactionRequired`), so their username is the hint when the app gives none;
