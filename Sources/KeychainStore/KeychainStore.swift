@@ -73,7 +73,7 @@ public final class KeychainStore: Sendable {
                 return (database, try MasterKeyring.unlock(database, source: source))
             }
         } catch {
-            logger.warning("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+            logger.debug("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
             throw error
         }
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
@@ -241,15 +241,15 @@ public final class KeychainStore: Sendable {
         }
     }
 
-    /// Integrity failures and a damaged database are worth a warning whoever the caller is: they mean
-    /// tampering or corruption. (The damaged items are named by row id and group only.)
+    /// Failures are thrown to the caller, who reports them; the log keeps the detail for whoever debugs
+    /// (integrity failures name the damaged items by row id and group only).
     private func logIfDamage(_ error: KeychainError) {
         switch error.code {
         case .integrityFailure:
-            logger.warning("keychain integrity failure", metadata: [
+            logger.debug("keychain integrity failure", metadata: [
                 "path": "\(databaseURL.path)", "damaged.items": "\(error.damagedItems.map(\.description))"])
         case .corruptStore, .storeBusy:
-            logger.warning("keychain store failed", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+            logger.debug("keychain store failed", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
         default:
             logger.trace("keychain operation failed", metadata: ["error.code": "\(error.code)"])
         }

@@ -201,7 +201,7 @@ public final class ManagedDevice: Sendable {
     public func appIdentity(_ appID: String, actor: String) throws(SharedDeviceError) -> AppIdentity? {
         guard let policy = try policy() else { return nil }
         guard let app = policy.app(appID) else {
-            logger.notice("app not in device policy refused", metadata: ["app": "\(appID)", "actor": "\(actor)"])
+            logger.debug("app not in device policy refused", metadata: ["app": "\(appID)", "actor": "\(actor)"])
             try recordAccessDenied(appID: appID, actor: actor, reason: "app not in device policy", details: [:])
             throw SharedDeviceError(.appNotInPolicy,
                 "app \(appID) is not listed in the device policy, so it has no keychain access on this device; add it to the policy's apps and run `devicectl provision` again")
