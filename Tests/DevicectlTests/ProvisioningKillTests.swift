@@ -208,7 +208,7 @@ struct ProvisioningKillTests {
                                          "--access-group", group, "--service", "fill", "--account", "item-\(index)"])
                 #expect(found.status == 0, "round \(round): \(group)/item-\(index): \(found.stderr)")
                 let object = try parseJSON(found.stdout) as? [String: Any]
-                #expect(object?["secretBase64"] as? String == fillSecret(group: group, index: index).base64EncodedString(),
+                #expect(object?["secretBase64"] as? String == DeviceWorkerFixture.fillSecret(group: group, index: index).base64EncodedString(),
                         "round \(round): \(group)/item-\(index) has another secret")
             }
         }
@@ -229,12 +229,4 @@ struct ProvisioningKillTests {
         let groups = try #require(Int(try sqlite3(scratch.databasePath, "SELECT count(*) FROM access_groups")))
         return (items, groups)
     }
-}
-
-/// The secret of the device worker's fill item `index` in `group` (same function as in Sources/device-worker/main.swift).
-func fillSecret(group: String, index: Int) -> Data {
-    let unit = "\(group)/item-\(index);"
-    let length = 512 + (index &* 37) % 1024
-    let text = String(repeating: unit, count: length / unit.utf8.count + 1)
-    return Data(text.utf8.prefix(length))
 }

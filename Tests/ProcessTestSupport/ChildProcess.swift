@@ -37,12 +37,13 @@ public final class ChildProcess: @unchecked Sendable {
     }()
 
     /// Starts one of the package's executables (`keychain-worker`, `account-worker`, …).
-    public convenience init(product: String, _ arguments: [String]) throws {
-        try self.init(Self.productsDirectory.appendingPathComponent(product), arguments)
+    public convenience init(product: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try self.init(Self.productsDirectory.appendingPathComponent(product), arguments, environment: environment)
     }
 
-    /// Starts `executable` with `arguments`, standard input from `/dev/null`.
-    public init(_ executable: URL, _ arguments: [String]) throws {
+    /// Starts `executable` with `arguments`, standard input from `/dev/null`, in this process's
+    /// environment with `environment` added (or overriding).
+    public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw ChildProcessError(message: "\(executable.path) is missing; build the package with `swift build --build-tests`")
         }
@@ -50,6 +51,7 @@ public final class ChildProcess: @unchecked Sendable {
         let stdoutPipe = Pipe(), stderrPipe = Pipe()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
