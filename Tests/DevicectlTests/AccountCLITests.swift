@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 import Testing
 
 /// `devicectl signin`, `account`, `accounts`, `signout`, `switch` and `cache export|import` end to end
@@ -469,14 +470,14 @@ struct Worker: Sendable {
     var refreshToken: String { "RT-SECRET-\(uid.prefix(8))-a93e42" }
 
     var clientInfo: String {
-        Self.base64URL(try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys]))
+        Base64URL.encode(try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys]))
     }
 
     func idToken(issuer: String, clientID: String) -> String {
         let claims = ["aud": clientID, "iss": issuer, "name": name, "oid": uid, "preferred_username": username,
                       "sub": "sub-\(uid.prefix(8))", "tid": Self.tenant, "ver": "2.0"]
         let payload = try! JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        return "eyJhbGciOiJub25lIn0.\(Self.base64URL(payload)).sig"
+        return "eyJhbGciOiJub25lIn0.\(Base64URL.encode(payload)).sig"
     }
 
     /// The token endpoint's response body.
@@ -492,11 +493,6 @@ struct Worker: Sendable {
     /// The strings no output but a cache export may show.
     func secrets(issuer: String = kioskIssuer, clientID: String = kioskClientID) -> [String] {
         [accessToken, refreshToken, idToken(issuer: issuer, clientID: clientID)]
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
     }
 }
 

@@ -44,7 +44,7 @@ private final class MicrosoftKiosk {
         let primitives = try IDTokenForger.strangerKey.publicKey.getKeyPrimitives()
         transport.always(Self.keysPath, HTTPResponse.json(["keys": [[
             "kty": "RSA", "use": "sig", "kid": Self.kid, "x5t": Self.kid,
-            "n": Self.base64URL(primitives.modulus), "e": Self.base64URL(primitives.publicExponent),
+            "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
             "issuer": "\(host)/\(tenant)/v2.0",
         ]]]))
         let policy = try #require(try fixture.device.policy())
@@ -53,13 +53,8 @@ private final class MicrosoftKiosk {
                                           device: fixture.device, transport: transport, now: clock.function, sleep: { _ in })
     }
 
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
     /// `client_info` for Ana: base64url of `{"uid":"<oid>","utid":"<tid>"}`.
-    static let clientInfo = base64URL(Data("{\"uid\":\"\(objectID)\",\"utid\":\"\(tenantID)\"}".utf8))
+    static let clientInfo = Base64URL.encode(Data("{\"uid\":\"\(objectID)\",\"utid\":\"\(tenantID)\"}".utf8))
 
     /// A v2.0 ID token for Ana issued now (the device clock), signed with the tenant's published key.
     func idToken() async throws -> String {
