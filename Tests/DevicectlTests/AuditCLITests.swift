@@ -164,10 +164,9 @@ struct AuditCLITests {
         // The existing event first.
         let first = await follower.waitForLine(timeout: 30) { $0.contains("\"device.provisioned\"") }
         try #require(first != nil, "the follower printed no existing event; stdout: \(follower.standardOutput) stderr: \(follower.standardError)")
-        // Give the follower time to record the log's end before appending: `audit show --follow` reads the
-        // last sequence number in a separate transaction after printing (see the report), so an event appended
-        // in that instant would be skipped. This is not a timing assertion, only a way around that window.
-        try await Task.sleep(for: .seconds(1))
+        // Appended at once, with no pause: the follower takes the events it printed and the log's last
+        // sequence number from one snapshot, so an event appended right after that snapshot is printed too.
+        // Without a pause, a regression to two separate reads can lose this event and fail the wait below.
 
         let denied = try cli.run(["keychain", "list", "--app", "com.contoso.follow-me"])
         #expect(denied.status == 77)
