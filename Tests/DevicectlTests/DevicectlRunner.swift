@@ -110,10 +110,11 @@ extension DevicectlRunner {
     /// The path of a shipped policy file, e.g. `policy("kiosk.json")`.
     static func policy(_ name: String) -> String { policiesDirectory.appendingPathComponent(name).path }
 
-    /// Starts `devicectl ARGS --state-dir DIR` in the background (e.g. `audit --jsonl --follow`).
-    func start(_ arguments: [String]) throws -> BackgroundProcess {
+    /// Starts `devicectl ARGS --state-dir DIR` in the background (e.g. `audit --jsonl --follow`), with
+    /// `environment` added to this process's.
+    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> BackgroundProcess {
         try BackgroundProcess(Self.productsDirectory.appendingPathComponent("devicectl"),
-                              arguments + ["--state-dir", stateDirectory.path])
+                              arguments + ["--state-dir", stateDirectory.path], environment: environment)
     }
 
     /// Runs `devicectl ARGS --json` (the caller includes `--json`) and parses standard output.

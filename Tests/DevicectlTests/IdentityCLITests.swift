@@ -376,8 +376,9 @@ extension IdentityCLITests {
             var result: DevicectlRunner.Result
         }
 
-        /// `devicectl signin --app APP` (device code) in the background: waits for the code, approves it at
-        /// the provider as `user` (the worker typing the code), and waits for the command to finish. When the
+        /// `devicectl signin --app APP` (device code) in the background, with `environment` added to this
+        /// process's: waits for the code, approves it at the provider as `user` (the worker typing the code),
+        /// and waits for the command to finish. When the
         /// command ends before showing a code, returns its result with an empty code.
         ///
         /// glewlwyd with its SQLite backend mixes up concurrent device authorization requests (one of them
@@ -385,12 +386,13 @@ extension IdentityCLITests {
         /// requesting the code and approving it happen under `ProviderLock`. Should a code still come out
         /// unusable (another test process without the lock), the sign-in starts over once, as a worker would.
         func signInByDeviceCode(app: String, as user: String, plugin: String = "oidc", extra: [String] = [],
+                                environment: [String: String] = [:],
                                 sourceLocation: SourceLocation = #_sourceLocation) async throws -> DeviceCodeSignIn {
             let arguments = ["signin", "--app", app, "--flow", "device-code"] + extra
             var attempt = 0
             while true {
                 attempt += 1
-                let process = try runner.start(arguments)
+                let process = try runner.start(arguments, environment: environment)
                 defer { process.killIfRunning() }
                 let lock = try await ProviderLock.acquire(timeout: 120)
                 var code = ""
