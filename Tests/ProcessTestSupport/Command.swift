@@ -10,9 +10,12 @@ public enum Command {
     public struct Result: Sendable {
         /// The exit status; for a command killed by a signal, 128 + the signal number (as a shell reports it).
         public var status: Int32
+        /// Everything the command wrote to standard output.
         public var stdout: String
+        /// Everything the command wrote to standard error.
         public var stderr: String
 
+        /// A result with these values.
         public init(status: Int32, stdout: String, stderr: String) {
             self.status = status
             self.stdout = stdout

@@ -55,20 +55,29 @@ public enum DeviceWorkerFixture {
 /// The kiosk `account-worker` (Tests/Workers/account-worker) plays: its apps, its identity provider and
 /// the one worker who signs in, as policies/kiosk.json and the account manager's tests name them.
 public enum AccountWorkerFixture {
+    /// The scanner app; its tokens go to the shared MSAL group, its fill tokens to its own group too.
     public static let scannerID = "com.contoso.kiosk.scanner"
+    /// The timeclock app; its tokens go to its own group.
     public static let timeclockID = "com.contoso.kiosk.timeclock"
+    /// The scanner's own access group.
     public static let scannerGroup = "com.contoso.kiosk.scanner"
+    /// The timeclock's own access group.
     public static let timeclockGroup = "com.contoso.kiosk.timeclock"
-    /// The kiosk policy's client id, environment (the issuer's host and port) and the workers' tenant.
+    /// The kiosk policy's client id.
     public static let clientID = "kiosk-apps"
+    /// The kiosk policy's environment: its issuer's host and port.
     public static let environment = "127.0.0.1:4593"
+    /// The workers' tenant (`utid` in `client_info`, `tid` in the ID token).
     public static let tenant = "c0ffee00-1234-4abc-9def-0123456789ab"
     /// The scopes of a sign-in response.
     public static let signInScopes = ["openid", "profile", "offline_access", "User.Read"]
-    /// The worker who signs in (Jo).
+    /// The object id (`oid`, `uid`) of the worker who signs in, Jo.
     public static let workerUID = "3f2a9c1b-5d4e-4f60-8a7b-1c2d3e4f5a6b"
+    /// Jo's `preferred_username`.
     public static let workerUsername = "jo.worker@contoso.example"
+    /// Jo's display name.
     public static let workerName = "Jo Worker"
+    /// Jo's MSAL home account id (`<uid>.<utid>`).
     public static var homeAccountID: String { "\(workerUID).\(tenant)" }
 
     /// The scope of fill token `index` (`api://kiosk/resource-<index>.read`).
@@ -87,6 +96,7 @@ public enum AccountWorkerFixture {
         case signedIn = "signed-in"
         /// Followed, for `fill`, by the number of tokens per group.
         case filled
+        /// Printed just before the sign-out starts.
         case signingOut = "signing-out"
         /// Followed by the number of items removed.
         case signedOut = "signed-out"

@@ -82,16 +82,14 @@ struct AccountProcessTests {
         var expectedSignOuts = 0
 
         // How long a sign-out of a full kiosk takes on this machine and build: one, not killed, timed from
-        // its `signing-out` line to its `signed-out` line as this test sees them.
+        // its `signing-out` line to its `signed-out` line as the thread reading its output saw them arrive.
         try await Self.fill(directory, n, round: -1)
         let timed = try ChildProcess(product: "account-worker", ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
         defer { timed.killIfRunning() }
-        let began = await timed.waitForLine(timeout: 60) { $0 == "signing-out" }
-        try #require(began != nil, "the timed sign-out never began: \(timed.standardError)")
-        let signOutStarted = ContinuousClock.now
         let ended = await timed.waitForLine(timeout: 60) { $0.hasPrefix("signed-out ") }
-        let signOutSpan = ContinuousClock.now - signOutStarted
-        try #require(ended == "signed-out \(3 * n + 8)", "the timed sign-out printed \(ended ?? "nothing"): \(timed.standardError)")
+        try #require(ended == "signed-out \(3 * n + 8)" && timed.lines.first == "signing-out",
+                     "the timed sign-out printed \(timed.lines): \(timed.standardError)")
+        let signOutSpan = try #require(timed.arrival(ofLine: 1)) - (try #require(timed.arrival(ofLine: 0)))
         try await timed.expectSuccess("the timed sign-out")
         expectedSignOuts += 1
         do {
@@ -118,12 +116,11 @@ struct AccountProcessTests {
             defer { worker.killIfRunning() }
             if killBeforeStart {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
+                worker.killIfRunning()
             } else {
-                let began = await worker.waitForLine(timeout: 60) { $0 == "signing-out" }
-                try #require(began != nil || worker.hasExited, "round \(rounds): the sign-out never began: \(worker.standardError)")
-                try await Task.sleep(for: signOutSpan * Double.random(in: 0...1.25))
+                // Sent by the thread that reads the `signing-out` line, the moment it reads it plus the offset.
+                worker.signal(SIGKILL, afterLine: "signing-out", delay: signOutSpan * Double.random(in: 0...1.25))
             }
-            worker.killIfRunning()
             let exited = await worker.waitForExit(timeout: 60)
             try #require(exited, "round \(rounds): the sign-out process did not end")
 
