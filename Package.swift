@@ -126,7 +126,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "account-worker",
-            dependencies: ["SharedDevice", "KeychainStore", "ProcessTestSupport"],
+            dependencies: ["SharedDevice", "KeychainStore", "IdentityClient", "ProcessTestSupport"],
             path: "Tests/Workers/account-worker",
             swiftSettings: strictSettings
         ),
@@ -153,7 +153,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DevicectlTests",
-            dependencies: ["ProcessTestSupport"],
+            dependencies: ["ProcessTestSupport", "IdentityClient"],
             swiftSettings: strictSettings
         ),
     ]

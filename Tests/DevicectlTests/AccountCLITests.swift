@@ -1,4 +1,6 @@
 import Foundation
+import IdentityClient
+import ProcessTestSupport
 import Testing
 
 /// `devicectl signin`, `account`, `accounts`, `signout`, `switch` and `cache export|import` end to end
@@ -15,23 +17,23 @@ struct AccountCLITests {
     static let credentialTypes: Set<Int> = [2001, 2002, 2003, 1003]
 
     /// A kiosk device (shared mode).
-    static func kioskDevice() throws -> Transcript {
+    static func kioskDevice() async throws -> Transcript {
         let cli = Transcript(DevicectlRunner())
-        let provision = try cli.run(["provision", "--policy", kiosk])
+        let provision = try await cli.run(["provision", "--policy", kiosk])
         try #require(provision.status == 0, "\(provision.stderr)")
         return cli
     }
 
     // MARK: - signin, account, accounts
 
-    @Test func signInPrintsTheAccountWithoutTokensAndTheOtherAppGetsSingleSignOn() throws {
-        let cli = try Self.kioskDevice()
+    @Test func signInPrintsTheAccountWithoutTokensAndTheOtherAppGetsSingleSignOn() async throws {
+        let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo, ada = Worker.ada
         let joFile = try cli.write(jo, as: "jo.json")
         let adaFile = try cli.write(ada, as: "ada.json")
 
-        let signIn = try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile, "--json"])
+        let signIn = try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile, "--json"])
         #expect(signIn.status == 0, "\(signIn.stderr)")
         let account = try #require(try parseJSON(signIn.stdout) as? [String: Any])
         #expect(account["homeAccountId"] as? String == jo.homeAccountID)
@@ -42,44 +44,44 @@ struct AccountCLITests {
         #expect(account["localAccountId"] as? String == jo.uid)
         #expect(Set(account.keys).isSubset(of: ["homeAccountId", "environment", "realm", "username", "name", "localAccountId"]),
                 "unexpected keys: \(account.keys.sorted())")
-        let text = try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile])
+        let text = try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile])
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("signed in: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"), "\(text.stdout)")
 
         // The timeclock app sees the same worker (SSO); its first look has no previous account, the next one does.
-        let first = try #require(try cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
+        let first = try #require(try await cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
         #expect(Set(first.keys) == ["current", "previous"], "\(first.keys.sorted())")
         #expect((first["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         #expect((first["current"] as? [String: Any])?["username"] as? String == jo.username)
         #expect(first["previous"] is NSNull, "previous: \(first["previous"] ?? "absent")")
-        let second = try #require(try cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
+        let second = try #require(try await cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
         #expect(Set(second.keys) == ["current", "previous"])
         #expect((second["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         #expect((second["previous"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        let shown = try cli.run(["account", "--app", Self.timeclock])
+        let shown = try await cli.run(["account", "--app", Self.timeclock])
         #expect(shown.status == 0)
         #expect(shown.stdout.contains("current: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"), "\(shown.stdout)")
         // The device administrator's view.
-        let device = try #require(try cli.json(["account", "--json"]) as? [String: Any])
+        let device = try #require(try await cli.json(["account", "--json"]) as? [String: Any])
         #expect((device["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
 
         // The same worker signing in through the other app is single sign-on, not a new sign-in.
-        let sso = try cli.run(["signin", "--app", Self.timeclock, "--token-response", joFile, "--json"])
+        let sso = try await cli.run(["signin", "--app", Self.timeclock, "--token-response", joFile, "--json"])
         #expect(sso.status == 0, "\(sso.stderr)")
 
         // Another worker is refused while Jo's shift lasts, and nothing of theirs is stored.
-        let refused = try cli.run(["signin", "--app", Self.timeclock, "--token-response", adaFile, "--json"])
+        let refused = try await cli.run(["signin", "--app", Self.timeclock, "--token-response", adaFile, "--json"])
         #expect(refused.status == 48, "\(refused.stdout) \(refused.stderr)")
         #expect(refused.stderr.contains("an account is already signed in"), "\(refused.stderr)")
         #expect(refused.stdout.isEmpty, "\(refused.stdout)")
-        let still = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let still = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((still["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        let adaItems = try #require(try cli.json(["keychain", "list", "--app", Self.timeclock, "--json",
+        let adaItems = try #require(try await cli.json(["keychain", "list", "--app", Self.timeclock, "--json",
                                                   "--account", ada.cacheAccount()]) as? [Any])
         #expect(adaItems.isEmpty, "the refused sign-in stored \(adaItems)")
 
         // `accounts` lists Jo, signed in, with no secrets.
-        let statuses = try #require(try cli.json(["accounts", "--json"]) as? [[String: Any]])
+        let statuses = try #require(try await cli.json(["accounts", "--json"]) as? [[String: Any]])
         #expect(statuses.count == 1, "\(statuses)")
         let status = try #require(statuses.first)
         #expect((status["account"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
@@ -87,53 +89,53 @@ struct AccountCLITests {
         #expect(status["signedIn"] as? Bool == true)
         #expect(status["signedInBy"] as? String != nil)
         #expect(status["signOutReason"] == nil || status["signOutReason"] is NSNull)
-        let listed = try cli.run(["accounts"])
+        let listed = try await cli.run(["accounts"])
         #expect(listed.stdout.contains("\(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID) environment \(Worker.kioskEnvironment): signed in"),
                 "\(listed.stdout)")
 
         // One sign-in event: neither the repeated sign-in nor SSO nor the refusal is a new one.
-        let events = try #require(try cli.json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]])
         #expect(events.count == 1, "\(events)")
         #expect(events.first?["account"] as? String == jo.username)
         #expect(events.first?["actor"] as? String == Self.scanner)
         #expect((events.first?["details"] as? [String: String])?["mode"] == "shared")
         #expect((events.first?["details"] as? [String: String])?["homeAccountId"] == jo.homeAccountID)
-        #expect(try cli.run(["audit", "verify"]).status == 0)
+        #expect(try await cli.run(["audit", "verify"]).status == 0)
 
         cli.expectNoSecrets(of: [jo, ada])
     }
 
     // MARK: - signout
 
-    @Test func signOutFromOneAppRemovesTheWorkersCredentialsFromEveryApp() throws {
-        let cli = try Self.kioskDevice()
+    @Test func signOutFromOneAppRemovesTheWorkersCredentialsFromEveryApp() async throws {
+        let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo
         let joFile = try cli.write(jo, as: "jo.json")
-        try #require(try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
+        try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
         // Jo's credentials in each app's own group too (an app that cached there), and an item of the app's own.
         for (app, secret) in [(Self.scanner, "AT-IN-SCANNER-GROUP"), (Self.timeclock, "AT-IN-TIMECLOCK-GROUP")] {
-            let add = try cli.run(["keychain", "add-generic-password", "--app", app, "--access-group", app,
+            let add = try await cli.run(["keychain", "add-generic-password", "--app", app, "--access-group", app,
                                    "--service", "accesstoken-other-app", "--account", jo.cacheAccount(), "--type", "2001",
                                    "--secret-stdin"], stdin: secret)
             try #require(add.status == 0, "\(add.stderr)")
         }
-        try addItem(cli.cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "settings", secret: "cfg")
+        try await addItem(cli.cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "settings", secret: "cfg")
 
-        let before = try cli.items(of: jo, app: Self.scanner)
+        let before = try await cli.items(of: jo, app: Self.scanner)
         #expect(Set(before.compactMap { $0["type"] as? Int }) == Self.credentialTypes, "\(before)")
         #expect(before.count == 5, "\(before)")  // account, ID, access and refresh token in adalcache, one access token in its own group
-        #expect(try cli.items(of: jo, app: Self.timeclock).count == 5)
+        #expect(try await cli.items(of: jo, app: Self.timeclock).count == 5)
 
         // A bogus reason is a usage error and signs nobody out.
-        let bogus = try cli.run(["signout", "--app", Self.timeclock, "--reason", "bogus"])
+        let bogus = try await cli.run(["signout", "--app", Self.timeclock, "--reason", "bogus"])
         #expect(bogus.status == 64, "\(bogus.stdout) \(bogus.stderr)")
         #expect(bogus.stderr.contains("unknown reason bogus"), "\(bogus.stderr)")
-        let unchanged = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let unchanged = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((unchanged["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        #expect(try cli.items(of: jo, app: Self.scanner).count == 5)
+        #expect(try await cli.items(of: jo, app: Self.scanner).count == 5)
 
-        let signOut = try cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end", "--json"])
+        let signOut = try await cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end", "--json"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
         let outcome = try #require(try parseJSON(signOut.stdout) as? [String: Any])
         #expect(outcome["global"] as? Bool == true)
@@ -143,31 +145,31 @@ struct AccountCLITests {
 
         // Both apps' views: none of Jo's credentials remain anywhere; the app's own item and the app metadata stay.
         for app in [Self.scanner, Self.timeclock] {
-            let all = try #require(try cli.json(["keychain", "list", "--app", app, "--json"]) as? [[String: Any]])
+            let all = try #require(try await cli.json(["keychain", "list", "--app", app, "--json"]) as? [[String: Any]])
             let left = all.filter { $0["account"] as? String == jo.cacheAccount()
                                     || Self.credentialTypes.contains($0["type"] as? Int ?? 0) }
             #expect(left.isEmpty, "\(app) still holds \(left)")
             #expect(all.contains { $0["type"] as? Int == 3001 }, "\(app): app metadata was removed: \(all)")
         }
-        let kept = try cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "scanner-config"])
+        let kept = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "scanner-config"])
         #expect(kept.status == 0, "the scanner's own item was removed: \(kept.stderr)")
 
         // The scanner now has no current account and remembers Jo as its previous one.
-        let scannerView = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let scannerView = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect(Set(scannerView.keys) == ["current", "previous"])
         #expect(scannerView["current"] is NSNull, "current: \(scannerView["current"] ?? "absent")")
         #expect((scannerView["previous"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         #expect((scannerView["previous"] as? [String: Any])?["username"] as? String == jo.username)
-        let text = try cli.run(["account", "--app", Self.scanner])
+        let text = try await cli.run(["account", "--app", Self.scanner])
         #expect(text.stdout.contains("current: none\n"), "\(text.stdout)")
 
-        let statuses = try #require(try cli.json(["accounts", "--json"]) as? [[String: Any]])
+        let statuses = try #require(try await cli.json(["accounts", "--json"]) as? [[String: Any]])
         #expect(statuses.count == 1)
         #expect(statuses.first?["signedIn"] as? Bool == false)
         #expect(statuses.first?["signOutReason"] as? String == "shift-end")
-        #expect(try cli.run(["accounts"]).stdout.contains(": signed out (shift-end)"))
+        #expect(try await cli.run(["accounts"]).stdout.contains(": signed out (shift-end)"))
 
-        let event = try #require((try cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [[String: Any]])?.last)
+        let event = try #require((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [[String: Any]])?.last)
         #expect(event["actor"] as? String == Self.timeclock)
         #expect(event["account"] as? String == jo.username)
         #expect(event["reason"] as? String == "shift-end")
@@ -177,32 +179,32 @@ struct AccountCLITests {
         #expect(details["homeAccountId"] == jo.homeAccountID)
 
         // Nobody is left to sign out.
-        let again = try cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end"])
+        let again = try await cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end"])
         #expect(again.status == 49, "\(again.stdout) \(again.stderr)")
         #expect(again.stderr.contains("nobody is signed in"), "\(again.stderr)")
-        let admin = try cli.run(["signout"])
+        let admin = try await cli.run(["signout"])
         #expect(admin.status == 49, "\(admin.stderr)")
         // The reason is checked first, whoever is signed in.
-        #expect(try cli.run(["signout", "--reason", "bogus"]).status == 64)
-        #expect(try cli.run(["audit", "verify"]).status == 0)
+        #expect(try await cli.run(["signout", "--reason", "bogus"]).status == 64)
+        #expect(try await cli.run(["audit", "verify"]).status == 0)
 
         cli.expectNoSecrets(of: [jo], extra: ["AT-IN-SCANNER-GROUP", "AT-IN-TIMECLOCK-GROUP"])
     }
 
     // MARK: - switch
 
-    @Test func switchSignsTheNextWorkerInUnderOneCorrelationID() throws {
-        let cli = try Self.kioskDevice()
+    @Test func switchSignsTheNextWorkerInUnderOneCorrelationID() async throws {
+        let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo, ada = Worker.ada
         let joFile = try cli.write(jo, as: "worker1.json")
         let adaFile = try cli.write(ada, as: "worker2.json")
-        try #require(try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
-        try #require(try cli.run(["signout", "--app", Self.scanner, "--reason", "user"]).status == 0)
-        let back = try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile])
+        try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
+        try #require(try await cli.run(["signout", "--app", Self.scanner, "--reason", "user"]).status == 0)
+        let back = try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile])
         try #require(back.status == 0, "signing Jo back in: \(back.stderr)")
 
-        let switched = try cli.run(["switch", "--app", Self.scanner, "--token-response", adaFile, "--json"])
+        let switched = try await cli.run(["switch", "--app", Self.scanner, "--token-response", adaFile, "--json"])
         #expect(switched.status == 0, "\(switched.stderr)")
         let summary = try #require(try parseJSON(switched.stdout) as? [String: Any])
         #expect((summary["signedOut"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
@@ -213,18 +215,18 @@ struct AccountCLITests {
 
         // Ada is current for every app; Jo's credentials are gone, Ada's are there.
         for app in [Self.scanner, Self.timeclock] {
-            let view = try #require(try cli.json(["account", "--app", app, "--json"]) as? [String: Any])
+            let view = try #require(try await cli.json(["account", "--app", app, "--json"]) as? [String: Any])
             #expect((view["current"] as? [String: Any])?["homeAccountId"] as? String == ada.homeAccountID, "\(app): \(view)")
         }
-        #expect(try cli.items(of: jo, app: Self.scanner).isEmpty)
-        #expect(Set(try cli.items(of: ada, app: Self.timeclock).compactMap { $0["type"] as? Int }) == Self.credentialTypes)
-        let statuses = try #require(try cli.json(["accounts", "--json"]) as? [[String: Any]])
+        #expect(try await cli.items(of: jo, app: Self.scanner).isEmpty)
+        #expect(Set(try await cli.items(of: ada, app: Self.timeclock).compactMap { $0["type"] as? Int }) == Self.credentialTypes)
+        let statuses = try #require(try await cli.json(["accounts", "--json"]) as? [[String: Any]])
         let signedIn = statuses.filter { $0["signedIn"] as? Bool == true }
             .compactMap { ($0["account"] as? [String: Any])?["homeAccountId"] as? String }
         #expect(signedIn == [ada.homeAccountID], "\(statuses)")
 
         // The audit log: the switch's three events share its correlation id, and nothing else does.
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let related = events.filter { $0["correlationId"] as? String == correlationID }
         #expect(related.compactMap { $0["type"] as? String } == ["account.signed_out", "account.signed_in", "account.switched"],
                 "\(related)")
@@ -236,38 +238,38 @@ struct AccountCLITests {
         #expect(switchDetails["from"] == jo.username)
         #expect(switchDetails["to"] == ada.username)
         #expect(events.filter { $0["type"] as? String == "account.signed_in" }.count == 3)  // Jo, Jo again, Ada
-        let verify = try cli.run(["audit", "verify"])
+        let verify = try await cli.run(["audit", "verify"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
 
         cli.expectNoSecrets(of: [jo, ada])
     }
 
-    @Test func aSwitchWhoseSignInFailsLeavesTheSignOutStanding() throws {
-        let cli = try Self.kioskDevice()
+    @Test func aSwitchWhoseSignInFailsLeavesTheSignOutStanding() async throws {
+        let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo
         let joFile = try cli.write(jo, as: "jo.json")
-        try #require(try cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
+        try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
 
         // A file that is not a token response: refused before anything happens, Jo stays signed in.
         let garbage = try cli.cli.writeFile("garbage.json", Data("{ not json".utf8))
-        let refused = try cli.run(["switch", "--app", Self.scanner, "--token-response", garbage])
+        let refused = try await cli.run(["switch", "--app", Self.scanner, "--token-response", garbage])
         #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
         #expect(refused.stderr.contains("is not a usable token response"), "\(refused.stderr)")
-        let missing = try cli.run(["switch", "--app", Self.scanner, "--token-response", cli.cli.filesDirectory.appendingPathComponent("absent.json").path])
+        let missing = try await cli.run(["switch", "--app", Self.scanner, "--token-response", cli.cli.filesDirectory.appendingPathComponent("absent.json").path])
         #expect(missing.status == 74, "\(missing.stderr)")
-        let still = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let still = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((still["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        #expect(try cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any] != nil)
+        #expect(try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any] != nil)
         // A bogus reason is a usage error, checked before anyone is signed out.
-        let bogus = try cli.run(["switch", "--app", Self.scanner, "--token-response", joFile, "--reason", "bogus"])
+        let bogus = try await cli.run(["switch", "--app", Self.scanner, "--token-response", joFile, "--reason", "bogus"])
         #expect(bogus.status == 64, "\(bogus.stdout) \(bogus.stderr)")
-        #expect((try cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
+        #expect((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
 
         // A response that decodes but names no account (no client_info, no id_token): the sign-out commits,
         // the sign-in fails (65), and nobody is signed in.
         let anonymous = try cli.cli.writeFile("anonymous.json", Data(#"{"access_token": "AT-ANONYMOUS-SECRET", "token_type": "Bearer", "expires_in": 3600}"#.utf8))
-        let failed = try cli.run(["switch", "--app", Self.scanner, "--token-response", anonymous, "--json"])
+        let failed = try await cli.run(["switch", "--app", Self.scanner, "--token-response", anonymous, "--json"])
         #expect(failed.status == 65, "\(failed.stdout) \(failed.stderr)")
         #expect(failed.stderr.contains("names no account"), "\(failed.stderr)")
         let summary = try #require(try parseJSON(failed.stdout) as? [String: Any], "\(failed.stdout)")
@@ -276,41 +278,41 @@ struct AccountCLITests {
         #expect((summary["error"] as? String)?.isEmpty == false, "\(summary)")
         let correlationID = try #require(summary["correlationId"] as? String)
 
-        let view = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let view = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect(view["current"] is NSNull, "current: \(view["current"] ?? "absent")")
         #expect((view["previous"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        #expect(try cli.items(of: jo, app: Self.scanner).isEmpty)
-        let statuses = try #require(try cli.json(["accounts", "--json"]) as? [[String: Any]])
+        #expect(try await cli.items(of: jo, app: Self.scanner).isEmpty)
+        let statuses = try #require(try await cli.json(["accounts", "--json"]) as? [[String: Any]])
         #expect(statuses.allSatisfy { $0["signedIn"] as? Bool == false }, "\(statuses)")
 
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let related = events.filter { $0["correlationId"] as? String == correlationID }
         #expect(related.compactMap { $0["type"] as? String } == ["account.signed_out"], "\(related)")
         #expect(!events.contains { $0["type"] as? String == "account.switched" })
 
         // With nobody signed in, a switch just signs the next worker in.
-        let recovered = try cli.run(["switch", "--app", Self.timeclock, "--token-response", joFile, "--json"])
+        let recovered = try await cli.run(["switch", "--app", Self.timeclock, "--token-response", joFile, "--json"])
         #expect(recovered.status == 0, "\(recovered.stderr)")
         let next = try #require(try parseJSON(recovered.stdout) as? [String: Any])
         #expect(next["signedOut"] == nil || next["signedOut"] is NSNull, "\(next)")
         #expect((next["signedIn"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        let last = try #require((try cli.json(["audit", "--json"]) as? [[String: Any]])?.last)
+        let last = try #require((try await cli.json(["audit", "--json"]) as? [[String: Any]])?.last)
         #expect(last["type"] as? String == "account.switched")
         #expect((last["details"] as? [String: String])?["from"] == "(nobody)")
-        #expect(try cli.run(["audit", "verify"]).status == 0)
+        #expect(try await cli.run(["audit", "verify"]).status == 0)
 
         cli.expectNoSecrets(of: [jo], extra: ["AT-ANONYMOUS-SECRET"])
     }
 
     // MARK: - cache export and import
 
-    @Test func cacheExportImportRoundTripsByteForByte() throws {
-        let cli = try Self.kioskDevice()
+    @Test func cacheExportImportRoundTripsByteForByte() async throws {
+        let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo
-        try #require(try cli.run(["signin", "--app", Self.scanner, "--token-response", try cli.write(jo, as: "jo.json")]).status == 0)
+        try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", try cli.write(jo, as: "jo.json")]).status == 0)
 
-        let export = try cli.run(["cache", "export", "--app", Self.scanner])
+        let export = try await cli.run(["cache", "export", "--app", Self.scanner])
         #expect(export.status == 0, "\(export.stderr)")
         let document = try #require(try parseJSON(export.stdout) as? [String: Any])
         #expect(Set(document.keys) == ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata"], "\(document.keys.sorted())")
@@ -324,11 +326,11 @@ struct AccountCLITests {
         #expect((document["IdToken"] as? [String: [String: Any]])?.values.first?["secret"] as? String == jo.idToken(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
         #expect((document["Account"] as? [String: [String: Any]])?.values.first?["username"] as? String == jo.username)
         // The same cache always gives the same bytes.
-        #expect(try cli.run(["cache", "export", "--app", Self.scanner]).stdout == export.stdout)
+        #expect(try await cli.run(["cache", "export", "--app", Self.scanner]).stdout == export.stdout)
 
         // --output: the same bytes in a file only its owner can read.
         let outputFile = cli.cli.filesDirectory.appendingPathComponent("export.json").path
-        let toFile = try cli.run(["cache", "export", "--app", Self.scanner, "--output", outputFile])
+        let toFile = try await cli.run(["cache", "export", "--app", Self.scanner, "--output", outputFile])
         #expect(toFile.status == 0, "\(toFile.stderr)")
         #expect(toFile.stdout.isEmpty, "\(toFile.stdout)")
         let attributes = try FileManager.default.attributesOfItem(atPath: outputFile)
@@ -337,27 +339,27 @@ struct AccountCLITests {
         // Over an existing world-readable file, the export still ends up private.
         let existing = try cli.cli.writeFile("existing.json", Data("old\n".utf8))
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: existing)
-        #expect(try cli.run(["cache", "export", "--app", Self.scanner, "--output", existing]).status == 0)
+        #expect(try await cli.run(["cache", "export", "--app", Self.scanner, "--output", existing]).status == 0)
         #expect((try FileManager.default.attributesOfItem(atPath: existing)[.posixPermissions] as? Int) == 0o600)
         #expect(FileManager.default.contents(atPath: existing) == Data(export.stdout.utf8))
 
         // Into a fresh kiosk: the export there is byte for byte the first one.
-        let fresh = try Self.kioskDevice()
+        let fresh = try await Self.kioskDevice()
         defer { fresh.cleanUp() }
-        let imported = try fresh.run(["cache", "import", "--app", Self.scanner, outputFile])
+        let imported = try await fresh.run(["cache", "import", "--app", Self.scanner, outputFile])
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdout.contains("imported 5 cache entries"), "\(imported.stdout)")
-        let again = try fresh.run(["cache", "export", "--app", Self.scanner])
+        let again = try await fresh.run(["cache", "export", "--app", Self.scanner])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout == export.stdout, "the re-export differs:\n\(again.stdout)\n---\n\(export.stdout)")
         // The other kiosk app shares the adalcache group, so it exports the same cache.
-        #expect(try fresh.run(["cache", "export", "--app", Self.timeclock]).stdout == export.stdout)
+        #expect(try await fresh.run(["cache", "export", "--app", Self.timeclock]).stdout == export.stdout)
 
         // A document that is not a cache: 65, nothing imported.
         let broken = try cli.cli.writeFile("broken.json", Data(#"{"AccessToken": 42}"#.utf8))
-        let rejected = try fresh.run(["cache", "import", "--app", Self.scanner, broken])
+        let rejected = try await fresh.run(["cache", "import", "--app", Self.scanner, broken])
         #expect(rejected.status == 65, "\(rejected.stdout) \(rejected.stderr)")
-        #expect(try fresh.run(["cache", "export", "--app", Self.scanner]).stdout == export.stdout)
+        #expect(try await fresh.run(["cache", "export", "--app", Self.scanner]).stdout == export.stdout)
 
         // Nothing but the exports shows a token.
         cli.expectNoSecrets(of: [jo], except: ["cache export"])
@@ -366,33 +368,33 @@ struct AccountCLITests {
 
     // MARK: - private mode
 
-    @Test func privateModeSignOutIsLocalToTheApp() throws {
+    @Test func privateModeSignOutIsLocalToTheApp() async throws {
         let cli = Transcript(DevicectlRunner())
         defer { cli.cleanUp() }
-        try #require(try cli.run(["provision", "--policy", Self.personal]).status == 0)
+        try #require(try await cli.run(["provision", "--policy", Self.personal]).status == 0)
         let dana = Worker.dana
         let file = try cli.write(dana, issuer: Worker.personalIssuer, clientID: Worker.personalClientID, as: "dana.json")
 
-        let signIn = try cli.run(["signin", "--app", Self.fieldnotes, "--token-response", file, "--json"])
+        let signIn = try await cli.run(["signin", "--app", Self.fieldnotes, "--token-response", file, "--json"])
         #expect(signIn.status == 0, "\(signIn.stderr)")
         let account = try #require(try parseJSON(signIn.stdout) as? [String: Any])
         #expect(account["homeAccountId"] as? String == dana.homeAccountID)
         #expect(account["username"] as? String == dana.username)
         #expect(account["environment"] as? String == "login.microsoftonline.com")
-        let view = try #require(try cli.json(["account", "--app", Self.fieldnotes, "--json"]) as? [String: Any])
+        let view = try #require(try await cli.json(["account", "--app", Self.fieldnotes, "--json"]) as? [String: Any])
         #expect((view["current"] as? [String: Any])?["homeAccountId"] as? String == dana.homeAccountID)
         // The tokens are in the app's first group (it has no com.microsoft.adalcache).
-        let items = try cli.items(of: dana, app: Self.fieldnotes, environment: "login.microsoftonline.com")
+        let items = try await cli.items(of: dana, app: Self.fieldnotes, environment: "login.microsoftonline.com")
         #expect(Set(items.compactMap { $0["type"] as? Int }) == Self.credentialTypes, "\(items)")
         #expect(items.allSatisfy { $0["accessGroup"] as? String == "com.microsoft.identity.universalstorage" })
 
-        let signOut = try cli.run(["signout", "--app", Self.fieldnotes, "--json"])
+        let signOut = try await cli.run(["signout", "--app", Self.fieldnotes, "--json"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
         let outcome = try #require(try parseJSON(signOut.stdout) as? [String: Any])
         #expect(outcome["global"] as? Bool == false)
         #expect(outcome["itemsRemoved"] as? Int == 4, "\(outcome)")
 
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let signedIn = try #require(events.last { $0["type"] as? String == "account.signed_in" })
         #expect((signedIn["details"] as? [String: String])?["mode"] == "private")
         let signedOut = try #require(events.last { $0["type"] as? String == "account.signed_out" })
@@ -402,38 +404,38 @@ struct AccountCLITests {
         #expect((signedOut["details"] as? [String: String])?["scope"] == "local")
         #expect((signedOut["details"] as? [String: String])?["homeAccountId"] == dana.homeAccountID)
 
-        let after = try #require(try cli.json(["account", "--app", Self.fieldnotes, "--json"]) as? [String: Any])
+        let after = try #require(try await cli.json(["account", "--app", Self.fieldnotes, "--json"]) as? [String: Any])
         #expect(after["current"] is NSNull, "current: \(after["current"] ?? "absent")")
         #expect((after["previous"] as? [String: Any])?["homeAccountId"] as? String == dana.homeAccountID)
-        #expect(try cli.items(of: dana, app: Self.fieldnotes, environment: "login.microsoftonline.com").isEmpty)
-        let again = try cli.run(["signout", "--app", Self.fieldnotes])
+        #expect(try await cli.items(of: dana, app: Self.fieldnotes, environment: "login.microsoftonline.com").isEmpty)
+        let again = try await cli.run(["signout", "--app", Self.fieldnotes])
         #expect(again.status == 49, "\(again.stdout) \(again.stderr)")
-        #expect(try cli.run(["audit", "verify"]).status == 0)
+        #expect(try await cli.run(["audit", "verify"]).status == 0)
 
         cli.expectNoSecrets(of: [dana], issuer: Worker.personalIssuer, clientID: Worker.personalClientID)
     }
 
     // MARK: - unprovisioned device
 
-    @Test func signInOnAnUnprovisionedDeviceExits69AndStoresNothing() throws {
+    @Test func signInOnAnUnprovisionedDeviceExits69AndStoresNothing() async throws {
         let cli = Transcript(DevicectlRunner())
         defer { cli.cleanUp() }
         let jo = Worker.jo
         let file = try cli.write(jo, as: "jo.json")
         let app = ["--app", "com.contoso.scanner", "--entitlements", "com.microsoft.adalcache,com.contoso.scanner"]
 
-        let signIn = try cli.run(["signin"] + app + ["--token-response", file])
+        let signIn = try await cli.run(["signin"] + app + ["--token-response", file])
         #expect(signIn.status == 69, "\(signIn.stdout) \(signIn.stderr)")
         #expect(signIn.stderr.contains("not provisioned"), "\(signIn.stderr)")
         #expect(signIn.stdout.isEmpty)
-        let switched = try cli.run(["switch"] + app + ["--token-response", file])
+        let switched = try await cli.run(["switch"] + app + ["--token-response", file])
         #expect(switched.status == 69, "\(switched.stderr)")
         // Without entitlements the app cannot even be named.
-        #expect(try cli.run(["signin", "--app", "com.contoso.scanner", "--token-response", file]).status == 64)
+        #expect(try await cli.run(["signin", "--app", "com.contoso.scanner", "--token-response", file]).status == 64)
 
-        let items = try #require(try cli.json(["keychain", "list"] + app + ["--json"]) as? [Any])
+        let items = try #require(try await cli.json(["keychain", "list"] + app + ["--json"]) as? [Any])
         #expect(items.isEmpty, "\(items)")
-        #expect((try cli.json(["accounts", "--json"]) as? [Any])?.isEmpty == true)
+        #expect((try await cli.json(["accounts", "--json"]) as? [Any])?.isEmpty == true)
         cli.expectNoSecrets(of: [jo])
     }
 }
@@ -469,14 +471,14 @@ struct Worker: Sendable {
     var refreshToken: String { "RT-SECRET-\(uid.prefix(8))-a93e42" }
 
     var clientInfo: String {
-        Self.base64URL(try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys]))
+        Base64URL.encode(try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys]))
     }
 
     func idToken(issuer: String, clientID: String) -> String {
         let claims = ["aud": clientID, "iss": issuer, "name": name, "oid": uid, "preferred_username": username,
                       "sub": "sub-\(uid.prefix(8))", "tid": Self.tenant, "ver": "2.0"]
         let payload = try! JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        return "eyJhbGciOiJub25lIn0.\(Self.base64URL(payload)).sig"
+        return "eyJhbGciOiJub25lIn0.\(Base64URL.encode(payload)).sig"
     }
 
     /// The token endpoint's response body.
@@ -493,11 +495,6 @@ struct Worker: Sendable {
     func secrets(issuer: String = kioskIssuer, clientID: String = kioskClientID) -> [String] {
         [accessToken, refreshToken, idToken(issuer: issuer, clientID: clientID)]
     }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
 }
 
 /// A `DevicectlRunner` that keeps every command's output, so a test can check at the end that no output
@@ -509,15 +506,15 @@ final class Transcript {
     init(_ cli: DevicectlRunner) { self.cli = cli }
 
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil) throws -> DevicectlRunner.Result {
-        let result = try cli.run(arguments, stdin: stdin)
+    func run(_ arguments: [String], stdin: String? = nil) async throws -> DevicectlRunner.Result {
+        let result = try await cli.run(arguments, stdin: stdin)
         outputs.append((arguments.joined(separator: " "), result.stdout + result.stderr))
         return result
     }
 
     /// Runs `devicectl ARGS` (with `--json` among them), expects exit 0 and parses standard output.
-    func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
-        let result = try run(arguments)
+    func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
+        let result = try await run(arguments)
         #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
                 sourceLocation: sourceLocation)
         return try parseJSON(result.stdout)
@@ -531,8 +528,8 @@ final class Transcript {
 
     /// The items with the worker's account attribute that `app` sees (`keychain list --json`).
     func items(of worker: Worker, app: String, environment: String = Worker.kioskEnvironment,
-               sourceLocation: SourceLocation = #_sourceLocation) throws -> [[String: Any]] {
-        let all = try #require(try json(["keychain", "list", "--app", app, "--json"], sourceLocation: sourceLocation) as? [[String: Any]],
+               sourceLocation: SourceLocation = #_sourceLocation) async throws -> [[String: Any]] {
+        let all = try #require(try await json(["keychain", "list", "--app", app, "--json"], sourceLocation: sourceLocation) as? [[String: Any]],
                                sourceLocation: sourceLocation)
         return all.filter { $0["account"] as? String == worker.cacheAccount(environment: environment) }
     }

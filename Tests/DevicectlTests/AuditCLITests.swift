@@ -8,12 +8,12 @@ struct AuditCLITests {
     static let kiosk = DevicectlRunner.policy("kiosk.json")
 
     /// A kiosk device with `denials` extra `keychain.access_denied` events (an unlisted app asking).
-    static func provisionedDevice(denials: Int = 0) throws -> DevicectlRunner {
+    static func provisionedDevice(denials: Int = 0) async throws -> DevicectlRunner {
         let cli = DevicectlRunner()
-        let provision = try cli.run(["provision", "--policy", kiosk])
+        let provision = try await cli.run(["provision", "--policy", kiosk])
         try #require(provision.status == 0, "\(provision.stderr)")
         for number in 0..<denials {
-            let denied = try cli.run(["keychain", "list", "--app", "com.contoso.intruder\(number)"])
+            let denied = try await cli.run(["keychain", "list", "--app", "com.contoso.intruder\(number)"])
             try #require(denied.status == 77, "\(denied.stderr)")
         }
         return cli
@@ -21,10 +21,10 @@ struct AuditCLITests {
 
     // MARK: - show
 
-    @Test func jsonIsAnArrayAndJSONLinesOneObjectPerLine() throws {
-        let cli = try Self.provisionedDevice(denials: 2)
+    @Test func jsonIsAnArrayAndJSONLinesOneObjectPerLine() async throws {
+        let cli = try await Self.provisionedDevice(denials: 2)
         defer { cli.cleanUp() }
-        let json = try cli.run(["audit", "--json"])
+        let json = try await cli.run(["audit", "--json"])
         #expect(json.status == 0, "\(json.stderr)")
         #expect(json.stdout.hasPrefix("["))
         let events = try #require(try parseJSON(json.stdout) as? [[String: Any]])
@@ -39,7 +39,7 @@ struct AuditCLITests {
         #expect((events[1]["details"] as? [String: String])?["app"] == "com.contoso.intruder0")
         #expect(events[2]["actor"] as? String == "com.contoso.intruder1")
 
-        let jsonl = try cli.run(["audit", "--jsonl"])
+        let jsonl = try await cli.run(["audit", "--jsonl"])
         #expect(jsonl.status == 0, "\(jsonl.stderr)")
         #expect(jsonl.stdout.hasSuffix("\n"))
         let lines = jsonl.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
@@ -52,42 +52,42 @@ struct AuditCLITests {
         #expect(zip(objects, events).allSatisfy { $0["correlationId"] as? String == $1["correlationId"] as? String
                                                   && $0["time"] as? String == $1["time"] as? String })
 
-        let text = try cli.run(["audit"])
+        let text = try await cli.run(["audit"])
         #expect(text.status == 0)
         let textLines = text.stdout.split(separator: "\n")
         #expect(textLines.count == 3)
         #expect(textLines.first?.hasPrefix("#1 ") == true && textLines.first?.contains(" device.provisioned actor=\"devicectl (uid ") == true,
                 "\(text.stdout)")
         #expect(textLines.last?.hasPrefix("#3 ") == true && textLines.last?.contains("app=com.contoso.intruder1") == true)
-        #expect(try cli.run(["audit", "show", "--json"]).stdout == json.stdout)
+        #expect(try await cli.run(["audit", "show", "--json"]).stdout == json.stdout)
 
         // Exclusive output options.
-        let both = try cli.run(["audit", "--json", "--jsonl"])
+        let both = try await cli.run(["audit", "--json", "--jsonl"])
         #expect(both.status == 64)
-        let followJSON = try cli.run(["audit", "--json", "--follow"])
+        let followJSON = try await cli.run(["audit", "--json", "--follow"])
         #expect(followJSON.status == 64)
         #expect(followJSON.stderr.contains("--follow"))
     }
 
-    @Test func filtersByTypeTimeAndAccount() throws {
-        let cli = try Self.provisionedDevice(denials: 3)
+    @Test func filtersByTypeTimeAndAccount() async throws {
+        let cli = try await Self.provisionedDevice(denials: 3)
         defer { cli.cleanUp() }
-        try #require(try cli.run(["deprovision"]).status == 0)
-        let all = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        try #require(try await cli.run(["deprovision"]).status == 0)
+        let all = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         try #require(all.count == 5)
         let times = all.compactMap { $0["time"] as? String }
         try #require(times.count == 5)
-        func sequences(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> [Int] {
-            let events = try #require(try cli.json(["audit", "--json"] + arguments, sourceLocation: sourceLocation) as? [[String: Any]],
+        func sequences(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> [Int] {
+            let events = try #require(try await cli.json(["audit", "--json"] + arguments, sourceLocation: sourceLocation) as? [[String: Any]],
                                       sourceLocation: sourceLocation)
             return events.compactMap { $0["sequence"] as? Int }
         }
 
         // --type, repeatable; an unknown type matches nothing.
-        #expect(try sequences(["--type", "keychain.access_denied"]) == [2, 3, 4])
-        #expect(try sequences(["--type", "device.provisioned", "--type", "device.deprovisioned"]) == [1, 5])
-        #expect(try sequences(["--type", "device.mode_changed"]) == [])
-        #expect(try sequences(["--type", "no.such_type"]) == [])
+        #expect(try await sequences(["--type", "keychain.access_denied"]) == [2, 3, 4])
+        #expect(try await sequences(["--type", "device.provisioned", "--type", "device.deprovisioned"]) == [1, 5])
+        #expect(try await sequences(["--type", "device.mode_changed"]) == [])
+        #expect(try await sequences(["--type", "no.such_type"]) == [])
 
         // --since and --until, with times between events (computed from the shown times; events of
         // separate invocations are tens of milliseconds apart) and with an event's own shown time.
@@ -97,29 +97,29 @@ struct AuditCLITests {
             return middle.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         }
         try #require(zip(dates, dates.dropFirst()).allSatisfy { $1.timeIntervalSince($0) > 0.004 }, "events too close: \(times)")
-        #expect(try sequences(["--since", between(1, 2)]) == [3, 4, 5])
-        #expect(try sequences(["--until", between(1, 2)]) == [1, 2])
-        #expect(try sequences(["--since", between(0, 1), "--until", between(3, 4)]) == [2, 3, 4])
-        #expect(try sequences(["--since", between(0, 1), "--type", "keychain.access_denied", "--type", "device.provisioned"]) == [2, 3, 4])
-        #expect(try sequences(["--since", between(3, 4), "--until", between(0, 1)]) == [])
+        #expect(try await sequences(["--since", between(1, 2)]) == [3, 4, 5])
+        #expect(try await sequences(["--until", between(1, 2)]) == [1, 2])
+        #expect(try await sequences(["--since", between(0, 1), "--until", between(3, 4)]) == [2, 3, 4])
+        #expect(try await sequences(["--since", between(0, 1), "--type", "keychain.access_denied", "--type", "device.provisioned"]) == [2, 3, 4])
+        #expect(try await sequences(["--since", between(3, 4), "--until", between(0, 1)]) == [])
         // An event's shown time selects it: the bounds are inclusive.
-        #expect(try sequences(["--since", times[0]]) == [1, 2, 3, 4, 5])
-        #expect(try sequences(["--since", times[4]]) == [5])
+        #expect(try await sequences(["--since", times[0]]) == [1, 2, 3, 4, 5])
+        #expect(try await sequences(["--since", times[4]]) == [5])
         // Whole-second and date-only forms.
-        #expect(try sequences(["--since", "2000-01-01T00:00:00Z"]) == [1, 2, 3, 4, 5])
-        #expect(try sequences(["--since", "2000-01-01"]) == [1, 2, 3, 4, 5])
-        #expect(try sequences(["--until", "2000-01-01"]) == [])
-        #expect(try sequences(["--since", "2999-12-31T23:59:59Z"]) == [])
-        let badTime = try cli.run(["audit", "--since", "yesterday"])
+        #expect(try await sequences(["--since", "2000-01-01T00:00:00Z"]) == [1, 2, 3, 4, 5])
+        #expect(try await sequences(["--since", "2000-01-01"]) == [1, 2, 3, 4, 5])
+        #expect(try await sequences(["--until", "2000-01-01"]) == [])
+        #expect(try await sequences(["--since", "2999-12-31T23:59:59Z"]) == [])
+        let badTime = try await cli.run(["audit", "--since", "yesterday"])
         #expect(badTime.status == 64, "\(badTime.stderr)")
         #expect(badTime.stderr.contains("ISO 8601"), "\(badTime.stderr)")
-        #expect(try cli.run(["audit", "--until", "2026-13-45"]).status == 64)
+        #expect(try await cli.run(["audit", "--until", "2026-13-45"]).status == 64)
 
         // --account: no CLI command logs account events today, so a filter on one matches nothing.
-        #expect(try sequences(["--account", "nobody"]) == [])
-        let text = try cli.run(["audit", "--account", "nobody"])
+        #expect(try await sequences(["--account", "nobody"]) == [])
+        let text = try await cli.run(["audit", "--account", "nobody"])
         #expect(text.status == 0 && text.stdout.isEmpty, "\(text.stdout) \(text.stderr)")
-        let lines = try cli.run(["audit", "--jsonl", "--account", "nobody"])
+        let lines = try await cli.run(["audit", "--jsonl", "--account", "nobody"])
         #expect(lines.status == 0 && lines.stdout.isEmpty)
     }
 
@@ -127,10 +127,10 @@ struct AuditCLITests {
     /// that an exported log can be checked against its chain and an event's shown time selects it with
     /// `--since T --until T`. Sixteen events: a time that does not survive the round trip shows up among
     /// them (about half of all millisecond values do not, on the current code).
-    @Test func shownTimesAreTheRecordedTimesAndSelectTheirEvent() throws {
-        let cli = try Self.provisionedDevice(denials: 15)
+    @Test func shownTimesAreTheRecordedTimesAndSelectTheirEvent() async throws {
+        let cli = try await Self.provisionedDevice(denials: 15)
         defer { cli.cleanUp() }
-        let recorded = try sqlite3(cli.databasePath, "SELECT time FROM audit_events ORDER BY sequence")
+        let recorded = try await sqlite3(cli.databasePath, "SELECT time FROM audit_events ORDER BY sequence")
             .split(separator: "\n").map(String.init)
         try #require(recorded.count == 16)
         func differences(_ shown: [String]) -> String {
@@ -138,17 +138,17 @@ struct AuditCLITests {
             return zip(shown, recorded).enumerated().filter { $0.element.0 != $0.element.1 }
                 .map { "#\($0.offset + 1) recorded \($0.element.1) shown \($0.element.0)" }.joined(separator: "; ")
         }
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let shown = events.compactMap { $0["time"] as? String }
         #expect(shown == recorded, "audit --json shows other times than the log records: \(differences(shown))")
-        let jsonl = try cli.run(["audit", "--jsonl"]).stdout.split(separator: "\n")
+        let jsonl = try await cli.run(["audit", "--jsonl"]).stdout.split(separator: "\n")
             .compactMap { (try? parseJSON(String($0))) as? [String: Any] }.compactMap { $0["time"] as? String }
         #expect(jsonl == recorded, "audit --jsonl shows other times than the log records: \(differences(jsonl))")
-        let text = try cli.run(["audit"]).stdout.split(separator: "\n").map { $0.split(separator: " ")[1] }.map(String.init)
+        let text = try await cli.run(["audit"]).stdout.split(separator: "\n").map { $0.split(separator: " ")[1] }.map(String.init)
         #expect(text == recorded, "audit (text) shows other times than the log records: \(differences(text))")
         var unselectable: [Int] = []
         for (index, time) in shown.enumerated() {
-            let selected = try #require(try cli.json(["audit", "--json", "--since", time, "--until", time]) as? [[String: Any]])
+            let selected = try #require(try await cli.json(["audit", "--json", "--since", time, "--until", time]) as? [[String: Any]])
             if selected.compactMap({ $0["sequence"] as? Int }) != [index + 1] { unselectable.append(index + 1) }
         }
         #expect(unselectable.isEmpty, "--since T --until T with an event's shown time T misses events \(unselectable)")
@@ -156,7 +156,7 @@ struct AuditCLITests {
 
     @Test(.timeLimit(.minutes(2)))
     func jsonLinesFollowPrintsEventsAppendedByAnotherInvocation() async throws {
-        let cli = try Self.provisionedDevice()
+        let cli = try await Self.provisionedDevice()
         defer { cli.cleanUp() }
         let follower = try cli.start(["audit", "--jsonl", "--follow"])
         defer { follower.killIfRunning() }
@@ -164,12 +164,11 @@ struct AuditCLITests {
         // The existing event first.
         let first = await follower.waitForLine(timeout: 30) { $0.contains("\"device.provisioned\"") }
         try #require(first != nil, "the follower printed no existing event; stdout: \(follower.standardOutput) stderr: \(follower.standardError)")
-        // Give the follower time to record the log's end before appending: `audit show --follow` reads the
-        // last sequence number in a separate transaction after printing (see the report), so an event appended
-        // in that instant would be skipped. This is not a timing assertion, only a way around that window.
-        try await Task.sleep(for: .seconds(1))
+        // Appended at once, with no pause: the follower takes the events it printed and the log's last
+        // sequence number from one snapshot, so an event appended right after that snapshot is printed too.
+        // Without a pause, a regression to two separate reads can lose this event and fail the wait below.
 
-        let denied = try cli.run(["keychain", "list", "--app", "com.contoso.follow-me"])
+        let denied = try await cli.run(["keychain", "list", "--app", "com.contoso.follow-me"])
         #expect(denied.status == 77)
         let line = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.follow-me") }
         let appended = try #require(line, "the follower did not print the new event within 15 s; stdout: \(follower.standardOutput) stderr: \(follower.standardError)")
@@ -179,7 +178,7 @@ struct AuditCLITests {
         #expect((event["details"] as? [String: String])?["app"] == "com.contoso.follow-me")
 
         // A second one arrives too, each event exactly once.
-        #expect(try cli.run(["keychain", "list", "--app", "com.contoso.follow-me-too"]).status == 77)
+        #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.follow-me-too"]).status == 77)
         let second = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.follow-me-too") }
         #expect(second != nil, "the follower did not print the second event; stdout: \(follower.standardOutput)")
         let sequences = follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap { $0["sequence"] as? Int }
@@ -198,7 +197,7 @@ struct AuditCLITests {
     /// for a while, then the follower gets a generous bound to catch up with the log's last event.
     @Test(.timeLimit(.minutes(4)))
     func followMissesNoEventWhileAnotherProcessAppends() async throws {
-        let cli = try Self.provisionedDevice()
+        let cli = try await Self.provisionedDevice()
         defer { cli.cleanUp() }
         let follower = try cli.start(["audit", "--jsonl", "--follow"])
         defer { follower.killIfRunning() }
@@ -217,7 +216,7 @@ struct AuditCLITests {
         worker.send(SIGKILL)
         _ = await worker.waitForExit(timeout: 30)
 
-        let all = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let all = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let last = try #require(all.last?["sequence"] as? Int)
         func followed() -> [Int] {
             follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap { $0["sequence"] as? Int }
@@ -236,13 +235,13 @@ struct AuditCLITests {
 
     // MARK: - verify
 
-    @Test func verifyReportsAnIntactLog() throws {
-        let cli = try Self.provisionedDevice(denials: 3)
+    @Test func verifyReportsAnIntactLog() async throws {
+        let cli = try await Self.provisionedDevice(denials: 3)
         defer { cli.cleanUp() }
-        let text = try cli.run(["audit", "verify"])
+        let text = try await cli.run(["audit", "verify"])
         #expect(text.status == 0, "\(text.stdout) \(text.stderr)")
         #expect(text.stdout.hasPrefix("audit log intact: 4 event(s), 1 signed checkpoint(s), head #4 "), "\(text.stdout)")
-        let json = try cli.run(["audit", "verify", "--json"])
+        let json = try await cli.run(["audit", "verify", "--json"])
         #expect(json.status == 0)
         let report = try #require(try parseJSON(json.stdout) as? [String: Any])
         #expect(report["intact"] as? Bool == true)
@@ -271,19 +270,19 @@ struct AuditCLITests {
     }
 
     @Test(arguments: Tampering.allCases)
-    func verifyAfterRawSQLTamperingExits46NamingTheFirstBadEvent(_ tampering: Tampering) throws {
-        let cli = try Self.provisionedDevice(denials: 4)
+    func verifyAfterRawSQLTamperingExits46NamingTheFirstBadEvent(_ tampering: Tampering) async throws {
+        let cli = try await Self.provisionedDevice(denials: 4)
         defer { cli.cleanUp() }
-        try #require(try cli.run(["audit", "verify"]).status == 0)
-        _ = try sqlite3(cli.databasePath, tampering.sql)
+        try #require(try await cli.run(["audit", "verify"]).status == 0)
+        _ = try await sqlite3(cli.databasePath, tampering.sql)
 
-        let text = try cli.run(["audit", "verify"])
+        let text = try await cli.run(["audit", "verify"])
         #expect(text.status == 46, "\(tampering): \(text.stdout) \(text.stderr)")
         #expect(text.stderr.contains("first bad event: #\(tampering.firstBad)"), "\(tampering): \(text.stderr)")
         #expect(text.stdout.contains("problem: event \(tampering.firstBad):"), "\(tampering): \(text.stdout)")
         #expect(!text.stdout.contains("intact"))
 
-        let json = try cli.run(["audit", "verify", "--json"])
+        let json = try await cli.run(["audit", "verify", "--json"])
         #expect(json.status == 46)
         let report = try #require(try parseJSON(json.stdout) as? [String: Any])
         #expect(report["intact"] as? Bool == false)
@@ -293,11 +292,11 @@ struct AuditCLITests {
 
     // MARK: - No secrets
 
-    @Test func noJSONOutputContainsASecretKeyOrAnItemSecret() throws {
-        let cli = try Self.provisionedDevice(denials: 1)
+    @Test func noJSONOutputContainsASecretKeyOrAnItemSecret() async throws {
+        let cli = try await Self.provisionedDevice(denials: 1)
         defer { cli.cleanUp() }
         let itemSecret = "tok-NEVER-PRINT-\(UUID().uuidString)"
-        try addItem(cli, app: "com.contoso.kiosk.scanner", service: "graph", account: "worker-1", secret: itemSecret)
+        try await addItem(cli, app: "com.contoso.kiosk.scanner", service: "graph", account: "worker-1", secret: itemSecret)
         let masterKey = try Data(contentsOf: cli.stateDirectory.appendingPathComponent("master.key"))
         try #require(masterKey.count == 32)
         let forbidden = [itemSecret, masterKey.hex, masterKey.hex.uppercased(), masterKey.base64EncodedString(),
@@ -310,11 +309,11 @@ struct AuditCLITests {
                           ["keychain", "find-generic-password", "--json", "--app", "com.contoso.kiosk.scanner", "--service", "graph"],
                           ["provision", "--policy", DevicectlRunner.policy("personal.json"), "--force", "--json"],
                           ["deprovision", "--json"], ["audit", "--json"]] {
-            let result = try cli.run(arguments)
+            let result = try await cli.run(arguments)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             outputs.append((arguments.joined(separator: " "), result))
         }
-        let publicKeys = Set(try #require(try cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]])
+        let publicKeys = Set(try #require(try await cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]])
             .compactMap { ($0["details"] as? [String: String])?["auditPublicKey"] })
         try #require(!publicKeys.isEmpty)
 

@@ -1,19 +1,10 @@
 import Foundation
-import Synchronization
 import ProcessTestSupport
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Runs the built `devicectl` binary as a user would: arguments, standard input, environment.
 struct DevicectlRunner {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Result = Command.Result
 
     /// The state directory every command of this runner uses; removed with the runner's `cleanUp`.
     let stateDirectory: URL
@@ -26,33 +17,18 @@ struct DevicectlRunner {
 
     var databasePath: String { stateDirectory.appendingPathComponent("keychain.sqlite").path }
 
-    /// Runs `devicectl ARGS` with `--state-dir` appended when `stateDir` is set.
+    /// Runs `devicectl ARGS` to completion, with `--state-dir` appended when `stateDir` is set.
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, stateDir: Bool = true,
-             environment: [String: String] = [:]) throws -> Result {
-        try Self.execute(Self.productsDirectory.appendingPathComponent("devicectl"),
-                         arguments + (stateDir ? ["--state-dir", stateDirectory.path] : []), stdin: stdin, environment: environment)
+             environment: [String: String] = [:]) async throws -> Result {
+        try await Self.execute(Self.productsDirectory.appendingPathComponent("devicectl"),
+                               arguments + (stateDir ? ["--state-dir", stateDirectory.path] : []), stdin: stdin, environment: environment)
     }
 
-    /// Runs any executable and collects its output.
+    /// Runs any executable to completion and collects its output.
     static func execute(_ executable: URL, _ arguments: [String], stdin: String? = nil,
-                        environment: [String: String] = [:]) throws -> Result {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let input = Pipe(), output = Pipe(), error = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let errorData = ErrorCollector(error.fileHandleForReading)
-        let outData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errorData.wait(), as: UTF8.self))
+                        environment: [String: String] = [:]) async throws -> Result {
+        try await Command.run(executable, arguments, stdin: stdin, environment: environment)
     }
 
     func cleanUp() {
@@ -74,27 +50,9 @@ struct DevicectlRunner {
     }
 }
 
-/// Drains a pipe on a background thread so neither stream can fill up and block the child.
-final class ErrorCollector: @unchecked Sendable {
-    private var data = Data()
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ handle: FileHandle) {
-        Thread.detachNewThread { [self] in
-            data = handle.readDataToEndOfFile()
-            done.signal()
-        }
-    }
-
-    func wait() -> Data {
-        done.wait()
-        return data
-    }
-}
-
 /// Raw SQL on a database file through the `sqlite3` shell, as an attacker with file access would.
-func sqlite3(_ path: String, _ sql: String) throws -> String {
-    let result = try DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/sqlite3"), [path, sql])
+func sqlite3(_ path: String, _ sql: String) async throws -> String {
+    let result = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/sqlite3"), [path, sql])
     #expect(result.status == 0, "sqlite3 failed: \(result.stderr)")
     return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }
@@ -110,15 +68,16 @@ extension DevicectlRunner {
     /// The path of a shipped policy file, e.g. `policy("kiosk.json")`.
     static func policy(_ name: String) -> String { policiesDirectory.appendingPathComponent(name).path }
 
-    /// Starts `devicectl ARGS --state-dir DIR` in the background (e.g. `audit --jsonl --follow`).
-    func start(_ arguments: [String]) throws -> BackgroundProcess {
+    /// Starts `devicectl ARGS --state-dir DIR` in the background (e.g. `audit --jsonl --follow`), with
+    /// `environment` added to this process's.
+    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> BackgroundProcess {
         try BackgroundProcess(Self.productsDirectory.appendingPathComponent("devicectl"),
-                              arguments + ["--state-dir", stateDirectory.path])
+                              arguments + ["--state-dir", stateDirectory.path], environment: environment)
     }
 
     /// Runs `devicectl ARGS --json` (the caller includes `--json`) and parses standard output.
-    func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
-        let result = try run(arguments)
+    func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
+        let result = try await run(arguments)
         #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
                 sourceLocation: sourceLocation)
         return try parseJSON(result.stdout)

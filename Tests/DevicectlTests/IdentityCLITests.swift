@@ -26,10 +26,10 @@ struct IdentityCLITests {
     // MARK: - Shift change
 
     @Test func shiftChangeOnASharedKioskThroughTheProvider() async throws {
-        let provider = try Provider.shared()
+        let provider = try await Provider.shared()
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
+        try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
 
         // Worker 1 starts the shift in the scanner app, by device code.
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1")
@@ -42,7 +42,7 @@ struct IdentityCLITests {
         #expect(granted?.contains("User.Read") == true && granted?.contains("Files.Read") == true, "\(ana.result.stdout)")
 
         // The timeclock app sees her without signing in (single sign-on through the shared group).
-        let seen = try #require(try cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
+        let seen = try #require(try await cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
         let current = try #require(seen["current"] as? [String: Any], "\(seen)")
         #expect(current["username"] as? String == "worker1")
         #expect(current["name"] as? String == "Ana Worker")
@@ -50,33 +50,33 @@ struct IdentityCLITests {
         #expect(ana.result.stdout.contains(anaID))
 
         // Its token call is silent: no second sign-in, and the token itself is not printed.
-        let silent = try cli.run(["token", "--app", Self.timeclock, "--scopes", "Files.Read"])
+        let silent = try await cli.run(["token", "--app", Self.timeclock, "--scopes", "Files.Read"])
         #expect(silent.status == 0, "\(silent.stdout) \(silent.stderr)")
         #expect(silent.stdout.contains("account: worker1 (Ana Worker)"), "\(silent.stdout)")
         #expect(silent.stdout.contains("Files.Read"), "\(silent.stdout)")
         #expect(!silent.stdout.contains("To sign in") && !silent.stderr.contains("To sign in"))
         #expect(!silent.stdout.lowercased().contains("access token"), "\(silent.stdout)")
-        let quiet = try #require(try cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--json"]) as? [String: Any])
+        let quiet = try #require(try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--json"]) as? [String: Any])
         #expect(quiet["accessToken"] == nil, "\(quiet)")
         #expect((quiet["account"] as? [String: Any])?["homeAccountId"] as? String == anaID)
         #expect(["cache", "refresh"].contains(quiet["source"] as? String), "\(quiet)")
         #expect((quiet["correlationId"] as? String)?.isEmpty == false, "\(quiet)")
-        let secret = try #require(try cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--print-secret", "--json"])
+        let secret = try #require(try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--print-secret", "--json"])
                                   as? [String: Any])
         let anaAccessToken = try #require(secret["accessToken"] as? String, "\(secret)")
         #expect(anaAccessToken.count > 20)
         #expect((secret["scopes"] as? [String])?.contains("Files.Read") == true, "\(secret)")
-        let anaRefreshToken = try cli.refreshToken(app: Self.scanner)
+        let anaRefreshToken = try await cli.refreshToken(app: Self.scanner)
         // Only the secrets' owner ever sees them: the database holds them encrypted.
         cli.expectNotInDatabase([anaAccessToken, anaRefreshToken])
 
         // The API sees Ana.
-        let userinfo = try cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
+        let userinfo = try await cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
         #expect(userinfo.status == 0, "\(userinfo.stdout) \(userinfo.stderr)")
         #expect(userinfo.stdout.hasPrefix("HTTP 200"), "\(userinfo.stdout)")
         #expect(userinfo.stdout.contains("Ana Worker") && userinfo.stdout.contains("\"preferred_username\" : \"worker1\""),
                 "\(userinfo.stdout)")
-        #expect(try cli.signInEvents().count == 1, "the silent calls signed somebody in")
+        #expect(try await cli.signInEvents().count == 1, "the silent calls signed somebody in")
 
         // Worker 2 cannot sign in on the timeclock while Ana's shift lasts; Ana stays signed in.
         let refused = try await cli.signInByDeviceCode(app: Self.timeclock, as: "worker2")
@@ -84,39 +84,39 @@ struct IdentityCLITests {
         #expect(refused.result.stderr.contains("already signed in"), "\(refused.result.stderr)")
         #expect(!refused.result.stdout.contains("signed in:"), "\(refused.result.stdout)")
         for app in [Self.scanner, Self.timeclock] {
-            let still = try #require(try cli.json(["account", "--app", app, "--json"]) as? [String: Any])
+            let still = try #require(try await cli.json(["account", "--app", app, "--json"]) as? [String: Any])
             #expect((still["current"] as? [String: Any])?["username"] as? String == "worker1", "\(app): \(still)")
         }
-        #expect(try cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"]).status == 0)
+        #expect(try await cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"]).status == 0)
 
         // Shift end, signed out from the timeclock: the scanner has nobody either.
-        let signOut = try cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end"])
+        let signOut = try await cli.run(["signout", "--app", Self.timeclock, "--reason", "shift-end"])
         #expect(signOut.status == 0, "\(signOut.stdout) \(signOut.stderr)")
-        let none = try cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"])
+        let none = try await cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"])
         #expect(none.status == 49, "\(none.stdout) \(none.stderr)")
         #expect(none.stderr.contains("no account"), "\(none.stderr)")
         #expect(none.stdout.isEmpty, "\(none.stdout)")
-        let noCall = try cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
+        let noCall = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
         #expect(noCall.status == 49, "\(noCall.stdout) \(noCall.stderr)")
 
         // Worker 2's shift: the timeclock signs Ben in, and the API sees Ben.
         let ben = try await cli.signInByDeviceCode(app: Self.timeclock, as: "worker2")
         try #require(ben.result.status == 0, "signin exited \(ben.result.status): \(ben.result.stdout) \(ben.result.stderr)")
         #expect(ben.result.stdout.contains("signed in: worker2 (Ben Worker) home_account_id "), "\(ben.result.stdout)")
-        let benInfo = try cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
+        let benInfo = try await cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
         #expect(benInfo.status == 0, "\(benInfo.stdout) \(benInfo.stderr)")
         #expect(benInfo.stdout.hasPrefix("HTTP 200"), "\(benInfo.stdout)")
         #expect(benInfo.stdout.contains("Ben Worker") && !benInfo.stdout.contains("Ana Worker"), "\(benInfo.stdout)")
-        let scannerView = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let scannerView = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((scannerView["current"] as? [String: Any])?["username"] as? String == "worker2", "\(scannerView)")
         #expect((scannerView["previous"] as? [String: Any])?["homeAccountId"] as? String == anaID, "\(scannerView)")
-        let benSecret = try #require(try cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
+        let benSecret = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
                                      as? [String: Any])
         let benAccessToken = try #require(benSecret["accessToken"] as? String, "\(benSecret)")
-        let benRefreshToken = try cli.refreshToken(app: Self.timeclock)
+        let benRefreshToken = try await cli.refreshToken(app: Self.timeclock)
 
         // The audit log tells the story in order, and verifies.
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let story = events.filter { ["account.signed_in", "account.signed_out"].contains($0["type"] as? String) }
         #expect(story.map { "\($0["type"] ?? "") \($0["account"] ?? "")" }
                 == ["account.signed_in worker1", "account.signed_out worker1", "account.signed_in worker2"],
@@ -129,7 +129,7 @@ struct IdentityCLITests {
             #expect((story[1]["details"] as? [String: Any])?["homeAccountId"] as? String == anaID, "\(story[1])")
             #expect(story[2]["actor"] as? String == Self.timeclock, "\(story[2])")
         }
-        let verify = try cli.run(["audit", "verify"])
+        let verify = try await cli.run(["audit", "verify"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
 
         // No output but --print-secret's shows a token; the database never holds one in clear.
@@ -140,32 +140,32 @@ struct IdentityCLITests {
     // MARK: - Refresh token revoked
 
     @Test func refreshTokenRevokedMeansSignInAgainAndTheCacheStillAnswers() async throws {
-        let provider = try Provider.shared()
+        let provider = try await Provider.shared()
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: provider.kioskPolicy(issuer: provider.issuerES256, in: cli.runner))
+        try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuerES256, in: cli.runner))
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1", plugin: "oidc-es256")
         try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
         #expect(ana.result.stdout.contains("signed in: worker1 (Ana Worker)"), "\(ana.result.stdout)")
-        let before = try #require(try cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
+        let before = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
         #expect(before["source"] as? String == "cache", "\(before)")
 
-        let revoke = try Provider.tool(["revoke", "--port", "\(Self.port)", "--user", "worker1", "--plugin", "oidc-es256"])
+        let revoke = try await Provider.tool(["revoke", "--port", "\(Self.port)", "--user", "worker1", "--plugin", "oidc-es256"])
         try #require(revoke.status == 0, "\(revoke.stdout) \(revoke.stderr)")
 
-        let refused = try cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read", "--force-refresh"])
+        let refused = try await cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read", "--force-refresh"])
         #expect(refused.status == 50, "\(refused.stdout) \(refused.stderr)")
         #expect(refused.stderr.lowercased().contains("sign in"), "\(refused.stderr)")
         #expect(refused.stdout.isEmpty, "\(refused.stdout)")
 
         // The failed refresh changed nothing: the cached token still answers, and Ana is still current.
-        let after = try #require(try cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
+        let after = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
         #expect(after["source"] as? String == "cache", "\(after)")
         #expect(after["expiresOn"] as? String == before["expiresOn"] as? String, "\(before) \(after)")
-        let account = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let account = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((account["current"] as? [String: Any])?["username"] as? String == "worker1", "\(account)")
-        #expect(try cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any] != nil)
-        #expect((try cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
+        #expect(try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any] != nil)
+        #expect((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
     }
 
     // MARK: - Provider unreachable
@@ -173,7 +173,7 @@ struct IdentityCLITests {
     @Test func providerUnreachableSignsNobodyIn() async throws {
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: Provider.kioskPolicy(issuer: "http://127.0.0.1:1/api/oidc", in: cli.runner))
+        try await cli.provision(policy: Provider.kioskPolicy(issuer: "http://127.0.0.1:1/api/oidc", in: cli.runner))
         let process = try cli.runner.start(["signin", "--app", Self.scanner])
         defer { process.killIfRunning() }
         let exited = await process.waitForExit(timeout: 60)
@@ -182,19 +182,19 @@ struct IdentityCLITests {
         #expect(process.standardError.contains("127.0.0.1:1"), "\(process.standardError)")
         #expect(!process.standardOutput.contains("signed in"), "\(process.standardOutput)")
 
-        let account = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let account = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect(account["current"] is NSNull, "\(account)")
-        #expect(try cli.signInEvents().isEmpty)
-        #expect(try cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"]).status == 49)
+        #expect(try await cli.signInEvents().isEmpty)
+        #expect(try await cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read"]).status == 49)
     }
 
     // MARK: - Browser
 
     @Test func browserSignInThroughTheLoopbackRedirect() async throws {
-        let provider = try Provider.shared()
+        let provider = try await Provider.shared()
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
+        try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let browser = "'\(Provider.toolPath)' browse --user worker2 --"
         let process = try BackgroundProcess(URL(fileURLWithPath: "/usr/bin/env"),
                                             ["DEVICECTL_BROWSER=\(browser)", DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path,
@@ -215,37 +215,37 @@ struct IdentityCLITests {
         #expect(account["environment"] as? String == "127.0.0.1:\(Self.port)", "\(result)")
         #expect(result["accessToken"] == nil, "\(result)")
 
-        let shown = try #require(try cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let shown = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((shown["current"] as? [String: Any])?["username"] as? String == "worker2", "\(shown)")
-        let userinfo = try cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
+        let userinfo = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
         #expect(userinfo.status == 0 && userinfo.stdout.contains("Ben Worker"), "\(userinfo.stdout) \(userinfo.stderr)")
-        let events = try cli.signInEvents()
+        let events = try await cli.signInEvents()
         #expect(events.count == 1 && events.first?["account"] as? String == "worker2", "\(events)")
     }
 
     // MARK: - API errors
 
     @Test func anAPIThatRefusesTheTokenIsExit53WithTheStatus() async throws {
-        let provider = try Provider.shared()
+        let provider = try await Provider.shared()
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
+        try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1")
         try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
 
         // The ES256 issuer's userinfo does not accept the RS256 issuer's tokens: 401.
-        let unauthorized = try cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuerES256 + "/userinfo"])
+        let unauthorized = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuerES256 + "/userinfo"])
         #expect(unauthorized.status == 53, "\(unauthorized.stdout) \(unauthorized.stderr)")
         #expect(unauthorized.stderr.contains("HTTP 401"), "\(unauthorized.stderr)")
         #expect(!unauthorized.stdout.contains("HTTP 200"), "\(unauthorized.stdout)")
         // A path the provider does not have: 404.
-        let missing = try cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuer + "/no-such-endpoint"])
+        let missing = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuer + "/no-such-endpoint"])
         #expect(missing.status == 53, "\(missing.stdout) \(missing.stderr)")
         #expect(missing.stderr.contains("HTTP 404"), "\(missing.stderr)")
         // Neither failure signed Ana out: the real endpoint still answers.
-        let userinfo = try cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
+        let userinfo = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
         #expect(userinfo.status == 0 && userinfo.stdout.contains("Ana Worker"), "\(userinfo.stdout) \(userinfo.stderr)")
-        let secret = try #require(try cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
+        let secret = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
                                   as? [String: Any])
         cli.expectNoSecrets([try #require(secret["accessToken"] as? String)])
     }
@@ -253,10 +253,10 @@ struct IdentityCLITests {
     // MARK: - Apps outside the policy
 
     @Test func anAppNotInThePolicyCannotSignIn() async throws {
-        let provider = try Provider.shared()
+        let provider = try await Provider.shared()
         let cli = Device()
         defer { cli.cleanUp() }
-        try cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
+        try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let process = try cli.runner.start(["signin", "--app", "com.contoso.unknown"])
         defer { process.killIfRunning() }
         let exited = await process.waitForExit(timeout: 60)
@@ -264,9 +264,9 @@ struct IdentityCLITests {
         #expect(process.status == 77, "\(process.standardOutput) \(process.standardError)")
         #expect(process.standardError.contains("com.contoso.unknown"), "\(process.standardError)")
         #expect(!process.standardOutput.contains("To sign in"), "a device code was requested: \(process.standardOutput)")
-        let token = try cli.run(["token", "--app", "com.contoso.unknown", "--scopes", "User.Read"])
+        let token = try await cli.run(["token", "--app", "com.contoso.unknown", "--scopes", "User.Read"])
         #expect(token.status == 77, "\(token.stdout) \(token.stderr)")
-        #expect(try cli.signInEvents().isEmpty)
+        #expect(try await cli.signInEvents().isEmpty)
     }
 }
 
@@ -282,9 +282,10 @@ extension IdentityCLITests {
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         static let toolPath = packageRoot.appendingPathComponent("tools/idp").path
 
-        private static let started: Result<Provider, BackgroundProcessError> = {
+        /// `tools/idp start`, run once per test run by the first test that needs the provider.
+        private static let started = Task<Result<Provider, BackgroundProcessError>, Never> {
             do {
-                let start = try tool(["start", "--port", "\(port)"])
+                let start = try await tool(["start", "--port", "\(port)"])
                 guard start.status == 0 else {
                     return .failure(BackgroundProcessError(message: "tools/idp start exited \(start.status): \(start.stderr)"))
                 }
@@ -300,14 +301,14 @@ extension IdentityCLITests {
             } catch {
                 return .failure(BackgroundProcessError(message: "cannot run tools/idp: \(error)"))
             }
-        }()
+        }
 
         /// Starts the provider once per test run (`tools/idp start` is idempotent) and returns its issuers.
-        static func shared() throws -> Provider { try started.get() }
+        static func shared() async throws -> Provider { try await started.value.get() }
 
         /// Runs `tools/idp ARGS`.
-        static func tool(_ arguments: [String]) throws -> DevicectlRunner.Result {
-            try DevicectlRunner.execute(URL(fileURLWithPath: toolPath), arguments)
+        static func tool(_ arguments: [String]) async throws -> DevicectlRunner.Result {
+            try await DevicectlRunner.execute(URL(fileURLWithPath: toolPath), arguments)
         }
 
         func kioskPolicy(issuer: String, in runner: DevicectlRunner) throws -> String {
@@ -335,34 +336,34 @@ extension IdentityCLITests {
         func record(_ command: String, _ text: String) { outputs.append((command, text)) }
 
         @discardableResult
-        func run(_ arguments: [String]) throws -> DevicectlRunner.Result {
-            let result = try runner.run(arguments)
+        func run(_ arguments: [String]) async throws -> DevicectlRunner.Result {
+            let result = try await runner.run(arguments)
             record(arguments.joined(separator: " "), result.stdout + result.stderr)
             return result
         }
 
         /// Runs `devicectl ARGS` (with `--json` among them), expects exit 0 and parses standard output.
-        func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
-            let result = try run(arguments)
+        func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
+            let result = try await run(arguments)
             #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
                     sourceLocation: sourceLocation)
             return try parseJSON(result.stdout)
         }
 
-        func provision(policy: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-            let result = try run(["provision", "--policy", policy])
+        func provision(policy: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let result = try await run(["provision", "--policy", policy])
             try #require(result.status == 0, "provision exited \(result.status): \(result.stderr)", sourceLocation: sourceLocation)
         }
 
         /// The audit log's `account.signed_in` events.
-        func signInEvents() throws -> [[String: Any]] {
-            try #require(try json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]])
+        func signInEvents() async throws -> [[String: Any]] {
+            try #require(try await json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]])
         }
 
         /// The refresh token the app's cache holds (from `cache export`, which writes it to a 0600 file).
-        func refreshToken(app: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        func refreshToken(app: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
             let file = runner.filesDirectory.appendingPathComponent("export-\(UUID().uuidString).json").path
-            let export = try run(["cache", "export", "--app", app, "--output", file])
+            let export = try await run(["cache", "export", "--app", app, "--output", file])
             try #require(export.status == 0, "cache export exited \(export.status): \(export.stderr)", sourceLocation: sourceLocation)
             let cache = try #require(try parseJSON(String(contentsOfFile: file, encoding: .utf8)) as? [String: Any], sourceLocation: sourceLocation)
             try? FileManager.default.removeItem(atPath: file)
@@ -376,8 +377,9 @@ extension IdentityCLITests {
             var result: DevicectlRunner.Result
         }
 
-        /// `devicectl signin --app APP` (device code) in the background: waits for the code, approves it at
-        /// the provider as `user` (the worker typing the code), and waits for the command to finish. When the
+        /// `devicectl signin --app APP` (device code) in the background, with `environment` added to this
+        /// process's: waits for the code, approves it at the provider as `user` (the worker typing the code),
+        /// and waits for the command to finish. When the
         /// command ends before showing a code, returns its result with an empty code.
         ///
         /// glewlwyd with its SQLite backend mixes up concurrent device authorization requests (one of them
@@ -385,12 +387,13 @@ extension IdentityCLITests {
         /// requesting the code and approving it happen under `ProviderLock`. Should a code still come out
         /// unusable (another test process without the lock), the sign-in starts over once, as a worker would.
         func signInByDeviceCode(app: String, as user: String, plugin: String = "oidc", extra: [String] = [],
+                                environment: [String: String] = [:],
                                 sourceLocation: SourceLocation = #_sourceLocation) async throws -> DeviceCodeSignIn {
             let arguments = ["signin", "--app", app, "--flow", "device-code"] + extra
             var attempt = 0
             while true {
                 attempt += 1
-                let process = try runner.start(arguments)
+                let process = try runner.start(arguments, environment: environment)
                 defer { process.killIfRunning() }
                 let lock = try await ProviderLock.acquire(timeout: 120)
                 var code = ""
@@ -402,7 +405,7 @@ extension IdentityCLITests {
                 if code.isEmpty { code = Self.userCode(in: process.standardOutput + process.standardError) ?? "" }
                 var approval: DevicectlRunner.Result?
                 if !code.isEmpty {
-                    approval = try Provider.tool(["approve", "--port", "\(port)", "--code", code,
+                    approval = try await Provider.tool(["approve", "--port", "\(port)", "--code", code,
                                                           "--user", user, "--plugin", plugin])
                 }
                 lock.release()

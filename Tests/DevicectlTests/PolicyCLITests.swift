@@ -1,4 +1,5 @@
 import Foundation
+import ProcessTestSupport
 import Testing
 
 /// `devicectl policy validate` through the built binary.
@@ -7,15 +8,15 @@ struct PolicyCLITests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("policies")
 
-    @Test func shippedPoliciesAreValid() throws {
+    @Test func shippedPoliciesAreValid() async throws {
         for name in ["kiosk.json", "personal.json"] {
-            let result = try DevicectlRunner().run(["policy", "validate", Self.policies.appendingPathComponent(name).path], stateDir: false)
+            let result = try await DevicectlRunner().run(["policy", "validate", Self.policies.appendingPathComponent(name).path], stateDir: false)
             #expect(result.status == 0, "\(name): \(result.stderr)")
             #expect(result.stdout.contains("valid"))
         }
     }
 
-    @Test func invalidPolicyExits65NamingThePath() throws {
+    @Test func invalidPolicyExits65NamingThePath() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
         try FileManager.default.createDirectory(at: cli.stateDirectory, withIntermediateDirectories: true)
@@ -23,7 +24,7 @@ struct PolicyCLITests {
         text = text.replacingOccurrences(of: "\"com.contoso.kiosk.timeclock\"]", with: "\"bad group\"]")
         let file = cli.stateDirectory.appendingPathComponent("bad.json")
         try text.write(to: file, atomically: true, encoding: .utf8)
-        let result = try cli.run(["policy", "validate", file.path], stateDir: false)
+        let result = try await cli.run(["policy", "validate", file.path], stateDir: false)
         #expect(result.status == 65)
         #expect(result.stderr.contains("apps[1].accessGroups[1]: malformed access group \"bad group\""))
     }

@@ -71,7 +71,7 @@ struct ProvisioningKillTests {
         defer { cli.cleanUp() }
         let worker = DevicectlRunner.productsDirectory.appendingPathComponent("device-worker")
         try #require(FileManager.default.isExecutableFile(atPath: worker.path), "\(worker.path) is missing; build the device-worker product")
-        let baseline = try Self.baselineCounts()
+        let baseline = try await Self.baselineCounts()
 
         var state = DeviceState(mode: "none", filled: false)
         var modeChanges = 0
@@ -113,13 +113,13 @@ struct ProvisioningKillTests {
 
             // The device as devicectl and sqlite3 see it: the acknowledged state, or the one step after it
             // (committed while the kill prevented its line).
-            let observed = try Self.checkConsistency(cli, round: round, baseline: baseline)
+            let observed = try await Self.checkConsistency(cli, round: round, baseline: baseline)
             #expect(observed == acknowledged || observed == acknowledged.next,
                     "round \(round): the device is \(observed) but the worker acknowledged \(acknowledged) (output: \(lines))")
             // Mode changes logged: the earlier ones, the acknowledged ones, and the unacknowledged one if the
             // step that committed without its line was a switch.
             let unacknowledgedSwitch = observed != acknowledged && acknowledged.mode != "none" && acknowledged.filled
-            let changes = try Self.modeChangeEvents(cli).count
+            let changes = try await Self.modeChangeEvents(cli).count
             let expectedChanges = modeChanges + switchesPrinted + (unacknowledgedSwitch ? 1 : 0)
             #expect(changes == expectedChanges,
                     "round \(round): \(changes) mode changes logged, expected \(expectedChanges) (\(switchesPrinted) acknowledged this round)")
@@ -134,9 +134,9 @@ struct ProvisioningKillTests {
     // MARK: - Checks through devicectl and sqlite3
 
     /// Checks the device after a kill and returns its state.
-    static func checkConsistency(_ cli: DevicectlRunner, round: Int, baseline: (items: Int, groups: Int)) throws -> DeviceState {
+    static func checkConsistency(_ cli: DevicectlRunner, round: Int, baseline: (items: Int, groups: Int)) async throws -> DeviceState {
         // Device information (this also opens the store, recovering the WAL the killed process left).
-        let infoResult = try cli.run(["info", "--json"])
+        let infoResult = try await cli.run(["info", "--json"])
         try #require(infoResult.status == 0, "round \(round): info failed: \(infoResult.stderr)")
         let info = try #require(try parseJSON(infoResult.stdout) as? [String: Any])
         #expect(info["error"] is NSNull, "round \(round): info error \(info["error"] ?? "-")")
@@ -145,15 +145,15 @@ struct ProvisioningKillTests {
         let provisioned = info["deviceId"] is String
         if provisioned {
             #expect(info["policyId"] as? String == policyIDs[mode], "round \(round): mode \(mode) with policy \(info["policyId"] ?? "-")")
-            #expect(info["policySha256"] as? String == (try sha256(of: mode == "shared" ? kiosk : personal)))
+            #expect(info["policySha256"] as? String == (try await sha256(of: mode == "shared" ? kiosk : personal)))
         }
 
         // The audit log is intact and agrees with the mode.
-        let verify = try cli.run(["audit", "verify", "--json"])
+        let verify = try await cli.run(["audit", "verify", "--json"])
         #expect(verify.status == 0, "round \(round): audit verify exited \(verify.status): \(verify.stdout) \(verify.stderr)")
         let report = try #require(try parseJSON(verify.stdout) as? [String: Any])
         #expect(report["intact"] as? Bool == true, "round \(round): \(report["problems"] ?? "-")")
-        let events = try #require(try cli.json(["audit", "--json"]) as? [[String: Any]])
+        let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         #expect(report["eventCount"] as? Int == events.count)
         let types = events.compactMap { $0["type"] as? String }
         #expect(Set(types).isSubset(of: ["device.provisioned", "device.mode_changed"]), "round \(round): events \(Set(types))")
@@ -179,10 +179,10 @@ struct ProvisioningKillTests {
         }
 
         // The store: intact, and the app groups all there and complete, or all absent.
-        let store = try cli.run(["keychain", "verify"])
+        let store = try await cli.run(["keychain", "verify"])
         #expect(store.status == 0, "round \(round): keychain verify: \(store.stdout) \(store.stderr)")
-        let items = Int(try sqlite3(cli.databasePath, "SELECT count(*) FROM items")) ?? -1
-        let groupRows = Int(try sqlite3(cli.databasePath, "SELECT count(*) FROM access_groups")) ?? -1
+        let items = Int(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items")) ?? -1
+        let groupRows = Int(try await sqlite3(cli.databasePath, "SELECT count(*) FROM access_groups")) ?? -1
         guard provisioned else {
             #expect(items == 0 && groupRows == 0, "round \(round): an unprovisioned device holds \(items) items in \(groupRows) groups")
             return DeviceState(mode: "none", filled: false)
@@ -195,7 +195,7 @@ struct ProvisioningKillTests {
 
         // Each app sees all of its groups' items or none, with the worker's secrets.
         for (app, appGroups) in (apps[mode] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            let listed = try #require(try cli.json(["keychain", "list", "--json", "--app", app]) as? [[String: Any]])
+            let listed = try #require(try await cli.json(["keychain", "list", "--json", "--app", app]) as? [[String: Any]])
             #expect(listed.count == (filled ? appGroups.count * itemsPerGroup : 0), "round \(round): \(app) lists \(listed.count) items")
             for group in appGroups {
                 let accounts = Set(listed.filter { $0["accessGroup"] as? String == group }.compactMap { $0["account"] as? String })
@@ -204,37 +204,29 @@ struct ProvisioningKillTests {
             }
             if filled, let group = appGroups.last {
                 let index = (round * 37) % itemsPerGroup
-                let found = try cli.run(["keychain", "find-generic-password", "--json", "--print-secret", "--app", app,
+                let found = try await cli.run(["keychain", "find-generic-password", "--json", "--print-secret", "--app", app,
                                          "--access-group", group, "--service", "fill", "--account", "item-\(index)"])
                 #expect(found.status == 0, "round \(round): \(group)/item-\(index): \(found.stderr)")
                 let object = try parseJSON(found.stdout) as? [String: Any]
-                #expect(object?["secretBase64"] as? String == fillSecret(group: group, index: index).base64EncodedString(),
+                #expect(object?["secretBase64"] as? String == DeviceWorkerFixture.fillSecret(group: group, index: index).base64EncodedString(),
                         "round \(round): \(group)/item-\(index) has another secret")
             }
         }
         return DeviceState(mode: mode, filled: filled)
     }
 
-    static func modeChangeEvents(_ cli: DevicectlRunner) throws -> [[String: Any]] {
-        try #require(try cli.json(["audit", "--json", "--type", "device.mode_changed"]) as? [[String: Any]])
+    static func modeChangeEvents(_ cli: DevicectlRunner) async throws -> [[String: Any]] {
+        try #require(try await cli.json(["audit", "--json", "--type", "device.mode_changed"]) as? [[String: Any]])
     }
 
     /// Items and access-group rows of a freshly provisioned device (its own record, signing key and audit
     /// anchor), measured with devicectl in a scratch state directory rather than assumed.
-    static func baselineCounts() throws -> (items: Int, groups: Int) {
+    static func baselineCounts() async throws -> (items: Int, groups: Int) {
         let scratch = DevicectlRunner()
         defer { scratch.cleanUp() }
-        try #require(try scratch.run(["provision", "--policy", kiosk]).status == 0)
-        let items = try #require(Int(try sqlite3(scratch.databasePath, "SELECT count(*) FROM items")))
-        let groups = try #require(Int(try sqlite3(scratch.databasePath, "SELECT count(*) FROM access_groups")))
+        try #require(try await scratch.run(["provision", "--policy", kiosk]).status == 0)
+        let items = try #require(Int(try await sqlite3(scratch.databasePath, "SELECT count(*) FROM items")))
+        let groups = try #require(Int(try await sqlite3(scratch.databasePath, "SELECT count(*) FROM access_groups")))
         return (items, groups)
     }
-}
-
-/// The secret of the device worker's fill item `index` in `group` (same function as in Sources/device-worker/main.swift).
-func fillSecret(group: String, index: Int) -> Data {
-    let unit = "\(group)/item-\(index);"
-    let length = 512 + (index &* 37) % 1024
-    let text = String(repeating: unit, count: length / unit.utf8.count + 1)
-    return Data(text.utf8.prefix(length))
 }

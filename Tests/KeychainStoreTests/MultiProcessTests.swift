@@ -65,11 +65,11 @@ struct MultiProcessTests {
             let live = added.subtracting(deleted)
             expectedTotal += live.count
             for account in live.sorted() {
-                let index = try #require(testItemIndex(account), "unexpected account name \(account)")
+                let index = try #require(KeychainWorkerFixture.itemIndex(account), "unexpected account name \(account)")
                 do {
                     let item = try store.find(ItemQuery(service: service, account: account), as: Apps.scanner)
                     #expect(item.service == service && item.account == account && item.accessGroup == Apps.sharedGroup)
-                    #expect(item.secret == testMixedSecret(worker: worker, index: index), "\(service)/\(account) has another secret")
+                    #expect(item.secret == KeychainWorkerFixture.mixedSecret(worker: worker, index: index), "\(service)/\(account) has another secret")
                 } catch {
                     Issue.record("acknowledged item \(service)/\(account) is missing: \(error)")
                 }
@@ -128,7 +128,7 @@ struct MultiProcessTests {
             let store = try openStore(directory)
             var found: [Int: Data] = [:]
             for item in try store.findAll(ItemQuery(service: "writer"), as: Apps.scanner) {
-                guard let index = testItemIndex(item.account) else {
+                guard let index = KeychainWorkerFixture.itemIndex(item.account) else {
                     Issue.record("round \(round): unexpected writer account \(item.account)")
                     continue
                 }
@@ -136,18 +136,18 @@ struct MultiProcessTests {
                 found[index] = item.secret
             }
             for index in acked {
-                #expect(found[index] == testWriterSecret(index: index),
+                #expect(found[index] == KeychainWorkerFixture.writerSecret(index: index),
                         "round \(round): acknowledged writer/item-\(index) is \(found[index] == nil ? "missing" : "corrupted")")
             }
             let inFlight = lastAck + 1
             if let secret = found[inFlight] {
-                #expect(secret == testWriterSecret(index: inFlight), "round \(round): in-flight writer/item-\(inFlight) is corrupted")
+                #expect(secret == KeychainWorkerFixture.writerSecret(index: inFlight), "round \(round): in-flight writer/item-\(inFlight) is corrupted")
             }
             let beyond = found.keys.filter { $0 >= start && $0 > inFlight }.sorted()
             #expect(beyond.isEmpty, "round \(round): items beyond the in-flight one exist: \(beyond.prefix(5))")
             // Earlier rounds' items are untouched.
             for index in expected {
-                #expect(found[index] == testWriterSecret(index: index), "round \(round): earlier writer/item-\(index) changed or vanished")
+                #expect(found[index] == KeychainWorkerFixture.writerSecret(index: index), "round \(round): earlier writer/item-\(index) changed or vanished")
             }
             let thisRound = Set(acked).union(found[inFlight] != nil ? [inFlight] : [])
             expected.formUnion(thisRound)
@@ -162,34 +162,3 @@ struct MultiProcessTests {
         withExtendedLifetime(directory) {}
     }
 }
-
-// MARK: - The worker's deterministic secrets (same functions as in Sources/keychain-worker/main.swift)
-
-private func testSecretBytes(tag: UInt64, index: Int, length: Int) -> Data {
-    var state = tag &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: index) &* 0xD1B5_4A32_D192_ED03
-    var bytes = [UInt8]()
-    bytes.reserveCapacity(length + 8)
-    while bytes.count < length {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-    return Data(bytes.prefix(length))
-}
-
-private func testMixedSecret(worker: Int, index: Int) -> Data {
-    testSecretBytes(tag: UInt64(worker) + 1, index: index, length: 16 + index % 256)
-}
-
-private func testWriterSecret(index: Int) -> Data {
-    testSecretBytes(tag: 0xC0FFEE, index: index, length: 1024 + (index &* 7919) % 3072)
-}
-
-private func testItemIndex(_ account: String) -> Int? {
-    guard account.hasPrefix("item-") else { return nil }
-    return Int(account.dropFirst(5))
-}
-

@@ -13,6 +13,10 @@ public final class ChildProcess: @unchecked Sendable {
         var stderr = Data()
         var exited = false
         var drained = false
+        /// When each complete stdout line was read, in line order.
+        var lineArrivals: [ContinuousClock.Instant] = []
+        /// A signal to send once a line with this prefix is read, after a delay (`signal(_:afterLine:delay:)`).
+        var armed: (signal: Int32, prefix: String, delay: Duration)?
     }
 
     /// The collected output, shared with the drain thread and the termination handler.
@@ -37,12 +41,13 @@ public final class ChildProcess: @unchecked Sendable {
     }()
 
     /// Starts one of the package's executables (`keychain-worker`, `account-worker`, …).
-    public convenience init(product: String, _ arguments: [String]) throws {
-        try self.init(Self.productsDirectory.appendingPathComponent(product), arguments)
+    public convenience init(product: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try self.init(Self.productsDirectory.appendingPathComponent(product), arguments, environment: environment)
     }
 
-    /// Starts `executable` with `arguments`, standard input from `/dev/null`.
-    public init(_ executable: URL, _ arguments: [String]) throws {
+    /// Starts `executable` with `arguments`, standard input from `/dev/null`, in this process's
+    /// environment with `environment` added (or overriding).
+    public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw ChildProcessError(message: "\(executable.path) is missing; build the package with `swift build --build-tests`")
         }
@@ -50,6 +55,7 @@ public final class ChildProcess: @unchecked Sendable {
         let stdoutPipe = Pipe(), stderrPipe = Pipe()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
@@ -101,14 +107,38 @@ public final class ChildProcess: @unchecked Sendable {
                     continue
                 }
                 let chunk = Data(buffer[0..<count])
-                output.withLock { if entry.fd == stdout { $0.stdout.append(chunk) } else { $0.stderr.append(chunk) } }
+                let now = ContinuousClock.now
+                let fire = output.withLock { state -> (signal: Int32, delay: Duration)? in
+                    guard entry.fd == stdout else {
+                        state.stderr.append(chunk)
+                        return nil
+                    }
+                    let completeBefore = state.lineArrivals.count
+                    state.stdout.append(chunk)
+                    let complete = state.stdout.reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
+                    state.lineArrivals += Array(repeating: now, count: max(0, complete - completeBefore))
+                    guard let armed = state.armed else { return nil }
+                    let newLines = String(decoding: state.stdout, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+                        .prefix(complete).dropFirst(completeBefore)
+                    guard newLines.contains(where: { $0.hasPrefix(armed.prefix) }) else { return nil }
+                    state.armed = nil
+                    return (armed.signal, armed.delay)
+                }
+                if let fire {
+                    // From this thread, at once: no task scheduling between reading the line and the signal.
+                    if fire.delay > .zero { Thread.sleep(forTimeInterval: Double(fire.delay.components.seconds) + Double(fire.delay.components.attoseconds) / 1e18) }
+                    if !output.withLock({ $0.exited }) { kill(process.processIdentifier, fire.signal) }
+                }
             }
         }
         output.withLock { $0.drained = true }
     }
 
+    /// The child's process id.
     public var pid: pid_t { process.processIdentifier }
+    /// Everything read from the child's standard output so far.
     public var standardOutput: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
+    /// Everything read from the child's standard error so far.
     public var standardError: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
 
     /// The complete lines of standard output so far (a line still being written is left out).
@@ -163,14 +193,31 @@ public final class ChildProcess: @unchecked Sendable {
         return true
     }
 
+    /// Arms `signal` to be sent `delay` after a complete stdout line starting with `prefix` is read, by the
+    /// thread that reads it (so a test can land a kill at a chosen offset into the step a line announces,
+    /// without the latency of polling from a task). Only one signal can be armed; it fires once.
+    public func signal(_ signal: Int32, afterLine prefix: String, delay: Duration) {
+        output.withLock { $0.armed = (signal, prefix, delay) }
+    }
+
+    /// When the complete stdout line `index` was read (for measuring how long a child's steps take).
+    public func arrival(ofLine index: Int) -> ContinuousClock.Instant? {
+        output.withLock { index < $0.lineArrivals.count ? $0.lineArrivals[index] : nil }
+    }
+
     /// Sends `signal` to the child; `false` if it could not be delivered (the child is gone).
     @discardableResult
     public func send(_ signal: Int32) -> Bool { kill(pid, signal) == 0 }
 
+    /// Whether the child has exited (its output may still be draining).
     public var hasExited: Bool { output.withLock { $0.exited } }
+    /// Whether the child has finished by calling exit (not by a signal).
     public var exitedNormally: Bool { isFinished && process.terminationReason == .exit }
+    /// The exit status, or the signal number for a child killed by a signal; -1 while it runs.
     public var status: Int32 { isFinished ? process.terminationStatus : -1 }
+    /// The signal that ended the child, if one did.
     public var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
+    /// How the child ended, for messages: `exit status`, `signal` or `still running`.
     public var reasonDescription: String {
         guard isFinished else { return "still running" }
         return process.terminationReason == .exit ? "exit status" : "signal"
@@ -186,7 +233,9 @@ public final class ChildProcess: @unchecked Sendable {
 
 /// A child process could not be started, or a test's own plumbing failed.
 public struct ChildProcessError: Error, CustomStringConvertible {
+    /// What went wrong.
     public var message: String
     public var description: String { message }
+    /// An error saying `message`.
     public init(message: String) { self.message = message }
 }

@@ -1,18 +1,20 @@
 import Foundation
+import IdentityClient
 import KeychainStore
+import ProcessTestSupport
 import SharedDevice
 import Testing
 
 // MARK: - Fixtures shared by the account manager's tests
 
 /// The kiosk's identity provider as the kiosk policy names it: the local OIDC issuer on 127.0.0.1:4593,
-/// one client id for all kiosk apps, and the tenant the workers belong to. Same constants as
-/// Sources/account-worker/main.swift.
+/// one client id for all kiosk apps, and the tenant the workers belong to: the account-worker's
+/// (ProcessTestSupport's `AccountWorkerFixture`).
 enum KioskAuthority {
-    static let clientID = "kiosk-apps"
-    static let environment = "127.0.0.1:4593"
-    static let tenant = "c0ffee00-1234-4abc-9def-0123456789ab"
-    static let signInScopes = ["openid", "profile", "offline_access", "User.Read"]
+    static let clientID = AccountWorkerFixture.clientID
+    static let environment = AccountWorkerFixture.environment
+    static let tenant = AccountWorkerFixture.tenant
+    static let signInScopes = AccountWorkerFixture.signInScopes
 
     static func context(scopes: [String] = signInScopes, clientID: String = clientID) -> TokenRequestContext {
         TokenRequestContext(clientID: clientID, environment: environment, realm: tenant, requestedScopes: scopes)
@@ -27,7 +29,7 @@ struct Person: Sendable, CustomStringConvertible {
     let name: String
 
     /// The account-worker's worker.
-    static let jo = Person(uid: "3f2a9c1b-5d4e-4f60-8a7b-1c2d3e4f5a6b", username: "jo.worker@contoso.example", name: "Jo Worker")
+    static let jo = Person(uid: AccountWorkerFixture.workerUID, username: AccountWorkerFixture.workerUsername, name: AccountWorkerFixture.workerName)
     static let ada = Person(uid: "5f7c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f", username: "ada@contoso.example", name: "Ada Worker")
     static let bob = Person(uid: "8b1e2f3a-4c5d-4e6f-9a0b-1c2d3e4f5a6b", username: "bob@contoso.example", name: "Bob Worker")
 
@@ -44,7 +46,7 @@ struct Person: Sendable, CustomStringConvertible {
 
     var clientInfo: String {
         let json = try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": KioskAuthority.tenant], options: [.sortedKeys])
-        return CacheFixture.base64URL(json)
+        return Base64URL.encode(json)
     }
 
     var idToken: String {

@@ -10,7 +10,7 @@ import Testing
 import Glibc
 #endif
 
-/// Real processes on one device (Sources/account-worker): a process waiting on `AccountManager.changes()`
+/// Real processes on one device (Tests/Workers/account-worker): a process waiting on `AccountManager.changes()`
 /// learns of another process's global sign-out, and a sign-out of hundreds of tokens killed with SIGKILL
 /// at random points is never half done. Every time bound is a generous safety net against a hung child,
 /// not a performance assertion.
@@ -73,31 +73,54 @@ struct AccountProcessTests {
 
     /// Tokens per group: three groups of 200 plus the sign-in items, so one sign-out removes 608 items.
     static let tokensPerGroup = 200
-    /// Roughly how long the worker takes from its start to the sign-out call.
-    static let startupMilliseconds = 15
+    /// Kills that must land inside a sign-out call (after `signing-out`, before `signed-out`).
+    static let killsInsideSignOut = 4
 
     @Test func aSignOutKilledWithSIGKILLIsNeverPartial() async throws {
         let directory = TemporaryStateDirectory("account-sigkill")
         let n = Self.tokensPerGroup
-        var rounds = 0, inFlight = 0, completed = 0, beforeStart = 0
         var expectedSignOuts = 0
+
+        // How long a sign-out of a full kiosk takes on this machine and build: one, not killed, timed from
+        // its `signing-out` line to its `signed-out` line as the thread reading its output saw them arrive.
+        try await Self.fill(directory, n, round: -1)
+        let timed = try ChildProcess(product: "account-worker", ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
+        defer { timed.killIfRunning() }
+        let ended = await timed.waitForLine(timeout: 60) { $0.hasPrefix("signed-out ") }
+        try #require(ended == "signed-out \(3 * n + 8)" && timed.lines.first == "signing-out",
+                     "the timed sign-out printed \(timed.lines): \(timed.standardError)")
+        let signOutSpan = try #require(timed.arrival(ofLine: 1)) - (try #require(timed.arrival(ofLine: 0)))
+        try await timed.expectSuccess("the timed sign-out")
+        expectedSignOuts += 1
+        do {
+            let afterTimed = try KioskState(directory: directory, tokensPerGroup: n)
+            #expect(afterTimed.kind == .signedOut, "after a completed sign-out: \(afterTimed)")
+            try afterTimed.expectAuditAndStoreIntact(signIns: 1, signOuts: expectedSignOuts, round: -1)
+        }
+
+        var rounds = 0, inFlight = 0, completed = 0, beforeStart = 0
+        var signIns = 1
         var state = KioskState.Kind.signedOut
-        // At least 12 rounds; more (up to 40) until at least 4 kills landed inside the sign-out call.
-        while rounds < 12 || (inFlight < 4 && rounds < 40) {
+        // At least 12 rounds; more (up to 40) until enough kills landed inside the sign-out call.
+        while rounds < 12 || (inFlight < Self.killsInsideSignOut && rounds < 40) {
             if state != .fullySignedIn {
-                let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
-                try await fill.expectSuccess("round \(rounds): fill")
+                try await Self.fill(directory, n, round: rounds)
+                signIns += 1
             }
-            // The kill comes 20–300 ms after the start. A cold process takes ~15 ms to open the store and the
-            // sign-out ~20 ms (debug build), so the worker waits first: its sign-out then starts a little
-            // before the kill, and the kill falls somewhere inside it (or just before or after).
-            let killAfter = Int.random(in: 20...300)
-            let startAfter = max(0, killAfter - Self.startupMilliseconds - Int.random(in: -5...30))
             let app = rounds % 2 == 0 ? KioskApps.scannerID : KioskApps.timeclockID
-            let worker = try ChildProcess(product: "account-worker", ["signout", directory.url.path, app, "--reason", "shift-end", "--after", "\(startAfter)"])
+            // Every fourth round the kill comes while the worker still waits to begin (it would wait a minute);
+            // the others at a random offset within 1.25 times the measured sign-out, after it began.
+            let killBeforeStart = rounds % 4 == 3
+            let worker = try ChildProcess(product: "account-worker", ["signout", directory.url.path, app, "--reason", "shift-end",
+                                                                      "--after", killBeforeStart ? "60000" : "0"])
             defer { worker.killIfRunning() }
-            try await Task.sleep(for: .milliseconds(killAfter))
-            worker.killIfRunning()
+            if killBeforeStart {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
+                worker.killIfRunning()
+            } else {
+                // Sent by the thread that reads the `signing-out` line, the moment it reads it plus the offset.
+                worker.signal(SIGKILL, afterLine: "signing-out", delay: signOutSpan * Double.random(in: 0...1.25))
+            }
             let exited = await worker.waitForExit(timeout: 60)
             try #require(exited, "round \(rounds): the sign-out process did not end")
 
@@ -111,6 +134,7 @@ struct AccountProcessTests {
                         "round \(rounds): \(worker.reasonDescription) \(worker.status): \(worker.standardError)")
                 completed += 1
             }
+            if killBeforeStart { #expect(!started, "round \(rounds): the sign-out began although the worker was to wait a minute") }
 
             // Reopen (recovering whatever the killed process left in the WAL) and look.
             let observed = try KioskState(directory: directory, tokensPerGroup: n)
@@ -119,58 +143,105 @@ struct AccountProcessTests {
             if acknowledged { #expect(state == .signedOut, "round \(rounds): an acknowledged sign-out is not durable: \(observed)") }
             if !started { #expect(state == .fullySignedIn, "round \(rounds): signed out before the sign-out began: \(observed)") }
             if state == .signedOut { expectedSignOuts += 1 }
-            try observed.expectAuditAndStoreIntact(signOuts: expectedSignOuts, round: rounds)
+            try observed.expectAuditAndStoreIntact(signIns: signIns, signOuts: expectedSignOuts, round: rounds)
             rounds += 1
         }
-        // How the kills fell (before the call, inside it, after it finished) is random; inside it must happen.
-        #expect(inFlight >= 1, "no kill landed inside a sign-out in \(rounds) rounds (\(beforeStart) before, \(completed) after)")
+        // How the kills fell (before the call, inside it, after it finished) is random; the loop ran until
+        // enough of them landed inside it, and every fourth round was killed before it began.
+        #expect(inFlight >= Self.killsInsideSignOut,
+                "only \(inFlight) kills landed inside a sign-out in \(rounds) rounds (\(beforeStart) before, \(completed) after; a sign-out takes \(signOutSpan))")
+        #expect(beforeStart >= rounds / 4, "\(beforeStart) kills before the sign-out began in \(rounds) rounds")
         withExtendedLifetime(directory) {}
     }
 
-    /// The brief's `signout-loop`: sign-in, single sign-on, fill and sign-out over and over, killed at a random
-    /// point of any of them. Each is its own transaction, so the state found is always one of the steps'
-    /// results: signed out, signed in before the fill (one or both apps), or fully signed in.
+    /// `account-worker signout-loop`: sign-in (scanner), single sign-on (timeclock), fill and sign-out over
+    /// and over, killed at a random point of any of them. Each step is one transaction, acknowledged on its
+    /// own line once committed, so after every kill the store holds exactly the state of the last
+    /// acknowledged step, or of the step after it (committed, not yet acknowledged) — never anything between.
     @Test func aSignInAndSignOutLoopKilledAnywhereLeavesOnlyWholeSteps() async throws {
         let directory = TemporaryStateDirectory("account-sigkill-loop")
         let n = 100
-        var expectedSignOuts = 0
-        var previous = KioskState.Kind.signedOut
-        var kinds: [KioskState.Kind] = []
         // Provisioned up front (the worker's own provisioning is then a no-op): a kill in round 0 before
         // the worker got that far must still leave a device to inspect.
         _ = try ManagedDevice(store: openStore(directory)).provision(policyDocument: Policies.kiosk(), actor: "test")
-        for round in 0..<10 {
-            let worker = try ChildProcess(product: "account-worker", ["signout-loop", directory.url.path, "\(n)", "--policy", Self.kioskPolicy])
+
+        // One whole round, not killed: every step acknowledged in order, and how long a round takes here,
+        // from the worker's start (opening the store included) to its exit.
+        let spawned = ContinuousClock.now
+        let timed = try ChildProcess(product: "account-worker", ["signout-loop", directory.url.path, "\(n)", "--rounds", "1"])
+        defer { timed.killIfRunning() }
+        try await timed.expectSuccess("one round of signout-loop")
+        let roundSpan = ContinuousClock.now - spawned
+        #expect(timed.lines == ["signed-in scanner", "signed-in timeclock", "filled", "signing-out", "signed-out \(3 * n + 8)"],
+                "\(timed.lines)")
+        var signIns = 1, signOuts = 1
+        var previous: KioskState.Kind
+        do {
+            let state = try KioskState(directory: directory, tokensPerGroup: n)
+            #expect(state.kind == .signedOut, "after a whole round: \(state)")
+            try state.expectAuditAndStoreIntact(signIns: signIns, signOuts: signOuts, round: -1)
+            previous = state.kind
+        }
+        var landed: [String: Int] = [:]
+        for round in 0..<12 {
+            let worker = try ChildProcess(product: "account-worker", ["signout-loop", directory.url.path, "\(n)"])
             defer { worker.killIfRunning() }
-            try await Task.sleep(for: .milliseconds(Int.random(in: 20...700)))
+            // Anywhere in the first round; every third round anywhere in the second, after a whole first one.
+            if round % 3 == 2 {
+                let first = await worker.waitForLine(timeout: 60) { LoopPosition(line: $0, n: n) == .signedOut }
+                try #require(first != nil, "round \(round): the loop never finished its first round: \(worker.standardError)")
+            }
+            try await Task.sleep(for: roundSpan * Double.random(in: 0...1.1))
             let wasRunning = worker.killIfRunning()
             let exited = await worker.waitForExit(timeout: 60)
             try #require(exited, "round \(round): the loop did not end")
             #expect(wasRunning && worker.killedBySignal == SIGKILL, "round \(round): \(worker.reasonDescription): \(worker.standardError)")
             #expect(worker.standardError.isEmpty, "round \(round): \(worker.standardError)")
 
-            let observed = try KioskState(directory: directory, tokensPerGroup: n)
-            kinds.append(observed.kind)
-            #expect(observed.kind != .partial, "round \(round): partial state after a SIGKILL: \(observed)")
-            let lines = worker.lines(prefix: "")
-            let acknowledged = lines.filter { $0.hasPrefix("signed-out ") }.count
-            let inFlight = lines.last == "signing-out"
-            let committed = try observed.signOutEvents() - expectedSignOuts
-            #expect(committed == acknowledged || (inFlight && committed == acknowledged + 1),
-                    "round \(round): \(committed) sign-outs committed, \(acknowledged) acknowledged, last line \(lines.last ?? "-")")
-            if lines.isEmpty {
-                #expect(observed.kind == previous, "round \(round): killed before it began, yet \(observed)")
-            } else if lines.last?.hasPrefix("signed-out ") == true {
-                #expect(observed.kind == .signedOut, "round \(round): \(observed) after an acknowledged sign-out")
-            } else if lines.last == "filled" {
-                #expect(observed.kind == .fullySignedIn, "round \(round): \(observed) after an acknowledged fill")
+            // Every acknowledged step, in order, from the state the round began in.
+            let lines = worker.lines
+            var acknowledged = previous
+            var position = LoopPosition.start
+            var acknowledgedSignIns = 0, acknowledgedSignOuts = 0
+            for line in lines {
+                guard let step = LoopPosition(line: line, n: n) else {
+                    Issue.record("round \(round): unexpected line \(line) in \(lines)")
+                    continue
+                }
+                if step == .signingOut {
+                    #expect(position == .filled, "round \(round): signing out after \(position) in \(lines)")
+                    position = step
+                    continue
+                }
+                #expect(step == position.next, "round \(round): \(step) acknowledged after \(position) in \(lines)")
+                if step == .scannerSignedIn, acknowledged == .signedOut { acknowledgedSignIns += 1 }
+                if step == .signedOut { acknowledgedSignOuts += 1 }
+                acknowledged = acknowledged.after(step)
+                position = step
             }
-            expectedSignOuts += committed
+            // The step that may have committed without its line.
+            let inFlight = position.next
+            let observed = try KioskState(directory: directory, tokensPerGroup: n)
+            let inFlightCommitted = observed.kind != acknowledged && observed.kind == acknowledged.after(inFlight)
+            #expect(observed.kind == acknowledged || inFlightCommitted,
+                    "round \(round): the store is \(observed) but the acknowledged steps lead to \(acknowledged.rawValue) (next: \(inFlight)); output \(lines)")
+            landed["\(inFlight)\(inFlightCommitted ? " (committed)" : "")", default: 0] += 1
+
+            signIns += acknowledgedSignIns + (inFlightCommitted && inFlight == .scannerSignedIn && acknowledged == .signedOut ? 1 : 0)
+            signOuts += acknowledgedSignOuts + (inFlightCommitted && inFlight == .signedOut ? 1 : 0)
+            try observed.expectAuditAndStoreIntact(signIns: signIns, signOuts: signOuts, round: round)
             previous = observed.kind
-            try observed.expectAuditAndStoreIntact(signOuts: expectedSignOuts, round: round)
         }
-        #expect(expectedSignOuts > 0, "no sign-out committed in 10 rounds: \(kinds)")
+        // Where the kills landed is random; that every third round got through a whole round is not.
+        #expect(signOuts >= 1 + 4, "\(signOuts - 1) sign-outs committed in 12 rounds (kills landed before: \(landed))")
         withExtendedLifetime(directory) {}
+    }
+
+    /// `account-worker fill`: provisions the kiosk if needed, signs Jo in for both apps and adds `n` tokens per group.
+    static func fill(_ directory: TemporaryStateDirectory, _ n: Int, round: Int) async throws {
+        let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "\(n)", "--policy", kioskPolicy])
+        try await fill.expectSuccess("round \(round): fill")
+        #expect(fill.lines == ["filled \(n)"], "round \(round): \(fill.lines)")
     }
 
     // MARK: - Helpers
@@ -182,19 +253,87 @@ struct AccountProcessTests {
     }
 }
 
+// MARK: - Where the account-worker's loop is
+
+/// A point in `account-worker signout-loop`'s round, as its output tells it.
+enum LoopPosition: Equatable, CustomStringConvertible {
+    /// Nothing printed yet.
+    case start
+    case scannerSignedIn, timeclockSignedIn, filled
+    /// `signing-out` is printed just before the sign-out begins: not a step of its own.
+    case signingOut
+    case signedOut
+
+    /// The position a line reports; `nil` for anything else (a sign-out that removed other than the
+    /// `3 n + 8` items of a full kiosk included).
+    init?(line: String, n: Int) {
+        let words = line.split(separator: " ").map(String.init)
+        switch (AccountWorkerFixture.Step(line: line), words.count > 1 ? words[1] : nil) {
+        case (.signedIn?, "scanner"?) where words.count == 2: self = .scannerSignedIn
+        case (.signedIn?, "timeclock"?) where words.count == 2: self = .timeclockSignedIn
+        case (.filled?, nil): self = .filled
+        case (.signingOut?, nil): self = .signingOut
+        case (.signedOut?, let removed?) where words.count == 2 && removed == "\(3 * n + 8)": self = .signedOut
+        default: return nil
+        }
+    }
+
+    /// The step the worker takes after this point.
+    var next: LoopPosition {
+        switch self {
+        case .start, .signedOut: .scannerSignedIn
+        case .scannerSignedIn: .timeclockSignedIn
+        case .timeclockSignedIn: .filled
+        case .filled, .signingOut: .signedOut
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .start: "start"
+        case .scannerSignedIn: "signed-in scanner"
+        case .timeclockSignedIn: "signed-in timeclock"
+        case .filled: "filled"
+        case .signingOut: "signing-out"
+        case .signedOut: "signed-out"
+        }
+    }
+}
+
 // MARK: - What a store holds of the account-worker's worker
 
 /// The kiosk as found after a worker process ended: who is current and which of Jo's credentials each
 /// group holds, counted as items and looked up through the token cache with each app's identity.
+///
+/// It keeps the store open: let it go before the next worker starts. A commit a worker had written to the
+/// write-ahead log but not yet indexed when it was killed is settled (kept) by WAL recovery, which only a
+/// connection opening the store while no other is open runs; a connection held open across the kill would
+/// keep seeing the store without it until every connection closed, and then see it appear.
 struct KioskState: CustomStringConvertible {
     enum Kind: String {
-        /// Jo is current with every token: the sign-in items and all fill tokens in every group.
+        /// Jo is current with every token: both apps' sign-in tokens and all fill tokens in every group.
         case fullySignedIn = "fully signed in"
-        /// Jo is current after the scanner's sign-in only (shared group), or also the timeclock's single sign-on.
-        case signedInBeforeFill = "signed in, not filled yet"
+        /// Jo is current after the scanner's sign-in only: its tokens in the shared group, nothing else.
+        case scannerSignedIn = "signed in to the scanner"
+        /// Jo is current after the scanner's sign-in and the timeclock's single sign-on, before the fill.
+        case bothSignedIn = "signed in to both apps, not filled"
         /// Nobody current and not one of Jo's credentials anywhere.
         case signedOut = "signed out"
         case partial
+
+        /// The state a committed loop step leads to from this one (`partial` where the loop cannot go).
+        func after(_ step: LoopPosition) -> Kind {
+            switch (step, self) {
+            case (.start, _), (.signingOut, _): self
+            case (.scannerSignedIn, .signedOut): .scannerSignedIn
+            case (.scannerSignedIn, _): self
+            case (.timeclockSignedIn, .scannerSignedIn), (.timeclockSignedIn, .bothSignedIn): .bothSignedIn
+            case (.timeclockSignedIn, .fullySignedIn): .fullySignedIn
+            case (.filled, .bothSignedIn), (.filled, .fullySignedIn): .fullySignedIn
+            case (.signedOut, _): .signedOut
+            default: .partial
+            }
+        }
     }
 
     let store: KeychainStore
@@ -204,69 +343,91 @@ struct KioskState: CustomStringConvertible {
     /// Jo's items per group, and the access tokens among them.
     let items: [String: Int]
     let accessTokens: [String: Int]
-    /// How many of the sampled fill tokens each app found through the token cache, of how many looked up.
+    /// The fill scopes of Jo's access tokens per group (from the items' service attributes).
+    let fillScopes: [String: Set<String>]
+    /// How many of the sampled fill tokens each app found through the token cache with the worker's
+    /// secret, of how many looked up.
     let lookups: (found: Int, total: Int)
+    /// The sign-in access token each app finds through the token cache: its secret, or `nil`.
+    let signInTokens: (scanner: String?, timeclock: String?)
     let kind: Kind
 
     init(directory: TemporaryStateDirectory, tokensPerGroup n: Int) throws {
-        store = try openStore(directory)
+        let store = try openStore(directory)
+        self.store = store
         device = ManagedDevice(store: store)
         let accounts = AccountManager(device: device)
         let scanner = try #require(try device.appIdentity(KioskApps.scannerID, actor: "test"))
         let timeclock = try #require(try device.appIdentity(KioskApps.timeclockID, actor: "test"))
         let groups = [AccessGroup.adalCache, KioskApps.scannerGroup, KioskApps.timeclockGroup]
         let inspector = try AppIdentity(appID: "test.inspector", accessGroups: groups)
-        var items: [String: Int] = [:], accessTokens: [String: Int] = [:]
+        let fillPrefix = "accesstoken-\(KioskAuthority.clientID)-\(KioskAuthority.tenant)-api://kiosk/".lowercased()
+        var items: [String: Int] = [:], accessTokens: [String: Int] = [:], fillScopes: [String: Set<String>] = [:]
         for group in groups {
             let found = try store.metadata(matching: ItemQuery(accessGroup: group, account: Person.jo.cacheAccount), as: inspector)
             items[group] = found.count
-            accessTokens[group] = found.filter { $0.type == KeychainItemType.accessToken }.count
+            let tokens = found.filter { $0.type == KeychainItemType.accessToken }
+            accessTokens[group] = tokens.count
+            fillScopes[group] = Set(tokens.map(\.service).filter { $0.hasPrefix(fillPrefix) }.map { "api://kiosk/" + $0.dropFirst(fillPrefix.count) })
         }
         self.items = items
         self.accessTokens = accessTokens
+        self.fillScopes = fillScopes
         current = try accounts.currentAccount(for: scanner).current
         status = try accounts.accounts().first { $0.account.homeAccountID == Person.jo.homeAccountID }
 
+        func token(_ scopes: [String], as app: AppIdentity, in group: String) throws -> String? {
+            try accounts.tokenCache.accessToken(
+                homeAccountID: Person.jo.homeAccountID, environment: KioskAuthority.environment, clientID: KioskAuthority.clientID,
+                realm: KioskAuthority.tenant, scopes: scopes, as: app, accessGroup: group, in: store)?.secret
+        }
         var found = 0, total = 0
         for app in [scanner, timeclock] {
             for group in app.accessGroups {
                 for index in [0, n / 2, n - 1] {
                     total += 1
-                    let token = try accounts.tokenCache.accessToken(
-                        homeAccountID: Person.jo.homeAccountID, environment: KioskAuthority.environment, clientID: KioskAuthority.clientID,
-                        realm: KioskAuthority.tenant, scopes: ["api://kiosk/resource-\(index).read"], as: app, accessGroup: group, in: store)
-                    if token != nil { found += 1 }
+                    let secret = try token([AccountWorkerFixture.fillScope(index)], as: app, in: group)
+                    if secret == AccountWorkerFixture.fillAccessToken(group: group, index: index) { found += 1 }
                 }
             }
         }
         lookups = (found, total)
+        signInTokens = (try token(["User.Read"], as: scanner, in: AccessGroup.adalCache),
+                        try token(["User.Read"], as: timeclock, in: KioskApps.timeclockGroup))
 
+        let allFillScopes = Set((0..<n).map(AccountWorkerFixture.fillScope))
         let full = [AccessGroup.adalCache: n + 4, KioskApps.scannerGroup: n, KioskApps.timeclockGroup: n + 4]
         let fullTokens = [AccessGroup.adalCache: n + 1, KioskApps.scannerGroup: n, KioskApps.timeclockGroup: n + 1]
         let scannerOnly = [AccessGroup.adalCache: 4, KioskApps.scannerGroup: 0, KioskApps.timeclockGroup: 0]
         let bothApps = [AccessGroup.adalCache: 4, KioskApps.scannerGroup: 0, KioskApps.timeclockGroup: 4]
         let empty = [AccessGroup.adalCache: 0, KioskApps.scannerGroup: 0, KioskApps.timeclockGroup: 0]
         let joCurrent = current == Person.jo.account && status?.signedIn == true
-        if joCurrent && items == full && accessTokens == fullTokens && found == total {
+        let scannerToken = signInTokens.scanner == AccountWorkerFixture.signInAccessToken(app: "scanner")
+        let timeclockToken = signInTokens.timeclock == AccountWorkerFixture.signInAccessToken(app: "timeclock")
+        let noFill = fillScopes.values.allSatisfy(\.isEmpty) && found == 0
+        if joCurrent && scannerToken && timeclockToken && items == full && accessTokens == fullTokens
+            && fillScopes.values.allSatisfy({ $0 == allFillScopes }) && found == total {
             kind = .fullySignedIn
-        } else if joCurrent && (items == scannerOnly || items == bothApps) && found == 0 {
-            kind = .signedInBeforeFill
-        } else if current == nil && status?.signedIn != true && items == empty && found == 0 {
+        } else if joCurrent && scannerToken && timeclockToken && items == bothApps && noFill {
+            kind = .bothSignedIn
+        } else if joCurrent && scannerToken && signInTokens.timeclock == nil && items == scannerOnly && noFill {
+            kind = .scannerSignedIn
+        } else if current == nil && status?.signedIn != true && items == empty && found == 0
+                    && signInTokens.scanner == nil && signInTokens.timeclock == nil {
             kind = .signedOut
         } else {
             kind = .partial
         }
     }
 
-    /// Account sign-out events in the log.
-    func signOutEvents() throws -> Int {
-        try device.auditEvents(matching: AuditFilter(types: [.accountSignedOut])).count
-    }
-
-    /// The audit log verifies, holds `signOuts` sign-outs each with a checkpoint, and the store's items authenticate.
-    func expectAuditAndStoreIntact(signOuts: Int, round: Int) throws {
+    /// The audit log verifies and holds `signIns` sign-ins and `signOuts` sign-outs, each sign-out with a
+    /// checkpoint; the store's items authenticate.
+    func expectAuditAndStoreIntact(signIns: Int, signOuts: Int, round: Int) throws {
         let verification = try device.verifyAudit()
         #expect(verification.isIntact, "round \(round): \(verification.problems)")
+        let signInEvents = try device.auditEvents(matching: AuditFilter(types: [.accountSignedIn]))
+        #expect(signInEvents.count == signIns, "round \(round): \(signInEvents.count) sign-in events, expected \(signIns)")
+        #expect(signInEvents.allSatisfy { $0.account == Person.jo.username && $0.actor == KioskApps.scannerID })
         let events = try device.auditEvents(matching: AuditFilter(types: [.accountSignedOut]))
         #expect(events.count == signOuts, "round \(round): \(events.count) sign-out events, expected \(signOuts)")
         #expect(events.allSatisfy { $0.details["scope"] == "global" && $0.account == Person.jo.username })
@@ -283,7 +444,8 @@ struct KioskState: CustomStringConvertible {
     var description: String {
         "\(kind.rawValue): current \(current?.username ?? "nobody"), status \(status.map { $0.signedIn ? "signed in" : "signed out" } ?? "none"), "
             + "items \(items.sorted { $0.key < $1.key }), access tokens \(accessTokens.sorted { $0.key < $1.key }), "
-            + "lookups \(lookups.found)/\(lookups.total)"
+            + "fill scopes \(fillScopes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.count)" }), "
+            + "lookups \(lookups.found)/\(lookups.total), sign-in tokens \(signInTokens.scanner ?? "-")/\(signInTokens.timeclock ?? "-")"
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainStore
+import ProcessTestSupport
 import SharedDevice
 import Synchronization
 import Testing
@@ -173,10 +174,10 @@ enum Policies {
 
 /// The kiosk policy's apps, as the policy entitles them.
 enum KioskApps {
-    static let scannerID = "com.contoso.kiosk.scanner"
-    static let timeclockID = "com.contoso.kiosk.timeclock"
-    static let scannerGroup = "com.contoso.kiosk.scanner"
-    static let timeclockGroup = "com.contoso.kiosk.timeclock"
+    static let scannerID = AccountWorkerFixture.scannerID
+    static let timeclockID = AccountWorkerFixture.timeclockID
+    static let scannerGroup = AccountWorkerFixture.scannerGroup
+    static let timeclockGroup = AccountWorkerFixture.timeclockGroup
     static let scanner = try! AppIdentity(appID: scannerID, accessGroups: [AccessGroup.adalCache, scannerGroup])
     static let timeclock = try! AppIdentity(appID: timeclockID, accessGroups: [AccessGroup.adalCache, timeclockGroup])
 }

@@ -24,15 +24,19 @@ struct IDTokenForger: Sendable {
     /// original `kid`.
     func forge(_ jwt: String, _ changes: [String: ClaimValue?], key: Key = .provider) async throws -> String {
         let parts = jwt.split(separator: ".").map(String.init)
-        let header = try JSONSerialization.jsonObject(with: Self.base64URL(parts[0])) as! [String: Any]
-        var claims = try JSONDecoder().decode(TestClaims.self, from: Self.base64URL(parts[1]))
+        guard parts.count == 3, let headerJSON = Base64URL.decode(parts[0]), let claimsJSON = Base64URL.decode(parts[1]) else {
+            throw NotACompactJWS(token: jwt)
+        }
+        let header = try JSONSerialization.jsonObject(with: headerJSON) as! [String: Any]
+        var claims = try JSONDecoder().decode(TestClaims.self, from: claimsJSON)
         for (name, value) in changes { claims.values[name] = value }
         let keys = JWTKeyCollection()
         await keys.add(rsa: key == .provider ? providerKey : Self.strangerKey, digestAlgorithm: .sha256)
         return try await keys.sign(claims, kid: (header["kid"] as? String).map { JWKIdentifier(string: $0) })
     }
 
-    static func base64URL(_ text: String) -> Data { Base64URL.decode(text)! }
+    /// The token to re-sign is not three base64url parts.
+    struct NotACompactJWS: Error { let token: String }
 
     /// A 2048-bit RSA key made once with openssl (not the provider's).
     static func strangerPEM() -> String {

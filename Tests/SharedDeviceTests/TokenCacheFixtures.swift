@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 import KeychainStore
 import SharedDevice
 import Synchronization
@@ -77,12 +78,7 @@ enum CacheFixture {
     /// An unsigned JWT whose payload is `claims` (for responses from non-Microsoft providers).
     static func jwt(_ claims: [String: String]) throws -> String {
         let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        return "eyJhbGciOiJub25lIn0.\(base64URL(payload)).sig"
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return "eyJhbGciOiJub25lIn0.\(Base64URL.encode(payload)).sig"
     }
 
     /// The item secrets of the caller's store, as text, keyed by service.

@@ -1,4 +1,5 @@
 import Foundation
+import IdentityClient
 import KeychainStore
 import SharedDevice
 import Testing
@@ -111,7 +112,7 @@ struct TokenCacheLookupTests {
     @Test func removeCredentialsDeletesTheAccountsTokensInEveryGroupAndKeepsOthers() throws {
         try cache.save(try F.response(), context: F.context(), as: F.scanner, accessGroup: F.privateScannerGroup, in: fixture.store)
         var other = try F.response()
-        other.clientInfo = F.base64URL(Data(#"{"uid":"other-user","utid":"other-tenant"}"#.utf8))
+        other.clientInfo = Base64URL.encode(Data(#"{"uid":"other-user","utid":"other-tenant"}"#.utf8))
         try cache.save(other, context: F.context(), as: F.scanner, in: fixture.store)
 
         let removed = try cache.removeCredentials(homeAccountID: F.homeAccountID, environment: F.environment, as: F.scanner, in: fixture.store)

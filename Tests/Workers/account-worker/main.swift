@@ -10,22 +10,25 @@
 //       Opens the store, waits MS milliseconds (default 0; lets a test time a SIGKILL into the sign-out),
 //       prints `signing-out`, signs the current worker out (globally on a shared device) as APP and
 //       prints `signed-out <items removed>`.
-//   account-worker signout-loop DIR N [--rounds K]
-//       Repeats K times (default: until killed): sign the worker in for both apps (`signing-in`,
-//       `signed-in`), add N tokens per group as `fill` does (`filled`), sign out globally
-//       (`signing-out`, `signed-out <items>`).
+//   account-worker signout-loop DIR N [--policy FILE] [--rounds K]
+//       Repeats K times (default: until killed), each step one transaction acknowledged once committed:
+//       sign the worker in for the scanner (`signed-in scanner`), then by SSO for the timeclock
+//       (`signed-in timeclock`), add N tokens per group as `fill` does (`filled`), sign out globally
+//       (`signing-out` before, `signed-out <items>` after).
 //   account-worker wait DIR APP [--fallback SECONDS]
 //       Records APP's current account (`initial <json>`), starts AccountManager.changes() with the given
 //       fallback re-check interval (default 600 s, so only the change signal can wake it in a test),
 //       prints `ready`, then one line per change (`event <kind> <account> <sequence>`). After the first
 //       global sign-out it prints `current <json of currentAccount(APP)>` and exits 0.
 //
-// The worker's identity, client and tenant are fixed; the tests use the same constants. Each output
-// line is written with one write(2), so whatever was printed before a SIGKILL is in the pipe. An error
-// prints `error: <code> <message>` to stderr and exits 1.
+// The worker's identity, client, tenant and token secrets are ProcessTestSupport's AccountWorkerFixture,
+// which the tests use too. Each output line is written with one write(2) (`WorkerOutput`), so whatever was
+// printed before a SIGKILL is in the pipe. An error prints `error: <code> <message>` to stderr and exits 1.
 
 import Foundation
+import IdentityClient
 import KeychainStore
+import ProcessTestSupport
 import SharedDevice
 
 #if canImport(Glibc)
@@ -34,16 +37,13 @@ import Glibc
 
 // MARK: - Output
 
-func writeLine(_ line: String, to handle: FileHandle) {
-    handle.write(Data((line + "\n").utf8))
+func say(_ line: String) { WorkerOutput.say(line) }
+
+func say(_ step: AccountWorkerFixture.Step, _ detail: String? = nil) {
+    say(detail.map { "\(step.rawValue) \($0)" } ?? step.rawValue)
 }
 
-func say(_ line: String) { writeLine(line, to: FileHandle.standardOutput) }
-
-func fail(_ message: String) -> Never {
-    writeLine("error: \(message)", to: FileHandle.standardError)
-    exit(1)
-}
+func fail(_ message: String) -> Never { WorkerOutput.fail(message) }
 
 func fail(_ error: any Error, _ context: String) -> Never {
     switch error {
@@ -62,37 +62,22 @@ func attempt<T>(_ context: String, _ body: () throws -> T) -> T {
     }
 }
 
-// MARK: - The worker and the kiosk (same constants as Tests/SharedDeviceTests/AccountManagerTests.swift)
+// MARK: - The worker and the kiosk (constants in ProcessTestSupport's AccountWorkerFixture, shared with the tests)
 
-enum Kiosk {
-    static let scannerID = "com.contoso.kiosk.scanner"
-    static let timeclockID = "com.contoso.kiosk.timeclock"
-    static let timeclockGroup = "com.contoso.kiosk.timeclock"
-    static let scannerGroup = "com.contoso.kiosk.scanner"
-    static let clientID = "kiosk-apps"
-    static let environment = "127.0.0.1:4593"
-    static let tenant = "c0ffee00-1234-4abc-9def-0123456789ab"
-    static let workerUID = "3f2a9c1b-5d4e-4f60-8a7b-1c2d3e4f5a6b"
-    static let workerUsername = "jo.worker@contoso.example"
-    static let workerName = "Jo Worker"
-    static var homeAccountID: String { "\(workerUID).\(tenant)" }
+typealias Kiosk = AccountWorkerFixture
 
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
+extension AccountWorkerFixture {
     static func json(_ object: [String: String]) -> Data {
         attempt("json") { try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) }
     }
 
     /// base64url(`{"uid":…,"utid":…}`), as the Microsoft identity platform returns it.
-    static var clientInfo: String { base64URL(json(["uid": workerUID, "utid": tenant])) }
+    static var clientInfo: String { Base64URL.encode(json(["uid": workerUID, "utid": tenant])) }
 
     /// An unsigned JWT with the claims MSAL reads.
     static var idToken: String {
-        let header = base64URL(json(["alg": "none", "typ": "JWT"]))
-        let payload = base64URL(json([
+        let header = Base64URL.encode(json(["alg": "none", "typ": "JWT"]))
+        let payload = Base64URL.encode(json([
             "aud": clientID, "iss": "http://\(environment)/api/oidc", "name": workerName, "oid": workerUID,
             "preferred_username": workerUsername, "sub": "jo-subject", "tid": tenant, "ver": "2.0",
         ]))
@@ -101,26 +86,23 @@ enum Kiosk {
 
     /// The sign-in response an app receives for the worker.
     static func signInResponse(app: String) -> TokenResponse {
-        TokenResponse(accessToken: "at-\(app)", refreshToken: "rt-\(app)", idToken: idToken, clientInfo: clientInfo,
-                      scope: "openid profile offline_access User.Read", expiresIn: 3600, extendedExpiresIn: 7200)
+        TokenResponse(accessToken: signInAccessToken(app: app), refreshToken: "rt-\(app)", idToken: idToken, clientInfo: clientInfo,
+                      scope: signInScopes.joined(separator: " "), expiresIn: 3600, extendedExpiresIn: 7200)
     }
 
     static var context: TokenRequestContext {
-        TokenRequestContext(clientID: clientID, environment: environment, realm: tenant,
-                            requestedScopes: ["openid", "profile", "offline_access", "User.Read"])
+        TokenRequestContext(clientID: clientID, environment: environment, realm: tenant, requestedScopes: signInScopes)
     }
 
-    static func fillScope(_ index: Int) -> String { "api://kiosk/resource-\(index).read" }
-
     /// A unified-cache document with `count` access tokens of the worker, one per fill scope.
-    static func fillDocument(count: Int, tag: String, now: Date) -> Data {
+    static func fillDocument(count: Int, group: String, now: Date) -> Data {
         let cachedAt = Int(now.timeIntervalSince1970)
         var tokens: [String: [String: String]] = [:]
         for index in 0..<count {
             let target = fillScope(index)
             let key = [homeAccountID, environment, "accesstoken", clientID, tenant, target].joined(separator: "-").lowercased()
             tokens[key] = [
-                "credential_type": "AccessToken", "secret": "at-fill-\(tag)-\(index)", "home_account_id": homeAccountID,
+                "credential_type": "AccessToken", "secret": fillAccessToken(group: group, index: index), "home_account_id": homeAccountID,
                 "environment": environment, "client_id": clientID, "realm": tenant, "target": target, "token_type": "Bearer",
                 "cached_at": "\(cachedAt)", "expires_on": "\(cachedAt + 3600)", "extended_expires_on": "\(cachedAt + 7200)",
             ]
@@ -129,40 +111,7 @@ enum Kiosk {
     }
 }
 
-// MARK: - Arguments
-
-struct Arguments {
-    var mode: String
-    var positional: [String] = []
-    var options: [String: String] = [:]
-
-    init(_ raw: [String]) {
-        guard raw.count >= 2 else { fail("invalid-arguments usage: account-worker fill|signout|signout-loop|wait DIR …") }
-        mode = raw[1]
-        var index = 2
-        while index < raw.count {
-            let argument = raw[index]
-            if argument.hasPrefix("--") {
-                guard index + 1 < raw.count else { fail("invalid-arguments \(argument) needs a value") }
-                options[String(argument.dropFirst(2))] = raw[index + 1]
-                index += 2
-            } else {
-                positional.append(argument)
-                index += 1
-            }
-        }
-    }
-
-    func positional(_ index: Int, _ name: String) -> String {
-        guard index < positional.count else { fail("invalid-arguments missing \(name)") }
-        return positional[index]
-    }
-
-    func int(_ index: Int, _ name: String) -> Int {
-        guard let value = Int(positional(index, name)) else { fail("invalid-arguments \(name) is not an integer") }
-        return value
-    }
-}
+typealias Arguments = WorkerArguments
 
 // MARK: - The device
 
@@ -193,16 +142,25 @@ struct Device {
         return identity
     }
 
-    /// Signs the worker in for the scanner (shared MSAL group) and, by SSO, for the timeclock (its own group).
-    func signIn() {
-        let scanner = app(Kiosk.scannerID), timeclock = app(Kiosk.timeclockID)
+    /// Signs the worker in for the scanner (tokens in the shared MSAL group); one transaction.
+    func signInScanner() {
         _ = attempt("sign in scanner") {
-            try accounts.signIn(Kiosk.signInResponse(app: "scanner"), context: Kiosk.context, app: scanner)
+            try accounts.signIn(Kiosk.signInResponse(app: "scanner"), context: Kiosk.context, app: app(Kiosk.scannerID))
         }
+    }
+
+    /// Signs the signed-in worker in for the timeclock too (single sign-on; tokens in its own group); one transaction.
+    func signInTimeclock() {
         _ = attempt("sign in timeclock") {
-            try accounts.signIn(Kiosk.signInResponse(app: "timeclock"), context: Kiosk.context, app: timeclock,
+            try accounts.signIn(Kiosk.signInResponse(app: "timeclock"), context: Kiosk.context, app: app(Kiosk.timeclockID),
                                 accessGroup: Kiosk.timeclockGroup)
         }
+    }
+
+    /// Signs the worker in for the scanner and, by SSO, for the timeclock.
+    func signIn() {
+        signInScanner()
+        signInTimeclock()
     }
 
     /// Adds `count` access tokens of the worker to each of the kiosk's three token groups, in one transaction.
@@ -213,7 +171,7 @@ struct Device {
             try store.writeTransaction { tx in
                 let targets = [(scanner, AccessGroup.adalCache), (scanner, Kiosk.scannerGroup), (timeclock, Kiosk.timeclockGroup)]
                 for (app, group) in targets {
-                    try cache.importJSON(Kiosk.fillDocument(count: count, tag: group, now: tx.now), as: app, accessGroup: group, in: tx)
+                    try cache.importJSON(Kiosk.fillDocument(count: count, group: group, now: tx.now), as: app, accessGroup: group, in: tx)
                 }
             }
         }
@@ -234,11 +192,11 @@ func encodeJSON(_ value: some Encodable) -> String {
 
 func runFill(_ arguments: Arguments) {
     let device = Device(directory: arguments.positional(0, "DIR"))
-    let count = arguments.int(1, "N")
+    let count = arguments.positionalInt(1, "N")
     device.provisionIfNeeded(policy: arguments.options["policy"])
     device.signIn()
     device.fill(count)
-    say("filled \(count)")
+    say(.filled, "\(count)")
 }
 
 func runSignOut(_ arguments: Arguments) {
@@ -247,27 +205,31 @@ func runSignOut(_ arguments: Arguments) {
     let reasonText = arguments.options["reason"] ?? SignOutReason.user.rawValue
     guard let reason = SignOutReason(rawValue: reasonText) else { fail("invalid-arguments unknown reason \(reasonText)") }
     let app = device.app(appID)
-    if let after = arguments.options["after"].flatMap(Int.init), after > 0 { usleep(useconds_t(after) * 1000) }
-    say("signing-out")
+    let after = arguments.int("after", default: 0)
+    if after > 0 { usleep(useconds_t(after) * 1000) }
+    say(.signingOut)
     let outcome = device.signOut(as: app, reason: reason)
-    say("signed-out \(outcome.itemsRemoved)")
+    say(.signedOut, "\(outcome.itemsRemoved)")
 }
 
+/// Every step is one transaction and is acknowledged once it committed, so after a SIGKILL the store holds
+/// the state of the last acknowledged step, or of the one after it (committed, not yet acknowledged).
 func runSignOutLoop(_ arguments: Arguments) {
     let device = Device(directory: arguments.positional(0, "DIR"))
-    let count = arguments.int(1, "N")
-    let rounds = arguments.options["rounds"].map { Int($0) ?? 0 } ?? Int.max
+    let count = arguments.positionalInt(1, "N")
+    let rounds = arguments.int("rounds", default: Int.max)
     device.provisionIfNeeded(policy: arguments.options["policy"])
     var round = 0
     while round < rounds {
-        say("signing-in")
-        device.signIn()
-        say("signed-in")
+        device.signInScanner()
+        say(.signedIn, "scanner")
+        device.signInTimeclock()
+        say(.signedIn, "timeclock")
         device.fill(count)
-        say("filled")
-        say("signing-out")
+        say(.filled)
+        say(.signingOut)
         let outcome = device.signOut(as: device.app(round % 2 == 0 ? Kiosk.scannerID : Kiosk.timeclockID), reason: .shiftEnd)
-        say("signed-out \(outcome.itemsRemoved)")
+        say(.signedOut, "\(outcome.itemsRemoved)")
         round += 1
     }
 }
@@ -292,12 +254,12 @@ func runWait(_ arguments: Arguments) async {
 // MARK: - main
 
 signal(SIGPIPE, SIG_IGN)
-let arguments = Arguments(CommandLine.arguments)
-switch arguments.mode {
+let arguments = Arguments(CommandLine.arguments, hasMode: true, usage: "account-worker fill|signout|signout-loop|wait DIR …")
+switch arguments.mode ?? "" {
 case "fill": runFill(arguments)
 case "signout": runSignOut(arguments)
 case "signout-loop": runSignOutLoop(arguments)
 case "wait": await runWait(arguments)
-default: fail("invalid-arguments unknown mode \(arguments.mode); use fill, signout, signout-loop or wait")
+default: fail("invalid-arguments unknown mode \(arguments.mode ?? "-"); use fill, signout, signout-loop or wait")
 }
 exit(0)

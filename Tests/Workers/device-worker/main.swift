@@ -8,67 +8,30 @@
 //
 //   - not provisioned: provisions the shared policy (`provisioned shared`);
 //   - no app group exists: fills every access group of the current policy with N items (default 100,
-//     service "fill", accounts item-0 … item-<N-1>, 0.5–1.5 KB secrets, see `fillSecret`) in ONE store
+//     service "fill", accounts item-0 … item-<N-1>, 0.5–1.5 KB secrets, `DeviceWorkerFixture.fillSecret`) in ONE store
 //     transaction (`filled <mode> <items>`), so a mode change always has hundreds of items to shred;
 //   - filled: applies the other policy with force (`ManagedDevice.provision(policyDocument:force: true, …)`),
 //     which crypto-shreds every app group (`switched <mode>`).
 //
-// Every line is printed after its step committed, with one write(2) (no stdio buffering), so whatever
+// Every line is printed after its step committed, with one write(2) (`WorkerOutput`), so whatever
 // was printed before the process died describes committed state; at most the one step that was
 // committing when the process was killed can be committed without its line. Any unexpected error prints
 // `error: <message>` to standard error and exits 1. Meant to be killed with SIGKILL.
 
 import Foundation
 import KeychainStore
+import ProcessTestSupport
 import SharedDevice
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-// MARK: - Output
+// MARK: - Output, arguments and fill secrets (shared with the tests through ProcessTestSupport)
 
-func say(_ line: String) {
-    let bytes = Array((line + "\n").utf8)
-    // One write(2); if the reader is gone there is nobody to report to.
-    guard bytes.withUnsafeBytes({ write(STDOUT_FILENO, $0.baseAddress, $0.count) }) == bytes.count else { exit(1) }
-}
+func say(_ line: String) { WorkerOutput.say(line) }
 
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
-    exit(1)
-}
-
-// MARK: - Deterministic secrets (the test has the same function)
-
-/// The secret of fill item `index` in `group`: the text `<group>/item-<index>;` repeated to 512–1535 bytes.
-func fillSecret(group: String, index: Int) -> Data {
-    let unit = "\(group)/item-\(index);"
-    let length = 512 + (index &* 37) % 1024
-    let text = String(repeating: unit, count: length / unit.utf8.count + 1)
-    return Data(text.utf8.prefix(length))
-}
-
-// MARK: - Arguments
-
-func parseArguments(_ raw: [String]) -> [String: String] {
-    var values: [String: String] = [:]
-    var index = 1
-    while index < raw.count {
-        let name = raw[index]
-        guard name.hasPrefix("--"), index + 1 < raw.count else {
-            fail("invalid-arguments unexpected argument \(name); usage: device-worker --dir D --shared FILE --private FILE [--items N]")
-        }
-        values[String(name.dropFirst(2))] = raw[index + 1]
-        index += 2
-    }
-    return values
-}
-
-func required(_ name: String, in values: [String: String]) -> String {
-    guard let value = values[name] else { fail("invalid-arguments missing --\(name)") }
-    return value
-}
+func fail(_ message: String) -> Never { WorkerOutput.fail(message) }
 
 func policyDocument(_ path: String) -> (document: Data, policy: DevicePolicy) {
     guard let document = FileManager.default.contents(atPath: path) else { fail("cannot read policy file \(path)") }
@@ -98,7 +61,7 @@ func fill(_ store: KeychainStore, policy: DevicePolicy, itemsPerGroup: Int) thro
             for group in app.accessGroups where seen.insert(group).inserted {
                 for index in 0..<itemsPerGroup {
                     try tx.add(NewItem(accessGroup: group, service: "fill", account: "item-\(index)",
-                                       secret: fillSecret(group: group, index: index), label: "fill \(index)"),
+                                       secret: DeviceWorkerFixture.fillSecret(group: group, index: index), label: "fill \(index)"),
                                as: identity)
                     added += 1
                 }
@@ -111,16 +74,14 @@ func fill(_ store: KeychainStore, policy: DevicePolicy, itemsPerGroup: Int) thro
 // MARK: - main
 
 signal(SIGPIPE, SIG_IGN)
-let values = parseArguments(CommandLine.arguments)
-let directory = URL(fileURLWithPath: required("dir", in: values), isDirectory: true)
-let itemsPerGroup: Int = {
-    guard let text = values["items"] else { return 100 }
-    guard let count = Int(text), count > 0 else { fail("invalid-arguments --items must be a positive integer") }
-    return count
-}()
+let arguments = WorkerArguments(CommandLine.arguments, hasMode: false,
+                                usage: "device-worker --dir D --shared FILE --private FILE [--items N]")
+let directory = URL(fileURLWithPath: arguments.string("dir"), isDirectory: true)
+let itemsPerGroup = arguments.int("items", default: 100)
+guard itemsPerGroup > 0 else { fail("invalid-arguments --items must be a positive integer") }
 let policies: [DevicePolicy.Mode: (document: Data, policy: DevicePolicy)] = [
-    .shared: policyDocument(required("shared", in: values)),
-    .private: policyDocument(required("private", in: values)),
+    .shared: policyDocument(arguments.string("shared")),
+    .private: policyDocument(arguments.string("private")),
 ]
 for (mode, entry) in policies where entry.policy.device.mode != mode {
     fail("invalid-arguments the --\(mode.rawValue) policy is a \(entry.policy.device.mode.rawValue)-mode policy")

@@ -9,101 +9,33 @@
 //       Adds ("writer", "item-<i>") for i = K, K+1, ... forever, printing `ack <i>` after each add
 //       returns. Meant to be killed with SIGKILL.
 //
-// Each output line is written with one write(2) (no stdio buffering), so whatever was printed before
-// the process died is in the pipe. Any unexpected error prints `error: <code> <message>` to stderr and
-// exits 1. The secrets are deterministic (see `secretBytes`) so the test can check every byte.
+// Each output line is written with one write(2) (`WorkerOutput`), so whatever was printed before the
+// process died is in the pipe. Any unexpected error prints `error: <code> <message>` to stderr and exits 1.
+// The secrets are deterministic (`KeychainWorkerFixture`, shared with the test) so the test can check every byte.
 
 import Foundation
 import KeychainStore
+import ProcessTestSupport
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-// MARK: - Output
+// MARK: - Output, arguments and secrets (shared with the tests through ProcessTestSupport)
 
-func writeLine(_ line: String, to handle: FileHandle) {
-    handle.write(Data((line + "\n").utf8))
-}
+func say(_ line: String) { WorkerOutput.say(line) }
 
-func say(_ line: String) { writeLine(line, to: FileHandle.standardOutput) }
-
-func fail(_ message: String) -> Never {
-    writeLine("error: \(message)", to: FileHandle.standardError)
-    exit(1)
-}
+func fail(_ message: String) -> Never { WorkerOutput.fail(message) }
 
 func fail(_ error: KeychainError, _ context: String) -> Never {
     fail("\(error.code) \(error.message) [\(context)]")
 }
 
-// MARK: - Deterministic secrets (the test has the same function)
+func mixedSecret(worker: Int, index: Int) -> Data { KeychainWorkerFixture.mixedSecret(worker: worker, index: index) }
+func writerSecret(index: Int) -> Data { KeychainWorkerFixture.writerSecret(index: index) }
+func itemIndex(_ account: String) -> Int? { KeychainWorkerFixture.itemIndex(account) }
 
-/// `length` pseudo-random bytes from a splitmix64 stream seeded by `tag` and `index`.
-func secretBytes(tag: UInt64, index: Int, length: Int) -> Data {
-    var state = tag &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: index) &* 0xD1B5_4A32_D192_ED03
-    var bytes = [UInt8]()
-    bytes.reserveCapacity(length + 8)
-    while bytes.count < length {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-    return Data(bytes.prefix(length))
-}
-
-/// The secret of item `index` of mixed worker `worker`: 16–271 bytes.
-func mixedSecret(worker: Int, index: Int) -> Data {
-    secretBytes(tag: UInt64(worker) + 1, index: index, length: 16 + index % 256)
-}
-
-/// The secret of writer item `index`: 1–4 KB, so commits take a little time.
-func writerSecret(index: Int) -> Data {
-    secretBytes(tag: 0xC0FFEE, index: index, length: 1024 + (index &* 7919) % 3072)
-}
-
-// MARK: - Arguments
-
-struct Arguments {
-    var mode: String
-    var values: [String: String]
-
-    init(_ raw: [String]) {
-        guard raw.count >= 2 else { fail("invalid-arguments usage: keychain-worker mixed|writer --dir D [options]") }
-        mode = raw[1]
-        values = [:]
-        var index = 2
-        while index < raw.count {
-            let name = raw[index]
-            guard name.hasPrefix("--"), index + 1 < raw.count else { fail("invalid-arguments unexpected argument \(name)") }
-            values[String(name.dropFirst(2))] = raw[index + 1]
-            index += 2
-        }
-    }
-
-    func string(_ name: String) -> String {
-        guard let value = values[name] else { fail("invalid-arguments missing --\(name)") }
-        return value
-    }
-
-    func int(_ name: String, default fallback: Int? = nil) -> Int {
-        guard let text = values[name] else {
-            guard let fallback else { fail("invalid-arguments missing --\(name)") }
-            return fallback
-        }
-        guard let value = Int(text) else { fail("invalid-arguments --\(name) is not an integer: \(text)") }
-        return value
-    }
-
-    func double(_ name: String, default fallback: Double) -> Double {
-        guard let text = values[name] else { return fallback }
-        guard let value = Double(text) else { fail("invalid-arguments --\(name) is not a number: \(text)") }
-        return value
-    }
-}
+typealias Arguments = WorkerArguments
 
 func openStore(_ arguments: Arguments) -> KeychainStore {
     let directory = URL(fileURLWithPath: arguments.string("dir"), isDirectory: true)
@@ -121,12 +53,6 @@ func identity(_ appID: String) -> AppIdentity {
     } catch {
         fail(error, "identity")
     }
-}
-
-/// The `i` of an account named `item-<i>`.
-func itemIndex(_ account: String) -> Int? {
-    guard account.hasPrefix("item-") else { return nil }
-    return Int(account.dropFirst(5))
 }
 
 // MARK: - mixed
@@ -258,11 +184,11 @@ func runWriter(_ arguments: Arguments) -> Never {
 // MARK: - main
 
 signal(SIGPIPE, SIG_IGN)
-let arguments = Arguments(CommandLine.arguments)
-switch arguments.mode {
+let arguments = Arguments(CommandLine.arguments, hasMode: true, usage: "keychain-worker mixed|writer --dir D [options]")
+switch arguments.mode ?? "" {
 case "mixed":
     runMixed(arguments)
     exit(0)
 case "writer": runWriter(arguments)
-default: fail("invalid-arguments unknown mode \(arguments.mode); use mixed or writer")
+default: fail("invalid-arguments unknown mode \(arguments.mode ?? "-"); use mixed or writer")
 }
