@@ -106,7 +106,7 @@ struct Info: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let (information, error) = DeviceInformation.current(stateDirectory: store.directory, key: try store.keySource())
+            let (information, error) = DeviceInformation.current(stateDirectory: store.directory, key: try store.keySource(), logger: store.logger)
             if output.json {
                 try Output.json(Result(information: information, error: error?.description))
             } else {

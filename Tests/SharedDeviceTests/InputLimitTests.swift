@@ -45,29 +45,34 @@ struct InputLimitTests {
         #expect(whole.count == 64 << 20)
     }
 
-    @Test(arguments: [
-        ("device name", { (document: inout [String: Any], text: String) in
-            var device = document["device"] as! [String: Any]
-            device["name"] = text
-            document["device"] = device
-        }, "device.name"),
-        ("app id", { (document: inout [String: Any], text: String) in
-            var apps = document["apps"] as! [[String: Any]]
-            apps[0]["id"] = text
-            document["apps"] = apps
-        }, "apps[0].id"),
-    ] as [(String, @Sendable (inout [String: Any], String) -> Void, String)])
-    func aNameOverTwoHundredFiftyFiveCharactersIsRefusedAndNotEchoedInFull(
-        what: String, edit: @Sendable (inout [String: Any], String) -> Void, path: String
-    ) throws {
+    /// The two names a policy bounds.
+    enum BoundedName: String, CaseIterable, Sendable {
+        case deviceName = "device.name", appID = "apps[0].id"
+
+        func set(_ text: String, in document: inout [String: Any]) {
+            switch self {
+            case .deviceName:
+                var device = document["device"] as! [String: Any]
+                device["name"] = text
+                document["device"] = device
+            case .appID:
+                var apps = document["apps"] as! [[String: Any]]
+                apps[0]["id"] = text
+                document["apps"] = apps
+            }
+        }
+    }
+
+    @Test(arguments: BoundedName.allCases)
+    func aNameOverTwoHundredFiftyFiveCharactersIsRefusedAndNotEchoedInFull(_ name: BoundedName) throws {
         let atLimit = String(repeating: "a", count: InputLimits.nameCharacters)
-        #expect(try P.error { edit(&$0, atLimit) } == nil, "\(what) of exactly 255 characters")
+        #expect(try P.error { name.set(atLimit, in: &$0) } == nil, "\(name.rawValue) of exactly 255 characters")
         let over = String(repeating: "b", count: 100_000)
-        let error = try #require(try P.error { edit(&$0, over) })
-        #expect(error.path == path)
+        let error = try #require(try P.error { name.set(over, in: &$0) })
+        #expect(error.path == name.rawValue)
         #expect(error.problem.contains("100000 characters"))
         #expect(error.problem.contains("255"))
-        #expect(error.description.count < 300, "the error echoes the whole \(what): \(error.description.count) characters")
+        #expect(error.description.count < 300, "the error echoes the whole name: \(error.description.count) characters")
     }
 
     @Test func aPolicyWithMoreThanAThousandAppsIsRefused() throws {

@@ -1,5 +1,7 @@
 public import Foundation
 public import KeychainStore
+public import Logging
+import SystemPackage
 
 /// What an app learns about the device it runs on: MSAL's `MSALDeviceInformation`
 /// (`getDeviceInformation`), answered from the device policy.
@@ -80,12 +82,20 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
     ///
     /// - Returns: the information and, when the store cannot be read, the error next to
     ///   `DeviceInformation.default` (MSAL returns the default information with the error).
-    public static func current(stateDirectory directory: URL, key: MasterKeySource? = nil) -> (information: DeviceInformation, error: SharedDeviceError?) {
+    ///   A store this user may not open (another user's) is such an error, not "not provisioned".
+    public static func current(stateDirectory directory: URL, key: MasterKeySource? = nil,
+                               logger: Logger = Logger.current) -> (information: DeviceInformation, error: SharedDeviceError?) {
         let database = directory.appendingPathComponent(KeychainStore.databaseFileName)
-        guard FileManager.default.fileExists(atPath: database.path) else { return (.default, nil) }
         do {
-            let store = try KeychainStore(directory: directory, key: key)
-            return ManagedDevice(store: store).information()
+            _ = try FilePath(database.path).stat()
+        } catch .noSuchFileOrDirectory {
+            return (.default, nil)
+        } catch {
+            // Unreadable for another reason: opening it below says why.
+        }
+        do {
+            let store = try KeychainStore(directory: directory, key: key, logger: logger)
+            return ManagedDevice(store: store, logger: logger).information()
         } catch {
             return (.default, SharedDeviceError.wrapping(error))
         }

@@ -63,7 +63,10 @@ public final class ManagedDevice: Sendable {
         }
         let hash = try sharedDeviceErrors { try ChainHash.sha256Hex(policyDocument) }
         do {
-            if let current = try record(), current.policySHA256 == hash { return (.unchanged, current) }
+            if let current = try record(), current.policySHA256 == hash {
+                logger.debug("device policy applied", metadata: ["outcome": "unchanged", "policy.sha256": "\(hash)", "actor": "\(actor)"])
+                return (.unchanged, current)
+            }
         } catch where force && Self.isDamage(error) {
             // Replaced below.
         }
