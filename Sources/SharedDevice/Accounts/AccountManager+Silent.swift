@@ -23,7 +23,6 @@ extension AccountManager {
         }
     }
 
-
     /// What a silent token call finds, in one read transaction: the account it acts for, an unexpired
     /// access token covering `scopes` (unless `skipAccessToken`), and otherwise the refresh token for
     /// `clientID` (the app's own, then the FOCI family's when `familyID` is given).

@@ -56,19 +56,19 @@ public struct ChangeSignal: Sendable {
             }
             let inotify: FileDescriptor
             do throws(Errno) {
-                inotify = try Inotify.create()
+                inotify = try SignalSyscalls.inotifyInit()
             } catch {
                 throw Self.failure("inotify is unavailable", error)
             }
             do throws(Errno) {
-                try Inotify.watch(inotify, path, events: UInt32(IN_CLOSE_WRITE))
+                try SignalSyscalls.inotifyAddWatch(inotify, path, events: UInt32(IN_CLOSE_WRITE))
             } catch {
                 try? inotify.close()
                 throw Self.failure("cannot watch \(path)", error)
             }
             do {
                 wake = try FileDescriptor.pipe()
-                for end in [wake.readEnd, wake.writeEnd] { try Inotify.setCloseOnExec(end) }
+                for end in [wake.readEnd, wake.writeEnd] { try SignalSyscalls.setCloseOnExec(end) }
             } catch {
                 try? inotify.close()
                 throw Self.failure("cannot create a pipe", error)
@@ -80,7 +80,7 @@ public struct ChangeSignal: Sendable {
         /// - Returns: `true` when a change was signalled.
         public func wait(timeout: Duration) -> Bool {
             let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-            guard let ready = try? Inotify.poll([inotify, wake.readEnd], timeoutMilliseconds: milliseconds), ready.first == true else {
+            guard let ready = try? SignalSyscalls.poll([inotify, wake.readEnd], timeoutMilliseconds: milliseconds), ready.first == true else {
                 return false
             }
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -108,14 +108,14 @@ public struct ChangeSignal: Sendable {
 
 /// The Linux calls swift-system does not wrap that the change signal needs, one wrapper each: the C call
 /// runs, `errno` is captured at once, `EINTR` is retried, and a failure is thrown as `Errno`.
-enum Inotify {
+enum SignalSyscalls {
     /// `inotify_init1(IN_CLOEXEC)`.
-    static func create() throws(Errno) -> FileDescriptor {
+    static func inotifyInit() throws(Errno) -> FileDescriptor {
         FileDescriptor(rawValue: try retrying { inotify_init1(Int32(IN_CLOEXEC)) })
     }
 
     /// `inotify_add_watch(2)` for `events` on `path`.
-    static func watch(_ inotify: FileDescriptor, _ path: FilePath, events: UInt32) throws(Errno) {
+    static func inotifyAddWatch(_ inotify: FileDescriptor, _ path: FilePath, events: UInt32) throws(Errno) {
         _ = try retrying { path.withPlatformString { inotify_add_watch(inotify.rawValue, $0, events) } }
     }
 
