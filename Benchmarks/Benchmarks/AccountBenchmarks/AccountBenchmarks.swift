@@ -84,7 +84,8 @@ func registerChangeEvent() {
         },
         setup: {
             let device = try BenchmarkDevice(appCount: 2)
-            slot.fixture = (device, try ChangeWaiter(directory: device.directory))
+            let waiter = try ChangeWaiter(directory: device.directory)
+            slot.fixture = (device, waiter)
         },
         teardown: { slot.fixture?.device.remove(); slot.fixture = nil }
     )

@@ -8,13 +8,14 @@ import Synchronization
 /// have) whose `AccountManager.changes()` stream is consumed by a task that counts the global sign-outs it sees.
 final class ChangeWaiter: Sendable {
     /// Global sign-outs received so far.
-    private let received = Counter()
+    private let received: Counter
     private let listener: Task<Void, Never>
 
     init(directory: URL) throws {
         let store = try KeychainStore(directory: directory, options: StoreOptions(synchronous: .normal))
         let stream = AccountManager(device: ManagedDevice(store: store)).changes(fallbackInterval: .seconds(60))
-        let received = received
+        let received = Counter()
+        self.received = received
         listener = Task.detached {
             for await change in stream where change.kind == .signedOutGlobally {
                 received.increment()

@@ -20,7 +20,8 @@ final class AuditFixture {
         signer = AuditLog.Signer(key: try SigningKey.generate(), checkpointInterval: Self.noCheckpoint)
         for _ in 0..<200 {
             let entry = nextEntry()
-            try store.writeTransaction { tx in try AuditLog.append(entry, in: tx, signer: self.signer) }
+            let signer = signer
+            _ = try store.writeTransaction { tx in try AuditLog.append(entry, in: tx, signer: signer) }
         }
     }
 
