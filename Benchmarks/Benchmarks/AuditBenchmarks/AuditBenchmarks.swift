@@ -21,6 +21,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .mallocCountTotal],
         timeUnits: .nanoseconds,
+        units: [.mallocCountTotal: .count],
         warmupIterations: 10,
         maxDuration: .seconds(120)
     )
@@ -64,7 +65,8 @@ func registerAppendsInsideATransaction() {
     let slot = FixtureSlot<AuditFixture>()
     Benchmark(
         "Append inside a transaction (100 per transaction, synchronous NORMAL)",
-        configuration: .init(metrics: [.wallClock, AuditMetric.appendInTransaction], warmupIterations: 2, maxIterations: 50),
+        configuration: .init(metrics: [.wallClock, AuditMetric.appendInTransaction], units: [AuditMetric.appendInTransaction: .count],
+                             warmupIterations: 2, maxIterations: 50),
         closure: { benchmark in
             let fixture = try slot.get()
             let entries = (0..<AuditMetric.appendsPerTransaction).map { _ in fixture.nextEntry() }
@@ -89,7 +91,8 @@ func registerVerify() {
     let slot = FixtureSlot<VerifyFixture>()
     Benchmark(
         "Verify (100,000 events, checkpoint every 100)",
-        configuration: .init(metrics: [.wallClock, AuditMetric.verifyThroughput], warmupIterations: 1, maxIterations: 5),
+        configuration: .init(metrics: [.wallClock, AuditMetric.verifyThroughput], units: [AuditMetric.verifyThroughput: .count],
+                             warmupIterations: 1, maxIterations: 5),
         closure: { benchmark in
             let fixture = try slot.get()
             let start = DispatchTime.now().uptimeNanoseconds

@@ -24,6 +24,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .mallocCountTotal],
         timeUnits: .nanoseconds,
+        units: [.mallocCountTotal: .count],
         warmupIterations: 100,
         maxDuration: .seconds(120)
     )
@@ -65,7 +66,8 @@ func registerPointReads() {
     let interleavedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
         "Point read interleaved (encrypted vs plain)",
-        configuration: .init(metrics: [.wallClock, PointReadMetric.encrypted, PointReadMetric.plain], maxIterations: 20_000),
+        configuration: .init(metrics: [.wallClock, PointReadMetric.encrypted, PointReadMetric.plain],
+                             units: [PointReadMetric.encrypted: .count, PointReadMetric.plain: .count], maxIterations: 20_000),
         closure: { benchmark in
             let fixture = try interleavedSlot.get()
             let key = fixture.nextKey()
