@@ -21,10 +21,17 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
+        // Scratch directories, fixture slots and failures shared by the benchmark targets (no timing, no statistics:
+        // package-benchmark measures).
+        .target(
+            name: "BenchmarkFixtures",
+            swiftSettings: strictSettings + [.enableUpcomingFeature("InternalImportsByDefault")]
+        ),
         // Point reads of the encrypted store against a plain SQLite table, adds with synchronous FULL and NORMAL.
         .executableTarget(
             name: "StoreBenchmarks",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -37,6 +44,7 @@ let package = Package(
         .executableTarget(
             name: "AuditBenchmarks",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),
@@ -49,6 +57,7 @@ let package = Package(
         .executableTarget(
             name: "AccountBenchmarks",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),
@@ -61,6 +70,7 @@ let package = Package(
         .executableTarget(
             name: "TokenBenchmarks",
             dependencies: [
+                "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),

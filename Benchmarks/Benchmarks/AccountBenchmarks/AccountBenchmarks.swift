@@ -3,6 +3,7 @@
 // Goals (printed by `tools/bench accounts`): sign-out p50 for 100 apps × 10 tokens ≤ 10 ms, currentAccount
 // p50 ≤ 50 µs, change event latency p50 ≤ 100 ms.
 import Benchmark
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 import SharedDevice

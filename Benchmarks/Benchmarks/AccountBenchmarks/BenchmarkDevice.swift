@@ -1,4 +1,5 @@
 // A provisioned shared-mode device with many apps, for the account manager's benchmarks.
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 import SharedDevice

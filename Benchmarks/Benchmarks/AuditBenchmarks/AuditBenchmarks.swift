@@ -3,6 +3,7 @@
 // AuditLog.verify over 100,000 events. Goals (printed by `tools/bench audit`): append p50 ≤ 100 µs
 // (no checkpoint, synchronous NORMAL), verify ≥ 100,000 events/s.
 import Benchmark
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -12,7 +13,7 @@ enum AuditMetric {
     /// One append inside a transaction of `appendsPerTransaction` appends (nanoseconds, each append timed).
     static let appendInTransaction = BenchmarkMetric.custom("append in a transaction (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     /// Events verified per second by one `AuditLog.verify` of the whole log.
-    static let verifyThroughput = BenchmarkMetric.custom("verify throughput (events/s)", polarity: .prefersLarger, useScalingFactor: false)
+    static let verifyThroughput = BenchmarkMetric.custom("verify throughput (events per second)", polarity: .prefersLarger, useScalingFactor: false)
     /// Appends per transaction in the in-transaction benchmark.
     static let appendsPerTransaction = 100
 }

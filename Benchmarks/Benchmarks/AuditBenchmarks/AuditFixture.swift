@@ -1,4 +1,5 @@
 // A store with an audit log for the append benchmarks.
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 import SharedDevice

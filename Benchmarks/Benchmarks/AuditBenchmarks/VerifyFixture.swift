@@ -1,4 +1,5 @@
 // A log of 100,000 events for the verify benchmark.
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 import SharedDevice

@@ -1,4 +1,5 @@
 // The data of the add benchmarks: a fresh store and a supply of new items.
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 

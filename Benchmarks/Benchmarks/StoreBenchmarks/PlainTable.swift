@@ -1,5 +1,6 @@
 // The plain baseline of the store's point read: the same three lookup attributes in one UNIQUE index, the
 // secret in clear, on a GRDB connection opened as KeychainStore opens its own.
+import BenchmarkFixtures
 import Foundation
 import GRDB
 import KeychainStore

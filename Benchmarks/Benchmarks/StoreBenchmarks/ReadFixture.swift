@@ -1,4 +1,5 @@
 // The data of the point-read benchmarks: an encrypted store and a plain table holding the same items.
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 

@@ -2,6 +2,7 @@
 // `tools/bench store` runs them and prints `store point-read ratio (encrypted/plain): R`, R being the p50 of
 // the encrypted reads over the p50 of the plain reads of the interleaved benchmark.
 import Benchmark
+import BenchmarkFixtures
 import Foundation
 import KeychainStore
 

@@ -2,6 +2,7 @@
 // 127.0.0.1:4596): a whole browser sign-in, acquireTokenSilent from the cache, a forced refresh over loopback
 // HTTP, and ID-token validation alone (RS256, keys cached).
 import Benchmark
+import BenchmarkFixtures
 import Foundation
 import IdentityClient
 import SharedDevice

@@ -1,4 +1,5 @@
 // An app on a provisioned kiosk that signs in against the local identity provider.
+import BenchmarkFixtures
 import Foundation
 import IdentityClient
 import KeychainStore
@@ -50,6 +51,8 @@ final class TokenFixture {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: idp)
             process.arguments = ["browse", "--user", user, "--", url.absoluteString]
+            // Without package-benchmark's malloc interposer, which LD_PRELOAD would hand down to the browser's Python.
+            process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "LD_PRELOAD" }
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             do { try process.run() } catch { throw IdentityError(.userCanceled, "cannot run \(idp)") }
