@@ -16,7 +16,12 @@ let package = Package(
     name: "benchmarks",
     platforms: [.macOS(.v14)],
     dependencies: [
+        // The root package. Its identity would be the name of the directory it is checked out in (a worktree or
+        // CI clone may call it anything), so the products below name it by its manifest name instead.
         .package(name: "SharedDeviceMode", path: ".."),
+        // Malloc statistics through the malloc-interposer package (no jemalloc to install). Naming the trait drops
+        // the default RuntimeInterposer trait (ARC statistics on Linux with Swift 6.3), whose package the benchmarks
+        // do not need: they measure no ARC metric.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
