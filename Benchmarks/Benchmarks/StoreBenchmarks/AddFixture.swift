@@ -1,0 +1,35 @@
+// The data of the add benchmarks: a fresh store and a supply of new items.
+import BenchmarkFixtures
+import Foundation
+import KeychainStore
+
+/// A fresh encrypted store with the given `synchronous` setting; its access group's key is made by an
+/// untimed first add, so the timed adds only write items (2,048-byte random secrets, new keys each time).
+final class AddFixture {
+    private let scratch: ScratchDirectory
+    private let store: KeychainStore
+    private let app: AppIdentity
+    private let secrets: [Data]
+    private var count = 0
+
+    init(synchronous: StoreOptions.Synchronous) throws {
+        scratch = try ScratchDirectory("store-benchmarks-adds")
+        app = try AppIdentity(appID: "com.contoso.store-benchmarks", accessGroups: [AccessGroup.adalCache])
+        var generator = SplitMix64(seed: 0xADD5)
+        secrets = (0..<64).map { _ in generator.bytes(ReadFixture.secretBytes) }
+        store = try KeychainStore(directory: scratch.url, options: StoreOptions(synchronous: synchronous))
+        _ = try store.add(NewItem(accessGroup: AccessGroup.adalCache, service: "warm-up", account: "warm-up", secret: secrets[0]), as: app)
+    }
+
+    /// An item with a key not used before.
+    func nextItem() -> NewItem {
+        count += 1
+        return NewItem(accessGroup: AccessGroup.adalCache, service: "svc-\(count)", account: "acct-\(count)", secret: secrets[count % secrets.count])
+    }
+
+    /// Adds `item` in its own transaction.
+    func add(_ item: NewItem) throws -> ItemMetadata { try store.add(item, as: app) }
+
+    /// Removes the files.
+    func remove() { scratch.remove() }
+}
