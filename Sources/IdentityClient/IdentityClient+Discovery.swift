@@ -63,10 +63,12 @@ extension IdentityClient {
         return validator
     }
 
-    /// Validates an ID token against the authority's keys, issuer, this client id, the clock and `nonce`;
+    /// Validates an ID token against the authority's keys, issuer, this client id, the clock and `nonce`
+    /// (what every sign-in does before caching anything; public for callers that hold an ID token, such as
+    /// the token benchmark);
     /// a token naming a key the cached set lacks makes the client fetch the key set again, once.
     /// - Throws: `invalidIDToken` naming the failed check; the key set's errors (see `validator(for:refetch:)`).
-    func validateIDToken(_ jwt: String, nonce: String?) async throws(IdentityError) -> ValidatedIDToken {
+    public func validateIDToken(_ jwt: String, nonce: String?) async throws(IdentityError) -> ValidatedIDToken {
         let configuration = try await configuration()
         var validator = try await validator(for: configuration)
         let keyID = IDTokenValidator.keyID(of: jwt)
