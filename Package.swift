@@ -64,6 +64,11 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The varlink codec (framing, calls, replies, the standard errors); the broker daemon's server builds on it.
+        .target(
+            name: "Varlink",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "devicectl",
             dependencies: [
@@ -149,6 +154,11 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "VarlinkTests",
+            dependencies: ["Varlink"],
             swiftSettings: strictSettings
         ),
         .testTarget(

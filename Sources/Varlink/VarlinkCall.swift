@@ -1,0 +1,122 @@
+public import Foundation
+
+/// A method call as it arrives: `{"method": "iface.Method", "parameters": {…}, "more": true, "oneway": true}`.
+public struct VarlinkCall: Sendable, Hashable {
+    /// The fully qualified method name, e.g. `org.varlink.service.GetInfo`.
+    public var method: String
+    /// The call's parameters (an empty object when the call has none).
+    public var parameters: [String: VarlinkValue]
+    /// The caller accepts several replies, all but the last with `continues: true`.
+    public var more: Bool
+    /// The caller wants no reply at all.
+    public var oneway: Bool
+    /// The caller asks to leave varlink for another protocol after the reply (not supported by servers here).
+    public var upgrade: Bool
+
+    /// A call of `method` with `parameters`.
+    public init(method: String, parameters: [String: VarlinkValue] = [:], more: Bool = false, oneway: Bool = false, upgrade: Bool = false) {
+        self.method = method
+        self.parameters = parameters
+        self.more = more
+        self.oneway = oneway
+        self.upgrade = upgrade
+    }
+
+    /// The interface part of `method` (`org.varlink.service` of `org.varlink.service.GetInfo`).
+    public var interface: String { String(method[..<(method.lastIndex(of: ".") ?? method.startIndex)]) }
+
+    /// The member part of `method` (`GetInfo`).
+    public var member: String { String(method[method.index(after: method.lastIndex(of: ".") ?? method.startIndex)...]) }
+
+    /// Decodes one message (the bytes `VarlinkFrameDecoder` hands out). Unknown fields are ignored, as
+    /// later versions of the protocol may add some.
+    /// - Throws: `malformedJSON`, `notAnObject`, or `invalidField` naming the field.
+    public static func decode(_ message: Data) throws(VarlinkProtocolError) -> VarlinkCall {
+        let fields = try VarlinkMessage.object(message)
+        guard let method = fields["method"] else { throw VarlinkProtocolError(.invalidField, "the call has no \"method\"") }
+        guard let name = method.string, VarlinkName.isQualifiedMethod(name) else {
+            throw VarlinkProtocolError(.invalidField, "\"method\" must be a qualified method name such as org.example.Interface.Method")
+        }
+        var call = VarlinkCall(method: name)
+        switch fields["parameters"] {
+        case nil, .null?: break
+        case .object(let parameters)?: call.parameters = parameters
+        case let other?: throw VarlinkProtocolError(.invalidField, "\"parameters\" must be an object, not \(other.typeName)")
+        }
+        call.more = try VarlinkMessage.flag("more", in: fields)
+        call.oneway = try VarlinkMessage.flag("oneway", in: fields)
+        call.upgrade = try VarlinkMessage.flag("upgrade", in: fields)
+        return call
+    }
+
+    /// The call as it is sent: JSON and the terminating NUL.
+    public func encoded() -> Data {
+        var fields: [String: VarlinkValue] = ["method": .string(method)]
+        if !parameters.isEmpty { fields["parameters"] = .object(parameters) }
+        if more { fields["more"] = .bool(true) }
+        if oneway { fields["oneway"] = .bool(true) }
+        if upgrade { fields["upgrade"] = .bool(true) }
+        return VarlinkMessage.encode(fields)
+    }
+}
+
+/// Names in the varlink grammar.
+enum VarlinkName {
+    /// `iface.name.Member`: a reverse-domain interface (at least two dot-separated parts of letters, digits
+    /// and `-`, starting with a letter) and a member starting with an upper-case letter.
+    static func isQualifiedMethod(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, let member = parts.last, let first = member.first, first.isASCII, first.isUppercase,
+              member.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return false }
+        return parts.dropLast().allSatisfy { part in
+            guard let first = part.first, first.isASCII, first.isLetter else { return false }
+            return part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") } && part.last != "-"
+        }
+    }
+}
+
+/// Encoding and field access shared by calls and replies.
+enum VarlinkMessage {
+    static func object(_ message: Data) throws(VarlinkProtocolError) -> [String: VarlinkValue] {
+        let value: VarlinkValue
+        do {
+            value = try JSONDecoder().decode(VarlinkValue.self, from: message)
+        } catch {
+            throw VarlinkProtocolError(.malformedJSON, "the message is not valid JSON")
+        }
+        guard let fields = value.object else {
+            throw VarlinkProtocolError(.notAnObject, "the message is JSON \(value.typeName), not an object")
+        }
+        return fields
+    }
+
+    static func flag(_ name: String, in fields: [String: VarlinkValue]) throws(VarlinkProtocolError) -> Bool {
+        switch fields[name] {
+        case nil, .null?: return false
+        case .bool(let flag)?: return flag
+        case let other?: throw VarlinkProtocolError(.invalidField, "\"\(name)\" must be a bool, not \(other.typeName)")
+        }
+    }
+
+    static func encode(_ fields: [String: VarlinkValue]) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a tree of VarlinkValue cannot fail: every case has a JSON form (non-finite doubles aside,
+        // which become null).
+        var data = (try? encoder.encode(VarlinkValue.object(fields.mapValues(\.finite)))) ?? Data("{}".utf8)
+        data.append(0)
+        return data
+    }
+}
+
+extension VarlinkValue {
+    /// The value with NaN and infinities (which JSON cannot carry) replaced by null.
+    var finite: VarlinkValue {
+        switch self {
+        case .double(let number) where !number.isFinite: .null
+        case .array(let elements): .array(elements.map(\.finite))
+        case .object(let fields): .object(fields.mapValues(\.finite))
+        default: self
+        }
+    }
+}
