@@ -10,15 +10,9 @@ struct LoggingOptions: ParsableArguments {
         discussion: "Default: $DEVICECTL_LOG_LEVEL, else warning.", valueName: "level"))
     var logLevel: Logger.Level?
 
-    /// The level in force: the option, else the environment, else `warning`.
-    var level: Logger.Level { logLevel ?? DevicectlLogging.environmentLevel ?? .warning }
-
-    /// The logger every library call of this command receives.
-    var logger: Logger {
-        var logger = Logger(label: DevicectlLogging.label)
-        logger.logLevel = level
-        return logger
-    }
+    /// The logger every library call of this command receives, at the level `DevicectlLogging.bootstrap`
+    /// already read from this option (before parsing) or the environment.
+    var logger: Logger { Logger(label: DevicectlLogging.label) }
 }
 
 /// devicectl's one logging setup: a standard-error handler for the whole process, bootstrapped once at

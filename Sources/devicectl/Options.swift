@@ -165,7 +165,7 @@ func readBounded(_ path: String, limit: Int, what: String) throws -> Data {
     case .complete(let data):
         return data
     case .tooLarge:
-        let limitText = limit % (1 << 20) == 0 ? "\(limit >> 20) MiB" : "\(limit) bytes"
-        throw CLIError(exitCode: .badInput, "\(what) \(path) is larger than \(limitText), the limit for a \(what); nothing was changed")
+        throw CLIError(exitCode: .badInput,
+            "\(what) \(path) is larger than \(InputLimits.describe(bytes: limit)), the limit for a \(what); nothing was changed")
     }
 }

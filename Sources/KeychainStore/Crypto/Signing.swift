@@ -99,15 +99,23 @@ public enum ChainHash {
         return output
     }
 
-    /// The SHA-256 of `data` (`crypto_hash_sha256`), as lowercase hex: how policies are fingerprinted.
+    /// The SHA-256 of `data` (`crypto_hash_sha256`).
     /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does).
-    public static func sha256Hex(_ data: Data) throws(KeychainError) -> String {
-        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        let status = data.withUnsafeBytes { input in
-            crypto_hash_sha256(&digest, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
+    public static func sha256(_ data: Data) throws(KeychainError) -> Data {
+        var digest = Data(count: Int(crypto_hash_sha256_BYTES))
+        let status = digest.withUnsafeMutableBytes { output in
+            data.withUnsafeBytes { input in
+                crypto_hash_sha256(output.bindMemory(to: UInt8.self).baseAddress!, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
+            }
         }
         try Sodium.check(status, "crypto_hash_sha256")
-        return Hex.encode(digest)
+        return digest
+    }
+
+    /// The SHA-256 of `data` as lowercase hex: how policies are fingerprinted.
+    /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does).
+    public static func sha256Hex(_ data: Data) throws(KeychainError) -> String {
+        Hex.encode(try sha256(data))
     }
 }
 

@@ -11,8 +11,8 @@ public enum InputLimits {
     /// Apps in one device policy: 1,000.
     public static let apps = 1_000
 
-    /// `bytes` for people: `1 MiB (1048576 bytes)`.
-    static func describe(bytes: Int) -> String {
+    /// `bytes` for people: `1 MiB (1048576 bytes)`, or `N bytes` when not a whole number of MiB.
+    public static func describe(bytes: Int) -> String {
         let mebibytes = bytes >> 20
         return mebibytes << 20 == bytes ? "\(mebibytes) MiB (\(bytes) bytes)" : "\(bytes) bytes"
     }

@@ -28,16 +28,7 @@ struct ResponseAccount {
         if let raw = response.clientInfo {
             homeAccountID = try ClientInfo(raw).homeAccountID
         } else if let claims, let subject = claims.subject {
-            let tenant: String
-            if let tenantID = claims.tenantID {
-                tenant = tenantID
-            } else {
-                do {
-                    tenant = try Self.issuerTag(claims.issuer ?? context.environment)
-                } catch {
-                    throw TokenCacheError.wrapping(error)
-                }
-            }
+            let tenant = if let tenantID = claims.tenantID { tenantID } else { try Self.issuerTag(claims.issuer ?? context.environment) }
             homeAccountID = "\(subject).\(tenant)"
         } else if let known = context.homeAccountID, !known.isEmpty {
             homeAccountID = known
@@ -51,11 +42,11 @@ struct ResponseAccount {
     }
 
     /// The first 22 characters of base64url(SHA-256(`issuer`)).
-    static func issuerTag(_ issuer: String) throws(KeychainError) -> String {
-        let hex = Array(try ChainHash.sha256Hex(Data(issuer.utf8)).utf8)
-        let digest = Data(stride(from: 0, to: hex.count, by: 2).map { UInt8(Self.nibble(hex[$0]) << 4 | Self.nibble(hex[$0 + 1])) })
-        return String(Base64URL.encode(digest).prefix(22))
+    static func issuerTag(_ issuer: String) throws(TokenCacheError) -> String {
+        do {
+            return String(Base64URL.encode(try ChainHash.sha256(Data(issuer.utf8))).prefix(22))
+        } catch {
+            throw TokenCacheError.wrapping(error)
+        }
     }
-
-    private static func nibble(_ ascii: UInt8) -> UInt8 { ascii <= 0x39 ? ascii - 0x30 : ascii - 0x61 + 10 }
 }
