@@ -16,7 +16,11 @@ let package = Package(
         .library(name: "KeychainStore", targets: ["KeychainStore"]),
         .library(name: "IdentityClient", targets: ["IdentityClient"]),
         .library(name: "SharedDevice", targets: ["SharedDevice"]),
+        .library(name: "Varlink", targets: ["Varlink"]),
+        .library(name: "VarlinkServer", targets: ["VarlinkServer"]),
+        .library(name: "DeviceBroker", targets: ["DeviceBroker"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
+        .executable(name: "deviced", targets: ["deviced"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -26,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.1.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -58,15 +64,59 @@ let package = Package(
             dependencies: [
                 "KeychainStore",
                 "IdentityClient",
+                "Varlink",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),
-        // The varlink codec (framing, calls, replies, the standard errors); the broker daemon's server builds on it.
+        // The varlink codec (framing, calls, replies, the standard errors) and a blocking client over a
+        // Unix socket. No dependencies, so every client (devicectl, apps) can link it cheaply.
         .target(
             name: "Varlink",
+            swiftSettings: strictSettings
+        ),
+        // A varlink server on SwiftNIO: Unix socket (path or inherited from systemd), peer credentials,
+        // message and connection limits, org.varlink.service. Knows nothing of devices or keychains.
+        .target(
+            name: "VarlinkServer",
+            dependencies: [
+                "Varlink",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The broker's service logic: the org.sharedmode.Broker1 interface (embedded verbatim from its
+        // .varlink file), callers mapped to apps by uid, every method on top of SharedDevice.
+        .target(
+            name: "DeviceBroker",
+            dependencies: [
+                "Varlink",
+                "KeychainStore",
+                "IdentityClient",
+                "SharedDevice",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.embedInCode("org.sharedmode.Broker1.varlink")],
+            swiftSettings: strictSettings
+        ),
+        // The broker daemon: wires DeviceBroker to VarlinkServer, systemd readiness and graceful stop.
+        .executableTarget(
+            name: "deviced",
+            dependencies: [
+                "DeviceBroker",
+                "VarlinkServer",
+                "KeychainStore",
+                "SharedDevice",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(

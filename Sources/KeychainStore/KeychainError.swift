@@ -55,6 +55,19 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         }
 
         /// Lets `catch KeychainError.Code.itemNotFound { … }` match.
+        /// Every code, for lookups by name.
+        static let all: [Code] = [.duplicateItem, .itemNotFound, .missingEntitlement, .integrityFailure, .wrongKey, .corruptStore,
+                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .cryptoUnavailable]
+
+        /// The code's stable identifier (`missingEntitlement`), as IPC error replies carry it.
+        public var name: String { "\(kind)" }
+
+        /// The code named `name` (see `name`), `nil` for an unknown one.
+        public init?(name: String) {
+            guard let code = Self.all.first(where: { $0.name == name }) else { return nil }
+            self = code
+        }
+
         public static func ~= (code: Code, error: any Error) -> Bool {
             (error as? KeychainError)?.code == code
         }
@@ -83,7 +96,8 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
     /// For `integrityFailure`: the items that failed authentication.
     public let damagedItems: [DamagedItem]
 
-    init(_ code: Code, _ message: String, damagedItems: [DamagedItem] = []) {
+    /// An error of `code` (the store makes these; so does a client reading a broker's error reply).
+    public init(_ code: Code, _ message: String, damagedItems: [DamagedItem] = []) {
         self.code = code
         self.message = message
         self.damagedItems = damagedItems

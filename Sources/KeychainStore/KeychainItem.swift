@@ -45,6 +45,12 @@ public struct KeychainItem: Sendable, Hashable {
     public var accessGroup: String { metadata.accessGroup }
     public var service: String { metadata.service }
     public var account: String { metadata.account }
+
+    /// An item with its attributes and secret (the store makes these; so does a broker client).
+    public init(metadata: ItemMetadata, secret: Data) {
+        self.metadata = metadata
+        self.secret = secret
+    }
 }
 
 /// The attributes and secret for `KeychainStore.add` (`SecItemAdd`).

@@ -16,6 +16,19 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
 
+        static let all: [Code] = [.notProvisioned, .invalidPolicy, .modeChangeRequiresForce, .appNotInPolicy, .deviceRecordDamaged,
+                                  .auditLogTampered, .store, .accountAlreadySignedIn, .noCurrentAccount, .currentAccountMismatch,
+                                  .tokenCache, .identity]
+
+        /// The code's stable identifier (`noCurrentAccount`), as IPC error replies carry it.
+        public var name: String { "\(kind)" }
+
+        /// The code named `name` (see `name`), `nil` for an unknown one.
+        public init?(name: String) {
+            guard let code = Self.all.first(where: { $0.name == name }) else { return nil }
+            self = code
+        }
+
         /// The device has no policy yet: run `devicectl provision`.
         public static let notProvisioned = Code(.notProvisioned)
         /// The policy file is invalid (see `policyError`).

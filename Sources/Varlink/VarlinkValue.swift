@@ -21,6 +21,20 @@ public enum VarlinkValue: Sendable, Hashable {
         if case .string(let text) = self { text } else { nil }
     }
 
+    /// The elements, `nil` for any other value.
+    public var array: [VarlinkValue]? {
+        if case .array(let elements) = self { elements } else { nil }
+    }
+
+    /// The number (an integer too), `nil` for any other value.
+    public var double: Double? {
+        switch self {
+        case .double(let value): value
+        case .int(let value): Double(value)
+        default: nil
+        }
+    }
+
     /// The boolean, `nil` for any other value.
     public var bool: Bool? {
         if case .bool(let flag) = self { flag } else { nil }

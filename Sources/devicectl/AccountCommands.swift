@@ -56,10 +56,15 @@ struct ShowAccount: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let context = try AccountContext(store)
-            let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
-                ?? AppIdentity.deviceAdministrator
-            let result = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.currentAccount(for: identity) }
+            let result: CurrentAccount
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+                result = try reportingBrokerErrors { () throws(BrokerClientError) in try client.currentAccount() }
+            } else {
+                let context = try AccountContext(store)
+                let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
+                    ?? AppIdentity.deviceAdministrator
+                result = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.currentAccount(for: identity) }
+            }
             if output.json {
                 try Output.json(result)
             } else {
@@ -111,9 +116,20 @@ struct SignOut: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
+            let parsedReason = try signOutReason(reason)
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+                // Through the broker the app signs out as itself; it may say the worker left or the shift ended.
+                let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .user) }
+                if output.json {
+                    try Output.json(BrokerSignOutSummary(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved))
+                } else {
+                    let scope = outcome.global ? "from every app" : "from this app"
+                    Output.print("signed out \(AccountText.line(outcome.account)) \(scope): \(outcome.itemsRemoved) credential item(s) removed")
+                }
+                return
+            }
             let context = try AccountContext(store)
             let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
-            let parsedReason = try signOutReason(reason)
             let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try context.accounts.signOut(app: identity, reason: parsedReason ?? (identity == nil ? .admin : .user),
                                              wipeEverywhere: wipeEverywhere, actor: identity?.appID ?? Actor.current)
@@ -126,6 +142,13 @@ struct SignOut: ParsableCommand {
             }
         }
     }
+}
+
+/// `devicectl signout --json` through the broker.
+struct BrokerSignOutSummary: Encodable {
+    var account: DeviceAccount?
+    var global: Bool
+    var itemsRemoved: Int
 }
 
 struct Switch: ParsableCommand {

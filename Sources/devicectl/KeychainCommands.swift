@@ -24,12 +24,11 @@ struct AddGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try store.open()
-            let identity = try caller.identity(in: store)
+            let keychain = try KeychainAccess(caller: caller, location: store)
             let secret = try readSecretFromStandardInput()
             let item = NewItem(accessGroup: accessGroup, service: service, account: account, secret: secret,
                                label: label, type: type, generic: generic.map { Data($0.utf8) })
-            let stored = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.add(item, as: identity) }
+            let stored = try keychain.add(item)
             if output.json { try Output.json(Output.ItemJSON(stored)) } else { Output.print("added item to \(stored.accessGroup)") }
         }
     }
@@ -49,11 +48,8 @@ struct FindGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try store.open()
-            let identity = try caller.identity(in: store)
-            let items = try caller.reportingDenials(in: store) { () throws(KeychainError) in
-                all ? try store.findAll(selection.query, as: identity) : [try store.find(selection.query, as: identity)]
-            }
+            let keychain = try KeychainAccess(caller: caller, location: store)
+            let items = try keychain.find(selection.query, all: all)
             if output.json {
                 let shown = items.map { Output.ItemJSON($0.metadata, secret: printSecret ? $0.secret : nil) }
                 if all { try Output.json(shown) } else { try Output.json(shown[0]) }
@@ -89,12 +85,11 @@ struct UpdateGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try store.open()
-            let identity = try caller.identity(in: store)
+            let keychain = try KeychainAccess(caller: caller, location: store)
             let secret = secretStdin ? try readSecretFromStandardInput() : nil
             let changes = ItemChanges(service: setService, account: setAccount, label: setLabel, type: setType,
                                       generic: setGeneric.map { Data($0.utf8) }, secret: secret)
-            let count = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.update(selection.query, with: changes, as: identity) }
+            let count = try keychain.update(selection.query, with: changes)
             if output.json { try Output.json(["updated": count]) } else { Output.print("updated \(count) item(s)") }
         }
     }
@@ -116,9 +111,8 @@ struct DeleteGenericPassword: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try store.open()
-            let identity = try caller.identity(in: store)
-            let count = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.delete(selection.query, as: identity) }
+            let keychain = try KeychainAccess(caller: caller, location: store)
+            let count = try keychain.delete(selection.query)
             if output.json { try Output.json(["deleted": count]) } else { Output.print("deleted \(count) item(s)") }
         }
     }
@@ -136,9 +130,8 @@ struct ListItems: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            let store = try store.open()
-            let identity = try caller.identity(in: store)
-            let items = try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.metadata(matching: selection.query, as: identity) }
+            let keychain = try KeychainAccess(caller: caller, location: store)
+            let items = try keychain.metadata(matching: selection.query)
             if output.json {
                 try Output.json(items.map { Output.ItemJSON($0) })
             } else if items.isEmpty {

@@ -67,8 +67,9 @@ struct StoreLocation: ParsableArguments {
 /// The calling app. On a provisioned device its entitlements come from the device policy; before
 /// provisioning they are given with `--entitlements`.
 struct CallerOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The calling app's id.", valueName: "id"))
-    var app: String
+    @Option(help: ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
+                               valueName: "id"))
+    var app: String?
 
     @Option(help: ArgumentHelp("Comma-separated keychain access groups the app is entitled to, first one the default (only before the device is provisioned; afterwards the policy decides).", valueName: "groups"))
     var entitlements: String?
@@ -76,7 +77,13 @@ struct CallerOptions: ParsableArguments {
     /// The app's identity: from the device policy when provisioned (an unlisted app is refused, exit 77,
     /// and the refusal audited), else from `--entitlements`.
     func identity(in store: KeychainStore) throws -> AppIdentity {
-        try Self.resolve(app: app, entitlements: entitlements, in: store)
+        try Self.resolve(app: requiredApp(), entitlements: entitlements, in: store)
+    }
+
+    /// `--app`, which straight access to the store needs (the broker knows the app by its uid instead).
+    func requiredApp() throws -> String {
+        guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
+        return app
     }
 
     /// `identity(in:)` for commands whose `--app` is optional.
@@ -106,7 +113,7 @@ struct CallerOptions: ParsableArguments {
         } catch {
             if error.code == .missingEntitlement {
                 try? ManagedDevice(store: store).recordAccessDenied(
-                    appID: app, actor: app, reason: "missing entitlement",
+                    appID: app ?? "", actor: app ?? "", reason: "missing entitlement",
                     details: ["via": Actor.current])
             }
             throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)

@@ -33,7 +33,10 @@ struct SignIn: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             if let tokenResponse { return try signInFromFile(tokenResponse) }
-            let context = try ApplicationContext(store, app: caller.app)
+            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app) {
+                return try signInThroughBroker(client)
+            }
+            let context = try ApplicationContext(store, app: caller.requiredApp())
             guard caller.entitlements == nil else {
                 throw CLIError(exitCode: .usage, "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
             }
@@ -61,6 +64,33 @@ struct SignIn: AsyncParsableCommand {
             } else {
                 Output.print("signed in: \(AccountText.line(result.account))\nscopes: \(result.scopes.joined(separator: " "))")
             }
+        }
+    }
+
+    /// The same sign-in done by the broker, as the caller's own app: the code (or the browser) is shown
+    /// here, the tokens stay in the broker.
+    private func signInThroughBroker(_ client: BrokerClient) throws {
+        let json = output.json, scopes = parseScopes(self.scopes), username = self.username, prompt = self.prompt
+        let result = try reportingBrokerErrors { () throws(BrokerClientError) -> AuthenticationResult in
+            switch flow {
+            case .deviceCode:
+                return try client.signInWithDeviceCode(scopes: scopes, loginHint: username) { verification in
+                    if json { FileHandle.standardError.write(Data((verification.text + "\n").utf8)) } else { Output.print(verification.text) }
+                }
+            case .browser:
+                return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt) { url in
+                    do throws(IdentityError) {
+                        try SystemBrowser.openNow(url)
+                    } catch {
+                        FileHandle.standardError.write(Data("devicectl: \(error.message)\nopen this URL: \(url.absoluteString)\n".utf8))
+                    }
+                }
+            }
+        }
+        if output.json {
+            try Output.json(TokenJSON(result, includeSecret: false))
+        } else {
+            Output.print("signed in: \(AccountText.line(result.account))\nscopes: \(result.scopes.joined(separator: " "))")
         }
     }
 

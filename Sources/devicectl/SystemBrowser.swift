@@ -5,6 +5,11 @@ import IdentityClient
 /// desktop session is there, else the URL printed for the user to open on this machine.
 enum SystemBrowser {
     static func open(_ url: URL) async throws(IdentityError) {
+        try openNow(url)
+    }
+
+    /// `open` without suspending (the opener is started, not waited for).
+    static func openNow(_ url: URL) throws(IdentityError) {
         let environment = ProcessInfo.processInfo.environment
         if let command = environment["DEVICECTL_BROWSER"], !command.isEmpty {
             try run(["/bin/sh", "-c", "\(command) \"$0\"", url.absoluteString], name: "DEVICECTL_BROWSER")

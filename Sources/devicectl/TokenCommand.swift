@@ -12,7 +12,8 @@ struct Token: AsyncParsableCommand {
         discussion: "The token itself only with --print-secret. Exit 50: interaction required (sign in again); 49: nobody is signed in.")
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The calling app's id.", valueName: "id")) var app: String
+    @Option(help: ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
+                               valueName: "id")) var app: String?
     @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
     @Flag(help: "Skip the cached access token and redeem the refresh token.") var forceRefresh = false
     @Flag(help: "Print the access token (it is a secret).") var printSecret = false
@@ -20,9 +21,18 @@ struct Token: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let context = try ApplicationContext(store, app: app)
-            let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
-                try await context.application.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
+            let result: AuthenticationResult
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+                let scopes = parseScopes(self.scopes), forceRefresh = self.forceRefresh
+                result = try reportingBrokerErrors { () throws(BrokerClientError) in
+                    try client.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh)
+                }
+            } else {
+                guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
+                let context = try ApplicationContext(store, app: app)
+                result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
+                    try await context.application.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
+                }
             }
             if output.json { try Output.json(TokenJSON(result, includeSecret: printSecret)) }
             else { Output.print(TokenText.lines(result, printSecret: printSecret)) }

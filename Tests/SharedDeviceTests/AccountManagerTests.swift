@@ -194,7 +194,7 @@ enum PersonalApps {
     static func policy() throws -> Data {
         try Policies.edited("personal.json") { document in
             var apps = document["apps"] as! [[String: Any]]
-            apps.append(["id": cameraID, "accessGroups": [AccessGroup.universalStorage, cameraGroup], "uid": 1000])
+            apps.append(["id": cameraID, "accessGroups": [AccessGroup.universalStorage, cameraGroup], "uid": 1004])
             document["apps"] = apps
         }
     }

@@ -69,6 +69,37 @@ struct PolicyDecodingTests {
         #expect(try Self.error { $0["apps"] = [:] as [String: Any] }?.problem == "expected an array, found an object")
     }
 
+    /// The broker tells apps apart by uid: each app names its Unix user (`uid` or `user`), one per app, never root.
+    @Test func eachAppHasAUnixUserOfItsOwnByUidOrName() throws {
+        func apps(_ edit: @escaping (inout [[String: Any]]) -> Void) -> (inout [String: Any]) -> Void {
+            { document in
+                var apps = document["apps"] as! [[String: Any]]
+                edit(&apps)
+                document["apps"] = apps
+            }
+        }
+        var document = try Self.kiosk()
+        apps { $0[0]["uid"] = nil; $0[0]["user"] = "nobody" }(&document)
+        document["administratorsGroup"] = "kiosk-admins"
+        let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
+        #expect(policy.apps[0].uid == 65534 && policy.apps[0].user == "nobody")
+        #expect(policy.app(uid: 65534)?.id == "com.contoso.kiosk.scanner")
+        #expect(policy.app(uid: 1002)?.id == "com.contoso.kiosk.timeclock")
+        #expect(policy.app(uid: 4242) == nil)
+        #expect(policy.administratorsGroup == "kiosk-admins")
+
+        #expect(try Self.error(after: apps { $0[1]["uid"] = 1001 })?.path == "apps[1].uid")
+        #expect(try Self.error(after: apps { $0[1]["uid"] = 1001 })?.problem.contains("one uid is one principal") == true)
+        #expect(try Self.error(after: apps { $0[0]["uid"] = 0 })?.path == "apps[0].uid")
+        #expect(try Self.error(after: apps { $0[0]["uid"] = nil; $0[0]["user"] = "root" })?.path == "apps[0].user")
+        #expect(try Self.error(after: apps { $0[0]["uid"] = nil; $0[0]["user"] = "no-such-user-4f2a" })?.problem
+                    .contains("no user \"no-such-user-4f2a\"") == true)
+        #expect(try Self.error(after: apps { $0[0]["user"] = "nobody" })?.path == "apps[0].uid")  // 1001 is not nobody's uid
+        #expect(try Self.error(after: apps { $0[0]["uid"] = nil })?.problem.contains("missing key \"uid\" (or \"user\")") == true)
+        #expect(try Self.error(after: apps { $0[0]["user"] = "Bad User!" })?.path == "apps[0].user")
+        #expect(try Self.error(after: { $0["administratorsGroup"] = "bad group!" })?.path == "administratorsGroup")
+    }
+
     @Test func duplicateAppIdsAreRejected() throws {
         let error = try Self.error { document in
             var apps = document["apps"] as! [[String: Any]]

@@ -59,6 +59,12 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
         /// it had when `Code` was an enum.
         public var rawValue: String { kind.rawValue }
 
+        /// The code whose `rawValue` is `rawValue`, `nil` for an unknown one.
+        public init?(rawValue: String) {
+            guard let kind = Kind(rawValue: rawValue) else { return nil }
+            self.init(kind)
+        }
+
         /// MSAL's numeric error code (`MSALErrorCode`) for this class of failure.
         var msalErrorCode: Int {
             switch kind {

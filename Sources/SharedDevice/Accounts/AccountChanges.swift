@@ -50,6 +50,7 @@ extension AccountManager {
         case .deviceModeChanged: kind = .deviceModeChanged
         default: return nil
         }
-        return AccountChange(kind: kind, account: event.account, sequence: event.sequence)
+        return AccountChange(kind: kind, account: event.account, sequence: event.sequence,
+                             reason: kind == .signedOutGlobally ? event.reason.flatMap(SignOutReason.init(rawValue:)) : nil)
     }
 }

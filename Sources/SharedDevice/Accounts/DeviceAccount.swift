@@ -118,4 +118,6 @@ public struct AccountChange: Sendable, Equatable {
     public var account: String?
     /// The audit event's sequence number.
     public var sequence: Int64
+    /// Why the worker was signed out (`signedOutGlobally` only).
+    public var reason: SignOutReason? = nil
 }

@@ -157,6 +157,11 @@ public final class PublicClientApplication: Sendable {
             logger.debug("interactive sign-in failed", metadata: Self.failure(error))
             throw SharedDeviceError(error)
         }
+        // The caller went away (a broker client disconnected) while the user signed in: cache nothing.
+        if Task.isCancelled {
+            logger.debug("interactive sign-in canceled before its tokens were cached")
+            throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
+        }
         let response = try decode(grant)
         let account: DeviceAccount
         do {

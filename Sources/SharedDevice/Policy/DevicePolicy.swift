@@ -38,8 +38,13 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var id: String
         /// Its keychain access groups, first one the default (the `keychain-access-groups` entitlement).
         public var accessGroups: [String]
-        /// The Unix user the app runs as, for the broker daemon to verify callers.
+        /// The Unix user the app runs as: the broker daemon takes a caller with this uid (from the kernel)
+        /// to be this app. Unique across the policy (one uid is one principal) and never 0 (root is the
+        /// device administrator).
         public var uid: UInt32
+        /// The app's Unix user by name (policy key `user`), when the policy named it so; `uid` is then
+        /// that user's uid in the system's user database.
+        public var user: String?
     }
 
     /// Idle sign-out.
@@ -64,7 +69,13 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     public var apps: [App]
     public var session: Session
     public var audit: Audit
+    /// The Unix group whose members may call the broker's administrative methods besides root
+    /// (policy key `administratorsGroup`).
+    public var administratorsGroup: String?
 
     /// The app with `id`, if the policy allows it on the device.
     public func app(_ id: String) -> App? { apps.first { $0.id == id } }
+
+    /// The app that runs as `uid`, if the policy lists one.
+    public func app(uid: UInt32) -> App? { apps.first { $0.uid == uid } }
 }

@@ -51,7 +51,8 @@ extension DevicePolicy {
 private struct PolicyReader {
     func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
         let path = JSONPath.root
-        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"], optional: ["id", "session", "audit"])
+        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"],
+                                optional: ["id", "session", "audit", "administratorsGroup"])
         let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
         guard version == DevicePolicy.currentVersion else {
             throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
@@ -64,7 +65,20 @@ private struct PolicyReader {
             authority: try authority(fields["authority"]!, at: path.key("authority")),
             apps: try apps(fields["apps"]!, at: path.key("apps")),
             session: try session(fields["session"], at: path.key("session")),
-            audit: try audit(fields["audit"], at: path.key("audit")))
+            audit: try audit(fields["audit"], at: path.key("audit")),
+            administratorsGroup: try fields["administratorsGroup"].map { v throws(PolicyError) in
+                try unixName(v, at: path.key("administratorsGroup"), what: "group")
+            })
+    }
+
+    /// A user or group name as the system's databases take them (`[a-z_][a-z0-9_.-]*`, at most 32).
+    private func unixName(_ value: JSONValue, at path: JSONPath, what: String) throws(PolicyError) -> String {
+        let name = try nonEmptyString(value, at: path)
+        guard name.count <= 32, let first = name.first, first.isASCII, first.isLetter || first == "_",
+              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            throw PolicyError(path, "malformed \(what) name; expected a Unix \(what) name such as kiosk-admins")
+        }
+        return name
     }
 
     private func policyID(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
@@ -115,11 +129,20 @@ private struct PolicyReader {
             }
             seen[app.id] = position
         }
+        // One uid is one principal: the broker could not tell two apps with one uid apart.
+        var uids: [UInt32: Int] = [:]
+        for (position, app) in apps.enumerated() {
+            if let first = uids[app.uid] {
+                throw PolicyError(path.index(position).key(app.user == nil ? "uid" : "user"),
+                    "uid \(app.uid) is also apps[\(first)]'s; each app needs a Unix user of its own (one uid is one principal to the broker)")
+            }
+            uids[app.uid] = position
+        }
         return apps
     }
 
     private func app(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.App {
-        let fields = try object(value, at: path, required: ["id", "accessGroups", "uid"])
+        let fields = try object(value, at: path, required: ["id", "accessGroups"], optional: ["uid", "user"])
         let id = try boundedName(fields["id"]!, at: path.key("id"), what: "an app id")
         guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
             throw PolicyError(path.key("id"), "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)")
@@ -130,8 +153,27 @@ private struct PolicyReader {
         if let duplicate = groups.indices.first(where: { groups[..<$0].contains(groups[$0]) }) {
             throw PolicyError(groupsPath.index(duplicate), "access group \"\(groups[duplicate])\" is listed twice")
         }
-        let uid = try integer(fields["uid"]!, at: path.key("uid"), in: 0...Int(UInt32.max - 1))
-        return .init(id: id, accessGroups: groups, uid: UInt32(uid))
+        let uid = try fields["uid"].map { v throws(PolicyError) in UInt32(try integer(v, at: path.key("uid"), in: 0...Int(UInt32.max - 1))) }
+        let user = try fields["user"].map { v throws(PolicyError) in try unixName(v, at: path.key("user"), what: "user") }
+        let resolved: UInt32
+        switch (uid, user) {
+        case (nil, nil):
+            throw PolicyError(path, "missing key \"uid\" (or \"user\"); name the Unix user the app runs as")
+        case (let uid?, nil):
+            resolved = uid
+        case (let uid, let user?):
+            guard let found = UserDatabase.uid(ofUser: user) else {
+                throw PolicyError(path.key("user"), "no user \"\(user)\" in the system's user database; create it (useradd --system \(user)) or give \"uid\"")
+            }
+            if let uid, uid != found {
+                throw PolicyError(path.key("uid"), "uid \(uid) is not user \(user)'s (\(found)); give one of the two")
+            }
+            resolved = found
+        }
+        guard resolved != 0 else {
+            throw PolicyError(path.key(user == nil ? "uid" : "user"), "uid 0 is root, the device's administrator; run the app as a user of its own")
+        }
+        return .init(id: id, accessGroups: groups, uid: resolved, user: user)
     }
 
     private func accessGroup(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {

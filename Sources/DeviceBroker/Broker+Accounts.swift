@@ -1,0 +1,116 @@
+import Foundation
+import IdentityClient
+import SharedDevice
+import Varlink
+
+// The MSAL-shaped methods: current account, interactive and silent tokens, sign-out.
+extension Broker {
+    func currentAccount(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let application = try application(for: caller)
+        do {
+            let pair = try application.currentAccount()
+            return VarlinkReply(parameters: ["current": .account(pair.current), "previous": .account(pair.previous)])
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+
+    func acquireTokenSilent(_ parameters: BrokerParameters, caller: BrokerCaller) async throws(BrokerFailure) -> VarlinkReply {
+        let scopes = try parameters.strings("scopes")
+        let forceRefresh = try parameters.optionalBool("forceRefresh") ?? false
+        let application = try application(for: caller)
+        do {
+            let result = try await application.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh)
+            return VarlinkReply(parameters: ["result": .result(result)])
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+
+    func signOut(_ parameters: BrokerParameters, caller: BrokerCaller) async throws(BrokerFailure) -> VarlinkReply {
+        let reasonName = try parameters.optionalString("reason") ?? SignOutReason.user.rawValue
+        // An app may say the worker left or the shift ended; `admin` and `idle` are the broker's own.
+        guard let reason = SignOutReason(rawValue: reasonName), [.user, .shiftEnd].contains(reason) else {
+            throw .invalidParameter("reason")
+        }
+        let application = try application(for: caller)
+        do {
+            let outcome = try await application.signOut(parameters: SignOutParameters(reason: reason))
+            return VarlinkReply(parameters: ["account": .account(outcome.account), "global": .bool(outcome.global),
+                                             "itemsRemoved": .int(Int64(outcome.itemsRemoved))])
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+
+    /// Device code: the first reply carries the code to show, the last the result. If the caller goes
+    /// away the task is cancelled, the polling stops, and nothing is cached.
+    func signInWithDeviceCode(_ parameters: BrokerParameters, caller: BrokerCaller,
+                              reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
+        let scopes = try parameters.strings("scopes")
+        let loginHint = try parameters.optionalString("loginHint")
+        let application = try application(for: caller)
+        let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
+        async let outcome = Self.deviceCodeSignIn(application, scopes: scopes, loginHint: loginHint, shown: shown)
+        for await session in sessions {
+            _ = await reply(VarlinkReply(parameters: ["verification": .object([
+                "verificationUri": .string(session.verificationURI.absoluteString),
+                "verificationUriComplete": .optional(session.verificationURIComplete?.absoluteString),
+                "userCode": .string(session.userCode),
+                "expiresIn": .int(Int64(max(0, session.expiresAt.timeIntervalSinceNow.rounded()))),
+                "message": .optional(session.serverMessage),
+            ])], continues: true))
+        }
+        switch await outcome {
+        case .success(let result): _ = await reply(VarlinkReply(parameters: ["result": .result(result)]))
+        case .failure(let error): throw BrokerFailure(error)
+        }
+    }
+
+    private static func deviceCodeSignIn(_ application: PublicClientApplication, scopes: [String], loginHint: String?,
+                                         shown: AsyncStream<DeviceCodeSession>.Continuation) async -> Result<AuthenticationResult, SharedDeviceError> {
+        defer { shown.finish() }
+        do throws(SharedDeviceError) {
+            return .success(try await application.acquireToken(InteractiveTokenParameters(
+                scopes: scopes, flow: .deviceCode(showCode: { shown.yield($0) }), loginHint: loginHint)))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Browser: the broker listens on the caller's loopback redirect URI; the first reply carries the
+    /// authorization URL to open, the last the result.
+    func signInWithBrowser(_ parameters: BrokerParameters, caller: BrokerCaller,
+                           reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
+        let scopes = try parameters.strings("scopes")
+        guard let redirectURI = URL(string: try parameters.string("redirectUri")) else { throw .invalidParameter("redirectUri") }
+        let loginHint = try parameters.optionalString("loginHint")
+        let prompt = try parameters.optionalString("prompt").map { name throws(BrokerFailure) -> Prompt in
+            guard let prompt = Prompt(rawValue: name) else { throw .invalidParameter("prompt") }
+            return prompt
+        }
+        let timeout = try parameters.optionalInt("timeout", in: 1...3600) ?? 300
+        let shared = try application(for: caller)
+        let application: PublicClientApplication
+        do {
+            var configuration = shared.configuration
+            configuration.redirectURI = redirectURI
+            application = try PublicClientApplication(configuration: configuration, device: device, transport: transport, logger: logger)
+        } catch {
+            throw BrokerFailure(error)
+        }
+        do {
+            let result = try await application.acquireToken(InteractiveTokenParameters(
+                scopes: scopes,
+                flow: .browser(openBrowser: { url throws(IdentityError) in
+                    guard await reply(VarlinkReply(parameters: ["authorizationUrl": .string(url.absoluteString)], continues: true)) else {
+                        throw IdentityError(.userCanceled, "the app went away before the browser opened")
+                    }
+                }),
+                prompt: prompt, loginHint: loginHint, browserTimeout: TimeInterval(timeout)))
+            _ = await reply(VarlinkReply(parameters: ["result": .result(result)]))
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import KeychainStore
+import SharedDevice
+import Varlink
+
+// The keychain's generic passwords, within the caller's own access groups.
+extension Broker {
+    func addGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let item = NewItem(accessGroup: try parameters.optionalString("accessGroup"), service: try parameters.string("service"),
+                           account: try parameters.string("account"), secret: try required(parameters.optionalBytes("secret"), "secret"),
+                           label: try parameters.optionalString("label"),
+                           type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init),
+                           generic: try parameters.optionalBytes("generic"))
+        let metadata = try keychain(caller, group: item.accessGroup) { store, app throws(KeychainError) in try store.add(item, as: app) }
+        return VarlinkReply(parameters: ["item": .item(metadata)])
+    }
+
+    func findGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let query = try itemQuery(parameters)
+        let all = try parameters.optionalBool("all") ?? false
+        let items = try keychain(caller, group: query.accessGroup) { store, app throws(KeychainError) in
+            all ? try store.findAll(query, as: app) : [try store.find(query, as: app)]
+        }
+        let values = items.map { VarlinkValue.item($0.metadata, secret: $0.secret) }
+        return VarlinkReply(parameters: ["item": values[0], "items": .array(values)])
+    }
+
+    func updateGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let query = try itemQuery(parameters)
+        let changes = ItemChanges(service: try parameters.optionalString("setService"), account: try parameters.optionalString("setAccount"),
+                                  label: try parameters.optionalString("setLabel"),
+                                  type: try parameters.optionalInt("setType", in: 0...Int64(UInt32.max)).map(UInt32.init),
+                                  generic: try parameters.optionalBytes("setGeneric"), secret: try parameters.optionalBytes("secret"))
+        guard changes.service != nil || changes.account != nil || changes.label != nil || changes.type != nil || changes.generic != nil
+                || changes.secret != nil else { throw .invalidParameter("secret") }
+        let updated = try keychain(caller, group: query.accessGroup) { store, app throws(KeychainError) in
+            try store.update(query, with: changes, as: app)
+        }
+        return VarlinkReply(parameters: ["updated": .int(Int64(updated))])
+    }
+
+    func deleteGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let query = try itemQuery(parameters)
+        let deleted = try keychain(caller, group: query.accessGroup) { store, app throws(KeychainError) in try store.delete(query, as: app) }
+        return VarlinkReply(parameters: ["deleted": .int(Int64(deleted))])
+    }
+
+    func listGenericPasswords(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let query = try itemQuery(parameters)
+        let items = try keychain(caller, group: query.accessGroup) { store, app throws(KeychainError) in
+            try store.metadata(matching: query, as: app)
+        }
+        return VarlinkReply(parameters: ["items": .array(items.map { .item($0) })])
+    }
+
+    private func itemQuery(_ parameters: BrokerParameters) throws(BrokerFailure) -> ItemQuery {
+        ItemQuery(accessGroup: try parameters.optionalString("accessGroup"), service: try parameters.optionalString("service"),
+                  account: try parameters.optionalString("account"), label: try parameters.optionalString("label"),
+                  type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init))
+    }
+
+    private func required<T>(_ value: T?, _ name: String) throws(BrokerFailure) -> T {
+        guard let value else { throw .invalidParameter(name) }
+        return value
+    }
+
+    /// Runs a store operation as the caller's app. A group the app is not entitled to is the keychain's
+    /// missing-entitlement error (-34018), audited as `keychain.access_denied`.
+    private func keychain<T>(_ caller: BrokerCaller, group: String?,
+                             _ body: (KeychainStore, AppIdentity) throws(KeychainError) -> T) throws(BrokerFailure) -> T {
+        let app = try application(for: caller).app
+        do {
+            return try body(device.store, app)
+        } catch {
+            if error.code == .missingEntitlement {
+                var details = ["pid": "\(caller.pid)"]
+                details["group"] = group
+                details["executable"] = caller.executable
+                try? device.recordAccessDenied(appID: app.appID, actor: caller.actor, reason: "missing entitlement", details: details)
+            }
+            throw BrokerFailure(error)
+        }
+    }
+}

@@ -1,0 +1,148 @@
+public import Foundation
+public import IdentityClient
+public import KeychainStore
+public import Logging
+public import SharedDevice
+import Synchronization
+public import Varlink
+
+/// The broker's service logic: every method of `org.sharedmode.Broker1` on top of the device's store,
+/// account manager and identity client. It knows nothing of sockets: the daemon hands it each call with
+/// the caller's kernel credentials and a way to reply.
+///
+/// The caller is the policy's app whose `uid` is the caller's uid; nothing the caller sends can change
+/// that. A uid the policy does not list is refused (`CallerNotInPolicy`) and audited once per connection.
+/// Calls block on SQLite and crypto, so run them off any event loop (the daemon's server does).
+public final class Broker: Sendable {
+    /// The device whose store the broker owns.
+    public let device: ManagedDevice
+    let transport: any HTTPTransport
+    let logger: Logger
+    /// One application per app and policy revision, so each keeps its discovery cache.
+    private let applications = Mutex<[String: (policySHA: String, application: PublicClientApplication)]>([:])
+    /// Connections whose refusal was already audited (one `keychain.access_denied` per connection).
+    private let auditedRefusals = Mutex<Set<UInt64>>([])
+    let events: AccountEventHub
+
+    /// A broker for `device`.
+    /// - Parameters:
+    ///   - transport: the way to the identity provider.
+    ///   - logger: where the broker's debug events go; never a token or a secret.
+    public init(device: ManagedDevice, transport: any HTTPTransport = URLSessionTransport(), logger: Logger = Logger.current) {
+        self.device = device
+        self.transport = transport
+        self.logger = logger
+        events = AccountEventHub(accountManager: AccountManager(device: device, logger: logger))
+    }
+
+    /// Calls that last as long as their connection (the account-change subscription).
+    public func isLongLived(_ call: VarlinkCall) -> Bool {
+        call.member == "SubscribeAccountChanges"
+    }
+
+    /// The connection `connectionID` closed: forget what the broker kept for it.
+    public func connectionClosed(_ connectionID: UInt64) {
+        _ = auditedRefusals.withLock { $0.remove(connectionID) }
+    }
+
+    /// Answers one call of `org.sharedmode.Broker1` from `caller`; `reply` sends a reply (and returns
+    /// false once the caller is gone).
+    public func handle(_ call: VarlinkCall, caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool) async {
+        var logger = self.logger
+        logger[metadataKey: "broker.method"] = "\(call.member)"
+        logger[metadataKey: "peer.uid"] = "\(caller.uid)"
+        do {
+            try await dispatch(call, caller: caller, reply: reply, logger: logger)
+        } catch {
+            logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
+            _ = await reply(error.reply)
+        }
+    }
+
+    private func dispatch(_ call: VarlinkCall, caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool,
+                          logger: Logger) async throws(BrokerFailure) {
+        let parameters = BrokerParameters(values: call.parameters)
+        switch call.member {
+        case "GetCaller":
+            _ = await reply(try callerReply(caller))
+        case "GetDeviceInformation":
+            _ = await reply(VarlinkReply(parameters: ["information": .information(device.information().information)]))
+        case "GetCurrentAccount":
+            _ = await reply(try currentAccount(caller))
+        case "AcquireTokenSilent":
+            _ = await reply(try await acquireTokenSilent(parameters, caller: caller))
+        case "SignInWithDeviceCode":
+            guard call.more else { throw .expectedMore }
+            try await signInWithDeviceCode(parameters, caller: caller, reply: reply)
+        case "SignInWithBrowser":
+            guard call.more else { throw .expectedMore }
+            try await signInWithBrowser(parameters, caller: caller, reply: reply)
+        case "SignOut":
+            _ = await reply(try await signOut(parameters, caller: caller))
+        case "AddGenericPassword":
+            _ = await reply(try addGenericPassword(parameters, caller: caller))
+        case "FindGenericPassword":
+            _ = await reply(try findGenericPassword(parameters, caller: caller))
+        case "UpdateGenericPassword":
+            _ = await reply(try updateGenericPassword(parameters, caller: caller))
+        case "DeleteGenericPassword":
+            _ = await reply(try deleteGenericPassword(parameters, caller: caller))
+        case "ListGenericPasswords":
+            _ = await reply(try listGenericPasswords(parameters, caller: caller))
+        case "SubscribeAccountChanges":
+            guard call.more else { throw .expectedMore }
+            try await subscribe(caller: caller, reply: reply)
+        default:
+            throw .methodNotFound(call.method)
+        }
+    }
+
+    // MARK: - Who is calling
+
+    /// The policy's app for the caller's uid.
+    /// - Throws: `CallerNotInPolicy` (audited once per connection) when the policy lists no app with
+    ///   that uid or the device is not provisioned.
+    func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> PublicClientApplication {
+        let record: DeviceRecord?
+        let policy: DevicePolicy?
+        do {
+            record = try device.record()
+            policy = try record?.policy()
+        } catch {
+            throw BrokerFailure(error)
+        }
+        guard let record, let policy, let app = policy.app(uid: caller.uid) else {
+            if audit { auditRefusal(of: caller, provisioned: record != nil) }
+            throw .callerNotInPolicy(caller, provisioned: record != nil)
+        }
+        if let cached = applications.withLock({ $0[app.id] }), cached.policySHA == record.policySHA256 {
+            return cached.application
+        }
+        let application: PublicClientApplication
+        do {
+            application = try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app.id, policy: policy),
+                                                      device: device, transport: transport, logger: logger)
+        } catch {
+            throw BrokerFailure(error)
+        }
+        applications.withLock { $0[app.id] = (record.policySHA256, application) }
+        return application
+    }
+
+    private func auditRefusal(of caller: BrokerCaller, provisioned: Bool) {
+        guard provisioned, auditedRefusals.withLock({ $0.insert(caller.connectionID).inserted }) else { return }
+        var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"]
+        details["executable"] = caller.executable
+        logger.debug("caller not in device policy refused", metadata: ["peer.uid": "\(caller.uid)"])
+        try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "uid not in device policy", details: details))
+    }
+
+    private func callerReply(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        let application = try? application(for: caller, audit: false)
+        return VarlinkReply(parameters: [
+            "uid": .int(Int64(caller.uid)),
+            "appId": .optional(application?.app.appID),
+            "accessGroups": .array((application?.app.accessGroups ?? []).map(VarlinkValue.string)),
+        ])
+    }
+}

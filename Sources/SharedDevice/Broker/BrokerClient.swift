@@ -1,0 +1,277 @@
+public import Foundation
+import IdentityClient
+public import KeychainStore
+import Synchronization
+public import Varlink
+
+/// A client of the broker daemon (`deviced`) over its Unix socket, speaking `org.sharedmode.Broker1`.
+/// The broker knows the caller by its uid; nothing here names the app. One connection, opened on first
+/// use and reopened after the broker restarts; calls are serialized.
+public final class BrokerClient: Sendable {
+    /// The interface the client speaks.
+    public static let interface = "org.sharedmode.Broker1"
+
+    /// The broker's socket.
+    public let socketPath: String
+    private let connection = Mutex<VarlinkConnection?>(nil)
+
+    /// A client of the broker at `socketPath` (default: `BrokerSocket.resolve()`). Connects lazily.
+    public init(socketPath: String = BrokerSocket.resolve()) {
+        self.socketPath = socketPath
+    }
+
+    /// Whether a broker answers on the socket now.
+    public static func isRunning(at socketPath: String = BrokerSocket.resolve()) -> Bool {
+        (try? VarlinkConnection(unixSocketPath: socketPath)) != nil
+    }
+
+    // MARK: - Calls
+
+    /// Who the broker takes this process to be: its uid, the policy's app (if any) and its groups.
+    public func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String]) {
+        let reply = try call("GetCaller")
+        return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string))
+    }
+
+    /// The current and previous account for this app.
+    public func currentAccount() throws(BrokerClientError) -> CurrentAccount {
+        let reply = try call("GetCurrentAccount")
+        return CurrentAccount(current: Self.account(reply["current"]), previous: Self.account(reply["previous"]))
+    }
+
+    /// A token without UI: from the cache, else refreshed by the broker.
+    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) throws(BrokerClientError) -> AuthenticationResult {
+        let reply = try call("AcquireTokenSilent", ["scopes": .array(scopes.map(VarlinkValue.string)), "forceRefresh": .bool(forceRefresh)])
+        return try Self.result(reply["result"])
+    }
+
+    /// Signs in by device code: `showCode` gets the code to show, then the call waits for the worker.
+    public func signInWithDeviceCode(scopes: [String], loginHint: String? = nil,
+                                     showCode: (DeviceCodeVerification) -> Void) throws(BrokerClientError) -> AuthenticationResult {
+        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string))]
+        if let loginHint { parameters["loginHint"] = .string(loginHint) }
+        return try stream("SignInWithDeviceCode", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let verification = reply["verification"]?.object {
+                showCode(DeviceCodeVerification(
+                    verificationURI: verification["verificationUri"]?.string ?? "", userCode: verification["userCode"]?.string ?? "",
+                    expiresIn: Int(verification["expiresIn"]?.int ?? 0), message: verification["message"]?.string))
+                return nil
+            }
+            return try Self.result(reply["result"])
+        }
+    }
+
+    /// Signs in through the browser: the broker listens on the loopback `redirectURI` (a free port when it
+    /// names none); `openBrowser` gets the authorization URL to open; the call returns once the browser
+    /// came back (or `timeout` seconds passed: `userCanceled`).
+    public func signInWithBrowser(scopes: [String], redirectURI: String = "http://127.0.0.1/", loginHint: String? = nil,
+                                  prompt: String? = nil, timeout: Int = 300,
+                                  openBrowser: (URL) -> Void) throws(BrokerClientError) -> AuthenticationResult {
+        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string)), "redirectUri": .string(redirectURI),
+                                                  "timeout": .int(Int64(timeout))]
+        if let loginHint { parameters["loginHint"] = .string(loginHint) }
+        if let prompt { parameters["prompt"] = .string(prompt) }
+        return try stream("SignInWithBrowser", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let address = reply["authorizationUrl"]?.string {
+                guard let url = URL(string: address) else {
+                    throw .refused(error: "\(Self.interface).SignInWithBrowser", message: "the broker sent an unusable authorization URL")
+                }
+                openBrowser(url)
+                return nil
+            }
+            return try Self.result(reply["result"])
+        }
+    }
+
+    /// Signs the current worker out (globally on a shared device).
+    public func signOut(reason: SignOutReason = .user) throws(BrokerClientError) -> (account: DeviceAccount?, global: Bool, itemsRemoved: Int) {
+        let reply = try call("SignOut", ["reason": .string(reason.rawValue)])
+        return (Self.account(reply["account"]), reply["global"]?.bool ?? false, Int(reply["itemsRemoved"]?.int ?? 0))
+    }
+
+    // MARK: - Keychain
+
+    /// Adds a generic password in the app's group (or `item.accessGroup`).
+    public func add(_ item: NewItem) throws(BrokerClientError) -> ItemMetadata {
+        var parameters = Self.selection(ItemQuery(accessGroup: item.accessGroup, service: item.service, account: item.account,
+                                                  label: item.label, type: item.type))
+        parameters["secret"] = .string(item.secret.base64EncodedString())
+        if let generic = item.generic { parameters["generic"] = .string(generic.base64EncodedString()) }
+        return try Self.item(call("AddGenericPassword", parameters)["item"]).metadata
+    }
+
+    /// The first matching item with its secret, or every match with `all`.
+    public func find(_ query: ItemQuery, all: Bool = false) throws(BrokerClientError) -> [KeychainItem] {
+        var parameters = Self.selection(query)
+        if all { parameters["all"] = .bool(true) }
+        let reply = try call("FindGenericPassword", parameters)
+        var items: [KeychainItem] = []
+        for value in reply["items"]?.array ?? [] { items.append(try Self.item(value)) }
+        return items
+    }
+
+    /// Changes every matching item; returns how many.
+    public func update(_ query: ItemQuery, with changes: ItemChanges) throws(BrokerClientError) -> Int {
+        var parameters = Self.selection(query)
+        if let secret = changes.secret { parameters["secret"] = .string(secret.base64EncodedString()) }
+        if let service = changes.service { parameters["setService"] = .string(service) }
+        if let account = changes.account { parameters["setAccount"] = .string(account) }
+        if let label = changes.label { parameters["setLabel"] = .string(label) }
+        if let type = changes.type { parameters["setType"] = .int(Int64(type)) }
+        if let generic = changes.generic { parameters["setGeneric"] = .string(generic.base64EncodedString()) }
+        return Int(try call("UpdateGenericPassword", parameters)["updated"]?.int ?? 0)
+    }
+
+    /// Deletes every matching item; returns how many.
+    public func delete(_ query: ItemQuery) throws(BrokerClientError) -> Int {
+        Int(try call("DeleteGenericPassword", Self.selection(query))["deleted"]?.int ?? 0)
+    }
+
+    /// The attributes of every matching item (no secrets).
+    public func metadata(matching query: ItemQuery) throws(BrokerClientError) -> [ItemMetadata] {
+        var items: [ItemMetadata] = []
+        for value in try call("ListGenericPasswords", Self.selection(query))["items"]?.array ?? [] {
+            items.append(try Self.item(value).metadata)
+        }
+        return items
+    }
+
+    // MARK: - Plumbing
+
+    /// One call, one reply.
+    func call(_ member: String, _ parameters: [String: VarlinkValue] = [:]) throws(BrokerClientError) -> [String: VarlinkValue] {
+        try stream(member, parameters, more: false) { reply throws(BrokerClientError) in reply }
+    }
+
+    /// A call whose replies go to `handle` until it returns a value (or the last reply arrives).
+    private func stream<T>(_ member: String, _ parameters: [String: VarlinkValue], more: Bool = true,
+                           _ handle: ([String: VarlinkValue]) throws(BrokerClientError) -> T?) throws(BrokerClientError) -> T {
+        let call = VarlinkCall(method: "\(Self.interface).\(member)", parameters: parameters, more: more)
+        let outcome: Result<T, BrokerClientError> = connection.withLock { slot in
+            do throws(BrokerClientError) {
+                let connection = try connected(&slot, sending: call)
+                while true {
+                    let reply: VarlinkReply
+                    do throws(VarlinkConnectionError) {
+                        reply = try connection.nextReply()
+                    } catch {
+                        slot = nil
+                        throw BrokerClientError.unavailable("the broker at \(socketPath) went away during the call (\(error.message)); try again")
+                    }
+                    if let error = reply.error {
+                        // After these two the broker closes the connection.
+                        if error == "\(Self.interface).TooManyConnections" || error == "\(Self.interface).ProtocolError" { slot = nil }
+                        throw Self.failure(error, reply.parameters)
+                    }
+                    if let value = try handle(reply.parameters) { return .success(value) }
+                    if !reply.continues {
+                        throw BrokerClientError.refused(error: "\(Self.interface).\(member)", message: "the broker's last reply to \(member) was incomplete")
+                    }
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// The open connection with `call` sent on it, reconnecting once if the broker restarted.
+    private func connected(_ slot: inout VarlinkConnection?, sending call: VarlinkCall) throws(BrokerClientError) -> VarlinkConnection {
+        for attempt in 0..<2 {
+            do throws(VarlinkConnectionError) {
+                let connection: VarlinkConnection
+                if let open = slot { connection = open } else { connection = try VarlinkConnection(unixSocketPath: socketPath) }
+                slot = connection
+                try connection.send(call)
+                return connection
+            } catch {
+                slot = nil
+                if attempt == 1 || error.code != .connectionLost {
+                    throw BrokerClientError.unavailable(error.code == .notRunning
+                        ? "the broker daemon is not running (no socket at \(socketPath)); start it with `systemctl start deviced` (or run deviced)"
+                        : "cannot reach the broker at \(socketPath): \(error.message)")
+                }
+            }
+        }
+        throw BrokerClientError.unavailable("cannot reach the broker at \(socketPath)")
+    }
+
+    static func failure(_ error: String, _ parameters: [String: VarlinkValue]) -> BrokerClientError {
+        let message = parameters["message"]?.string ?? error
+        switch error {
+        case "\(interface).KeychainError":
+            let code = parameters["code"]?.string.flatMap(KeychainError.Code.init(name:)) ?? .ioError
+            return .keychain(KeychainError(code, message))
+        case "\(interface).AccountError":
+            if let identityName = parameters["identityCode"]?.string, let identityCode = IdentityError.Code(rawValue: identityName) {
+                return .device(SharedDeviceError(IdentityError(identityCode, message)))
+            }
+            let code = parameters["code"]?.string.flatMap(SharedDeviceError.Code.init(name:)) ?? .store
+            return .device(SharedDeviceError(code, message))
+        case "\(interface).CallerNotInPolicy":
+            return .callerNotInPolicy(uid: UInt32(clamping: parameters["uid"]?.int ?? -1), message: message)
+        case "\(interface).TooManyConnections":
+            return .unavailable("the broker at its limit of \(parameters["limit"]?.int ?? 0) connections refused this one; try again later")
+        case "org.varlink.service.InvalidParameter":
+            return .refused(error: error, message: "the broker refused parameter \(parameters["parameter"]?.string ?? "?")")
+        default:
+            return .refused(error: error, message: message)
+        }
+    }
+
+    private static func selection(_ query: ItemQuery) -> [String: VarlinkValue] {
+        var parameters: [String: VarlinkValue] = [:]
+        if let group = query.accessGroup { parameters["accessGroup"] = .string(group) }
+        if let service = query.service { parameters["service"] = .string(service) }
+        if let account = query.account { parameters["account"] = .string(account) }
+        if let label = query.label { parameters["label"] = .string(label) }
+        if let type = query.type { parameters["type"] = .int(Int64(type)) }
+        return parameters
+    }
+
+    static func account(_ value: VarlinkValue?) -> DeviceAccount? {
+        guard let fields = value?.object, let home = fields["homeAccountId"]?.string else { return nil }
+        return DeviceAccount(homeAccountID: home, environment: fields["environment"]?.string ?? "", realm: fields["realm"]?.string ?? "",
+                             username: fields["username"]?.string, name: fields["name"]?.string,
+                             localAccountID: fields["localAccountId"]?.string)
+    }
+
+    private static func result(_ value: VarlinkValue?) throws(BrokerClientError) -> AuthenticationResult {
+        guard let fields = value?.object, let token = fields["accessToken"]?.string, let account = account(fields["account"]) else {
+            throw .refused(error: "\(interface).AuthenticationResult", message: "the broker's reply carries no usable result")
+        }
+        return AuthenticationResult(accessToken: token, scopes: (fields["scopes"]?.array ?? []).compactMap(\.string),
+                                    expiresOn: fields["expiresOn"]?.int.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                                    account: account, idToken: nil,
+                                    source: fields["source"]?.string.flatMap(AuthenticationResult.Source.init(rawValue:)) ?? .cache,
+                                    correlationID: fields["correlationId"]?.string ?? "")
+    }
+
+    private static func item(_ value: VarlinkValue?) throws(BrokerClientError) -> KeychainItem {
+        guard let fields = value?.object, let group = fields["accessGroup"]?.string, let service = fields["service"]?.string,
+              let account = fields["account"]?.string else {
+            throw .refused(error: "\(interface).KeychainItem", message: "the broker's reply carries no usable item")
+        }
+        let metadata = ItemMetadata(
+            accessGroup: group, service: service, account: account, type: fields["type"]?.int.map { UInt32(clamping: $0) },
+            generic: fields["generic"]?.string.flatMap { Data(base64Encoded: $0) }, label: fields["label"]?.string, creator: nil,
+            creationDate: Date(timeIntervalSince1970: fields["creationDate"]?.double ?? 0),
+            modificationDate: Date(timeIntervalSince1970: fields["modificationDate"]?.double ?? 0))
+        return KeychainItem(metadata: metadata, secret: fields["secret"]?.string.flatMap { Data(base64Encoded: $0) } ?? Data())
+    }
+}
+
+/// What the worker must do to finish a device-code sign-in made through the broker.
+public struct DeviceCodeVerification: Sendable {
+    public var verificationURI: String
+    public var userCode: String
+    /// Seconds until the code expires.
+    public var expiresIn: Int
+    /// The authority's message, when it sent one.
+    public var message: String?
+
+    /// What to tell the worker.
+    public var text: String {
+        message ?? "To sign in, open \(verificationURI) and enter the code \(userCode)."
+    }
+}

@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+public import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import Varlink
+
+/// A varlink server on a Unix stream socket (SwiftNIO): one connection per client, the caller's
+/// credentials from the kernel, `org.varlink.service` answered from `info`, every other call handed to
+/// `handler` off the event loops. Limits (message size, idle connections, connection count, queued calls)
+/// come from the configuration; a connection that breaks one is closed and the others keep being served.
+public final class VarlinkServer: Sendable {
+    /// Where the server listens.
+    public enum Listener: Sendable {
+        /// A socket file created at `path` (a stale socket there is replaced), mode 0666: anyone may
+        /// connect; the handler decides what each caller may do.
+        case path(String)
+        /// A listening socket inherited from systemd (socket activation).
+        case inherited(descriptor: Int32)
+    }
+
+    private let configuration: VarlinkServerConfiguration
+    private let info: VarlinkServiceInfo
+    private let handler: any VarlinkMethodHandler
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let connections = Mutex<[UInt64: (channel: any Channel, state: ConnectionState)]>([:])
+    private let nextConnectionID = Atomic<UInt64>(1)
+    private let serverChannel = Mutex<(any Channel)?>(nil)
+
+    /// A server that has not started listening yet.
+    /// - Parameter eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
+    public init(configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
+                eventLoopThreads: Int = 1, logger: Logger) {
+        self.configuration = configuration
+        self.info = info
+        self.handler = handler
+        self.logger = logger
+        group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoopThreads)
+    }
+
+    /// Connections open now.
+    public var connectionCount: Int { connections.withLock { $0.count } }
+
+    /// Starts listening; returns once the socket accepts connections.
+    public func start(_ listener: Listener) async throws {
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allowRemoteHalfClosure, value: false)
+            .childChannelInitializer { [self] channel in
+                self.initialize(channel)
+            }
+        let channel: any Channel
+        switch listener {
+        case .path(let path):
+            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+            guard chmod(path, 0o666) == 0 else {
+                let code = errno
+                try? await channel.close()
+                throw VarlinkServerError("cannot make the socket \(path) connectable by every user (chmod: \(String(cString: strerror(code))))")
+            }
+        case .inherited(let descriptor):
+            channel = try await bootstrap.withBoundSocket(descriptor).get()
+        }
+        serverChannel.withLock { $0 = channel }
+        logger.debug("varlink server listening", metadata: ["varlink.listener": "\(listener)"])
+    }
+
+    /// Waits until the listening socket is closed (by `shutdown`).
+    public func waitUntilClosed() async throws {
+        guard let channel = serverChannel.withLock({ $0 }) else { return }
+        try await channel.closeFuture.get()
+    }
+
+    /// Stops accepting, waits (up to the grace period) for calls in progress other than long-lived ones,
+    /// then closes every connection and the event loops.
+    public func shutdown() async {
+        if let channel = serverChannel.withLock({ $0 }) { try? await channel.close() }
+        let deadline = NIODeadline.now() + configuration.shutdownGracePeriod
+        while NIODeadline.now() < deadline {
+            let running = connections.withLock { $0.values.reduce(0) { $0 + $1.state.running.load(ordering: .relaxed) } }
+            if running == 0 { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let open = connections.withLock { $0.values.map(\.channel) }
+        for channel in open { try? await channel.close() }
+        try? await group.shutdownGracefully()
+    }
+
+    private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
+        let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
+        let state = ConnectionState()
+        let admitted = connections.withLock { open -> Bool in
+            guard open.count < configuration.maximumConnections else { return false }
+            open[id] = (channel, state)
+            return true
+        }
+        guard admitted else {
+            logger.debug("varlink connection refused: too many connections", metadata: ["varlink.limit": "\(configuration.maximumConnections)"])
+            let reply = VarlinkReply(error: configuration.tooManyConnectionsError,
+                                     parameters: ["limit": .int(Int64(configuration.maximumConnections))])
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
+            }
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            _ = connections.withLock { $0.removeValue(forKey: id) }
+        }
+        let settings = self.configuration, info = self.info, handler = self.handler, logger = self.logger
+        return PeerCredentials.read(from: channel).flatMapThrowing { peer in
+            try channel.pipeline.syncOperations.addHandler(VarlinkConnectionHandler(
+                configuration: settings, info: info, handler: handler,
+                context: VarlinkCallContext(peer: peer, connectionID: id), state: state, logger: logger))
+        }
+    }
+}
+
+/// Answers a connection over the limit with one error reply, then closes it.
+private final class RefusingHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let reply: VarlinkReply
+
+    init(reply: VarlinkReply) { self.reply = reply }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+/// The server could not start.
+public struct VarlinkServerError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong and what to do.
+    public let message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

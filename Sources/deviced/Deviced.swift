@@ -1,0 +1,96 @@
+public import ArgumentParser
+import DeviceBroker
+import Foundation
+import KeychainStore
+public import Logging
+import NIOCore
+import ServiceLifecycle
+import SharedDevice
+import UnixSignals
+import Varlink
+import VarlinkServer
+
+/// `deviced`: the broker daemon. It alone opens the device's store; apps reach it over varlink on a Unix
+/// socket, and the broker tells them apart by their uid (from the kernel).
+@main
+struct Deviced: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deviced",
+        abstract: "The shared-device broker: serves apps over varlink (org.sharedmode.Broker1) on a Unix socket.",
+        discussion: """
+            Started by systemd (deviced.service, Type=notify; socket activation through deviced.socket works too) or by hand.
+            The caller of every method is the policy's app with the caller's uid; see `devicectl provision`.
+            """,
+        version: DeviceInformation.brokerVersion)
+
+    @Option(help: ArgumentHelp("State directory.", discussion: "Default: $DEVICECTL_STATE_DIR, else /var/lib/devicectl.", valueName: "dir"))
+    var stateDir: String?
+
+    @Option(help: ArgumentHelp("Socket to listen on (ignored when systemd passes one).",
+                               discussion: "Default: $DEVICECTL_SOCKET, else \(BrokerSocket.defaultPath).", valueName: "path"))
+    var socket: String?
+
+    @Option(help: ArgumentHelp("Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
+                               discussion: "Default: $DEVICECTL_LOG_LEVEL, else info.", valueName: "level"))
+    var logLevel: Logger.Level?
+
+    @Option(help: ArgumentHelp("Most connections served at once.", valueName: "count"))
+    var maxConnections: Int = 256
+
+    @Option(help: ArgumentHelp("Seconds after which a connection with no call in progress that sends nothing is closed.", valueName: "seconds"))
+    var idleTimeout: Int = 60
+
+    func validate() throws {
+        guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
+        guard (1...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be between 1 and 86400 seconds") }
+    }
+
+    func run() async throws {
+        let level = logLevel ?? ProcessInfo.processInfo.environment["DEVICECTL_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "deviced")
+        let directory = StateDirectory.resolve(explicit: stateDir)
+        let store: KeychainStore
+        do {
+            store = try KeychainStore(directory: directory, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8))
+            throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile ? 78 : 74)
+        }
+        let broker = Broker(device: ManagedDevice(store: store, logger: logger), logger: logger)
+        let listener: VarlinkServer.Listener
+        if let inherited = SocketActivation.inheritedListener() {
+            listener = .inherited(descriptor: inherited)
+        } else {
+            let path = BrokerSocket.resolve(explicit: socket)
+            try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                                                     attributes: [.posixPermissions: 0o755])
+            listener = .path(path)
+        }
+        var configuration = VarlinkServerConfiguration(errorInterface: BrokerInterface.name)
+        configuration.maximumConnections = maxConnections
+        configuration.idleTimeout = .seconds(Int64(idleTimeout))
+        let server = VarlinkServer(
+            configuration: configuration,
+            info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
+                                     url: "https://github.com/sharedmode/devicectl",
+                                     interfaces: [(BrokerInterface.name, BrokerInterface.description)]),
+            handler: BrokerMethodHandler(broker: broker), logger: logger)
+        let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
+            throw ExitCode(69)
+        }
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

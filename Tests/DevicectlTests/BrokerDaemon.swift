@@ -1,0 +1,99 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// A real `deviced` on a scratch socket and state directory, and its clients as real processes under
+/// other Unix users (`setpriv`). The tests run as root (as CI does); the clients never are.
+final class BrokerDaemon: @unchecked Sendable {
+    /// The policy's apps (policies/kiosk.json) and a uid the policy does not list.
+    static let scannerUID: UInt32 = 1001, timeclockUID: UInt32 = 1002, strangerUID: UInt32 = 1003
+    static let scanner = "com.contoso.kiosk.scanner", timeclock = "com.contoso.kiosk.timeclock"
+
+    /// Where the independent varlink client (PyPI `varlink`) is installed for every user (by tools/setup).
+    static let pythonPath = "/opt/sharedmode-test-python"
+
+    let cli = DevicectlRunner()
+    /// World-readable: the socket, and copies of devicectl and the Python client that any user can run
+    /// (the build directory may sit under a home only root can enter).
+    let publicDirectory: URL
+    var socketPath: String { publicDirectory.appendingPathComponent("broker.sock").path }
+    var devicectlCopy: String { publicDirectory.appendingPathComponent("devicectl").path }
+    var pythonClient: String { publicDirectory.appendingPathComponent("broker_client.py").path }
+    private(set) var process: ChildProcess?
+
+    /// Provisions a scratch device from `policy` (as root, straight to the store).
+    init(policy: String = DevicectlRunner.policy("kiosk.json")) async throws {
+        publicDirectory = URL(fileURLWithPath: "/tmp/broker-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: publicDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.copyItem(atPath: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path, toPath: devicectlCopy)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/broker_client.py")
+        try FileManager.default.copyItem(atPath: script.path, toPath: pythonClient)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: devicectlCopy)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: pythonClient)
+        let provision = try await cli.run(["provision", "--policy", policy])
+        try #require(provision.status == 0, "provisioning failed: \(provision.stderr)")
+    }
+
+    /// Starts the daemon and waits until its socket answers.
+    func start(_ extra: [String] = [], environment: [String: String] = [:]) async throws {
+        let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", socketPath] + extra,
+                                      environment: environment)
+        process = daemon
+        try #require(await Self.waitUntilReady(daemon), "deviced did not become ready: \(daemon.standardError)")
+    }
+
+    /// Waits until `daemon` logged that it is ready (it logs to standard error); false on timeout or exit.
+    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = 20) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline && !daemon.hasExited {
+            if daemon.standardError.contains("deviced ready") { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return daemon.standardError.contains("deviced ready")
+    }
+
+    /// Sends SIGTERM and waits for the daemon to exit; returns whether it exited by itself in time.
+    @discardableResult
+    func stop() async -> Bool {
+        guard let process, !process.hasExited else { return true }
+        _ = process.send(SIGTERM)
+        return await process.waitForExit(timeout: 20)
+    }
+
+    /// Runs devicectl as `uid` (its own group, no supplementary groups) against this daemon.
+    func devicectl(as uid: UInt32, _ arguments: [String], stdin: String? = nil) async throws -> Command.Result {
+        try await Command.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                              ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", devicectlCopy] + arguments,
+                              stdin: stdin, environment: ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""])
+    }
+
+    /// Starts the Python client as `uid` in `mode` (see Tests/Python/broker_client.py).
+    func python(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
+        try #require(FileManager.default.fileExists(atPath: Self.pythonPath + "/varlink"),
+                     "PyPI varlink is not installed in \(Self.pythonPath); run tools/setup")
+        return try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", pythonClient, mode, socketPath] + arguments,
+                                environment: ["PYTHONPATH": Self.pythonPath])
+    }
+
+    /// The Python client's output lines as JSON objects, once it exited (within `timeout`).
+    func results(of client: ChildProcess, timeout: TimeInterval = 60) async throws -> [[String: Any]] {
+        try #require(await client.waitForExit(timeout: timeout), "the Python client did not finish: \(client.standardError)")
+        #expect(client.exitedNormally, "the Python client failed: \(client.standardError)")
+        return try client.lines.map { try #require(try parseJSON($0) as? [String: Any]) }
+    }
+
+    /// The audit log's events (as root, straight from the store).
+    func auditEvents() async throws -> [[String: Any]] {
+        let result = try await cli.run(["audit", "--json"])
+        try #require(result.status == 0, "\(result.stderr)")
+        return try #require(try parseJSON(result.stdout) as? [[String: Any]])
+    }
+
+    func cleanUp() async {
+        await stop()
+        cli.cleanUp()
+        try? FileManager.default.removeItem(at: publicDirectory)
+    }
+}
