@@ -1,0 +1,99 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// Interactive sign-in done by the broker against the local identity provider (glewlwyd), for apps under
+/// their own uids: the tokens stay in the daemon, the apps get them silently through it.
+@Suite(.serialized) struct BrokerSignInTests {
+    typealias Daemon = BrokerDaemon
+    typealias Provider = IdentityCLITests.Provider
+
+    static func daemon() async throws -> Daemon {
+        let provider = try await Provider.shared()
+        let scratch = DevicectlRunner()
+        defer { scratch.cleanUp() }
+        let policy = try Provider.kioskPolicy(issuer: provider.issuer, in: scratch)
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("broker-policy-\(UUID().uuidString).json")
+        try FileManager.default.copyItem(atPath: policy, toPath: copy.path)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let daemon = try await Daemon(policy: copy.path)
+        try await daemon.start()
+        return daemon
+    }
+
+    /// `devicectl signin` (device code) as `uid` in the background, through the broker.
+    static func startSignIn(_ daemon: Daemon, as uid: UInt32) throws -> ChildProcess {
+        try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                         ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", daemon.devicectlCopy, "signin", "--json"],
+                         environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": ""])
+    }
+
+    /// Waits for the user code the sign-in shows (on standard error with --json).
+    static func userCode(of process: ChildProcess) async -> String? {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline && !process.hasExited {
+            if let code = IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput) { return code }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput)
+    }
+
+    @Test func aDeviceCodeSignInByOneAppGivesTheOtherAppTokensSilentlyThroughTheBroker() async throws {
+        let daemon = try await Self.daemon()
+        let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
+        defer { _ = signIn.killIfRunning() }
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
+        lock.release()
+        #expect(approval.status == 0, "\(approval.stderr)")
+        #expect(await signIn.waitForExit(timeout: 60))
+        #expect(signIn.status == 0, "\(signIn.standardError)")
+        let result = try #require(try parseJSON(signIn.standardOutput) as? [String: Any], "\(signIn.standardOutput)")
+        #expect((result["account"] as? [String: Any])?["username"] != nil)
+        #expect(result["accessToken"] == nil, "the sign-in printed a token")
+
+        // Single sign-on: the timeclock (another uid) gets tokens silently, from the cache and by a refresh
+        // the broker redeems at the provider.
+        let cached = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--json"])
+        #expect(cached.status == 0, "\(cached.stderr)")
+        let refreshed = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--force-refresh", "--json"])
+        #expect(refreshed.status == 0 && refreshed.stdout.contains("\"source\" : \"refresh\""), "\(refreshed.stdout) \(refreshed.stderr)")
+        let shown = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--print-secret", "--json"])
+        let token = try #require((try parseJSON(shown.stdout) as? [String: Any])?["accessToken"] as? String, "\(shown.stdout)")
+        #expect(!token.isEmpty && !cached.stdout.contains(token) && !refreshed.stdout.contains(token))
+        // The apps never hold the refresh token: only the broker's store does.
+        #expect(!signIn.standardOutput.contains("refresh_token") && !signIn.standardError.contains(token))
+
+        // A global sign-out through the broker; after it, silent calls say nobody is signed in (exit 49).
+        let signOut = try await daemon.devicectl(as: Daemon.timeclockUID, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        let after = try await daemon.devicectl(as: Daemon.scannerUID, ["token", "--scopes", "User.Read"])
+        #expect(after.status == 49, "\(after.stderr)")
+        await daemon.cleanUp()
+    }
+
+    @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
+        let daemon = try await Self.daemon()
+        let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
+        // The app goes away while the worker is still typing the code; then the worker approves it.
+        _ = signIn.send(SIGKILL)
+        #expect(await signIn.waitForExit(timeout: 10))
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
+        lock.release()
+        #expect(approval.status == 0, "\(approval.stderr)")
+        // Longer than the provider's polling interval (5 s): had the broker kept polling, it would have signed in by now.
+        try await Task.sleep(for: .seconds(7))
+        let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
+        let accounts = try #require(try parseJSON(account.stdout) as? [String: Any], "\(account.stderr)")
+        #expect(accounts["current"] is NSNull || accounts["current"] == nil)
+        let signIns = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
+        #expect(signIns.isEmpty)
+        // The broker still serves, and a new sign-in can start.
+        let list = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "list", "--json"])
+        #expect(list.status == 0, "\(list.stderr)")
+        await daemon.cleanUp()
+    }
+}
