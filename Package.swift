@@ -185,6 +185,14 @@ let package = Package(
             path: "Tests/Workers/account-worker",
             swiftSettings: strictSettings
         ),
+        // An app on the device using PublicClientApplication through the broker daemon (broker tests run it
+        // under the app's uid).
+        .executableTarget(
+            name: "broker-app",
+            dependencies: ["SharedDevice", "IdentityClient", "ProcessTestSupport"],
+            path: "Tests/Workers/broker-app",
+            swiftSettings: strictSettings
+        ),
         // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and
         // claim sets for signing test ID tokens. Used by tests only.
         .target(

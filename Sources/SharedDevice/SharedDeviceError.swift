@@ -12,13 +12,14 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case notProvisioned, invalidPolicy, modeChangeRequiresForce, appNotInPolicy, deviceRecordDamaged
             case auditLogTampered, store
             case accountAlreadySignedIn, noCurrentAccount, currentAccountMismatch, tokenCache, identity
+            case brokerUnavailable
         }
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
 
         static let all: [Code] = [.notProvisioned, .invalidPolicy, .modeChangeRequiresForce, .appNotInPolicy, .deviceRecordDamaged,
                                   .auditLogTampered, .store, .accountAlreadySignedIn, .noCurrentAccount, .currentAccountMismatch,
-                                  .tokenCache, .identity]
+                                  .tokenCache, .identity, .brokerUnavailable]
 
         /// The code's stable identifier (`noCurrentAccount`), as IPC error replies carry it.
         public var name: String { "\(kind)" }
@@ -54,6 +55,8 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         /// The identity provider call failed (see `identityError`: interaction required, user canceled,
         /// server error, authority unreachable, invalid ID token).
         public static let identity = Code(.identity)
+        /// The broker daemon is not running, went away, or refused the connection (MSAL: broker not available).
+        public static let brokerUnavailable = Code(.brokerUnavailable)
 
         /// Lets `catch SharedDeviceError.Code.notProvisioned { … }` match.
         public static func ~= (code: Code, error: any Error) -> Bool {
@@ -74,6 +77,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case .currentAccountMismatch: "current account mismatch"
             case .tokenCache: "token cache error"
             case .identity: "identity provider error"
+            case .brokerUnavailable: "broker not available"
             }
         }
     }

@@ -52,6 +52,7 @@ extension DevicectlExit {
         case .invalidPolicy: .badInput
         case .modeChangeRequiresForce: .usage
         case .appNotInPolicy: .permissionDenied
+        case .brokerUnavailable: .unavailable
         case .deviceRecordDamaged, .auditLogTampered: .integrityFailure
         default: .ioError
         }

@@ -74,8 +74,8 @@ struct SignIn: AsyncParsableCommand {
         let result = try reportingBrokerErrors { () throws(BrokerClientError) -> AuthenticationResult in
             switch flow {
             case .deviceCode:
-                return try client.signInWithDeviceCode(scopes: scopes, loginHint: username) { verification in
-                    if json { FileHandle.standardError.write(Data((verification.text + "\n").utf8)) } else { Output.print(verification.text) }
+                return try client.signInWithDeviceCode(scopes: scopes, loginHint: username) { session in
+                    if json { FileHandle.standardError.write(Data((session.message + "\n").utf8)) } else { Output.print(session.message) }
                 }
             case .browser:
                 return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt) { url in

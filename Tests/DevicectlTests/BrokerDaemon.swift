@@ -68,6 +68,17 @@ final class BrokerDaemon: @unchecked Sendable {
                               stdin: stdin, environment: ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""])
     }
 
+    /// Runs a copy of the built product `name` (a test worker) as `uid` against this daemon, in the background.
+    func start(product name: String, as uid: UInt32, _ arguments: [String]) throws -> ChildProcess {
+        let copy = publicDirectory.appendingPathComponent(name).path
+        if !FileManager.default.fileExists(atPath: copy) {
+            try FileManager.default.copyItem(atPath: DevicectlRunner.productsDirectory.appendingPathComponent(name).path, toPath: copy)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
+        }
+        return try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"), ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", copy] + arguments,
+                                environment: ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""])
+    }
+
     /// Starts the Python client as `uid` in `mode` (see Tests/Python/broker_client.py).
     func python(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
         try #require(FileManager.default.fileExists(atPath: Self.pythonPath + "/varlink"),

@@ -21,6 +21,26 @@ public struct DeviceCodeSession: Sendable, CustomStringConvertible {
     /// `device_code`: the secret the app polls with.
     let deviceCode: String
 
+    /// A session to show whose polling happens elsewhere (a broker daemon polls; the app only shows the
+    /// code). It holds no device code.
+    public init(userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresAt: Date, interval: TimeInterval = 5,
+                serverMessage: String?, scopes: [String]) {
+        self.init(userCode: userCode, verificationURI: verificationURI, verificationURIComplete: verificationURIComplete, expiresAt: expiresAt,
+                  interval: interval, serverMessage: serverMessage, scopes: scopes, deviceCode: "")
+    }
+
+    init(userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresAt: Date, interval: TimeInterval,
+         serverMessage: String?, scopes: [String], deviceCode: String) {
+        self.userCode = userCode
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.expiresAt = expiresAt
+        self.interval = interval
+        self.serverMessage = serverMessage
+        self.scopes = scopes
+        self.deviceCode = deviceCode
+    }
+
     /// "To sign in, open URL and enter the code CODE" (MSAL's wording).
     public var message: String {
         "To sign in, open \(verificationURI.absoluteString) and enter the code \(userCode)"

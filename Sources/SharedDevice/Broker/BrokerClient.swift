@@ -1,5 +1,5 @@
 public import Foundation
-import IdentityClient
+public import IdentityClient
 public import KeychainStore
 import Synchronization
 public import Varlink
@@ -47,14 +47,18 @@ public final class BrokerClient: Sendable {
 
     /// Signs in by device code: `showCode` gets the code to show, then the call waits for the worker.
     public func signInWithDeviceCode(scopes: [String], loginHint: String? = nil,
-                                     showCode: (DeviceCodeVerification) -> Void) throws(BrokerClientError) -> AuthenticationResult {
+                                     showCode: (DeviceCodeSession) -> Void) throws(BrokerClientError) -> AuthenticationResult {
         var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string))]
         if let loginHint { parameters["loginHint"] = .string(loginHint) }
         return try stream("SignInWithDeviceCode", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
             if let verification = reply["verification"]?.object {
-                showCode(DeviceCodeVerification(
-                    verificationURI: verification["verificationUri"]?.string ?? "", userCode: verification["userCode"]?.string ?? "",
-                    expiresIn: Int(verification["expiresIn"]?.int ?? 0), message: verification["message"]?.string))
+                guard let uri = verification["verificationUri"]?.string.flatMap(URL.init(string:)), let code = verification["userCode"]?.string else {
+                    throw .refused(error: "\(Self.interface).SignInWithDeviceCode", message: "the broker sent an unusable device code")
+                }
+                showCode(DeviceCodeSession(userCode: code, verificationURI: uri,
+                                           verificationURIComplete: verification["verificationUriComplete"]?.string.flatMap(URL.init(string:)),
+                                           expiresAt: Date().addingTimeInterval(TimeInterval(verification["expiresIn"]?.int ?? 0)),
+                                           serverMessage: verification["message"]?.string, scopes: scopes))
                 return nil
             }
             return try Self.result(reply["result"])
@@ -87,6 +91,30 @@ public final class BrokerClient: Sendable {
     public func signOut(reason: SignOutReason = .user) throws(BrokerClientError) -> (account: DeviceAccount?, global: Bool, itemsRemoved: Int) {
         let reply = try call("SignOut", ["reason": .string(reason.rawValue)])
         return (Self.account(reply["account"]), reply["global"]?.bool ?? false, Int(reply["itemsRemoved"]?.int ?? 0))
+    }
+
+    /// Account changes, pushed by the broker: `onEvent` gets each (kind, reason, sequence) until it
+    /// returns false or the broker goes away (then this throws `unavailable`). Blocks: run it on a thread
+    /// of its own, with a client of its own.
+    /// `onSubscribed` runs once the subscription is live (every later commit will be reported).
+    public func subscribe(onSubscribed: () -> Void = {}, onEvent: (AccountChange) -> Bool) throws(BrokerClientError) {
+        let _: Bool = try stream("SubscribeAccountChanges", [:]) { reply throws(BrokerClientError) -> Bool? in
+            guard let event = reply["event"]?.object, let kindName = event["kind"]?.string else { return nil }
+            let kind: AccountChange.Kind? = switch kindName {
+            case "signedIn": .signedIn
+            case "signedOut": .signedOutGlobally
+            case "switched": .switched
+            case "deviceModeChanged": .deviceModeChanged
+            default: nil  // `subscribed`: the subscription is live
+            }
+            guard let kind else {
+                if kindName == "subscribed" { onSubscribed() }
+                return nil
+            }
+            let change = AccountChange(kind: kind, account: Self.account(event["current"])?.username, sequence: event["sequence"]?.int ?? 0,
+                                       reason: event["reason"]?.string.flatMap(SignOutReason.init(rawValue:)))
+            return onEvent(change) ? nil : true
+        }
     }
 
     // MARK: - Keychain
@@ -258,20 +286,5 @@ public final class BrokerClient: Sendable {
             creationDate: Date(timeIntervalSince1970: fields["creationDate"]?.double ?? 0),
             modificationDate: Date(timeIntervalSince1970: fields["modificationDate"]?.double ?? 0))
         return KeychainItem(metadata: metadata, secret: fields["secret"]?.string.flatMap { Data(base64Encoded: $0) } ?? Data())
-    }
-}
-
-/// What the worker must do to finish a device-code sign-in made through the broker.
-public struct DeviceCodeVerification: Sendable {
-    public var verificationURI: String
-    public var userCode: String
-    /// Seconds until the code expires.
-    public var expiresIn: Int
-    /// The authority's message, when it sent one.
-    public var message: String?
-
-    /// What to tell the worker.
-    public var text: String {
-        message ?? "To sign in, open \(verificationURI) and enter the code \(userCode)."
     }
 }

@@ -2,6 +2,7 @@ public import Foundation
 public import KeychainStore
 public import Logging
 import SystemPackage
+import Varlink
 
 /// What an app learns about the device it runs on: MSAL's `MSALDeviceInformation`
 /// (`getDeviceInformation`), answered from the device policy.
@@ -64,6 +65,14 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
                                   "deviceIdentifier": record.deviceID]
         extraDeviceInformation["authority"] = policy?.authority.issuer.absoluteString
         extraDeviceInformation["clientId"] = policy?.authority.clientId
+    }
+
+    /// The information a broker daemon sent (`org.sharedmode.Broker1.DeviceInformation`).
+    init?(brokerFields fields: [String: VarlinkValue]) {
+        guard let modeName = fields["mode"]?.string else { return nil }
+        self.init(mode: modeName == "shared" ? .shared : .private, deviceID: fields["deviceId"]?.string, deviceName: fields["deviceName"]?.string,
+                  policyID: fields["policyId"]?.string, policySHA256: nil, provisionedAt: nil, policyAppliedAt: nil,
+                  extraDeviceInformation: (fields["extraDeviceInformation"]?.object ?? [:]).compactMapValues(\.string))
     }
 
     private init(mode: Mode, deviceID: String?, deviceName: String?, policyID: String?, policySHA256: String?,
