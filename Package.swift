@@ -189,7 +189,7 @@ let package = Package(
         // under the app's uid).
         .executableTarget(
             name: "broker-app",
-            dependencies: ["SharedDevice", "IdentityClient", "ProcessTestSupport"],
+            dependencies: ["SharedDevice", "IdentityClient", "KeychainStore", "ProcessTestSupport"],
             path: "Tests/Workers/broker-app",
             swiftSettings: strictSettings
         ),

@@ -116,7 +116,7 @@ extension PublicClientApplication {
 
 extension SharedDeviceError {
     /// The in-process error a broker refusal stands for.
-    init(_ error: BrokerClientError) {
+    public init(_ error: BrokerClientError) {
         switch error {
         case .keychain(let error): self.init(.store, error.message, storeError: error)
         case .device(let error): self = error
