@@ -71,6 +71,16 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         scheduleIdleTimer(channelContext)
     }
 
+    /// The peer stopped sending but still reads (`shutdown(SHUT_WR)`, `printf … | socat`): its calls are
+    /// answered, then the connection is closed.
+    func userInboundEventTriggered(context channelContext: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            calls?.finish()
+            return
+        }
+        channelContext.fireUserInboundEventTriggered(event)
+    }
+
     func channelInactive(context channelContext: ChannelHandlerContext) {
         idleTimer?.cancel()
         calls?.finish()
@@ -118,6 +128,9 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
                                     finished: @escaping @Sendable () -> Void) -> Task<Void, Never> {
         Task {
             await serve(stream, handler: handler, context: context, info: info, state: state, channel: channel, finished: finished)
+            // The calls ended: the peer stopped sending (half-close) and every reply is written, or the
+            // connection is already gone.
+            channel.close(promise: nil)
         }
     }
 

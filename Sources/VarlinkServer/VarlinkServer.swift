@@ -48,7 +48,7 @@ public final class VarlinkServer: Sendable {
     public func start(_ listener: Listener) async throws {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.allowRemoteHalfClosure, value: false)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [self] channel in
                 self.initialize(channel)
             }

@@ -77,7 +77,7 @@ struct Deviced: AsyncParsableCommand {
         let server = VarlinkServer(
             configuration: configuration,
             info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
-                                     url: "https://github.com/sharedmode/devicectl",
+                                     url: "urn:sharedmode:deviced",
                                      interfaces: [(BrokerInterface.name, BrokerInterface.description)]),
             handler: BrokerMethodHandler(broker: broker), logger: logger)
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)

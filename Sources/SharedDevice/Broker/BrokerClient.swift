@@ -33,6 +33,14 @@ public final class BrokerClient: Sendable {
         return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string))
     }
 
+    /// The device's mode and registration (any caller may ask).
+    public func deviceInformation() throws(BrokerClientError) -> DeviceInformation {
+        guard let fields = try call("GetDeviceInformation")["information"]?.object, let information = DeviceInformation(brokerFields: fields) else {
+            throw .refused(error: "\(Self.interface).GetDeviceInformation", message: "the broker's device information is unusable")
+        }
+        return information
+    }
+
     /// The current and previous account for this app.
     public func currentAccount() throws(BrokerClientError) -> CurrentAccount {
         let reply = try call("GetCurrentAccount")

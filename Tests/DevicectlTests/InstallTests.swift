@@ -1,0 +1,50 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// The systemd units and the install command, as an administrator uses them.
+struct InstallTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func theUnitsPassSystemdAnalyzeVerify() async throws {
+        let analyze = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+        try #require(FileManager.default.isExecutableFile(atPath: analyze.path), "systemd-analyze is missing; run tools/setup")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("units-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var paths: [String] = []
+        for unit in ["deviced.service", "deviced.socket"] {
+            let text = try String(contentsOf: Self.root.appendingPathComponent("systemd/\(unit)"), encoding: .utf8)
+                .replacingOccurrences(of: "@BINDIR@", with: DevicectlRunner.productsDirectory.path)
+            let path = directory.appendingPathComponent(unit).path
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            paths.append(path)
+        }
+        let result = try await DevicectlRunner.execute(analyze, ["verify", "--man=no"] + paths)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect((result.stdout + result.stderr).trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(result.stdout)\(result.stderr)")
+        let service = try String(contentsOfFile: paths[0], encoding: .utf8), socket = try String(contentsOfFile: paths[1], encoding: .utf8)
+        #expect(service.contains("Type=notify") && service.contains("ProtectSystem=strict") && service.contains("NoNewPrivileges=yes"))
+        #expect(socket.contains("ListenStream=/run/devicectl/broker.sock") && socket.contains("SocketMode=0666"))
+    }
+
+    @Test func installPutsBinariesUnitsInterfaceAndCompletionsInPlace() async throws {
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("install-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let result = try await DevicectlRunner.execute(Self.root.appendingPathComponent("tools/install"), [
+            "--build-path", DevicectlRunner.productsDirectory.path, "--destdir", destination.path, "--prefix", "/usr/local", "--no-man"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let prefix = destination.appendingPathComponent("usr/local")
+        for file in ["bin/deviced", "bin/devicectl", "lib/systemd/system/deviced.service", "lib/systemd/system/deviced.socket",
+                     "share/devicectl/org.sharedmode.Broker1.varlink", "share/bash-completion/completions/devicectl",
+                     "share/zsh/site-functions/_deviced", "share/fish/vendor_completions.d/devicectl.fish"] {
+            #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(file).path), "\(file) was not installed")
+        }
+        let unit = try String(contentsOf: prefix.appendingPathComponent("lib/systemd/system/deviced.service"), encoding: .utf8)
+        #expect(unit.contains("ExecStart=/usr/local/bin/deviced") && !unit.contains("@BINDIR@"))
+        let installed = try String(contentsOf: prefix.appendingPathComponent("share/devicectl/org.sharedmode.Broker1.varlink"), encoding: .utf8)
+        #expect(installed == (try String(contentsOf: Self.root.appendingPathComponent("Sources/DeviceBroker/org.sharedmode.Broker1.varlink"), encoding: .utf8)))
+        let completion = try String(contentsOf: prefix.appendingPathComponent("share/bash-completion/completions/devicectl"), encoding: .utf8)
+        #expect(completion.contains("keychain"))
+    }
+}
