@@ -85,5 +85,17 @@ let package = Package(
             swiftSettings: strictSettings,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // The broker daemon's benchmark driver (tools/bench broker): silent tokens and current account in-process
+        // and through deviced, load from several client processes, time to the first reply.
+        .executableTarget(
+            name: "broker-load",
+            dependencies: [
+                .product(name: "DeviceBroker", package: "SharedDeviceMode"),
+                .product(name: "KeychainStore", package: "SharedDeviceMode"),
+                .product(name: "SharedDevice", package: "SharedDeviceMode"),
+                .product(name: "Varlink", package: "SharedDeviceMode"),
+            ],
+            swiftSettings: strictSettings
+        ),
     ]
 )

@@ -29,13 +29,31 @@ extension Broker {
 
     func signOut(_ parameters: BrokerParameters, caller: BrokerCaller) async throws(BrokerFailure) -> VarlinkReply {
         let reasonName = try parameters.optionalString("reason") ?? SignOutReason.user.rawValue
-        // An app may say the worker left or the shift ended; `admin` and `idle` are the broker's own.
-        guard let reason = SignOutReason(rawValue: reasonName), [.user, .shiftEnd].contains(reason) else {
-            throw .invalidParameter("reason")
+        guard let reason = SignOutReason(rawValue: reasonName), reason != .idle else { throw .invalidParameter("reason") }
+        if reason == .admin {
+            // An administrator (root, or a member of the policy's administratorsGroup) ends the shift for
+            // every app, as `devicectl signout` does for root.
+            return try administratorSignOut(caller)
         }
+        // An app may say the worker left or the shift ended; `admin` is for administrators, `idle` the broker's own.
         let application = try application(for: caller)
         do {
             let outcome = try await application.signOut(parameters: SignOutParameters(reason: reason))
+            return VarlinkReply(parameters: ["account": .account(outcome.account), "global": .bool(outcome.global),
+                                             "itemsRemoved": .int(Int64(outcome.itemsRemoved))])
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+
+    private func administratorSignOut(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+        guard isAdministrator(caller) else {
+            try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
+                                          details: ["method": "SignOut", "pid": "\(caller.pid)"]))
+            throw BrokerFailure(reply: .permissionDenied)
+        }
+        do {
+            let outcome = try AccountManager(device: device, logger: logger).signOut(app: nil, reason: .admin, actor: caller.actor)
             return VarlinkReply(parameters: ["account": .account(outcome.account), "global": .bool(outcome.global),
                                              "itemsRemoved": .int(Int64(outcome.itemsRemoved))])
         } catch {

@@ -20,6 +20,8 @@ public final class Broker: Sendable {
     let logger: Logger
     /// One application per app and policy revision, so each keeps its discovery cache.
     private let applications = Mutex<[String: (policySHA: String, application: PublicClientApplication)]>([:])
+    /// The device record and policy as of a store change stamp: re-read (decrypted, decoded) only after a commit.
+    private let devicePolicy = Mutex<(stamp: StoreChangeStamp, record: DeviceRecord?, policy: DevicePolicy?)?>(nil)
     /// Connections whose refusal was already audited (one `keychain.access_denied` per connection).
     private let auditedRefusals = Mutex<Set<UInt64>>([])
     let events: AccountEventHub
@@ -103,14 +105,7 @@ public final class Broker: Sendable {
     /// - Throws: `CallerNotInPolicy` (audited once per connection) when the policy lists no app with
     ///   that uid or the device is not provisioned.
     func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> PublicClientApplication {
-        let record: DeviceRecord?
-        let policy: DevicePolicy?
-        do {
-            record = try device.record()
-            policy = try record?.policy()
-        } catch {
-            throw BrokerFailure(error)
-        }
+        let (record, policy) = try currentPolicy()
         guard let record, let policy, let app = policy.app(uid: caller.uid) else {
             if audit { auditRefusal(of: caller, provisioned: record != nil) }
             throw .callerNotInPolicy(caller, provisioned: record != nil)
@@ -129,6 +124,24 @@ public final class Broker: Sendable {
         return application
     }
 
+    /// The device record and its policy, decrypted and decoded again only when the store changed.
+    func currentPolicy() throws(BrokerFailure) -> (record: DeviceRecord?, policy: DevicePolicy?) {
+        do {
+            let stamp = try device.store.readTransaction { tx in try tx.changeStamp() }
+            if let cached = devicePolicy.withLock({ $0 }), cached.stamp == stamp { return (cached.record, cached.policy) }
+            let record = try device.record()
+            let policy = try record?.policy()
+            devicePolicy.withLock { $0 = (stamp, record, policy) }
+            return (record, policy)
+        } catch let error as SharedDeviceError {
+            throw BrokerFailure(error)
+        } catch let error as KeychainError {
+            throw BrokerFailure(error)
+        } catch {
+            throw BrokerFailure(SharedDeviceError.wrapping(error))
+        }
+    }
+
     private func auditRefusal(of caller: BrokerCaller, provisioned: Bool) {
         guard provisioned, auditedRefusals.withLock({ $0.insert(caller.connectionID).inserted }) else { return }
         var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"]
@@ -143,6 +156,17 @@ public final class Broker: Sendable {
             "uid": .int(Int64(caller.uid)),
             "appId": .optional(application?.app.appID),
             "accessGroups": .array((application?.app.accessGroups ?? []).map(VarlinkValue.string)),
+            "administrator": .bool(isAdministrator(caller)),
         ])
+    }
+
+    /// Root, or a member of the policy's `administratorsGroup` (by the caller's gid at connect time, or
+    /// the group's member list in the system's group database).
+    func isAdministrator(_ caller: BrokerCaller) -> Bool {
+        if caller.uid == 0 { return true }
+        guard let name = (try? currentPolicy())?.policy?.administratorsGroup, let group = UserDatabase.groupEntry(named: name) else { return false }
+        if caller.gid == group.gid { return true }
+        guard let user = UserDatabase.user(uid: caller.uid) else { return false }
+        return user.gid == group.gid || group.members.contains(user.name)
     }
 }

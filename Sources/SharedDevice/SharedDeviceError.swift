@@ -112,7 +112,8 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
     public var isInteractionRequired: Bool { identityError?.code == .interactionRequired }
 
     /// Wraps any error from a store transaction: shared-device errors pass through, store errors are kept.
-    static func wrapping(_ error: any Error) -> SharedDeviceError {
+    /// (Public for layers that run their own store transactions, such as the broker.)
+    public static func wrapping(_ error: any Error) -> SharedDeviceError {
         switch error {
         case let error as SharedDeviceError: error
         case let error as IdentityError: SharedDeviceError(error)

@@ -78,12 +78,7 @@ enum VarlinkName {
 /// Encoding and field access shared by calls and replies.
 enum VarlinkMessage {
     static func object(_ message: Data) throws(VarlinkProtocolError) -> [String: VarlinkValue] {
-        let value: VarlinkValue
-        do {
-            value = try JSONDecoder().decode(VarlinkValue.self, from: message)
-        } catch {
-            throw VarlinkProtocolError(.malformedJSON, "the message is not valid JSON")
-        }
+        let value = try VarlinkJSONParser.parse(message)
         guard let fields = value.object else {
             throw VarlinkProtocolError(.notAnObject, "the message is JSON \(value.typeName), not an object")
         }
@@ -99,24 +94,6 @@ enum VarlinkMessage {
     }
 
     static func encode(_ fields: [String: VarlinkValue]) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a tree of VarlinkValue cannot fail: every case has a JSON form (non-finite doubles aside,
-        // which become null).
-        var data = (try? encoder.encode(VarlinkValue.object(fields.mapValues(\.finite)))) ?? Data("{}".utf8)
-        data.append(0)
-        return data
-    }
-}
-
-extension VarlinkValue {
-    /// The value with NaN and infinities (which JSON cannot carry) replaced by null.
-    var finite: VarlinkValue {
-        switch self {
-        case .double(let number) where !number.isFinite: .null
-        case .array(let elements): .array(elements.map(\.finite))
-        case .object(let fields): .object(fields.mapValues(\.finite))
-        default: self
-        }
+        VarlinkJSONWriter.message(.object(fields))
     }
 }

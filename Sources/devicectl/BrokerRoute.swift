@@ -48,7 +48,8 @@ extension CLIError {
         case .device(let error): CLIError.from(error)
         case .callerNotInPolicy(_, let message): CLIError(exitCode: .permissionDenied, message)
         case .unavailable(let message): CLIError(exitCode: .unavailable, message)
-        case .refused(_, let message): CLIError(exitCode: .badInput, message)
+        case .refused(let name, let message):
+            CLIError(exitCode: name == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput, message)
         }
     }
 }

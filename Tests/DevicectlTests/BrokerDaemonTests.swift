@@ -116,6 +116,36 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func anAdministratorsGroupMemberSignsTheWorkerOutOfEveryAppAndOthersMayNot() async throws {
+        // `staff` (gid 50) exists on every Debian system; the policy makes it the administrators' group.
+        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))) as? [String: Any])
+        document["administratorsGroup"] = "staff"
+        let policy = FileManager.default.temporaryDirectory.appendingPathComponent("admin-policy-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: document).write(to: policy)
+        defer { try? FileManager.default.removeItem(at: policy) }
+        let daemon = try await Daemon(policy: policy.path)
+        try await daemon.start()
+        let jo = try daemon.cli.writeFile("jo.json", Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
+
+        // An app may not sign out as an administrator; neither may an unlisted uid.
+        for uid in [Daemon.scannerUID, Daemon.strangerUID] {
+            let refused = try await daemon.devicectl(as: uid, ["signout", "--reason", "admin"])
+            #expect(refused.status == 77, "uid \(uid): \(refused.stderr)")
+        }
+        let still = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
+        #expect(still.stdout.contains(Worker.jo.username))
+        // A member of the administrators' group (by its gid; it is no app) can.
+        let admin = try await Command.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                          ["--reuid=1005", "--regid=50", "--clear-groups", daemon.devicectlCopy, "signout", "--reason", "admin", "--json"],
+                                          environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": ""])
+        #expect(admin.status == 0 && admin.stdout.contains("\"global\" : true"), "\(admin.stderr)")
+        let events = try await daemon.auditEvents()
+        #expect(events.contains { $0["type"] as? String == "account.signed_out" && $0["reason"] as? String == "admin" && $0["actor"] as? String == "uid 1005" })
+        #expect(events.contains { $0["type"] as? String == "keychain.access_denied" && $0["reason"] as? String == "not an administrator" })
+        await daemon.cleanUp()
+    }
+
     @Test func badInputGetsItsErrorAndTheDaemonKeepsServing() async throws {
         let daemon = try await Daemon()
         try await daemon.start()

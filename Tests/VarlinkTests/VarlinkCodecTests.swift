@@ -119,3 +119,57 @@ struct VarlinkReplyTests {
         #expect(String(decoding: reply.encoded().dropLast(), as: UTF8.self) == #"{"parameters":{"x":null,"y":[null]}}"#)
     }
 }
+
+/// The JSON of messages: read in one pass, nesting bounded, numbers typed so that `encoded()` decodes back.
+struct VarlinkJSONTests {
+    @Test func deepNestingIsRefusedAtTheLimitWithoutDecodingIt() throws {
+        func call(depth: Int) -> Data {
+            // The call and its parameters are two levels; `x` holds the rest.
+            let arrays = depth - 2
+            return Data((#"{"method":"a.b.C","parameters":{"x":"# + String(repeating: "[", count: arrays)
+                         + String(repeating: "]", count: arrays) + "}}").utf8)
+        }
+        #expect(try VarlinkCall.decode(call(depth: 64)).parameters["x"] != nil)
+        #expect(throws: VarlinkProtocolError.self) { try VarlinkCall.decode(call(depth: 65)) }
+        // 512 levels in 1 KB took over a second through JSONDecoder (O(depth³)); now refused at once.
+        do {
+            _ = try VarlinkCall.decode(Data((String(repeating: "[", count: 512) + String(repeating: "]", count: 512)).utf8))
+            Issue.record("512 nested arrays were accepted")
+        } catch {
+            #expect(error.code == .malformedJSON)
+        }
+    }
+
+    @Test(arguments: [
+        ("5", VarlinkValue.int(5)), ("5.0", .int(5)), ("1e2", .int(100)), ("-0.0", .int(0)), ("1e-400", .int(0)),
+        ("9223372036854775807", .int(.max)), ("-9223372036854775808", .int(.min)),
+        ("9223372036854775808", .double(9223372036854775808)), ("-9223372036854775809", .double(-9223372036854775808)),
+        ("9007199254740992.0", .int(9007199254740992)), ("1e18", .double(1e18)), ("0.5", .double(0.5)),
+        (#""caf\u00e9 \ud83d\ude00 \u0000 \/""#, .string("café 😀 \0 /")), ("[true,false,null]", .array([.bool(true), .bool(false), .null])),
+        (#" { "a" : 1 , "a" : 2 } "#, .object(["a": .int(1)])),
+    ])
+    func valuesDecodeAndEncodeBack(json: String, value: VarlinkValue) throws {
+        let call = try VarlinkCall.decode(Data(#"{"method":"a.b.C","parameters":{"v":\#(json)}}"#.utf8))
+        #expect(call.parameters["v"] == value, "\(json)")
+        #expect(try VarlinkCall.decode(Data(call.encoded().dropLast())) == call, "\(json) does not survive encoded()")
+    }
+
+    @Test(arguments: [
+        "", "{", "{}x", "[1,]", #"{"a":1,}"#, "01", "1.", ".5", "+1", "-", "1e", "1e400", "NaN", "tru", "nul",
+        #""\ud800""#, #""\udc00""#, #""\x""#, "\"\u{01}\"", "\u{FEFF}{}", #"{"a" 1}"#, #"{1:2}"#,
+    ])
+    func malformedJSONIsRefused(json: String) {
+        do {
+            _ = try VarlinkReply.decode(Data(#"{"parameters":{"v":\#(json)}}"#.utf8))
+            Issue.record("\(json.debugDescription) was accepted")
+        } catch {
+            #expect(error.code == .malformedJSON, "\(json.debugDescription): \(error)")
+        }
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        var bytes = Array(#"{"parameters":{"v":"a"#.utf8)
+        bytes += [0xC3, 0x28] + Array(#""}}"#.utf8)
+        #expect(throws: VarlinkProtocolError.self) { try VarlinkReply.decode(Data(bytes)) }
+    }
+}

@@ -248,6 +248,8 @@ public final class BrokerClient: Sendable {
             return .callerNotInPolicy(uid: UInt32(clamping: parameters["uid"]?.int ?? -1), message: message)
         case "\(interface).TooManyConnections":
             return .unavailable("the broker at its limit of \(parameters["limit"]?.int ?? 0) connections refused this one; try again later")
+        case "org.varlink.service.PermissionDenied":
+            return .refused(error: error, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
         case "org.varlink.service.InvalidParameter":
             return .refused(error: error, message: "the broker refused parameter \(parameters["parameter"]?.string ?? "?")")
         default:

@@ -1,0 +1,178 @@
+// broker-load: the broker daemon's benchmark driver (tools/bench broker runs it; it asserts nothing and
+// prints figures). Every mode prints `key value…` lines on standard output.
+//
+//   broker-load prepare STATE_DIR POLICY     provision STATE_DIR from POLICY and sign a worker in (root)
+//   broker-load inprocess STATE_DIR N APP    N silent tokens and N currentAccount calls on the store (root)
+//   broker-load broker SOCKET N APP          the same through the broker (run as APP's uid)
+//   broker-load direct STATE_DIR N UID        the broker's service logic alone (no socket): its calls in-process
+//   broker-load load SOCKET SECONDS START    silent tokens through the broker from START (Unix ms) for SECONDS
+//   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
+//   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
+//                                            call from connect to reply (the daemon starts on that connect)
+import DeviceBroker
+import Foundation
+import KeychainStore
+import SharedDevice
+import Varlink
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard let mode = arguments.first else {
+    FileHandle.standardError.write(Data("usage: broker-load prepare|inprocess|broker|load|first-reply|activated-reply …\n".utf8))
+    exit(64)
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("broker-load: \(message)\n".utf8))
+    exit(1)
+}
+
+func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// p50 and p99 (µs) of nanosecond samples.
+func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
+    let sorted = samples.sorted()
+    func at(_ q: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]) / 1000 }
+    return (at(0.50), at(0.99))
+}
+
+func measure(_ label: String, count: Int, _ body: () async throws -> Void) async {
+    for _ in 0..<min(200, count) { try? await body() }  // warm up
+    var samples: [UInt64] = []
+    samples.reserveCapacity(count)
+    for _ in 0..<count {
+        let start = now()
+        do { try await body() } catch { fail("\(label): \(error)") }
+        samples.append(now() - start)
+    }
+    let (p50, p99) = percentiles(samples)
+    print(String(format: "%@ p50 %.1f p99 %.1f", label, p50, p99))
+}
+
+let scopes = ["User.Read"]
+
+func tokenResponse() throws -> TokenResponse {
+    func base64URL(_ object: [String: Any]) throws -> String {
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+    let idToken = try base64URL(["alg": "none"]) + "." + base64URL([
+        "iss": "http://127.0.0.1:4593/api/oidc", "sub": "bench", "oid": "bench", "tid": "contoso",
+        "preferred_username": "bench.worker@contoso.com", "name": "Bench Worker", "aud": "kiosk-apps",
+    ]) + "."
+    let json: [String: Any] = [
+        "access_token": "at-bench-\(UUID().uuidString)", "refresh_token": "rt-bench", "id_token": idToken,
+        "client_info": try base64URL(["uid": "bench", "utid": "contoso"]), "scope": "openid profile offline_access User.Read",
+        "token_type": "Bearer", "expires_in": 86_400, "ext_expires_in": 86_400,
+    ]
+    return try TokenResponse.decode(JSONSerialization.data(withJSONObject: json))
+}
+
+func registration(_ app: String) -> PublicClientApplicationConfiguration {
+    PublicClientApplicationConfiguration(clientID: "kiosk-apps", authority: "http://127.0.0.1:4593/api/oidc", appID: app)
+}
+
+switch mode {
+case "prepare":
+    guard arguments.count == 3 else { fail("usage: prepare STATE_DIR POLICY") }
+    do {
+        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
+        let device = ManagedDevice(store: store)
+        let (_, record) = try device.provision(policyDocument: try Data(contentsOf: URL(fileURLWithPath: arguments[2])), actor: "broker-load")
+        let policy = try record.policy()
+        guard let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("no app") }
+        _ = try AccountManager(device: device).signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+        print("prepared \(policy.apps.map { "\($0.id)=\($0.uid)" }.joined(separator: " "))")
+    } catch {
+        fail("prepare: \(error)")
+    }
+
+case "inprocess":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: inprocess STATE_DIR N APP") }
+    do {
+        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
+        let application = try PublicClientApplication(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
+        await measure("inprocess-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
+        await measure("inprocess-current", count: count) { _ = try application.currentAccount() }
+    } catch {
+        fail("inprocess: \(error)")
+    }
+
+case "broker":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: broker SOCKET N APP") }
+    do {
+        let application = try PublicClientApplication(configuration: registration(arguments[3]), broker: BrokerClient(socketPath: arguments[1]))
+        await measure("broker-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
+        await measure("broker-current", count: count) { _ = try application.currentAccount() }
+    } catch {
+        fail("broker: \(error)")
+    }
+
+case "direct":
+    guard arguments.count == 4, let count = Int(arguments[2]), let uid = UInt32(arguments[3]) else { fail("usage: direct STATE_DIR N UID") }
+    do {
+        let broker = Broker(device: ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))))
+        let caller = BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
+        func call(_ method: String, _ parameters: [String: VarlinkValue]) async throws {
+            let failed = Failure()
+            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(method)", parameters: parameters), caller: caller) { reply in
+                if reply.error != nil { failed.set() }
+                return true
+            }
+            if failed.isSet { throw BrokerLoadError.refused(method) }
+        }
+        await measure("direct-silent", count: count) { try await call("AcquireTokenSilent", ["scopes": .array([.string("User.Read")])]) }
+        await measure("direct-current", count: count) { try await call("GetCurrentAccount", [:]) }
+    } catch {
+        fail("direct: \(error)")
+    }
+
+case "load":
+    guard arguments.count == 4, let seconds = Double(arguments[2]), let start = Double(arguments[3]) else { fail("usage: load SOCKET SECONDS START") }
+    let client = BrokerClient(socketPath: arguments[1])
+    _ = try? client.caller()  // connect before the start
+    let wait = start / 1000 - Date().timeIntervalSince1970
+    if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
+    let deadline = Date().addingTimeInterval(seconds)
+    var calls = 0
+    while Date() < deadline {
+        do { _ = try client.acquireTokenSilent(scopes: scopes) } catch { fail("load: \(error)") }
+        calls += 1
+    }
+    print("load \(calls)")
+
+case "first-reply", "activated-reply":
+    guard arguments.count >= 3 else { fail("usage: \(mode) SOCKET CMD…") }
+    let socket = arguments[1]
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: arguments[2])
+    process.arguments = Array(arguments.dropFirst(3))
+    process.standardError = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice  // or $(…) in the caller's shell would wait for the daemon
+    let call = VarlinkCall(method: "org.varlink.service.GetInfo")
+    var started = now()
+    do { try process.run() } catch { fail("cannot start \(arguments[2]): \(error)") }
+    if mode == "activated-reply" {
+        // Wait for the activator's socket, then time connect → reply (deviced starts on the connect).
+        while !FileManager.default.fileExists(atPath: socket) { usleep(500) }
+        started = now()
+    }
+    while true {
+        if let connection = try? VarlinkConnection(unixSocketPath: socket), let reply = try? connection.call(call), reply.error == nil { break }
+        usleep(200)
+        if now() - started > 30_000_000_000 { fail("no reply within 30 s") }
+    }
+    print(String(format: "%@ %.1f ms pid %d", mode, Double(now() - started) / 1e6, process.processIdentifier))
+
+default:
+    fail("unknown mode \(mode)")
+}
+
+enum BrokerLoadError: Error { case refused(String) }
+
+/// A flag set from the reply callback.
+final class Failure: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
+}
