@@ -30,10 +30,22 @@ extension AccountManager {
     public func silentCredentials(for app: AppIdentity, clientID: String, scopes: [String], familyID: String? = nil,
                                   account requested: DeviceAccount? = nil, skipAccessToken: Bool = false)
         throws(SharedDeviceError) -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) {
+        let lookup = SilentLookup(app: app, clientID: clientID.lowercased(), scopes: scopes.map { $0.lowercased() }.sorted())
         let found = try read { tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) in
+            // Nothing committed since the last answer to this lookup, and its token still valid: it stands.
+            let stamp = try tx.changeStamp()
+            if !skipAccessToken, let known = self.silentCache.withLock({ $0[lookup] }), known.stamp == stamp,
+               requested.map({ $0.isSameAccount(as: known.account) }) ?? true,
+               !known.token.isExpired(at: tx.now, buffer: self.tokenCache.expirationBuffer) {
+                return (known.account, known.token, nil)
+            }
             let account = try self.signedInAccount(for: app, requested: requested, in: tx)
             if !skipAccessToken, let cached = try self.tokenCache.accessToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                               clientID: clientID, realm: account.realm, scopes: scopes, as: app, in: tx) {
+                self.silentCache.withLock { answers in
+                    if answers.count >= 256 { answers.removeAll() }
+                    answers[lookup] = (stamp, account, cached)
+                }
                 return (account, cached, nil)
             }
             var refreshToken = try self.tokenCache.refreshToken(homeAccountID: account.homeAccountID, environment: account.environment,

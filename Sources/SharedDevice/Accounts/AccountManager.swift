@@ -34,6 +34,9 @@ public final class AccountManager: Sendable {
 
     /// The last `currentAccount` answer per app and the store state it was read from.
     let cache = Mutex<[AppIdentity: (stamp: StoreChangeStamp, answer: CurrentAccount)]>([:])
+    /// The last silent-token answer per app, client and scopes, and the store state it was read from: while
+    /// nothing is committed and the token has not expired, the answer stands (no decryption).
+    let silentCache = Mutex<[SilentLookup: (stamp: StoreChangeStamp, account: DeviceAccount, token: AccessTokenCacheItem)]>([:])
 
     /// An account manager over `device`'s store.
     /// - Parameters:
@@ -48,6 +51,13 @@ public final class AccountManager: Sendable {
     }
 
     var store: KeychainStore { device.store }
+
+    /// What a silent token lookup asks for.
+    struct SilentLookup: Hashable {
+        var app: AppIdentity
+        var clientID: String
+        var scopes: [String]
+    }
 
     /// MSAL's group for an app's tokens: `com.microsoft.adalcache` when entitled, else the app's first group.
     static func tokenGroup(of app: AppIdentity) -> String {
