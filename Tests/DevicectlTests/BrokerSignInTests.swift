@@ -73,6 +73,36 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func aBrowserSignInThroughTheBrokerListensOnTheAppsLoopbackRedirect() async throws {
+        let daemon = try await Self.daemon()
+        // The app's "browser" hands the authorization URL to the test, which plays the worker in the browser.
+        let urlFile = daemon.publicDirectory.appendingPathComponent("authorization-url")
+        FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
+        let signIn = try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                      ["--reuid=\(Daemon.scannerUID)", "--regid=\(Daemon.scannerUID)", "--clear-groups", daemon.devicectlCopy,
+                                       "signin", "--flow", "browser", "--json"],
+                                      environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": "",
+                                                    "DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
+        defer { _ = signIn.killIfRunning() }
+        var url = ""
+        let deadline = Date().addingTimeInterval(30)
+        while url.isEmpty && Date() < deadline && !signIn.hasExited {
+            url = (try? String(contentsOf: urlFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            if url.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try #require(!url.isEmpty, "no authorization URL: \(signIn.standardError)")
+        #expect(url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A") && url.contains("code_challenge="), "\(url)")
+        let browse = try await Provider.tool(["browse", "--user", "worker2", "--", url])
+        #expect(browse.status == 0, "\(browse.stderr)")
+        #expect(await signIn.waitForExit(timeout: 60))
+        #expect(signIn.status == 0, "\(signIn.standardError)")
+        let result = try #require(try parseJSON(signIn.standardOutput) as? [String: Any], "\(signIn.standardOutput)")
+        #expect((result["account"] as? [String: Any])?["username"] as? String == "worker2")
+        let token = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--json"])
+        #expect(token.status == 0 && token.stdout.contains("worker2"), "\(token.stderr)")
+        await daemon.cleanUp()
+    }
+
     @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
         let daemon = try await Self.daemon()
         let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
