@@ -6,6 +6,9 @@
 //   broker-load broker SOCKET N APP          the same through the broker (run as APP's uid)
 //   broker-load direct STATE_DIR N UID        the broker's service logic alone (no socket): its calls in-process
 //   broker-load load SOCKET SECONDS START    silent tokens through the broker from START (Unix ms) for SECONDS
+//   broker-load watch SOCKET N               subscribes (as an app's uid): `ready`, then `event KIND UNIX_NS` for N events
+//   broker-load cycle STATE_DIR N            (root) N global sign-outs and sign-ins in-process: `committed KIND UNIX_NS`
+//                                            right after each commit, 200 ms apart
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
@@ -27,6 +30,12 @@ func fail(_ message: String) -> Never {
 }
 
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// Wall-clock nanoseconds (comparable across processes).
+/// One line on standard output, written at once (no buffering: another process reads it as it comes).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+func wallNanoseconds() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1e9) }
 
 /// p50 and p99 (µs) of nanosecond samples.
 func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
@@ -124,6 +133,40 @@ case "direct":
         await measure("direct-current", count: count) { try await call("GetCurrentAccount", [:]) }
     } catch {
         fail("direct: \(error)")
+    }
+
+case "watch":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: watch SOCKET N") }
+    var seen = 0
+    do {
+        try BrokerClient(socketPath: arguments[1]).subscribe(onSubscribed: {
+            say("ready")
+        }) { change in
+            say("event \(change.kind.rawValue) \(wallNanoseconds())")
+            seen += 1
+            return seen < count
+        }
+    } catch {
+        fail("watch: \(error)")
+    }
+
+case "cycle":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: cycle STATE_DIR N") }
+    do {
+        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
+        let device = ManagedDevice(store: store)
+        let accounts = AccountManager(device: device)
+        guard let policy = try device.policy(), let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("not provisioned") }
+        for _ in 0..<count {
+            usleep(200_000)
+            _ = try accounts.signOut(app: nil, reason: .admin, actor: "broker-load")
+            print("committed signed_out \(wallNanoseconds())")
+            usleep(200_000)
+            _ = try accounts.signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+            print("committed signed_in \(wallNanoseconds())")
+        }
+    } catch {
+        fail("cycle: \(error)")
     }
 
 case "load":
