@@ -8,7 +8,7 @@ import Testing
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
 
-    static func daemon() async throws -> Daemon {
+    static func daemon(logLevel: String = "info") async throws -> Daemon {
         let provider = try await Provider.shared()
         let scratch = DevicectlRunner()
         defer { scratch.cleanUp() }
@@ -17,7 +17,7 @@ import Testing
         try FileManager.default.copyItem(atPath: policy, toPath: copy.path)
         defer { try? FileManager.default.removeItem(at: copy) }
         let daemon = try await Daemon(policy: copy.path)
-        try await daemon.start()
+        try await daemon.start(["--log-level", logLevel])
         return daemon
     }
 
@@ -39,7 +39,8 @@ import Testing
     }
 
     @Test func aDeviceCodeSignInByOneAppGivesTheOtherAppTokensSilentlyThroughTheBroker() async throws {
-        let daemon = try await Self.daemon()
+        // At trace level: the daemon's log must still carry no token or code.
+        let daemon = try await Self.daemon(logLevel: "trace")
         let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
         defer { _ = signIn.killIfRunning() }
         let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
@@ -64,6 +65,9 @@ import Testing
         #expect(!token.isEmpty && !cached.stdout.contains(token) && !refreshed.stdout.contains(token))
         // The apps never hold the refresh token: only the broker's store does.
         #expect(!signIn.standardOutput.contains("refresh_token") && !signIn.standardError.contains(token))
+
+        let log = try #require(daemon.process).standardError
+        #expect(log.contains("silent token") && !log.contains(token) && !log.contains(code), "the daemon logged a token or the user code")
 
         // A global sign-out through the broker; after it, silent calls say nobody is signed in (exit 49).
         let signOut = try await daemon.devicectl(as: Daemon.timeclockUID, ["signout"])
