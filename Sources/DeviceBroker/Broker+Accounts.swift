@@ -30,10 +30,11 @@ extension Broker {
     func signOut(_ parameters: BrokerParameters, caller: BrokerCaller) async throws(BrokerFailure) -> VarlinkReply {
         let reasonName = try parameters.optionalString("reason") ?? SignOutReason.user.rawValue
         guard let reason = SignOutReason(rawValue: reasonName), reason != .idle else { throw .invalidParameter("reason") }
-        if reason == .admin {
-            // An administrator (root, or a member of the policy's administratorsGroup) ends the shift for
-            // every app, as `devicectl signout` does for root.
-            return try administratorSignOut(caller)
+        // An administrator (root, or a member of the policy's administratorsGroup) ends the shift for every
+        // app: with reason `admin`, or with any reason when it is no app itself (root's `devicectl signout`).
+        let isApp = (try? currentPolicy())?.policy?.app(uid: caller.uid) != nil
+        if reason == .admin || (!isApp && isAdministrator(caller)) {
+            return try administratorSignOut(caller, reason: reason)
         }
         // An app may say the worker left or the shift ended; `admin` is for administrators, `idle` the broker's own.
         let application = try application(for: caller)
@@ -46,14 +47,14 @@ extension Broker {
         }
     }
 
-    private func administratorSignOut(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+    private func administratorSignOut(_ caller: BrokerCaller, reason: SignOutReason) throws(BrokerFailure) -> VarlinkReply {
         guard isAdministrator(caller) else {
             try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
                                           details: ["method": "SignOut", "pid": "\(caller.pid)"]))
             throw BrokerFailure(reply: .permissionDenied)
         }
         do {
-            let outcome = try AccountManager(device: device, logger: logger).signOut(app: nil, reason: .admin, actor: caller.actor)
+            let outcome = try AccountManager(device: device, logger: logger).signOut(app: nil, reason: reason, actor: caller.actor)
             return VarlinkReply(parameters: ["account": .account(outcome.account), "global": .bool(outcome.global),
                                              "itemsRemoved": .int(Int64(outcome.itemsRemoved))])
         } catch {

@@ -117,6 +117,17 @@ struct SignOut: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let parsedReason = try signOutReason(reason)
+            // Root without --app (remote / administrator sign-out) goes through a running broker too.
+            let administratorBroker = StateDirectory.isRoot && app == nil && !wipeEverywhere ? BrokerRoute.runningBroker() : nil
+            if let client = administratorBroker {
+                let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .admin) }
+                if output.json {
+                    try Output.json(BrokerSignOutSummary(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved))
+                } else {
+                    Output.print("signed out \(AccountText.line(outcome.account)) from every app (through the broker): \(outcome.itemsRemoved) credential item(s) removed")
+                }
+                return
+            }
             if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
                 // Through the broker the app signs out as itself; it may say the worker left or the shift ended.
                 let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .user) }

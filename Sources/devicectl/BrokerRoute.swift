@@ -32,6 +32,15 @@ enum BrokerRoute {
     }
 }
 
+extension BrokerRoute {
+    /// The running broker, for an administrator's command that goes through it (so that every app hears of
+    /// it at once); `nil` when no broker answers.
+    static func runningBroker(socket: String? = nil) -> BrokerClient? {
+        let path = BrokerSocket.resolve(explicit: socket)
+        return BrokerClient.isRunning(at: path) ? BrokerClient(socketPath: path) : nil
+    }
+}
+
 /// Runs a broker call; a refusal is printed and becomes the exit code its library error has in-process.
 func reportingBrokerErrors<T>(_ body: () throws(BrokerClientError) -> T) throws -> T {
     do {

@@ -143,6 +143,13 @@ import Testing
         let events = try await daemon.auditEvents()
         #expect(events.contains { $0["type"] as? String == "account.signed_out" && $0["reason"] as? String == "admin" && $0["actor"] as? String == "uid 1005" })
         #expect(events.contains { $0["type"] as? String == "keychain.access_denied" && $0["reason"] as? String == "not an administrator" })
+
+        // Root's `devicectl signout` (no --app) goes through the running broker: a remote sign-out.
+        try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
+        let remote = try await daemon.cli.run(["signout"], environment: ["DEVICECTL_SOCKET": daemon.socketPath])
+        #expect(remote.status == 0 && remote.stdout.contains("through the broker"), "\(remote.stdout) \(remote.stderr)")
+        let last = try #require(try await daemon.auditEvents().last { $0["type"] as? String == "account.signed_out" })
+        #expect(last["actor"] as? String == "uid 0" && last["reason"] as? String == "admin", "\(last)")
         await daemon.cleanUp()
     }
 
