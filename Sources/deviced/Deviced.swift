@@ -47,7 +47,10 @@ struct Deviced: AsyncParsableCommand {
 
     func run() async throws {
         let level = logLevel ?? ProcessInfo.processInfo.environment["DEVICECTL_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        // Under systemd ($JOURNAL_STREAM), lines carry <N> priority prefixes so the journal keeps their levels.
+        let journal = ProcessInfo.processInfo.environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
         LoggingSystem.bootstrap { label in
+            if journal { return JournalLogHandler(label: label, level: level) }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler

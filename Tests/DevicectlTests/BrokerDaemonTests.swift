@@ -204,7 +204,7 @@ import Testing
         let notify = try NotifySocket()
         defer { notify.close() }
         let activated = try ChildProcess(URL(fileURLWithPath: "/usr/bin/systemd-socket-activate"), [
-            "-l", daemon.socketPath, "-E", "NOTIFY_SOCKET=\(notify.path)",
+            "-l", daemon.socketPath, "-E", "NOTIFY_SOCKET=\(notify.path)", "-E", "JOURNAL_STREAM=8:1234",
             DevicectlRunner.productsDirectory.appendingPathComponent("deviced").path, "--state-dir", daemon.cli.stateDirectory.path,
             "--socket", "/nonexistent/ignored.sock"])
         // The tool starts deviced at the first connection (deviced.socket's SocketMode=0666 is chmod here).
@@ -215,6 +215,9 @@ import Testing
         #expect(caller.status == 0, "\(caller.stderr)")
         try #require(await Daemon.waitUntilReady(activated), "\(activated.standardError)")
         #expect(activated.standardError.contains("inherited"), "deviced should say it adopted the inherited socket")
+        // Under systemd (JOURNAL_STREAM), every log line starts with its syslog priority: info is <6>.
+        let ready = try #require(activated.standardError.split(separator: "\n").first { $0.contains("deviced ready") })
+        #expect(ready.hasPrefix("<6>deviced: deviced ready"), "\(ready)")
         #expect(notify.receive(timeout: 5)?.contains("READY=1") == true)
         _ = activated.send(SIGTERM)
         #expect(await activated.waitForExit(timeout: 20))
