@@ -49,7 +49,7 @@ extension Broker {
 
     private func administratorSignOut(_ caller: BrokerCaller, reason: SignOutReason) throws(BrokerFailure) -> VarlinkReply {
         guard isAdministrator(caller) else {
-            try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
+            _ = try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
                                           details: ["method": "SignOut", "pid": "\(caller.pid)"]))
             throw BrokerFailure(reply: .permissionDenied)
         }

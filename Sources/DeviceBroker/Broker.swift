@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 public import IdentityClient
-public import KeychainStore
+import KeychainStore
 public import Logging
 public import SharedDevice
 import Synchronization
@@ -147,7 +147,7 @@ public final class Broker: Sendable {
         var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"]
         details["executable"] = caller.executable
         logger.debug("caller not in device policy refused", metadata: ["peer.uid": "\(caller.uid)"])
-        try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "uid not in device policy", details: details))
+        _ = try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "uid not in device policy", details: details))
     }
 
     private func callerReply(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-public import Foundation
+import Foundation
 
 /// A blocking varlink client on a Unix stream socket: send a call, read its replies. One call at a time
 /// per connection (varlink answers in order); a `more` call's replies are read with `nextReply()` until

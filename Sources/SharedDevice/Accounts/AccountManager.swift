@@ -1,5 +1,5 @@
 import Foundation
-public import KeychainStore
+import KeychainStore
 public import Logging
 import Synchronization
 

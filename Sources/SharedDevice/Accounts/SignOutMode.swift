@@ -1,5 +1,5 @@
 import Foundation
-public import KeychainStore
+import KeychainStore
 
 /// The three ways a sign-out picks its account and reach (MSAL's shared-device global sign-out, a
 /// private-mode app's sign-out, and an administrator's sign-out on a private device).

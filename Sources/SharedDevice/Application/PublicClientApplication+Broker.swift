@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 public import IdentityClient
-public import KeychainStore
+import KeychainStore
 public import Logging
 import Varlink
 

@@ -2,7 +2,7 @@ public import Foundation
 public import IdentityClient
 public import KeychainStore
 import Synchronization
-public import Varlink
+import Varlink
 
 /// A client of the broker daemon (`deviced`) over its Unix socket, speaking `org.sharedmode.Broker1`.
 /// The broker knows the caller by its uid; nothing here names the app. One connection, opened on first
