@@ -81,7 +81,7 @@ import Testing
         let daemon = try await Self.daemon()
         // The app's "browser" hands the authorization URL to the test, which plays the worker in the browser.
         let urlFile = daemon.publicDirectory.appendingPathComponent("authorization-url")
-        FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
+        _ = FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
         let signIn = try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
                                       ["--reuid=\(Daemon.scannerUID)", "--regid=\(Daemon.scannerUID)", "--clear-groups", daemon.devicectlCopy,
                                        "signin", "--flow", "browser", "--json"],
