@@ -64,7 +64,8 @@ struct Deviced: AsyncParsableCommand {
             FileHandle.standardError.write(Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8))
             throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile ? 78 : 74)
         }
-        let broker = Broker(device: ManagedDevice(store: store, logger: logger), logger: logger)
+        let device = ManagedDevice(store: store, logger: logger)
+        let broker = Broker(device: device, logger: logger)
         let listener: VarlinkServer.Listener
         if let inherited = SocketActivation.inheritedListener() {
             listener = .inherited(descriptor: inherited)
@@ -85,7 +86,8 @@ struct Deviced: AsyncParsableCommand {
             handler: BrokerMethodHandler(broker: broker), logger: logger)
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
+                       .init(service: AuditJournal(device: device, logger: logger))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

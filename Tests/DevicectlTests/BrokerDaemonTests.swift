@@ -42,6 +42,14 @@ import Testing
         let stranger = try await daemon.devicectl(as: Daemon.strangerUID, ["keychain", "list"])
         #expect(stranger.status == 77 && stranger.stderr.contains("uid \(Daemon.strangerUID) is not an app"))
         let denials = try await daemon.auditEvents().filter { $0["type"] as? String == "keychain.access_denied" }
+        // The daemon copies each audit event to its log at info (for the journal), never a secret.
+        let process = try #require(daemon.process)
+        let deadline = Date().addingTimeInterval(10)
+        while !process.standardError.contains("audit.actor=uid \(Daemon.strangerUID)") && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let logged = process.standardError.split(separator: "\n").filter { $0.contains("audit event") }
+        #expect(logged.contains { $0.contains("audit.type=keychain.access_denied") && $0.contains("audit.actor=uid \(Daemon.strangerUID)") },
+                "\(process.standardError)")
+        #expect(!process.standardError.contains("scanner-private") && !process.standardError.contains("for-every-app"))
         #expect(denials.contains { $0["actor"] as? String == "uid \(Daemon.strangerUID)" && $0["reason"] as? String == "uid not in device policy" })
         #expect(denials.contains {
             $0["actor"] as? String == "uid \(Daemon.timeclockUID)" && ($0["details"] as? [String: String])?["group"] == Daemon.scanner

@@ -1,0 +1,33 @@
+import Logging
+import ServiceLifecycle
+import SharedDevice
+
+/// Copies every new audit event to the daemon's log at info (sequence number, type, actor, account,
+/// reason, correlation id; an audit event holds no secret), so a journal or any shipper reading the
+/// daemon's standard error gets the shift's events without a server of ours. Every `interval` it reads the
+/// events after the last one it logged (one indexed query), starting after those already there.
+struct AuditJournal: Service {
+    let device: ManagedDevice
+    let logger: Logger
+    var interval: Duration = .milliseconds(250)
+
+    func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            var last = (try? device.lastAuditSequence()) ?? 0
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)) else { continue }
+                for event in events {
+                    last = max(last, event.sequence)
+                    var metadata: Logger.Metadata = [
+                        "audit.sequence": "\(event.sequence)", "audit.type": "\(event.type)", "audit.actor": "\(event.actor)",
+                        "audit.correlation_id": "\(event.correlationID)",
+                    ]
+                    if let account = event.account { metadata["audit.account"] = "\(account)" }
+                    if let reason = event.reason { metadata["audit.reason"] = "\(reason)" }
+                    logger.info("audit event", metadata: metadata)
+                }
+            }
+        }
+    }
+}
