@@ -25,6 +25,18 @@ public final class Broker: Sendable {
     /// Connections whose refusal was already audited (one `keychain.access_denied` per connection).
     private let auditedRefusals = Mutex<Set<UInt64>>([])
     let events: AccountEventHub
+    /// When the broker was made (for `GetStatus`).
+    let startedAt = Date()
+    /// The callers connected now, as the server knows them (set by the daemon once its server exists).
+    private let connectionsProvider = Mutex<(@Sendable () -> [BrokerCaller])?>(nil)
+
+    /// Tells the broker how to list the connected callers (for `GetStatus`).
+    public func setConnectionsProvider(_ provider: @escaping @Sendable () -> [BrokerCaller]) {
+        connectionsProvider.withLock { $0 = provider }
+    }
+
+    /// The callers connected now.
+    var connectedCallers: [BrokerCaller] { connectionsProvider.withLock { $0 }?() ?? [] }
 
     /// A broker for `device`.
     /// - Parameters:
@@ -67,6 +79,8 @@ public final class Broker: Sendable {
         switch call.member {
         case "GetCaller":
             _ = await reply(try callerReply(caller))
+        case "GetStatus":
+            _ = await reply(try status(caller))
         case "GetDeviceInformation":
             _ = await reply(VarlinkReply(parameters: ["information": .information(device.information().information)]))
         case "GetCurrentAccount":

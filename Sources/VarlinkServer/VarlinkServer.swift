@@ -26,7 +26,7 @@ public final class VarlinkServer: Sendable {
     private let handler: any VarlinkMethodHandler
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
-    private let connections = Mutex<[UInt64: (channel: any Channel, state: ConnectionState)]>([:])
+    private let connections = Mutex<[UInt64: (channel: any Channel, state: ConnectionState, peer: PeerCredentials?)]>([:])
     private let nextConnectionID = Atomic<UInt64>(1)
     private let serverChannel = Mutex<(any Channel)?>(nil)
 
@@ -43,6 +43,13 @@ public final class VarlinkServer: Sendable {
 
     /// Connections open now.
     public var connectionCount: Int { connections.withLock { $0.count } }
+
+    /// The peers of the connections open now (as the kernel identified them), by connection id.
+    public var connectedPeers: [(connectionID: UInt64, peer: PeerCredentials)] {
+        connections.withLock { open in
+            open.compactMap { id, connection in connection.peer.map { (id, $0) } }.sorted { $0.connectionID < $1.connectionID }
+        }
+    }
 
     /// Starts listening; returns once the socket accepts connections.
     public func start(_ listener: Listener) async throws {
@@ -94,7 +101,7 @@ public final class VarlinkServer: Sendable {
         let state = ConnectionState()
         let admitted = connections.withLock { open -> Bool in
             guard open.count < configuration.maximumConnections else { return false }
-            open[id] = (channel, state)
+            open[id] = (channel, state, nil)
             return true
         }
         guard admitted else {
@@ -109,7 +116,8 @@ public final class VarlinkServer: Sendable {
             _ = connections.withLock { $0.removeValue(forKey: id) }
         }
         let settings = self.configuration, info = self.info, handler = self.handler, logger = self.logger
-        return PeerCredentials.read(from: channel).flatMapThrowing { peer in
+        return PeerCredentials.read(from: channel).flatMapThrowing { [self] peer in
+            self.connections.withLock { $0[id]?.peer = peer }
             try channel.pipeline.syncOperations.addHandler(VarlinkConnectionHandler(
                 configuration: settings, info: info, handler: handler,
                 context: VarlinkCallContext(peer: peer, connectionID: id), state: state, logger: logger))

@@ -84,6 +84,11 @@ struct Deviced: AsyncParsableCommand {
                                      url: "urn:sharedmode:deviced",
                                      interfaces: [(BrokerInterface.name, BrokerInterface.description)]),
             handler: BrokerMethodHandler(broker: broker), logger: logger)
+        broker.setConnectionsProvider { [weak server] in
+            (server?.connectedPeers ?? []).map {
+                BrokerCaller(uid: $0.peer.uid, gid: $0.peer.gid, pid: $0.peer.pid, executable: $0.peer.executable, connectionID: $0.connectionID)
+            }
+        }
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),

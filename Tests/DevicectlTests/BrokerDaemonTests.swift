@@ -161,6 +161,45 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func statusShowsTheBrokerTheDeviceTheWorkerAndTheConnectedApps() async throws {
+        // Nothing provisioned, no broker.
+        let blank = DevicectlRunner()
+        defer { blank.cleanUp() }
+        let nothing = try await blank.run(["status", "--json"], environment: ["DEVICECTL_SOCKET": "/nonexistent/broker.sock"])
+        let empty = try #require(try parseJSON(nothing.stdout) as? [String: Any], "\(nothing.stderr)")
+        #expect((empty["broker"] as? [String: Any])?["running"] as? Bool == false && empty["provisioned"] as? Bool == false)
+
+        // Provisioned, broker not running: root reads the store.
+        let daemon = try await Daemon()
+        let socket = ["DEVICECTL_SOCKET": daemon.socketPath]
+        let stopped = try #require(try parseJSON(try await daemon.cli.run(["status", "--json"], environment: socket).stdout) as? [String: Any])
+        #expect((stopped["broker"] as? [String: Any])?["running"] as? Bool == false)
+        #expect(stopped["provisioned"] as? Bool == true && stopped["mode"] as? String == "shared" && stopped["current"] == nil)
+
+        // Running, a worker signed in, the timeclock subscribed.
+        try await daemon.start()
+        let jo = try daemon.cli.writeFile("jo.json", Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
+        let subscriber = try daemon.python(as: Daemon.timeclockUID, "subscribe", ["5"])
+        defer { _ = subscriber.killIfRunning() }
+        try #require(await subscriber.waitForLine(timeout: 30) { $0.contains("\"subscribed\"") } != nil, "\(subscriber.standardError)")
+        let running = try await daemon.cli.run(["status", "--json"], environment: socket)
+        let status = try #require(try parseJSON(running.stdout) as? [String: Any], "\(running.stderr)")
+        let broker = try #require(status["broker"] as? [String: Any])
+        #expect(broker["running"] as? Bool == true && broker["version"] as? String != nil)
+        let connections = try #require(broker["connections"] as? [[String: Any]])
+        #expect(connections.contains { $0["uid"] as? Int == Int(Daemon.timeclockUID) && $0["appId"] as? String == Daemon.timeclock }, "\(connections)")
+        #expect((status["current"] as? [String: Any])?["username"] as? String == Worker.jo.username && status["signedInAt"] != nil)
+        #expect((status["lastAuditSequence"] as? Int ?? 0) >= 2)
+        let text = try await daemon.cli.run(["status"], environment: socket)
+        #expect(text.stdout.contains("broker: running on \(daemon.socketPath)") && text.stdout.contains("uid \(Daemon.timeclockUID) \(Daemon.timeclock)"),
+                "\(text.stdout)")
+        // An app may not ask.
+        let app = try await daemon.devicectl(as: Daemon.scannerUID, ["status"])
+        #expect(app.status == 77, "\(app.stderr)")
+        await daemon.cleanUp()
+    }
+
     @Test func badInputGetsItsErrorAndTheDaemonKeepsServing() async throws {
         let daemon = try await Daemon()
         try await daemon.start()

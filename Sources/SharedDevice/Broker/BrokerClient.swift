@@ -33,6 +33,24 @@ public final class BrokerClient: Sendable {
         return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string))
     }
 
+    /// The broker's state (administrators only: root or the policy's administratorsGroup).
+    public func status() throws(BrokerClientError) -> BrokerStatus {
+        guard let fields = try call("GetStatus")["status"]?.object else {
+            throw .refused(error: "\(Self.interface).GetStatus", message: "the broker's status is unusable")
+        }
+        return BrokerStatus(
+            version: fields["version"]?.string ?? "", startedAt: Date(timeIntervalSince1970: fields["startedAt"]?.double ?? 0),
+            provisioned: fields["provisioned"]?.bool ?? false, mode: fields["mode"]?.string ?? "private",
+            policyID: fields["policyId"]?.string, policySHA256: fields["policySha256"]?.string, current: Self.account(fields["current"]),
+            signedInAt: fields["signedInAt"]?.double.map { Date(timeIntervalSince1970: $0) },
+            lastAuditSequence: fields["lastAuditSequence"]?.int ?? 0,
+            connections: (fields["connections"]?.array ?? []).compactMap { value in
+                guard let connection = value.object, let uid = connection["uid"]?.int else { return nil }
+                return BrokerStatus.Connection(uid: UInt32(clamping: uid), pid: Int32(clamping: connection["pid"]?.int ?? 0),
+                                               appID: connection["appId"]?.string)
+            })
+    }
+
     /// The device's mode and registration (any caller may ask).
     public func deviceInformation() throws(BrokerClientError) -> DeviceInformation {
         guard let fields = try call("GetDeviceInformation")["information"]?.object, let information = DeviceInformation(brokerFields: fields) else {

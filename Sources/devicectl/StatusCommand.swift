@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import KeychainStore
+import SharedDevice
+
+/// `devicectl status`: is the broker running, and the device's state (from the broker when it runs, else
+/// from the store).
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the broker daemon's state: running or not, socket, policy, current worker and since when, connected apps, last audit sequence.",
+        discussion: "With the broker running this asks it (root or the policy's administratorsGroup); without it, root reads the store.")
+
+    @OptionGroup var store: StoreLocation
+    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(BrokerSocket.defaultPath)).", valueName: "path"))
+    var socket: String?
+    @OptionGroup var output: OutputOptions
+
+    /// `--json`: the broker part is null when it does not run.
+    struct Summary: Encodable {
+        struct Broker: Encodable {
+            var socket: String
+            var running: Bool
+            var version: String?
+            var startedAt: Date?
+            var connections: [BrokerStatus.Connection]
+        }
+        var broker: Broker
+        var provisioned: Bool
+        var mode: String
+        var policyId: String?
+        var policySha256: String?
+        var current: DeviceAccount?
+        var signedInAt: Date?
+        var lastAuditSequence: Int64
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            let path = BrokerSocket.resolve(explicit: socket)
+            let summary: Summary
+            if let client = BrokerRoute.runningBroker(socket: path) {
+                let status = try reportingBrokerErrors { () throws(BrokerClientError) in try client.status() }
+                summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
+                                                connections: status.connections),
+                                  provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,
+                                  policySha256: status.policySHA256, current: status.current, signedInAt: status.signedInAt,
+                                  lastAuditSequence: status.lastAuditSequence)
+            } else {
+                summary = try storeSummary(socket: path)
+            }
+            if output.json { try Output.json(summary) } else { Output.print(Self.text(summary)) }
+        }
+    }
+
+    /// The state from the store itself (the broker is not running).
+    private func storeSummary(socket: String) throws -> Summary {
+        let notRunning = Summary.Broker(socket: socket, running: false, version: nil, startedAt: nil, connections: [])
+        let database = store.directory.appendingPathComponent(KeychainStore.databaseFileName)
+        guard FileManager.default.fileExists(atPath: database.path) else {
+            return Summary(broker: notRunning, provisioned: false, mode: DeviceInformation.Mode.private.rawValue, policyId: nil,
+                           policySha256: nil, current: nil, signedInAt: nil, lastAuditSequence: 0)
+        }
+        let context = try AccountContext(store)
+        let record = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.device.record() }
+        let statuses = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.accounts() }
+        let last = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.device.lastAuditSequence() }
+        let current = statuses.first { $0.signedIn }
+        return Summary(broker: notRunning, provisioned: record != nil, mode: context.device.information().information.mode.rawValue,
+                       policyId: record?.policyID, policySha256: record?.policySHA256, current: current?.account,
+                       signedInAt: current?.signedInAt, lastAuditSequence: last)
+    }
+
+    static func text(_ summary: Summary) -> String {
+        let time = ISO8601DateFormatter()
+        var lines: [String] = []
+        if summary.broker.running {
+            lines.append("broker: running on \(summary.broker.socket) (deviced \(summary.broker.version ?? "?")"
+                         + (summary.broker.startedAt.map { ", since \(time.string(from: $0))" } ?? "") + ")")
+            lines.append("connections: \(summary.broker.connections.count)")
+            for connection in summary.broker.connections {
+                lines.append("  uid \(connection.uid) \(connection.appID ?? "(no app)") pid \(connection.pid)")
+            }
+        } else {
+            lines.append("broker: not running (no broker answers on \(summary.broker.socket))")
+        }
+        if summary.provisioned {
+            lines.append("device: \(summary.mode) mode, policy \(summary.policyId ?? "(no id)") sha256 \(summary.policySha256 ?? "?")")
+        } else {
+            lines.append("device: not provisioned")
+        }
+        if let current = summary.current {
+            lines.append("worker: \(AccountText.line(current))" + (summary.signedInAt.map { ", signed in since \(time.string(from: $0))" } ?? ""))
+        } else {
+            lines.append("worker: nobody signed in")
+        }
+        lines.append("audit: last sequence \(summary.lastAuditSequence)")
+        return lines.joined(separator: "\n")
+    }
+}
