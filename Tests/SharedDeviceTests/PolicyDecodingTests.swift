@@ -147,6 +147,9 @@ struct PolicyDecodingTests {
         #expect(try Self.error { $0["version"] = 2 }?.path == "version")
         #expect(try Self.error { $0["authority"] = ["issuer": "http://idp.example.com", "clientId": "c"] }?.path == "authority.issuer")
         #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 60, "warningSeconds": 60] }?.path == "session.warningSeconds")
+        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 29, "warningSeconds": 10] }?.path == "session.idleSignOutSeconds")
+        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 30, "warningSeconds": 10] } == nil)
+        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 0] } == nil)
     }
 
     @Test func aB2CIssuerMustBeAmongTheKnownAuthorities() throws {

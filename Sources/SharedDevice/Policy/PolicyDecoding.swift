@@ -197,6 +197,10 @@ private struct PolicyReader {
         let warning = try fields["warningSeconds"].map { v throws(PolicyError) in
             try integer(v, at: path.key("warningSeconds"), in: 0...86_400)
         } ?? 0
+        // As Shared iPad's UserSessionTimeout: an idle sign-out sooner than 30 s would sign workers out mid-task.
+        if idle > 0 && idle < 30 {
+            throw PolicyError(path.key("idleSignOutSeconds"), "expected 0 (no idle sign-out) or at least 30 seconds, found \(idle)")
+        }
         if idle > 0 && warning >= idle {
             throw PolicyError(path.key("warningSeconds"), "expected fewer warning seconds than idleSignOutSeconds (\(idle))")
         }
