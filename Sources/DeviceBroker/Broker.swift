@@ -147,11 +147,8 @@ public final class Broker: Sendable {
             let policy = try record?.policy()
             devicePolicy.withLock { $0 = (stamp, record, policy) }
             return (record, policy)
-        } catch let error as SharedDeviceError {
-            throw BrokerFailure(error)
-        } catch let error as KeychainError {
-            throw BrokerFailure(error)
         } catch {
+            // A store error stays one (KeychainError reply with its OSStatus).
             throw BrokerFailure(SharedDeviceError.wrapping(error))
         }
     }

@@ -58,7 +58,6 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
                     close(channelContext)
                     return
                 }
-                if handler.isLongLived(call) { state.longLived.store(true, ordering: .relaxed) }
                 calls?.yield(call)
             }
         } catch {
@@ -180,6 +179,4 @@ final class ConnectionState: Sendable {
     let queued = Atomic<Int>(0)
     /// Calls running that a graceful shutdown waits for (not long-lived ones).
     let running = Atomic<Int>(0)
-    /// The connection has made a long-lived call (a subscription).
-    let longLived = Atomic<Bool>(false)
 }

@@ -41,9 +41,6 @@ public final class VarlinkServer: Sendable {
         group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoopThreads)
     }
 
-    /// Connections open now.
-    public var connectionCount: Int { connections.withLock { $0.count } }
-
     /// The peers of the connections open now (as the kernel identified them), by connection id.
     public var connectedPeers: [(connectionID: UInt64, peer: PeerCredentials)] {
         connections.withLock { open in

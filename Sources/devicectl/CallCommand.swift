@@ -12,8 +12,7 @@ struct Call: AsyncParsableCommand {
         discussion: "URL `userinfo` means the authority's userinfo endpoint. A non-2xx answer is an error (exit 53).")
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
-                               valueName: "id")) var app: String?
+    @Option(help: CallerOptions.appHelp) var app: String?
     @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
     @Argument(help: ArgumentHelp("The API URL, or `userinfo`.", valueName: "url")) var url: String
     @OptionGroup var output: OutputOptions

@@ -67,8 +67,11 @@ struct StoreLocation: ParsableArguments {
 /// The calling app. On a provisioned device its entitlements come from the device policy; before
 /// provisioning they are given with `--entitlements`.
 struct CallerOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
-                               valueName: "id"))
+    /// `--app` of every app-facing command.
+    static let appHelp = ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
+                                      valueName: "id")
+
+    @Option(help: CallerOptions.appHelp)
     var app: String?
 
     @Option(help: ArgumentHelp("Comma-separated keychain access groups the app is entitled to, first one the default (only before the device is provisioned; afterwards the policy decides).", valueName: "groups"))

@@ -12,8 +12,7 @@ struct Token: AsyncParsableCommand {
         discussion: "The token itself only with --print-secret. Exit 50: interaction required (sign in again); 49: nobody is signed in.")
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
-                               valueName: "id")) var app: String?
+    @Option(help: CallerOptions.appHelp) var app: String?
     @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
     @Flag(help: "Skip the cached access token and redeem the refresh token.") var forceRefresh = false
     @Flag(help: "Print the access token (it is a secret).") var printSecret = false

@@ -61,11 +61,24 @@ final class BrokerDaemon: @unchecked Sendable {
         return await process.waitForExit(timeout: 20)
     }
 
-    /// Runs devicectl as `uid` (its own group, no supplementary groups) against this daemon.
-    func devicectl(as uid: UInt32, _ arguments: [String], stdin: String? = nil) async throws -> Command.Result {
-        try await Command.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                              ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", devicectlCopy] + arguments,
-                              stdin: stdin, environment: ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""])
+    static let setpriv = URL(fileURLWithPath: "/usr/bin/setpriv")
+
+    /// setpriv's arguments to run as `uid` in group `gid` (default: the uid's own), no supplementary groups.
+    static func asUser(_ uid: UInt32, group gid: UInt32? = nil) -> [String] {
+        ["--reuid=\(uid)", "--regid=\(gid ?? uid)", "--clear-groups"]
+    }
+
+    /// The environment of a client of this daemon (its socket; no state directory of its own).
+    var clientEnvironment: [String: String] { ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""] }
+
+    /// Runs devicectl as `uid` (group `gid`, default its own) against this daemon.
+    func devicectl(as uid: UInt32, group gid: UInt32? = nil, _ arguments: [String], stdin: String? = nil) async throws -> Command.Result {
+        try await Command.run(Self.setpriv, Self.asUser(uid, group: gid) + [devicectlCopy] + arguments, stdin: stdin, environment: clientEnvironment)
+    }
+
+    /// Starts devicectl as `uid` against this daemon in the background, with `environment` added.
+    func startDevicectl(as uid: UInt32, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess(Self.setpriv, Self.asUser(uid) + [devicectlCopy] + arguments, environment: clientEnvironment.merging(environment) { $1 })
     }
 
     /// Runs a copy of the built product `name` (a test worker) as `uid` against this daemon, in the background.
@@ -75,16 +88,14 @@ final class BrokerDaemon: @unchecked Sendable {
             try FileManager.default.copyItem(atPath: DevicectlRunner.productsDirectory.appendingPathComponent(name).path, toPath: copy)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
         }
-        return try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"), ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", copy] + arguments,
-                                environment: ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""])
+        return try ChildProcess(Self.setpriv, Self.asUser(uid) + [copy] + arguments, environment: clientEnvironment)
     }
 
     /// Starts the Python client as `uid` in `mode` (see Tests/Python/broker_client.py).
     func python(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
         try #require(FileManager.default.fileExists(atPath: Self.pythonPath + "/varlink"),
                      "PyPI varlink is not installed in \(Self.pythonPath); run tools/setup")
-        return try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "/usr/bin/python3", pythonClient, mode, socketPath] + arguments,
+        return try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", pythonClient, mode, socketPath] + arguments,
                                 environment: ["PYTHONPATH": Self.pythonPath])
     }
 

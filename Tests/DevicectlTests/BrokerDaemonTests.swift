@@ -144,9 +144,7 @@ import Testing
         let still = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
         #expect(still.stdout.contains(Worker.jo.username))
         // A member of the administrators' group (by its gid; it is no app) can.
-        let admin = try await Command.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                          ["--reuid=1005", "--regid=50", "--clear-groups", daemon.devicectlCopy, "signout", "--reason", "admin", "--json"],
-                                          environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": ""])
+        let admin = try await daemon.devicectl(as: 1005, group: 50, ["signout", "--reason", "admin", "--json"])
         #expect(admin.status == 0 && admin.stdout.contains("\"global\" : true"), "\(admin.stderr)")
         let events = try await daemon.auditEvents()
         #expect(events.contains { $0["type"] as? String == "account.signed_out" && $0["reason"] as? String == "admin" && $0["actor"] as? String == "uid 1005" })

@@ -23,9 +23,7 @@ import Testing
 
     /// `devicectl signin` (device code) as `uid` in the background, through the broker.
     static func startSignIn(_ daemon: Daemon, as uid: UInt32) throws -> ChildProcess {
-        try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                         ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", daemon.devicectlCopy, "signin", "--json"],
-                         environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": ""])
+        try daemon.startDevicectl(as: uid, ["signin", "--json"])
     }
 
     /// Waits for the user code the sign-in shows (on standard error with --json).
@@ -82,11 +80,8 @@ import Testing
         // The app's "browser" hands the authorization URL to the test, which plays the worker in the browser.
         let urlFile = daemon.publicDirectory.appendingPathComponent("authorization-url")
         _ = FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
-        let signIn = try ChildProcess(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                      ["--reuid=\(Daemon.scannerUID)", "--regid=\(Daemon.scannerUID)", "--clear-groups", daemon.devicectlCopy,
-                                       "signin", "--flow", "browser", "--json"],
-                                      environment: ["DEVICECTL_SOCKET": daemon.socketPath, "DEVICECTL_STATE_DIR": "",
-                                                    "DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
+        let signIn = try daemon.startDevicectl(as: Daemon.scannerUID, ["signin", "--flow", "browser", "--json"],
+                                               environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
         defer { _ = signIn.killIfRunning() }
         var url = ""
         let deadline = Date().addingTimeInterval(30)

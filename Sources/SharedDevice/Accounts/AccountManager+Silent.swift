@@ -39,7 +39,7 @@ extension AccountManager {
                !known.token.isExpired(at: tx.now, buffer: self.tokenCache.expirationBuffer) {
                 return (known.account, known.token, nil)
             }
-            let account = try self.signedInAccount(for: app, requested: requested, in: tx)
+            let account = try self.signedInAccount(for: app, requested: requested, stamp: stamp, in: tx)
             if !skipAccessToken, let cached = try self.tokenCache.accessToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                               clientID: clientID, realm: account.realm, scopes: scopes, as: app, in: tx) {
                 self.silentCache.withLock { answers in
@@ -75,10 +75,12 @@ extension AccountManager {
         }
     }
 
-    private func signedInAccount(for app: AppIdentity, requested: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount {
+    /// - Parameter stamp: the transaction's change stamp, when the caller already took it.
+    private func signedInAccount(for app: AppIdentity, requested: DeviceAccount?, stamp known: StoreChangeStamp? = nil,
+                                 in tx: StoreTransaction) throws -> DeviceAccount {
         // Nothing committed since `currentAccount` last answered this app: that answer stands (no decryption
         // of the device record and account records).
-        let stamp = try tx.changeStamp()
+        let stamp = try known ?? tx.changeStamp()
         let known = cache.withLock { $0[app] }.flatMap { $0.stamp == stamp ? $0.answer : nil }
         let current: DeviceAccount?
         if let known { current = known.current } else {

@@ -63,12 +63,8 @@ extension PublicClientApplication {
     }
 
     static func brokeredDeviceInformation(_ broker: BrokerClient) -> (information: DeviceInformation, error: SharedDeviceError?) {
-        do {
-            let reply = try broker.call("GetDeviceInformation")
-            guard let fields = reply["information"]?.object, let information = DeviceInformation(brokerFields: fields) else {
-                return (.default, SharedDeviceError(.brokerUnavailable, "the broker's device information is unusable"))
-            }
-            return (information, nil)
+        do throws(BrokerClientError) {
+            return (try broker.deviceInformation(), nil)
         } catch {
             return (.default, SharedDeviceError(error))
         }
