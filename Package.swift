@@ -144,6 +144,8 @@ let package = Package(
             dependencies: [
                 "ProcessTestSupport",
                 "SharedDevice",
+                "DeviceBroker",
+                "Varlink",
                 "KeychainStore",
                 "IdentityClient",
                 "IdentityTestSupport",

@@ -2,19 +2,30 @@ import Foundation
 import SharedDevice
 import Synchronization
 
+/// What the broker pushes to subscribed apps: the device's account changes (from the audit log, whoever
+/// committed them) and the idle monitor's warnings (the broker's own).
+enum BrokerEvent: Sendable, Equatable {
+    case account(AccountChange)
+    /// The worker will be signed out for inactivity in `secondsLeft` seconds unless there is activity.
+    case idleWarning(secondsLeft: Int)
+    /// Activity came after a warning: the idle sign-out is off until the next warning.
+    case idleWarningCanceled
+}
+
 /// One watch of the device's account changes (the account manager's change stream: an inotify wake-up
-/// after every commit by any process, then the new audit events), fanned out to every subscriber.
+/// after every commit by any process, then the new audit events), fanned out to every subscriber,
+/// together with the events the broker publishes itself.
 final class AccountEventHub: Sendable {
     private let accountManager: AccountManager
-    private let subscribers = Mutex<(started: Bool, next: Int, continuations: [Int: AsyncStream<AccountChange>.Continuation])>((false, 0, [:]))
+    private let subscribers = Mutex<(started: Bool, next: Int, continuations: [Int: AsyncStream<BrokerEvent>.Continuation])>((false, 0, [:]))
 
     init(accountManager: AccountManager) {
         self.accountManager = accountManager
     }
 
-    /// The changes committed from now on, until the consumer stops iterating.
-    func subscribe() -> AsyncStream<AccountChange> {
-        let (stream, continuation) = AsyncStream.makeStream(of: AccountChange.self, bufferingPolicy: .bufferingNewest(256))
+    /// The events from now on, until the consumer stops iterating.
+    func subscribe() -> AsyncStream<BrokerEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: BrokerEvent.self, bufferingPolicy: .bufferingNewest(256))
         let (id, start) = subscribers.withLock { state -> (Int, Bool) in
             let id = state.next
             state.next += 1
@@ -29,6 +40,12 @@ final class AccountEventHub: Sendable {
         return stream
     }
 
+    /// Hands `event` to every subscriber.
+    func publish(_ event: BrokerEvent) {
+        let continuations = subscribers.withLock { Array($0.continuations.values) }
+        for continuation in continuations { continuation.yield(event) }
+    }
+
     /// Subscribers now.
     var subscriberCount: Int { subscribers.withLock { $0.continuations.count } }
 
@@ -39,8 +56,7 @@ final class AccountEventHub: Sendable {
         Task.detached { [weak self] in
             for await change in changes {
                 guard let self else { return }
-                let continuations = self.subscribers.withLock { Array($0.continuations.values) }
-                for continuation in continuations { continuation.yield(change) }
+                self.publish(.account(change))
             }
         }
     }

@@ -33,6 +33,7 @@ extension Broker {
             "current": .account(current?.account),
             "signedInAt": current?.signedInAt.map { .double($0.timeIntervalSince1970) } ?? .null,
             "lastAuditSequence": .int(lastSequence),
+            "idle": idleValue(),
             "connections": .array(connections),
         ])])
     }

@@ -12,20 +12,32 @@ extension Broker {
         let changes = events.subscribe()
         let sequence = (try? device.lastAuditSequence()) ?? 0
         guard await reply(try event(kind: "subscribed", reason: nil, sequence: sequence, application: application)) else { return }
-        for await change in changes {
-            let kind = switch change.kind {
-            case .signedIn: "signedIn"
-            case .signedOutGlobally: "signedOut"
-            case .switched: "switched"
-            case .deviceModeChanged: "deviceModeChanged"
+        var lastSequence = sequence
+        for await brokerEvent in changes {
+            let delivered = switch brokerEvent {
+            case .account(let change):
+                await reply(try event(kind: Self.kindName(change.kind), reason: change.reason?.rawValue, sequence: change.sequence, application: application))
+            case .idleWarning(let secondsLeft):
+                await reply(try event(kind: "idleWarning", reason: nil, sequence: lastSequence, secondsLeft: secondsLeft, application: application))
+            case .idleWarningCanceled:
+                await reply(try event(kind: "idleWarningCanceled", reason: nil, sequence: lastSequence, application: application))
             }
-            guard await reply(try event(kind: kind, reason: change.reason?.rawValue, sequence: change.sequence, application: application)) else {
-                return
-            }
+            guard delivered else { return }
+            if case .account(let change) = brokerEvent { lastSequence = max(lastSequence, change.sequence) }
         }
     }
 
-    private func event(kind: String, reason: String?, sequence: Int64, application: PublicClientApplication) throws(BrokerFailure) -> VarlinkReply {
+    private static func kindName(_ kind: AccountChange.Kind) -> String {
+        switch kind {
+        case .signedIn: "signedIn"
+        case .signedOutGlobally: "signedOut"
+        case .switched: "switched"
+        case .deviceModeChanged: "deviceModeChanged"
+        }
+    }
+
+    private func event(kind: String, reason: String?, sequence: Int64, secondsLeft: Int? = nil,
+                       application: PublicClientApplication) throws(BrokerFailure) -> VarlinkReply {
         let current: DeviceAccount?
         do {
             current = try application.currentAccount().current
@@ -35,6 +47,7 @@ extension Broker {
         return VarlinkReply(parameters: ["event": .object([
             "kind": .string(kind), "current": .account(current), "reason": .optional(reason),
             "mode": .string(device.information().information.mode.rawValue), "sequence": .int(sequence),
+            "secondsLeft": secondsLeft.map { .int(Int64($0)) } ?? .null,
         ])], continues: true)
     }
 }

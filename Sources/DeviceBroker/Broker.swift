@@ -20,11 +20,12 @@ public final class Broker: Sendable {
     let logger: Logger
     /// One application per app and policy revision, so each keeps its discovery cache.
     private let applications = Mutex<[String: (policySHA: String, application: PublicClientApplication)]>([:])
-    /// The device record and policy as of a store change stamp: re-read (decrypted, decoded) only after a commit.
-    private let devicePolicy = Mutex<(stamp: StoreChangeStamp, record: DeviceRecord?, policy: DevicePolicy?)?>(nil)
+    private let policies: DevicePolicyCache
     /// Connections whose refusal was already audited (one `keychain.access_denied` per connection).
     private let auditedRefusals = Mutex<Set<UInt64>>([])
     let events: AccountEventHub
+    /// The policy's idle sign-out.
+    let idle: IdleMonitor
     /// When the broker was made (for `GetStatus`).
     let startedAt = Date()
     /// The callers connected now, as the server knows them (set by the daemon once its server exists).
@@ -41,12 +42,25 @@ public final class Broker: Sendable {
     /// A broker for `device`.
     /// - Parameters:
     ///   - transport: the way to the identity provider.
+    ///   - idleClock: the time the idle sign-out runs on (tests inject one).
     ///   - logger: where the broker's debug events go; never a token or a secret.
-    public init(device: ManagedDevice, transport: any HTTPTransport = URLSessionTransport(), logger: Logger = Logger.current) {
+    public init(device: ManagedDevice, transport: any HTTPTransport = URLSessionTransport(), idleClock: any IdleClock = SystemIdleClock(),
+                logger: Logger = Logger.current) {
         self.device = device
         self.transport = transport
         self.logger = logger
-        events = AccountEventHub(accountManager: AccountManager(device: device, logger: logger))
+        let policies = DevicePolicyCache(device: device)
+        let events = AccountEventHub(accountManager: AccountManager(device: device, logger: logger))
+        self.policies = policies
+        self.events = events
+        idle = IdleMonitor(clock: idleClock, device: device, events: events,
+                           file: IdleActivityFile(stateDirectory: device.store.databaseURL.deletingLastPathComponent()), logger: logger,
+                           policy: { (try? policies.current())?.policy })
+    }
+
+    /// Runs the policy's idle sign-out until the task is cancelled (the daemon runs it beside its server).
+    public func runIdleMonitor() async {
+        await idle.run()
     }
 
     /// Calls that last as long as their connection (the account-change subscription).
@@ -67,11 +81,22 @@ public final class Broker: Sendable {
         logger[metadataKey: "peer.uid"] = "\(caller.uid)"
         do {
             try await dispatch(call, caller: caller, reply: reply, logger: logger)
+            if Self.activityMethods.contains(call.member) { idle.recordActivity() }
         } catch {
             logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
+            // An app's call the keychain or the account manager answered (an item not found, …) was the worker's too.
+            if Self.activityMethods.contains(call.member), error.isAnswerToApp { idle.recordActivity() }
             _ = await reply(error.reply)
         }
     }
+
+    /// The calls an app makes on the worker's behalf: each restarts the idle clock. Not the ones a
+    /// background service makes (who am I, device information, status, the long-lived subscription) nor a
+    /// sign-out. A caller the policy does not list does not count.
+    static let activityMethods: Set<String> = [
+        "GetCurrentAccount", "AcquireTokenSilent", "SignInWithDeviceCode", "SignInWithBrowser", "SwitchWorker",
+        "AddGenericPassword", "FindGenericPassword", "UpdateGenericPassword", "DeleteGenericPassword", "ListGenericPasswords",
+    ]
 
     private func dispatch(_ call: VarlinkCall, caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool,
                           logger: Logger) async throws(BrokerFailure) {
@@ -81,6 +106,8 @@ public final class Broker: Sendable {
             _ = await reply(try callerReply(caller))
         case "GetStatus":
             _ = await reply(try status(caller))
+        case "ReportActivity":
+            _ = await reply(try reportActivity(caller))
         case "GetDeviceInformation":
             _ = await reply(VarlinkReply(parameters: ["information": .information(device.information().information)]))
         case "GetCurrentAccount":
@@ -140,17 +167,7 @@ public final class Broker: Sendable {
 
     /// The device record and its policy, decrypted and decoded again only when the store changed.
     func currentPolicy() throws(BrokerFailure) -> (record: DeviceRecord?, policy: DevicePolicy?) {
-        do {
-            let stamp = try device.store.readTransaction { tx in try tx.changeStamp() }
-            if let cached = devicePolicy.withLock({ $0 }), cached.stamp == stamp { return (cached.record, cached.policy) }
-            let record = try device.record()
-            let policy = try record?.policy()
-            devicePolicy.withLock { $0 = (stamp, record, policy) }
-            return (record, policy)
-        } catch {
-            // A store error stays one (KeychainError reply with its OSStatus).
-            throw BrokerFailure(SharedDeviceError.wrapping(error))
-        }
+        try policies.current()
     }
 
     private func auditRefusal(of caller: BrokerCaller, provisioned: Bool) {

@@ -25,6 +25,11 @@ struct BrokerFailure: Error {
 
     init(reply: VarlinkReply) { self.reply = reply }
 
+    /// An answer from the keychain or the account manager to an app the policy lists (not a refusal of the caller).
+    var isAnswerToApp: Bool {
+        reply.error == BrokerInterface.error("KeychainError") || reply.error == BrokerInterface.error("AccountError")
+    }
+
     init(_ error: KeychainError) {
         self.init(reply: VarlinkReply(error: BrokerInterface.error("KeychainError"), parameters: [
             "status": .int(Int64(error.code.osStatus)), "code": .string(error.code.name), "message": .string(error.message),

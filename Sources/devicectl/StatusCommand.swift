@@ -8,7 +8,7 @@ import SharedDevice
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the broker daemon's state: running or not, socket, policy, current worker and since when, connected apps, last audit sequence.",
+        abstract: "Show the broker daemon's state: running or not, socket, policy, current worker and since when, idle clock, connected apps, last audit sequence.",
         discussion: "With the broker running this asks it (root or the policy's administratorsGroup); without it, root reads the store.")
 
     @OptionGroup var store: StoreLocation
@@ -33,6 +33,8 @@ struct Status: ParsableCommand {
         var current: DeviceAccount?
         var signedInAt: Date?
         var lastAuditSequence: Int64
+        /// The idle sign-out clock (the broker keeps it; null without one).
+        var idle: IdleState?
     }
 
     func run() throws {
@@ -45,7 +47,7 @@ struct Status: ParsableCommand {
                                                 connections: status.connections),
                                   provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,
                                   policySha256: status.policySHA256, current: status.current, signedInAt: status.signedInAt,
-                                  lastAuditSequence: status.lastAuditSequence)
+                                  lastAuditSequence: status.lastAuditSequence, idle: status.idle)
             } else {
                 summary = try storeSummary(socket: path)
             }
@@ -93,6 +95,14 @@ struct Status: ParsableCommand {
             lines.append("worker: \(AccountText.line(current))" + (summary.signedInAt.map { ", signed in since \(time.string(from: $0))" } ?? ""))
         } else {
             lines.append("worker: nobody signed in")
+        }
+        if let idle = summary.idle {
+            var line = "idle sign-out: after \(idle.idleSignOutSeconds) s, warning \(idle.warningSeconds) s before"
+            if let idleSeconds = idle.idleSeconds, let signOutIn = idle.signOutIn {
+                line += "; idle for \(Int(idleSeconds)) s, signs out in \(Int(signOutIn.rounded(.up))) s"
+                if idle.warning { line += " (warning shown)" }
+            }
+            lines.append(line)
         }
         lines.append("audit: last sequence \(summary.lastAuditSequence)")
         return lines.joined(separator: "\n")

@@ -40,7 +40,11 @@ struct Deviced: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds after which a connection with no call in progress that sends nothing is closed.", valueName: "seconds"))
     var idleTimeout: Int = 60
 
+    /// Runs the idle clock this many times faster than the wall clock: for tests of the idle sign-out only.
+    @Option(help: .hidden) var clockScale: Double = 1
+
     func validate() throws {
+        guard clockScale > 0, clockScale <= 1000 else { throw ValidationError("--clock-scale must be above 0 and at most 1000") }
         guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
         guard (1...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be between 1 and 86400 seconds") }
     }
@@ -65,7 +69,8 @@ struct Deviced: AsyncParsableCommand {
             throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile ? 78 : 74)
         }
         let device = ManagedDevice(store: store, logger: logger)
-        let broker = Broker(device: device, logger: logger)
+        let clock: any IdleClock = clockScale == 1 ? SystemIdleClock() : ScaledIdleClock(scale: clockScale)
+        let broker = Broker(device: device, idleClock: clock, logger: logger)
         let listener: VarlinkServer.Listener
         if let inherited = SocketActivation.inheritedListener() {
             listener = .inherited(descriptor: inherited)
@@ -92,7 +97,8 @@ struct Deviced: AsyncParsableCommand {
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
-                       .init(service: AuditJournal(device: device, logger: logger))],
+                       .init(service: AuditJournal(device: device, logger: logger)),
+                       .init(service: IdleSignOut(broker: broker))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

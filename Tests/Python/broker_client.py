@@ -95,7 +95,8 @@ def subscribe(path, count):
                 event = reply["event"]
                 current = event.get("current") or {}
                 emit(step="event", kind=event["kind"], reason=event.get("reason"), mode=event["mode"],
-                     sequence=event["sequence"], current=current.get("username"), at=time.time())
+                     sequence=event["sequence"], current=current.get("username"),
+                     secondsLeft=event.get("secondsLeft"), at=time.time())
                 received += 1
                 if received >= count:
                     return

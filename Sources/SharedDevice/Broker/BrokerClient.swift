@@ -44,11 +44,20 @@ public final class BrokerClient: Sendable {
             policyID: fields["policyId"]?.string, policySHA256: fields["policySha256"]?.string, current: Self.account(fields["current"]),
             signedInAt: fields["signedInAt"]?.double.map { Date(timeIntervalSince1970: $0) },
             lastAuditSequence: fields["lastAuditSequence"]?.int ?? 0,
+            idle: IdleState(fields["idle"]),
             connections: (fields["connections"]?.array ?? []).compactMap { value in
                 guard let connection = value.object, let uid = connection["uid"]?.int else { return nil }
                 return BrokerStatus.Connection(uid: UInt32(clamping: uid), pid: Int32(clamping: connection["pid"]?.int ?? 0),
                                                appID: connection["appId"]?.string)
             })
+    }
+
+    /// Tells the broker the worker is active (a kiosk shell or launcher saw input): the idle sign-out
+    /// clock starts again and a warning that was out is canceled. Returns the idle clock (`nil` when the
+    /// policy sets no idle sign-out).
+    @discardableResult
+    public func reportActivity() throws(BrokerClientError) -> IdleState? {
+        IdleState(try call("ReportActivity")["idle"])
     }
 
     /// The device's mode and registration (any caller may ask).
@@ -123,9 +132,20 @@ public final class BrokerClient: Sendable {
     /// returns false or the broker goes away (then this throws `unavailable`). Blocks: run it on a thread
     /// of its own, with a client of its own.
     /// `onSubscribed` runs once the subscription is live (every later commit will be reported).
-    public func subscribe(onSubscribed: () -> Void = {}, onEvent: (AccountChange) -> Bool) throws(BrokerClientError) {
+    /// `onIdle` gets the idle sign-out's warnings (show a countdown) and their cancellations.
+    public func subscribe(onSubscribed: () -> Void = {}, onIdle: (IdleNotice) -> Void = { _ in },
+                          onEvent: (AccountChange) -> Bool) throws(BrokerClientError) {
         let _: Bool = try stream("SubscribeAccountChanges", [:]) { reply throws(BrokerClientError) -> Bool? in
             guard let event = reply["event"]?.object, let kindName = event["kind"]?.string else { return nil }
+            switch kindName {
+            case "idleWarning":
+                onIdle(.warning(secondsLeft: Int(event["secondsLeft"]?.int ?? 0)))
+                return nil
+            case "idleWarningCanceled":
+                onIdle(.canceled)
+                return nil
+            default: break
+            }
             let kind: AccountChange.Kind? = switch kindName {
             case "signedIn": .signedIn
             case "signedOut": .signedOutGlobally

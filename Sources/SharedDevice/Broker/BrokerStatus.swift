@@ -23,10 +23,12 @@ public struct BrokerStatus: Sendable, Equatable, Encodable {
     public var current: DeviceAccount?
     public var signedInAt: Date?
     public var lastAuditSequence: Int64
+    /// The idle sign-out clock (`nil` when the policy sets none or the device is private).
+    public var idle: IdleState?
     public var connections: [Connection]
 
     enum CodingKeys: String, CodingKey {
         case version, startedAt, provisioned, mode, policyID = "policyId", policySHA256 = "policySha256", current, signedInAt
-        case lastAuditSequence, connections
+        case lastAuditSequence, idle, connections
     }
 }

@@ -1,0 +1,29 @@
+import KeychainStore
+import SharedDevice
+import Synchronization
+
+/// The device record and its policy as of the store's change stamp: decrypted and decoded again only
+/// after a commit (one indexed read per call otherwise).
+final class DevicePolicyCache: Sendable {
+    private let device: ManagedDevice
+    private let cached = Mutex<(stamp: StoreChangeStamp, record: DeviceRecord?, policy: DevicePolicy?)?>(nil)
+
+    init(device: ManagedDevice) {
+        self.device = device
+    }
+
+    /// The device record and policy now (`nil` when the device is not provisioned).
+    func current() throws(BrokerFailure) -> (record: DeviceRecord?, policy: DevicePolicy?) {
+        do {
+            let stamp = try device.store.readTransaction { tx in try tx.changeStamp() }
+            if let cached = cached.withLock({ $0 }), cached.stamp == stamp { return (cached.record, cached.policy) }
+            let record = try device.record()
+            let policy = try record?.policy()
+            cached.withLock { $0 = (stamp, record, policy) }
+            return (record, policy)
+        } catch {
+            // A store error stays one (KeychainError reply with its OSStatus).
+            throw BrokerFailure(SharedDeviceError.wrapping(error))
+        }
+    }
+}

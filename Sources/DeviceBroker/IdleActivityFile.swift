@@ -1,0 +1,48 @@
+import Foundation
+import Logging
+
+/// The signed-in worker's last activity, kept in the state directory (`idle-activity.json`) so that a
+/// daemon restart neither resets an idle worker's clock to zero nor signs out a worker who was active.
+/// It holds a time and the worker's home account id, no secret. Written atomically (a new file renamed
+/// over the old), at a bounded rate by the idle monitor.
+struct IdleActivityFile: Sendable {
+    /// What the file holds.
+    struct Record: Codable, Equatable {
+        /// The worker the activity belongs to (home account id).
+        var account: String
+        /// The last activity, in the idle clock's Unix seconds.
+        var lastActivity: Double
+    }
+
+    static let fileName = "idle-activity.json"
+
+    let url: URL
+
+    init(stateDirectory: URL) {
+        url = stateDirectory.appendingPathComponent(Self.fileName)
+    }
+
+    /// The record, or `nil` when there is none or it cannot be read (the clock then starts now).
+    func read(logger: Logger) -> Record? {
+        guard let data = try? Data(contentsOf: url) else { return nil }
+        guard data.count <= 4096, let record = try? JSONDecoder().decode(Record.self, from: data) else {
+            logger.debug("idle activity file unreadable; the idle clock starts now", metadata: ["file": "\(url.path)"])
+            return nil
+        }
+        return record
+    }
+
+    /// Replaces the record; a failure is logged and costs only precision after a restart.
+    func write(_ record: Record, logger: Logger) {
+        do {
+            try JSONEncoder().encode(record).write(to: url, options: [.atomic])
+        } catch {
+            logger.debug("idle activity not persisted", metadata: ["file": "\(url.path)", "error": "\(error)"])
+        }
+    }
+
+    /// Removes the record (nobody is signed in).
+    func remove() {
+        try? FileManager.default.removeItem(at: url)
+    }
+}

@@ -1,0 +1,37 @@
+import Varlink
+
+/// The broker's idle sign-out clock (the policy's `session`), in the policy's seconds.
+public struct IdleState: Sendable, Equatable, Encodable {
+    public var idleSignOutSeconds: Int
+    public var warningSeconds: Int
+    /// Seconds since the worker's last activity (`nil`: nobody is signed in).
+    public var idleSeconds: Double?
+    /// Seconds until the idle sign-out (`nil`: nobody is signed in).
+    public var signOutIn: Double?
+    /// Whether a warning is out.
+    public var warning: Bool
+
+    public init(idleSignOutSeconds: Int, warningSeconds: Int, idleSeconds: Double? = nil, signOutIn: Double? = nil, warning: Bool = false) {
+        self.idleSignOutSeconds = idleSignOutSeconds
+        self.warningSeconds = warningSeconds
+        self.idleSeconds = idleSeconds
+        self.signOutIn = signOutIn
+        self.warning = warning
+    }
+
+    /// From the broker's `IdleState` (null: no idle sign-out).
+    init?(_ value: VarlinkValue?) {
+        guard let fields = value?.object, let timeout = fields["idleSignOutSeconds"]?.int else { return nil }
+        self.init(idleSignOutSeconds: Int(timeout), warningSeconds: Int(fields["warningSeconds"]?.int ?? 0),
+                  idleSeconds: fields["idleSeconds"]?.double, signOutIn: fields["signOutIn"]?.double,
+                  warning: fields["warning"]?.bool ?? false)
+    }
+}
+
+/// What the broker pushes about the idle sign-out.
+public enum IdleNotice: Sendable, Equatable {
+    /// The worker will be signed out in `secondsLeft` seconds unless there is activity: show a countdown.
+    case warning(secondsLeft: Int)
+    /// There was activity: hide the countdown.
+    case canceled
+}

@@ -1,0 +1,263 @@
+import DeviceBroker
+import Foundation
+import KeychainStore
+import SharedDevice
+import Synchronization
+import Testing
+import Varlink
+
+/// The broker's idle sign-out on a real store, with the idle clock moved by hand: the warning when
+/// `warningSeconds` remain, its cancellation by activity, the global sign-out with reason `idle` at
+/// `idleSignOutSeconds`, the clock kept across a restart, and nothing at all without a session.
+/// (BrokerDaemonTests runs the same through the daemon with a scaled clock and with the real one.)
+@Suite(.serialized)
+struct IdleSignOutTests {
+    /// A kiosk whose policy signs out after 30 s idle with a 10 s warning.
+    static func idlePolicy(timeout: Int = 30, warning: Int = 10) throws -> Data {
+        try Policies.edited { $0["session"] = ["idleSignOutSeconds": timeout, "warningSeconds": warning] }
+    }
+
+    @Test func warnsWhenTheWarningTimeRemainsThenSignsTheWorkerOutOfEveryApp() async throws {
+        let kiosk = try await IdleKiosk(policy: try Self.idlePolicy())
+        try await kiosk.signInAda()
+        kiosk.clock.advance(by: 19)
+        try await kiosk.expectNoEvent()
+        kiosk.clock.advance(by: 1)
+        let warning = try await kiosk.nextEvent()
+        #expect(warning["kind"]?.string == "idleWarning" && warning["secondsLeft"]?.int == 10, "\(warning)")
+        #expect(warning["current"]?.object?["username"]?.string == Person.ada.username)
+        let status = try await kiosk.idleState()
+        #expect(status?["warning"]?.bool == true && status?["signOutIn"]?.double == 10)
+
+        kiosk.clock.advance(by: 10)
+        let signedOut = try await kiosk.nextEvent()
+        #expect(signedOut["kind"]?.string == "signedOut" && signedOut["reason"]?.string == "idle", "\(signedOut)")
+        #expect(try kiosk.fixture.accounts.currentAccount(for: try kiosk.fixture.scanner).current == nil)
+        #expect(try kiosk.fixture.count(of: .ada, in: AccessGroup.adalCache) == 0)
+        let audited = try #require(try kiosk.fixture.device.auditEvents(matching: AuditFilter(types: [.accountSignedOut])).last)
+        #expect(audited.reason == "idle" && audited.actor == "deviced" && audited.details["scope"] == "global")
+        // Nobody signed in: the clock stops (no second sign-out, no warning).
+        kiosk.clock.advance(by: 120)
+        try await kiosk.expectNoEvent()
+        await kiosk.stop()
+    }
+
+    @Test func activityCancelsTheWarningAndStartsTheClockAgain() async throws {
+        let kiosk = try await IdleKiosk(policy: try Self.idlePolicy())
+        try await kiosk.signInAda()
+        kiosk.clock.advance(by: 22)
+        #expect(try await kiosk.nextEvent()["kind"]?.string == "idleWarning")
+
+        // The launcher reports input: the apps hear the warning is off, and the worker has 30 s again.
+        let reply = await kiosk.call("ReportActivity", as: IdleKiosk.scanner)
+        #expect(reply.error == nil && reply.parameters["idle"]?.object?["signOutIn"]?.double == 30, "\(reply)")
+        #expect(try await kiosk.nextEvent()["kind"]?.string == "idleWarningCanceled")
+        kiosk.clock.advance(by: 15)
+        try await kiosk.expectNoEvent()
+        // An app's call on the worker's behalf is activity too (here a keychain lookup that finds nothing).
+        let lookup = await kiosk.call("FindGenericPassword", ["service": .string("none")], as: IdleKiosk.timeclock)
+        #expect(lookup.error == "org.sharedmode.Broker1.KeychainError")
+        kiosk.clock.advance(by: 19)
+        try await kiosk.expectNoEvent()
+        kiosk.clock.advance(by: 1)
+        #expect(try await kiosk.nextEvent()["secondsLeft"]?.int == 10)
+        // A caller the policy does not list is no activity: the sign-out comes on time.
+        _ = await kiosk.call("ReportActivity", as: IdleKiosk.stranger)
+        kiosk.clock.advance(by: 10)
+        #expect(try await kiosk.nextEvent()["reason"]?.string == "idle")
+        await kiosk.stop()
+    }
+
+    @Test func aRestartKeepsTheIdleClockOfTheWorker() async throws {
+        let kiosk = try await IdleKiosk(policy: try Self.idlePolicy())
+        try await kiosk.signInAda()
+        kiosk.clock.advance(by: 12)
+        await kiosk.stop()  // the monitor writes the last activity as it stops
+
+        // The broker starts again on the same store: 12 s of the worker's 30 are gone.
+        let restarted = try await IdleKiosk(fixture: kiosk.fixture, clock: kiosk.clock)
+        let idle = try #require(try await restarted.idleState(waitingForWorker: true))
+        #expect(idle["idleSeconds"]?.double == 12 && idle["signOutIn"]?.double == 18, "\(idle)")
+        restarted.clock.advance(by: 8)
+        #expect(try await restarted.nextEvent()["secondsLeft"]?.int == 10)
+        restarted.clock.advance(by: 10)
+        #expect(try await restarted.nextEvent()["reason"]?.string == "idle")
+        await restarted.stop()
+    }
+
+    @Test func aBrokerThatWasDownPastTheDeadlineSignsTheIdleWorkerOutAtStart() async throws {
+        let kiosk = try await IdleKiosk(policy: try Self.idlePolicy())
+        try await kiosk.signInAda()
+        kiosk.clock.advance(by: 5)
+        await kiosk.stop()
+        kiosk.clock.advance(by: 3600)
+        let restarted = try await IdleKiosk(fixture: kiosk.fixture, clock: kiosk.clock)
+        #expect(try await restarted.nextEvent()["reason"]?.string == "idle")
+        await restarted.stop()
+    }
+
+    @Test func withoutASessionNobodyIsSignedOutForBeingIdle() async throws {
+        let kiosk = try await IdleKiosk(policy: try Policies.edited { $0.removeValue(forKey: "session") })
+        try await kiosk.signInAda(waitForClock: false)
+        kiosk.clock.advance(by: 86_400)
+        try await kiosk.expectNoEvent()
+        #expect(try kiosk.fixture.accounts.currentAccount(for: try kiosk.fixture.scanner).current == Person.ada.account)
+        #expect(try await kiosk.idleState() == nil)
+        let reply = await kiosk.call("ReportActivity", as: IdleKiosk.scanner)
+        #expect(reply.error == nil && reply.parameters["idle"] == .null, "\(reply)")
+        await kiosk.stop()
+    }
+}
+
+/// A provisioned kiosk with a broker whose idle monitor runs on a hand-moved clock, and the timeclock
+/// app's account-change subscription.
+final class IdleKiosk {
+    static let scanner: UInt32 = 1001, timeclock: UInt32 = 1002, stranger: UInt32 = 1003, root: UInt32 = 0
+
+    let fixture: AccountFixture
+    let clock: ManualIdleClock
+    let broker: Broker
+    private let monitor: Task<Void, Never>
+    private let subscription: Task<Void, Never>
+    /// Events received and not yet taken.
+    private let received = EventBuffer()
+
+    convenience init(policy: Data) async throws {
+        try await self.init(fixture: try AccountFixture(policy: policy), clock: ManualIdleClock())
+    }
+
+    init(fixture: AccountFixture, clock: ManualIdleClock) async throws {
+        self.fixture = fixture
+        self.clock = clock
+        let broker = Broker(device: fixture.device, idleClock: clock)
+        self.broker = broker
+        monitor = Task { await broker.runIdleMonitor() }
+        let caller = BrokerCaller(uid: Self.timeclock, gid: Self.timeclock, pid: 1, connectionID: 1)
+        let received = self.received
+        subscription = Task {
+            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.SubscribeAccountChanges", more: true), caller: caller) { reply in
+                if let event = reply.parameters["event"]?.object { received.append(event) }
+                return !Task.isCancelled
+            }
+        }
+        let first = try await nextEvent()
+        try #require(first["kind"]?.string == "subscribed", "\(first)")
+    }
+
+    /// Stops the monitor (which then writes the last activity, as the daemon does on SIGTERM) and the subscription.
+    func stop() async {
+        monitor.cancel()
+        await monitor.value
+        subscription.cancel()
+    }
+
+    /// Signs Ada in (as root's devicectl would, straight to the store) and waits until the monitor times her.
+    func signInAda(waitForClock: Bool = true) async throws {
+        try fixture.signIn(.ada, app: try fixture.scanner)
+        #expect(try await nextEvent()["kind"]?.string == "signedIn")
+        if waitForClock { try #require(try await idleState(waitingForWorker: true) != nil) }
+    }
+
+    /// The broker's `GetStatus` idle clock (as root); with `waitingForWorker`, once the monitor times a worker.
+    func idleState(waitingForWorker: Bool = false) async throws -> [String: VarlinkValue]? {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            let reply = await call("GetStatus", as: Self.root)
+            let idle = reply.parameters["status"]?.object?["idle"]?.object
+            if !waitingForWorker || idle?["signOutIn"]?.double != nil { return idle }
+            guard Date() < deadline else { throw IdleKioskError.timedOut("the monitor never timed the worker") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// One call as `uid`, its single reply.
+    func call(_ member: String, _ parameters: [String: VarlinkValue] = [:], as uid: UInt32) async -> VarlinkReply {
+        let replies = Mutex<[VarlinkReply]>([])
+        await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+                            caller: BrokerCaller(uid: uid, gid: uid, pid: 2, connectionID: UInt64(100 + uid))) { reply in
+            replies.withLock { $0.append(reply) }
+            return true
+        }
+        return replies.withLock { $0.first } ?? VarlinkReply(parameters: [:])
+    }
+
+    /// The subscription's next event (within `timeout` of real time).
+    func nextEvent(timeout: TimeInterval = 10) async throws -> [String: VarlinkValue] {
+        guard let event = try await next(timeout: timeout) else { throw IdleKioskError.timedOut("no event within \(timeout) s") }
+        return event
+    }
+
+    /// No event within half a second of real time.
+    func expectNoEvent(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let event = try await next(timeout: 0.5)
+        #expect(event == nil, "unexpected event \(event ?? [:])", sourceLocation: sourceLocation)
+    }
+
+    private func next(timeout: TimeInterval) async throws -> [String: VarlinkValue]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let event = received.take() { return event }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+}
+
+/// The events a subscription delivered, oldest first.
+final class EventBuffer: Sendable {
+    private let events = Mutex<[[String: VarlinkValue]]>([])
+    func append(_ event: [String: VarlinkValue]) { events.withLock { $0.append(event) } }
+    func take() -> [String: VarlinkValue]? { events.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
+}
+
+enum IdleKioskError: Error {
+    case timedOut(String)
+}
+
+/// An idle clock moved by hand: `sleep(until:)` returns when `advance(by:)` reaches the deadline.
+final class ManualIdleClock: IdleClock {
+    private struct Sleeper {
+        let deadline: Date
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private let state = Mutex<(now: Date, next: Int, sleepers: [Int: Sleeper], canceled: Set<Int>)>(
+        (Date(timeIntervalSince1970: 1_800_000_000), 0, [:], []))
+
+    func now() -> Date { state.withLock { $0.now } }
+
+    func advance(by seconds: TimeInterval) {
+        let due = state.withLock { state -> [Sleeper] in
+            state.now = state.now.addingTimeInterval(seconds)
+            let due = state.sleepers.filter { $0.value.deadline <= state.now }
+            for id in due.keys { state.sleepers.removeValue(forKey: id) }
+            return Array(due.values)
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    func sleep(until deadline: Date) async throws {
+        let id = state.withLock { state -> Int in
+            defer { state.next += 1 }
+            return state.next
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome = state.withLock { state -> Result<Void, any Error>? in
+                    if state.canceled.remove(id) != nil { return .failure(CancellationError()) }
+                    if state.now >= deadline { return .success(()) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { state -> Sleeper? in
+                if let sleeper = state.sleepers.removeValue(forKey: id) { return sleeper }
+                state.canceled.insert(id)
+                return nil
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
