@@ -72,18 +72,23 @@ extension Broker {
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
         async let outcome = Self.deviceCodeSignIn(application, scopes: scopes, loginHint: loginHint, shown: shown)
         for await session in sessions {
-            _ = await reply(VarlinkReply(parameters: ["verification": .object([
-                "verificationUri": .string(session.verificationURI.absoluteString),
-                "verificationUriComplete": .optional(session.verificationURIComplete?.absoluteString),
-                "userCode": .string(session.userCode),
-                "expiresIn": .int(Int64(max(0, session.expiresAt.timeIntervalSinceNow.rounded()))),
-                "message": .optional(session.serverMessage),
-            ])], continues: true))
+            _ = await reply(Self.verificationReply(session))
         }
         switch await outcome {
         case .success(let result): _ = await reply(VarlinkReply(parameters: ["result": .result(result)]))
         case .failure(let error): throw BrokerFailure(error)
         }
+    }
+
+    /// The reply that shows a device code (`verification`), to be continued.
+    static func verificationReply(_ session: DeviceCodeSession) -> VarlinkReply {
+        VarlinkReply(parameters: ["verification": .object([
+            "verificationUri": .string(session.verificationURI.absoluteString),
+            "verificationUriComplete": .optional(session.verificationURIComplete?.absoluteString),
+            "userCode": .string(session.userCode),
+            "expiresIn": .int(Int64(max(0, session.expiresAt.timeIntervalSinceNow.rounded()))),
+            "message": .optional(session.serverMessage),
+        ])], continues: true)
     }
 
     private static func deviceCodeSignIn(_ application: PublicClientApplication, scopes: [String], loginHint: String?,
@@ -109,27 +114,36 @@ extension Broker {
             return prompt
         }
         let timeout = try parameters.optionalInt("timeout", in: 1...3600) ?? 300
-        let shared = try application(for: caller)
-        let application: PublicClientApplication
-        do {
-            var configuration = shared.configuration
-            configuration.redirectURI = redirectURI
-            application = try PublicClientApplication(configuration: configuration, device: device, transport: transport, logger: logger)
-        } catch {
-            throw BrokerFailure(error)
-        }
+        let application = try browserApplication(for: caller, redirectURI: redirectURI)
         do {
             let result = try await application.acquireToken(InteractiveTokenParameters(
                 scopes: scopes,
-                flow: .browser(openBrowser: { url throws(IdentityError) in
-                    guard await reply(VarlinkReply(parameters: ["authorizationUrl": .string(url.absoluteString)], continues: true)) else {
-                        throw IdentityError(.userCanceled, "the app went away before the browser opened")
-                    }
-                }),
+                flow: Self.browserFlow(reply: reply),
                 prompt: prompt, loginHint: loginHint, browserTimeout: TimeInterval(timeout)))
             _ = await reply(VarlinkReply(parameters: ["result": .result(result)]))
         } catch {
             throw BrokerFailure(error)
         }
+    }
+
+    /// The caller's app with the caller's loopback redirect URI, on which the broker listens for the browser.
+    func browserApplication(for caller: BrokerCaller, redirectURI: URL) throws(BrokerFailure) -> PublicClientApplication {
+        let shared = try application(for: caller)
+        do {
+            var configuration = shared.configuration
+            configuration.redirectURI = redirectURI
+            return try PublicClientApplication(configuration: configuration, device: device, transport: transport, logger: logger)
+        } catch {
+            throw BrokerFailure(error)
+        }
+    }
+
+    /// The browser flow of a brokered sign-in: the authorization URL goes to the caller (continued reply).
+    static func browserFlow(reply: @escaping @Sendable (VarlinkReply) async -> Bool) -> InteractiveFlow {
+        .browser(openBrowser: { url throws(IdentityError) in
+            guard await reply(VarlinkReply(parameters: ["authorizationUrl": .string(url.absoluteString)], continues: true)) else {
+                throw IdentityError(.userCanceled, "the app went away before the browser opened")
+            }
+        })
     }
 }

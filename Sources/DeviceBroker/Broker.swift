@@ -122,6 +122,9 @@ public final class Broker: Sendable {
             try await signInWithBrowser(parameters, caller: caller, reply: reply)
         case "SignOut":
             _ = await reply(try await signOut(parameters, caller: caller))
+        case "SwitchWorker":
+            guard call.more else { throw .expectedMore }
+            try await switchWorker(parameters, caller: caller, reply: reply)
         case "AddGenericPassword":
             _ = await reply(try addGenericPassword(parameters, caller: caller))
         case "FindGenericPassword":

@@ -108,6 +108,13 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         self.init(.identity, identityError.description, identityError: identityError)
     }
 
+    /// The same failure, for a shift switch whose sign-out stood (`previous` left): the message says nobody is signed in now.
+    public func afterSwitchSignOut(_ previous: DeviceAccount?) -> SharedDeviceError {
+        let who = previous.map { "\($0.username ?? $0.homeAccountID) was signed out" } ?? "nobody was signed in"
+        return SharedDeviceError(code, "shift switch: \(who) and the next worker's sign-in failed, so nobody is signed in now; sign in again — \(message)",
+                                 storeError: storeError, policyError: policyError, identityError: identityError)
+    }
+
     /// MSAL's -50002: only an interactive sign-in can help (call `acquireToken`).
     public var isInteractionRequired: Bool { identityError?.code == .interactionRequired }
 

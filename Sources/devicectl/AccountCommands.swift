@@ -162,49 +162,6 @@ struct BrokerSignOutSummary: Encodable {
     var itemsRemoved: Int
 }
 
-struct Switch: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "switch",
-        abstract: "Shift change: sign the current worker out everywhere and the next one in, as one audited step.",
-        discussion: "If the sign-in fails, the sign-out stands and the failure is reported (non-zero exit).")
-
-    @OptionGroup var store: StoreLocation
-    @OptionGroup var caller: CallerOptions
-    @Option(help: ArgumentHelp("The next worker's token response (JSON).", valueName: "file")) var tokenResponse: String
-    @Option(help: ArgumentHelp("Why the previous worker leaves (default shift-end).", valueName: "reason")) var reason: String = SignOutReason.shiftEnd.rawValue
-    @OptionGroup var output: OutputOptions
-
-    struct Summary: Encodable {
-        var signedOut: DeviceAccount?
-        var signedIn: DeviceAccount?
-        var correlationId: String
-        var error: String?
-    }
-
-    func run() throws {
-        try runReportingErrors {
-            let context = try AccountContext(store)
-            let identity = try caller.identity(in: context.store)
-            let response = try AccountContext.tokenResponse(tokenResponse)
-            let request = try context.requestContext()
-            let parsedReason = try signOutReason(reason) ?? .shiftEnd
-            let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
-                try context.accounts.switchAccount(to: response, context: request, app: identity, reason: parsedReason)
-            }
-            if output.json {
-                try Output.json(Summary(signedOut: outcome.signedOut?.account, signedIn: outcome.signedIn,
-                                        correlationId: outcome.correlationID, error: outcome.signInError?.description))
-            } else {
-                Output.print("signed out: \(AccountText.line(outcome.signedOut?.account))")
-                Output.print("signed in: \(AccountText.line(outcome.signedIn))")
-            }
-            if let error = outcome.signInError {
-                _ = try reportingDeviceErrors { () throws(SharedDeviceError) in throw error }
-            }
-        }
-    }
-}
-
 /// Parses `--reason`.
 func signOutReason(_ text: String?) throws -> SignOutReason? {
     guard let text else { return nil }

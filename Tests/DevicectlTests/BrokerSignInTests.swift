@@ -125,4 +125,112 @@ import Testing
         #expect(list.status == 0, "\(list.stderr)")
         await daemon.cleanUp()
     }
+
+    // MARK: - Shift switch through the broker
+
+    /// Runs `devicectl ARGS --json` as `uid` through the broker, approves the device code it shows as
+    /// `user`, and returns the finished process. `beforeApproval` runs once the code is shown.
+    static func approvingDeviceCode(_ daemon: Daemon, as uid: UInt32, _ arguments: [String], user: String,
+                                    beforeApproval: (ChildProcess) async throws -> Void = { _ in }) async throws -> ChildProcess {
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let process = try daemon.startDevicectl(as: uid, arguments + ["--json"])
+        defer { _ = process.killIfRunning() }
+        let code = await Self.userCode(of: process)
+        guard let code else {
+            lock.release()
+            Issue.record("no code shown: \(process.standardError)")
+            return process
+        }
+        try await beforeApproval(process)
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user])
+        lock.release()
+        #expect(approval.status == 0, "\(approval.stderr)")
+        #expect(await process.waitForExit(timeout: 60))
+        return process
+    }
+
+    @Test func aDeviceCodeSwitchSignsTheWorkerOutFirstAndTheNextInUnderOneCorrelationID() async throws {
+        let daemon = try await Self.daemon()
+        let first = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1")
+        try #require(first.status == 0, "\(first.standardError)")
+
+        // Shift change at the timeclock (its own uid): worker1 is signed out of every app before worker2 signs in.
+        let switched = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2") { process in
+            #expect(process.standardError.contains("signed out: worker1"), "\(process.standardError)")
+            let between = try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"])
+            let accounts = try #require(try parseJSON(between.stdout) as? [String: Any], "\(between.stderr)")
+            #expect(accounts["current"] is NSNull || accounts["current"] == nil, "the previous worker is still signed in while the next signs in")
+        }
+        #expect(switched.status == 0, "\(switched.standardError)")
+        let summary = try #require(try parseJSON(switched.standardOutput) as? [String: Any], "\(switched.standardOutput)")
+        #expect((summary["signedOut"] as? [String: Any])?["username"] as? String == "worker1")
+        #expect((summary["signedIn"] as? [String: Any])?["username"] as? String == "worker2")
+        let correlationID = try #require(summary["correlationId"] as? String)
+
+        // The three audit events share the switch's correlation id, in order; the sign-out is the shift's end.
+        let events = try await daemon.auditEvents().filter { $0["correlationId"] as? String == correlationID }
+        #expect(events.map { $0["type"] as? String } == ["account.signed_out", "account.signed_in", "account.switched"], "\(events)")
+        #expect(events.first?["reason"] as? String == "shift-end" && events.first?["account"] as? String == "worker1")
+        #expect(events.last?["actor"] as? String == Daemon.timeclock)
+        // Every app sees worker2 now, and gets tokens silently.
+        let token = try await daemon.devicectl(as: Daemon.scannerUID, ["token", "--scopes", "User.Read", "--json"])
+        #expect(token.status == 0 && token.stdout.contains("worker2"), "\(token.stderr)")
+        await daemon.cleanUp()
+    }
+
+    @Test func aSwitchWhoseSignInIsCanceledOrDeclinedLeavesNobodySignedIn() async throws {
+        let daemon = try await Self.daemon()
+        let first = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1")
+        try #require(first.status == 0, "\(first.standardError)")
+
+        // Canceled: the switching app goes away while the next worker types the code; the code is approved anyway.
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let canceled = try daemon.startDevicectl(as: Daemon.timeclockUID, ["switch", "--json"])
+        let code = try #require(await Self.userCode(of: canceled), "no code shown: \(canceled.standardError)")
+        _ = canceled.send(SIGKILL)
+        #expect(await canceled.waitForExit(timeout: 10))
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker2"])
+        lock.release()
+        #expect(approval.status == 0, "\(approval.stderr)")
+        try await Task.sleep(for: .seconds(7))  // past the provider's polling interval
+        for uid in [Daemon.scannerUID, Daemon.timeclockUID] {
+            let accounts = try #require(try parseJSON(try await daemon.devicectl(as: uid, ["account", "--json"]).stdout) as? [String: Any])
+            #expect(accounts["current"] is NSNull || accounts["current"] == nil, "uid \(uid): somebody is signed in after a canceled switch")
+            if uid == Daemon.scannerUID {  // the app that saw worker1 (MSAL's previous account is per app)
+                #expect((accounts["previous"] as? [String: Any])?["username"] as? String == "worker1")
+            }
+        }
+        var events = try await daemon.auditEvents()
+        #expect(events.last { $0["type"] as? String == "account.signed_out" }?["reason"] as? String == "shift-end")
+        #expect(!events.contains { $0["type"] as? String == "account.switched" })
+        #expect(events.filter { $0["type"] as? String == "account.signed_in" }.count == 1)
+
+        // Declined in the browser: the provider sends the worker back with access_denied. Nobody was signed
+        // in, so nobody is signed out; the switch fails and says nobody is signed in now.
+        let urlFile = daemon.publicDirectory.appendingPathComponent("switch-authorization-url")
+        _ = FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
+        let declined = try daemon.startDevicectl(as: Daemon.timeclockUID, ["switch", "--flow", "browser"],
+                                                 environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
+        defer { _ = declined.killIfRunning() }
+        var url = ""
+        let deadline = Date().addingTimeInterval(30)
+        while url.isEmpty && Date() < deadline && !declined.hasExited {
+            url = (try? String(contentsOf: urlFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            if url.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        let authorization = try #require(URLComponents(string: url), "no authorization URL: \(declined.standardError)")
+        let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
+        let redirect = try #require(query["redirect_uri"], "\(url)")
+        var back = try #require(URLComponents(string: redirect))
+        back.queryItems = [URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"])]
+        let backURL = try #require(back.url)
+        _ = try await Command.run(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-o", "/dev/null", backURL.absoluteString])
+        #expect(await declined.waitForExit(timeout: 30))
+        #expect(declined.status != 0 && declined.standardError.contains("nobody is signed in now"), "\(declined.status) \(declined.standardError)")
+        events = try await daemon.auditEvents()
+        #expect(!events.contains { $0["type"] as? String == "account.switched" })
+        let accounts = try #require(try parseJSON(try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"]).stdout) as? [String: Any])
+        #expect(accounts["current"] is NSNull || accounts["current"] == nil)
+        await daemon.cleanUp()
+    }
 }

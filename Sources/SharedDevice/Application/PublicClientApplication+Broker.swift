@@ -84,14 +84,7 @@ extension PublicClientApplication {
                         return try client.signInWithDeviceCode(scopes: scopes, loginHint: loginHint, showCode: showCode)
                     case .browser(let openBrowser):
                         return try client.signInWithBrowser(scopes: scopes, redirectURI: redirectURI, loginHint: loginHint, prompt: prompt,
-                                                            timeout: timeout) { url in
-                            let opened = DispatchSemaphore(value: 0)
-                            Task {
-                                try? await openBrowser(url)
-                                opened.signal()
-                            }
-                            opened.wait()
-                        }
+                                                            timeout: timeout) { url in Self.waiting { try? await openBrowser(url) } }
                     }
                 })
             }
@@ -101,6 +94,44 @@ extension PublicClientApplication {
         } catch {
             throw SharedDeviceError(error)
         }
+    }
+
+    func brokeredSwitchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason, broker: BrokerClient,
+                              signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void) async throws(SharedDeviceError) -> AuthenticationResult {
+        let client = BrokerClient(socketPath: broker.socketPath)
+        let scopes = parameters.scopes, loginHint = parameters.loginHint, prompt = parameters.prompt?.rawValue
+        let redirectURI = configuration.redirectURI.absoluteString, timeout = Int(parameters.browserTimeout)
+        let flow = parameters.flow
+        let outcome: Result<AuthenticationResult, BrokerClientError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let signIn: BrokerClient.SwitchSignIn = switch flow {
+                case .deviceCode(let showCode, _): .deviceCode(showCode: showCode)
+                case .browser(let openBrowser):
+                    .browser(redirectURI: redirectURI, prompt: prompt, timeout: timeout) { url in Self.waiting { try? await openBrowser(url) } }
+                }
+                continuation.resume(returning: Result { () throws(BrokerClientError) -> AuthenticationResult in
+                    try client.switchWorker(scopes: scopes, reason: reason, loginHint: loginHint, signIn: signIn) { account, removed in
+                        let outcome = account.map { AccountManager.SignOutOutcome(account: $0, global: true, itemsRemoved: removed, accessGroups: 0) }
+                        Self.waiting { await signedOut(outcome) }
+                    }
+                })
+            }
+        }
+        do {
+            return try outcome.get()
+        } catch {
+            throw SharedDeviceError(error)
+        }
+    }
+
+    /// Runs `body` on a task and blocks this (broker client) thread until it is done.
+    private static func waiting(_ body: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await body()
+            done.signal()
+        }
+        done.wait()
     }
 
     func brokeredSignOut(_ parameters: SignOutParameters) throws(SharedDeviceError) -> AccountManager.SignOutOutcome {

@@ -170,11 +170,56 @@ public final class PublicClientApplication: Sendable {
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceError) -> AuthenticationResult {
         if let broker { return try await brokeredAcquireToken(parameters, broker: broker) }
         let accountManager = local.accounts
-        // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
-        let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         logger[metadataKey: "correlation_id"] = "\(correlationID)"
+        let (grant, response) = try await interactiveGrant(parameters, logger: logger)
+        let account: DeviceAccount
+        do {
+            account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
+                                                accessGroup: tokenGroup, correlationID: correlationID)
+        } catch {
+            logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
+            throw error
+        }
+        logger.debug("interactive sign-in succeeded", metadata: ["account": "\(account.auditName)", "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
+                                                                 "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
+        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
+                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
+    }
+
+    /// A shift change on a shared device (Intune's "switch user"): signs the current worker out of every
+    /// app and commits that first, then signs the next worker in interactively (device code or browser).
+    /// The sign-out, the sign-in and `account.switched` share one correlation id in the audit log.
+    /// - Parameters:
+    ///   - reason: why the previous worker leaves (`shift-end` by default).
+    ///   - signedOut: called once the previous worker is signed out (`nil`: nobody was), before the sign-in.
+    /// - Throws: the sign-in's errors (`userCanceled`, `deviceCodeExpired`, `accessDenied`, …); the
+    ///   sign-out stands then, nobody is signed in, and the message says so.
+    public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
+                             signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void = { _ in }) async throws(SharedDeviceError) -> AuthenticationResult {
+        if let broker { return try await brokeredSwitchWorker(parameters, reason: reason, broker: broker, signedOut: signedOut) }
+        let accountManager = local.accounts
+        let shift = try accountManager.beginSwitch(app: app, reason: reason)
+        await signedOut(shift.signedOut)
+        var logger = self.logger
+        logger[metadataKey: "correlation_id"] = "\(shift.correlationID)"
+        do throws(SharedDeviceError) {
+            let (grant, response) = try await interactiveGrant(parameters, logger: logger)
+            let account = try accountManager.completeSwitch(shift, response: response, context: context(scopes: grant.scopes), app: app,
+                                                            accessGroup: tokenGroup)
+            return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
+                                        idToken: grant.idToken?.raw, source: .interactive, correlationID: shift.correlationID)
+        } catch {
+            throw error.afterSwitchSignOut(shift.signedOut?.account)
+        }
+    }
+
+    /// The interactive part of a sign-in: the grant from the identity provider and its decoded response.
+    /// Nothing is cached here.
+    private func interactiveGrant(_ parameters: InteractiveTokenParameters, logger: Logger) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
+        // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
+        let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         var parameters = parameters
         parameters.loginHint = try loginHint(for: parameters.loginHint)
         let flowName: String
@@ -205,19 +250,7 @@ public final class PublicClientApplication: Sendable {
             logger.debug("interactive sign-in canceled before its tokens were cached")
             throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
         }
-        let response = try decode(grant)
-        let account: DeviceAccount
-        do {
-            account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
-                                                accessGroup: tokenGroup, correlationID: correlationID)
-        } catch {
-            logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
-            throw error
-        }
-        logger.debug("interactive sign-in succeeded", metadata: ["account": "\(account.auditName)", "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
-                                                                 "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
-        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
-                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
+        return (grant, try decode(grant))
     }
 
     /// A token for `scopes` without UI (MSAL's `acquireTokenSilent`): an unexpired cached access token,

@@ -86,18 +86,67 @@ public final class BrokerClient: Sendable {
         var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string))]
         if let loginHint { parameters["loginHint"] = .string(loginHint) }
         return try stream("SignInWithDeviceCode", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
-            if let verification = reply["verification"]?.object {
-                guard let uri = verification["verificationUri"]?.string.flatMap(URL.init(string:)), let code = verification["userCode"]?.string else {
-                    throw .refused(error: "\(Self.interface).SignInWithDeviceCode", message: "the broker sent an unusable device code")
-                }
-                showCode(DeviceCodeSession(userCode: code, verificationURI: uri,
-                                           verificationURIComplete: verification["verificationUriComplete"]?.string.flatMap(URL.init(string:)),
-                                           expiresAt: Date().addingTimeInterval(TimeInterval(verification["expiresIn"]?.int ?? 0)),
-                                           serverMessage: verification["message"]?.string, scopes: scopes))
+            if let verification = reply["verification"] {
+                showCode(try Self.deviceCodeSession(verification, scopes: scopes, method: "SignInWithDeviceCode"))
                 return nil
             }
             return try Self.result(reply["result"])
         }
+    }
+
+    /// How the next worker signs in during a `switchWorker`.
+    public enum SwitchSignIn {
+        /// Device code: `showCode` gets the code to show.
+        case deviceCode(showCode: (DeviceCodeSession) -> Void)
+        /// Browser: the broker listens on the loopback `redirectURI`; `openBrowser` gets the URL to open.
+        case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300, openBrowser: (URL) -> Void)
+    }
+
+    /// A shift change: the broker signs the current worker out of every app (committed first; `signedOut`
+    /// gets who left and how many items went, before the sign-in starts), then the next worker in.
+    /// If the sign-in fails the device stays signed out and the error says so.
+    public func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SwitchSignIn,
+                             signedOut: (_ account: DeviceAccount?, _ itemsRemoved: Int) -> Void = { _, _ in }) throws(BrokerClientError) -> AuthenticationResult {
+        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string)), "reason": .string(reason.rawValue)]
+        if let loginHint { parameters["loginHint"] = .string(loginHint) }
+        switch signIn {
+        case .deviceCode:
+            parameters["flow"] = .string("deviceCode")
+        case .browser(let redirectURI, let prompt, let timeout, _):
+            parameters["flow"] = .string("browser")
+            parameters["redirectUri"] = .string(redirectURI)
+            parameters["timeout"] = .int(Int64(timeout))
+            if let prompt { parameters["prompt"] = .string(prompt) }
+        }
+        return try stream("SwitchWorker", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let worker = reply["signedOut"]?.object {
+                signedOut(Self.account(worker["account"]), Int(worker["itemsRemoved"]?.int ?? 0))
+                return nil
+            }
+            if let verification = reply["verification"], case .deviceCode(let showCode) = signIn {
+                showCode(try Self.deviceCodeSession(verification, scopes: scopes, method: "SwitchWorker"))
+                return nil
+            }
+            if let address = reply["authorizationUrl"]?.string, case .browser(_, _, _, let openBrowser) = signIn {
+                guard let url = URL(string: address) else {
+                    throw .refused(error: "\(Self.interface).SwitchWorker", message: "the broker sent an unusable authorization URL")
+                }
+                openBrowser(url)
+                return nil
+            }
+            return try Self.result(reply["result"])
+        }
+    }
+
+    private static func deviceCodeSession(_ value: VarlinkValue, scopes: [String], method: String) throws(BrokerClientError) -> DeviceCodeSession {
+        guard let verification = value.object, let uri = verification["verificationUri"]?.string.flatMap(URL.init(string:)),
+              let code = verification["userCode"]?.string else {
+            throw .refused(error: "\(Self.interface).\(method)", message: "the broker sent an unusable device code")
+        }
+        return DeviceCodeSession(userCode: code, verificationURI: uri,
+                                 verificationURIComplete: verification["verificationUriComplete"]?.string.flatMap(URL.init(string:)),
+                                 expiresAt: Date().addingTimeInterval(TimeInterval(verification["expiresIn"]?.int ?? 0)),
+                                 serverMessage: verification["message"]?.string, scopes: scopes)
     }
 
     /// Signs in through the browser: the broker listens on the loopback `redirectURI` (a free port when it
