@@ -29,6 +29,10 @@ struct ShowAudit: ParsableCommand {
     @Flag(help: "Print a JSON array.") var json = false
     @Flag(help: "Print one JSON object per line (JSON Lines).") var jsonl = false
     @Flag(help: "Keep running and print new events as they are appended (Ctrl-C to stop).") var follow = false
+    @Option(help: ArgumentHelp("Start after the sequence number kept in this file, and keep the last one printed there.",
+                               discussion: "For a forwarder that restarts (journalctl's --cursor-file): nothing twice, nothing lost.",
+                               valueName: "file"))
+    var cursorFile: String?
 
     func validate() throws {
         if json && jsonl { throw ValidationError("--json and --jsonl exclude each other") }
@@ -43,22 +47,57 @@ struct ShowAudit: ParsableCommand {
             var filter = AuditFilter(types: Set(type.map(AuditEventType.init(rawValue:))),
                                      since: try parsedTime(since, option: "--since"),
                                      until: try parsedTime(until, option: "--until"), account: account)
+            let cursor = cursorFile.map { AuditCursor(path: $0) }
+            if let cursor { filter.afterSequence = try cursor.read() }
             // Events and the newest sequence number come from one snapshot, so following misses nothing.
             var page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
             if json {
                 try Output.json(page.events)
+                try cursor?.write(page.events.last?.sequence)
                 return
             }
-            page.events.forEach(show)
+            try emit(page.events, cursor: cursor)
             guard follow else { return }
             signal(SIGPIPE, SIG_DFL)
+            // Woken by inotify on every write to the store's files (any process's commit), with a
+            // look every second in case a wake-up was lost.
+            let watcher = try? ChangeSignal.watchWrites(in: store.directory)
+            var writesPending = false
             while true {
                 filter.afterSequence = max(filter.afterSequence, page.lastSequence)
-                usleep(250_000)
+                let woke = writesPending || (watcher?.wait(timeout: .seconds(1)) ?? { usleep(250_000); return false }())
+                writesPending = false
                 page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
-                page.events.forEach(show)
+                try emit(page.events, cursor: cursor)
+                // A commit becomes visible just after its last write: if the wake-up came early, look again
+                // 1, 2, 4, 8 and 16 ms later (at once if more writes come).
+                var delay = 1
+                while woke, page.events.isEmpty, let watcher, delay <= 16 {
+                    writesPending = watcher.wait(timeout: .milliseconds(delay))
+                    if writesPending { break }
+                    page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
+                    try emit(page.events, cursor: cursor)
+                    delay *= 2
+                }
             }
         }
+    }
+
+    /// Prints `events` and keeps the last one's sequence in the cursor file. With a cursor, SIGTERM, SIGINT
+    /// and SIGHUP wait until both are done, so a forwarder stopped by systemd sends nothing twice (after a
+    /// SIGKILL or a crash, at most the last batch comes again; the sequence numbers tell).
+    private func emit(_ events: [AuditEvent], cursor: AuditCursor?) throws {
+        guard let cursor, !events.isEmpty else {
+            events.forEach(show)
+            return
+        }
+        var stops = sigset_t(), previous = sigset_t()
+        sigemptyset(&stops)
+        for stop in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stops, stop) }
+        pthread_sigmask(SIG_BLOCK, &stops, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        events.forEach(show)
+        try cursor.write(events.last?.sequence)
     }
 
     private func show(_ event: AuditEvent) {
@@ -84,6 +123,37 @@ struct ShowAudit: ParsableCommand {
             if let date = try? style.parse(text) { return date }
         }
         throw ValidationError("\(option) \(text) is not an ISO 8601 time; use e.g. 2026-11-22T08:00:00Z or 2026-11-22")
+    }
+}
+
+/// The last audit sequence number a forwarder printed, in a file of its own (a decimal number).
+struct AuditCursor {
+    let path: String
+
+    /// The sequence to start after (0 when the file does not exist yet).
+    func read() throws -> Int64 {
+        guard FileManager.default.fileExists(atPath: path) else { return 0 }
+        let outcome: BoundedInput.Outcome
+        do {
+            outcome = try BoundedInput.read(contentsOf: path, limit: 64)
+        } catch {
+            throw CLIError(exitCode: .ioError, "cannot read the cursor file \(path): \(error)")
+        }
+        guard case .complete(let data) = outcome,
+              let sequence = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), sequence >= 0 else {
+            throw CLIError(exitCode: .badInput, "the cursor file \(path) holds no sequence number; remove it to start from the first event")
+        }
+        return sequence
+    }
+
+    /// Keeps `sequence` (written to a new file renamed over the old, so a crash leaves the old or the new).
+    func write(_ sequence: Int64?) throws {
+        guard let sequence else { return }
+        do {
+            try Data("\(sequence)\n".utf8).write(to: URL(fileURLWithPath: path), options: [.atomic])
+        } catch {
+            throw CLIError(exitCode: .ioError, "cannot write the cursor file \(path): \(error.localizedDescription)")
+        }
     }
 }
 

@@ -11,11 +11,12 @@ struct AuditJournal: Service {
     let logger: Logger
     var interval: Duration = .milliseconds(250)
 
-    func run() async throws {
-        try await cancelWhenGracefulShutdown {
+    func run() async {
+        await cancelWhenGracefulShutdown {
             var last = (try? device.lastAuditSequence()) ?? 0
             while !Task.isCancelled {
-                try await Task.sleep(for: interval)
+                // Cancelled at a graceful shutdown: a normal end, not a failure of the daemon.
+                do { try await Task.sleep(for: interval) } catch { return }
                 guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)) else { continue }
                 for event in events {
                     last = max(last, event.sequence)

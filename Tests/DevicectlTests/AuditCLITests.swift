@@ -192,6 +192,38 @@ struct AuditCLITests {
         #expect(follower.standardError.isEmpty, "\(follower.standardError)")
     }
 
+    /// The journal forwarder's way (systemd/devicectl-audit-journal.service): `--cursor-file` keeps the
+    /// last sequence forwarded, so a forwarder stopped and started again sends every event exactly once.
+    @Test(.timeLimit(.minutes(2)))
+    func aFollowerWithACursorFileSendsEveryEventOnceAcrossRestarts() async throws {
+        let cli = try await Self.provisionedDevice(denials: 1)
+        defer { cli.cleanUp() }
+        try FileManager.default.createDirectory(at: cli.filesDirectory, withIntermediateDirectories: true)
+        let cursor = cli.filesDirectory.appendingPathComponent("cursor").path
+        var forwarded: [Int] = []
+        for round in 0..<3 {
+            let follower = try cli.start(["audit", "--jsonl", "--follow", "--cursor-file", cursor])
+            defer { follower.killIfRunning() }
+            // One event while it runs, then it stops (SIGTERM, as systemctl stop does) and one while it does not.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.running\(round)"]).status == 77)
+            let line = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.running\(round)") }
+            #expect(line != nil, "round \(round): \(follower.standardOutput) \(follower.standardError)")
+            follower.send(SIGTERM)
+            #expect(await follower.waitForExit(timeout: 30))
+            forwarded += follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap { $0["sequence"] as? Int }
+            #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.stopped\(round)"]).status == 77)
+        }
+        // 1 provisioned, 2 the first denial, then per round one while running and one while stopped: the
+        // last one stopped is not forwarded yet; nothing twice, nothing skipped.
+        #expect(forwarded == Array(1...7), "forwarded \(forwarded)")
+        #expect(try String(contentsOfFile: cursor, encoding: .utf8) == "7\n")
+        // A cursor file that holds no number is refused with what to do.
+        try "garbage".write(toFile: cursor, atomically: true, encoding: .utf8)
+        let refused = try await cli.run(["audit", "--jsonl", "--cursor-file", cursor])
+        #expect(refused.status == 65 && refused.stderr.contains("remove it"), "\(refused.status) \(refused.stderr)")
+    }
+
     /// A log shipper following the log while another process appends events continuously (a device-worker
     /// switching modes) receives every event exactly once, in order. No timing is asserted: the appender runs
     /// for a while, then the follower gets a generous bound to catch up with the log's last event.

@@ -221,7 +221,7 @@ import Testing
         #expect((steps["wrong-parameter-type"]?["parameters"] as? [String: Any])?["parameter"] as? String == "scopes")
         #expect(steps["vanished-mid-message"]?["serving"] as? Bool == true)
         #expect(await daemon.stop(), "deviced did not stop on SIGTERM")
-        #expect(daemon.process?.exitedNormally == true)
+        #expect(daemon.process?.exitedNormally == true && daemon.process?.status == 0, "\(daemon.process?.standardError ?? "")")
         await daemon.cleanUp()
     }
 

@@ -13,7 +13,7 @@ struct InstallTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         var paths: [String] = []
-        for unit in ["deviced.service", "deviced.socket"] {
+        for unit in ["deviced.service", "deviced.socket", "devicectl-audit-journal.service"] {
             let text = try String(contentsOf: Self.root.appendingPathComponent("systemd/\(unit)"), encoding: .utf8)
                 .replacingOccurrences(of: "@BINDIR@", with: DevicectlRunner.productsDirectory.path)
             let path = directory.appendingPathComponent(unit).path
@@ -26,6 +26,8 @@ struct InstallTests {
         let service = try String(contentsOfFile: paths[0], encoding: .utf8), socket = try String(contentsOfFile: paths[1], encoding: .utf8)
         #expect(service.contains("Type=notify") && service.contains("ProtectSystem=strict") && service.contains("NoNewPrivileges=yes"))
         #expect(socket.contains("ListenStream=/run/devicectl/broker.sock") && socket.contains("SocketMode=0666"))
+        let forwarder = try String(contentsOfFile: paths[2], encoding: .utf8)
+        #expect(forwarder.contains("audit --jsonl --follow --cursor-file") && forwarder.contains("SyslogIdentifier=sharedmode-audit"))
     }
 
     @Test func installPutsBinariesUnitsInterfaceAndCompletionsInPlace() async throws {
@@ -36,7 +38,7 @@ struct InstallTests {
         #expect(result.status == 0, "\(result.stderr)")
         let prefix = destination.appendingPathComponent("usr/local")
         for file in ["bin/deviced", "bin/devicectl", "lib/systemd/system/deviced.service", "lib/systemd/system/deviced.socket",
-                     "share/devicectl/org.sharedmode.Broker1.varlink", "share/bash-completion/completions/devicectl",
+                     "lib/systemd/system/devicectl-audit-journal.service", "share/devicectl/org.sharedmode.Broker1.varlink", "share/bash-completion/completions/devicectl",
                      "share/zsh/site-functions/_deviced", "share/fish/vendor_completions.d/devicectl.fish"] {
             #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(file).path), "\(file) was not installed")
         }

@@ -9,6 +9,12 @@
 //   broker-load watch SOCKET N               subscribes (as an app's uid): `ready`, then `event KIND UNIX_NS` for N events
 //   broker-load cycle STATE_DIR N            (root) N global sign-outs and sign-ins in-process: `committed KIND UNIX_NS`
 //                                            right after each commit, 200 ms apart
+//   broker-load audit-append STATE_DIR N     (root) N audit events appended in-process, 100 ms apart:
+//                                            `appended SEQUENCE UNIX_NS` right after each commit
+//   broker-load idle-cycle STATE_DIR SOCKET N SECONDS
+//                                            (root) N rounds: sign a worker in if nobody is, report activity to the
+//                                            broker (whose idle timeout is SECONDS of real time), print
+//                                            `deadline UNIX_NS`, wait for the idle sign-out
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
@@ -205,6 +211,47 @@ case "first-reply", "activated-reply":
         if now() - started > 30_000_000_000 { fail("no reply within 30 s") }
     }
     print(String(format: "%@ %.1f ms pid %d", mode, Double(now() - started) / 1e6, process.processIdentifier))
+
+case "audit-append":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: audit-append STATE_DIR N") }
+    do {
+        let device = ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
+        for index in 0..<count {
+            usleep(100_000)
+            let event = try device.record(AuditEntry(type: .keychainAccessDenied, actor: "broker-load", reason: "follow latency \(index)"))
+            say("appended \(event?.sequence ?? -1) \(wallNanoseconds())")
+        }
+    } catch {
+        fail("audit-append: \(error)")
+    }
+
+case "idle-cycle":
+    guard arguments.count == 5, let rounds = Int(arguments[3]), let seconds = Double(arguments[4]) else {
+        fail("usage: idle-cycle STATE_DIR SOCKET N SECONDS")
+    }
+    do {
+        let device = ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
+        let accounts = AccountManager(device: device)
+        guard let policy = try device.policy(), let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("not provisioned") }
+        let client = BrokerClient(socketPath: arguments[2])
+        func signedIn() throws -> Bool { try accounts.accounts().contains { $0.signedIn } }
+        for _ in 0..<rounds {
+            if try !signedIn() {
+                _ = try accounts.signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+                usleep(200_000)  // the broker times the new worker
+            }
+            let sent = wallNanoseconds()
+            try client.reportActivity()
+            say("deadline \(sent + UInt64(seconds * 1e9))")
+            let limit = Date().addingTimeInterval(seconds + 5)
+            while try signedIn() {
+                guard Date() < limit else { fail("idle-cycle: no idle sign-out") }
+                usleep(20_000)
+            }
+        }
+    } catch {
+        fail("idle-cycle: \(error)")
+    }
 
 default:
     fail("unknown mode \(mode)")

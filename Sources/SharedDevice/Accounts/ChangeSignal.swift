@@ -38,6 +38,14 @@ public struct ChangeSignal: Sendable {
         try Watcher(path: FilePath(url.path))
     }
 
+    /// Watches every write to a file in the store's `directory` (the database and its write-ahead log
+    /// included): a wake-up after any commit by any process, whatever it changed (e.g. an audit event that
+    /// is no account change). SQLite makes a commit visible to readers just after its last write, so a
+    /// reader that finds nothing new on a wake-up should look once more shortly after.
+    public static func watchWrites(in directory: URL) throws -> Watcher {
+        try Watcher(path: FilePath(directory.path), events: UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO), create: false)
+    }
+
     /// An inotify watch on the signal file.
     public final class Watcher: @unchecked Sendable {
         private let inotify: FileDescriptor
@@ -47,12 +55,14 @@ public struct ChangeSignal: Sendable {
         /// Whether `cancel()` was called.
         public var isCancelled: Bool { cancelled.withLock { $0 } }
 
-        init(path: FilePath) throws(SharedDeviceError) {
+        init(path: FilePath, events: UInt32 = UInt32(IN_CLOSE_WRITE), create: Bool = true) throws(SharedDeviceError) {
             // Make sure the file exists (inotify watches an inode), with owner-only permissions.
-            do {
-                try FileDescriptor.open(path, .writeOnly, options: [.create, .closeOnExec], permissions: [.ownerReadWrite]).close()
-            } catch {
-                throw Self.failure("cannot create \(path)", error)
+            if create {
+                do {
+                    try FileDescriptor.open(path, .writeOnly, options: [.create, .closeOnExec], permissions: [.ownerReadWrite]).close()
+                } catch {
+                    throw Self.failure("cannot create \(path)", error)
+                }
             }
             let inotify: FileDescriptor
             do throws(Errno) {
@@ -61,7 +71,7 @@ public struct ChangeSignal: Sendable {
                 throw Self.failure("inotify is unavailable", error)
             }
             do throws(Errno) {
-                try SignalSyscalls.inotifyAddWatch(inotify, path, events: UInt32(IN_CLOSE_WRITE))
+                try SignalSyscalls.inotifyAddWatch(inotify, path, events: events)
             } catch {
                 try? inotify.close()
                 throw Self.failure("cannot watch \(path)", error)
