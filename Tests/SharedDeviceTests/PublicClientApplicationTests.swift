@@ -272,6 +272,38 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(try kiosk.signInEvents().map(\.account) == ["worker1", "worker2"])
     }
 
+    @Test func anInteractiveSwitchSignsTheWorkerOutFirstAndAFailedSignInLeavesNobody() async throws {
+        let kiosk = try ProviderKiosk()
+        let scanner = try kiosk.app(ProviderKiosk.scanner)
+        let timeclock = try kiosk.app(ProviderKiosk.timeclock)
+        _ = try await scanner.acquireToken(kiosk.deviceCodeParameters(user: "worker1"))
+
+        // The switch: worker1 out of every app (committed before the code is even asked for), worker2 in.
+        let seenWhenSignedOut = Mutex<(String?, Bool)?>(nil)
+        let next = try await timeclock.switchWorker(kiosk.deviceCodeParameters(user: "worker2")) { signedOut in
+            let nobody = (try? scanner.currentAccount().current) == nil
+            seenWhenSignedOut.withLock { $0 = (signedOut?.account?.username, nobody) }
+        }
+        #expect(seenWhenSignedOut.withLock { $0 }?.0 == "worker1" && seenWhenSignedOut.withLock { $0 }?.1 == true)
+        #expect(next.account.username == "worker2" && next.source == .interactive)
+        #expect(try scanner.currentAccount().current?.username == "worker2")
+        let events = try kiosk.fixture.device.auditEvents(matching: AuditFilter()).filter { $0.correlationID == next.correlationID }
+        #expect(events.map(\.type) == [.accountSignedOut, .accountSignedIn, .accountSwitched])
+        #expect(events.first?.reason == "shift-end" && events.first?.account == "worker1")
+
+        // A switch whose sign-in fails (the code expires): worker2 is out, nobody is in, and the error says so.
+        let clock = Mutex<TimeInterval>(0)
+        let expiring = try kiosk.app(now: { Date().addingTimeInterval(clock.withLock { $0 }) }, sleep: { _ in clock.withLock { $0 += 601 } })
+        let failed = await sharedDeviceError { () async throws(SharedDeviceError) in
+            try await expiring.switchWorker(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in })))
+        }
+        #expect(failed?.identityError?.code == .deviceCodeExpired)
+        #expect(failed?.message.contains("worker2 was signed out") == true && failed?.message.contains("nobody is signed in now") == true,
+                "\(failed?.message ?? "")")
+        #expect(try scanner.currentAccount().current == nil)
+        #expect(try kiosk.fixture.device.auditEvents(matching: AuditFilter(types: [.accountSwitched])).count == 1)
+    }
+
     @Test func aDeviceCodeThatExpiresSignsNobodyIn() async throws {
         let kiosk = try ProviderKiosk()
         let clock = Mutex<TimeInterval>(0)
