@@ -146,7 +146,8 @@ final class IdleMonitor: Sendable {
 
     /// At start: the persisted activity of the worker still signed in, so a restart does not reset the clock.
     private func restore() {
-        let worker = currentWorker()
+        let lookup = currentWorker()
+        let worker = (try? lookup.get()) ?? nil
         let now = clock.now()
         let record = file.read(logger: logger)
         let restored = state.withLock { state -> Date? in
@@ -161,7 +162,7 @@ final class IdleMonitor: Sendable {
         }
         if let restored {
             logger.debug("idle clock restored", metadata: ["idle.seconds": "\(Int(now.timeIntervalSince(restored)))"])
-        } else if record != nil {
+        } else if record != nil, case .success = lookup {
             file.remove()  // another worker's, or nobody is signed in
         }
     }
@@ -169,7 +170,10 @@ final class IdleMonitor: Sendable {
     /// Warns or signs out when it is time; returns when to look again.
     private func evaluate() -> Date {
         let now = clock.now()
-        guard let session = session(), let worker = currentWorker() else {
+        let session = session()
+        let lookup = session == nil ? .success(nil) : currentWorker()
+        guard case .success(let found) = lookup else { return now.addingTimeInterval(1) }  // the store failed: look again soon
+        guard let session, let worker = found else {
             let hadWorker = state.withLock { state -> Bool in
                 defer { state.worker = nil; state.warned = false; state.persisted = nil }
                 return state.persisted != nil
@@ -222,10 +226,14 @@ final class IdleMonitor: Sendable {
         return now.addingTimeInterval(Self.longestSleep)
     }
 
-    /// The signed-in worker's home account id, or `nil` when nobody is signed in.
-    private func currentWorker() -> String? {
-        guard let statuses = try? AccountManager(device: device, logger: logger).accounts() else { return nil }
-        return statuses.first { $0.signedIn }?.account.homeAccountID
+    /// The signed-in worker's home account id (`nil`: nobody is signed in), or the store's failure.
+    private func currentWorker() -> Result<String?, SharedDeviceError> {
+        do throws(SharedDeviceError) {
+            return .success(try AccountManager(device: device, logger: logger).accounts().first { $0.signedIn }?.account.homeAccountID)
+        } catch {
+            logger.debug("idle clock: the store could not say who is signed in", metadata: ["error.code": "\(error.code)"])
+            return .failure(error)
+        }
     }
 
     /// Writes the last activity when it changed and `interval` passed since the last write (always with `force`).

@@ -25,12 +25,10 @@ final class BrokerDaemon: @unchecked Sendable {
     init(policy: String = DevicectlRunner.policy("kiosk.json")) async throws {
         publicDirectory = URL(fileURLWithPath: "/tmp/broker-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: publicDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        try FileManager.default.copyItem(atPath: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path, toPath: devicectlCopy)
+        try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path, to: devicectlCopy)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/broker_client.py")
-        try FileManager.default.copyItem(atPath: script.path, toPath: pythonClient)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: devicectlCopy)
-        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: pythonClient)
+        try ExecutableCopy.copy(from: script.path, to: pythonClient, mode: 0o644)
         let provision = try await cli.run(["provision", "--policy", policy])
         try #require(provision.status == 0, "provisioning failed: \(provision.stderr)")
     }
@@ -85,8 +83,7 @@ final class BrokerDaemon: @unchecked Sendable {
     func start(product name: String, as uid: UInt32, _ arguments: [String]) throws -> ChildProcess {
         let copy = publicDirectory.appendingPathComponent(name).path
         if !FileManager.default.fileExists(atPath: copy) {
-            try FileManager.default.copyItem(atPath: DevicectlRunner.productsDirectory.appendingPathComponent(name).path, toPath: copy)
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
+            try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent(name).path, to: copy)
         }
         return try ChildProcess(Self.setpriv, Self.asUser(uid) + [copy] + arguments, environment: clientEnvironment)
     }

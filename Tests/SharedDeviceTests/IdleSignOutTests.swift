@@ -160,7 +160,7 @@ final class IdleKiosk {
 
     /// The broker's `GetStatus` idle clock (as root); with `waitingForWorker`, once the monitor times a worker.
     func idleState(waitingForWorker: Bool = false) async throws -> [String: VarlinkValue]? {
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(60)
         while true {
             let reply = await call("GetStatus", as: Self.root)
             let idle = reply.parameters["status"]?.object?["idle"]?.object
@@ -181,8 +181,9 @@ final class IdleKiosk {
         return replies.withLock { $0.first } ?? VarlinkReply(parameters: [:])
     }
 
-    /// The subscription's next event (within `timeout` of real time).
-    func nextEvent(timeout: TimeInterval = 10) async throws -> [String: VarlinkValue] {
+    /// The subscription's next event (within `timeout` of real time: generous, because other suites in the
+    /// same process may hold the cooperative threads for seconds).
+    func nextEvent(timeout: TimeInterval = 60) async throws -> [String: VarlinkValue] {
         guard let event = try await next(timeout: timeout) else { throw IdleKioskError.timedOut("no event within \(timeout) s") }
         return event
     }
