@@ -32,11 +32,18 @@ let package = Package(
             name: "BenchmarkFixtures",
             swiftSettings: strictSettings + [.enableUpcomingFeature("InternalImportsByDefault")]
         ),
+        // The store benchmark's baselines in C: the sqlite3 C API on the system SQLite (the floor of one indexed
+        // lookup) and SQLCipher 3.4 loaded with dlopen (libsqlcipher0; its sqlite3_* symbols kept apart).
+        .target(
+            name: "SQLiteBaselines",
+            linkerSettings: [.linkedLibrary("sqlite3"), .linkedLibrary("dl")]
+        ),
         // Point reads of the encrypted store against a plain SQLite table, adds with synchronous FULL and NORMAL.
         .executableTarget(
             name: "StoreBenchmarks",
             dependencies: [
                 "BenchmarkFixtures",
+                "SQLiteBaselines",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -11,6 +11,17 @@ import KeychainStore
 enum PointReadMetric {
     static let encrypted = BenchmarkMetric.custom("encrypted read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     static let plain = BenchmarkMetric.custom("plain read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let sqlcipher = BenchmarkMetric.custom("sqlcipher read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let floor = BenchmarkMetric.custom("c floor read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let all = [encrypted, plain, sqlcipher, floor]
+}
+
+/// Custom metrics of the interleaved add: one new item into the store, SQLCipher and the C floor per iteration.
+enum AddMetric {
+    static let encrypted = BenchmarkMetric.custom("encrypted add (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let sqlcipher = BenchmarkMetric.custom("sqlcipher insert (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let floor = BenchmarkMetric.custom("c floor insert (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let all = [encrypted, sqlcipher, floor]
 }
 
 /// Nanoseconds `body` takes (monotonic clock).
@@ -64,25 +75,28 @@ func registerPointReads() {
         teardown: { plainSlot.fixture?.remove(); plainSlot.fixture = nil }
     )
 
+    // The four side by side: each iteration reads one random key through every path, the order rotating, so
+    // the ratios are of measurements taken under the same conditions.
     let interleavedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
-        "Point read interleaved (encrypted vs plain)",
-        configuration: .init(metrics: [.wallClock, PointReadMetric.encrypted, PointReadMetric.plain],
-                             units: [PointReadMetric.encrypted: .count, PointReadMetric.plain: .count], maxIterations: 20_000),
+        "Point read interleaved (encrypted store, GRDB plain, SQLCipher, SQLite from C)",
+        configuration: .init(metrics: [.wallClock] + PointReadMetric.all,
+                             units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }), maxIterations: 20_000),
         closure: { benchmark in
             let fixture = try interleavedSlot.get()
             let key = fixture.nextKey()
             var secret = Data()
-            func encrypted() throws { benchmark.measurement(PointReadMetric.encrypted, try nanoseconds { secret = try fixture.readEncrypted(key) }) }
-            func plain() throws { benchmark.measurement(PointReadMetric.plain, try nanoseconds { secret = try fixture.readPlain(key) }) }
-            if benchmark.currentIteration.isMultiple(of: 2) {
-                try encrypted()
-                try plain()
-            } else {
-                try plain()
-                try encrypted()
-            }
+            var size = 0
+            let reads: [() throws -> Void] = [
+                { benchmark.measurement(PointReadMetric.encrypted, try nanoseconds { secret = try fixture.readEncrypted(key) }) },
+                { benchmark.measurement(PointReadMetric.plain, try nanoseconds { secret = try fixture.readPlain(key) }) },
+                { benchmark.measurement(PointReadMetric.sqlcipher, try nanoseconds { size = try fixture.readSQLCipher(key) }) },
+                { benchmark.measurement(PointReadMetric.floor, try nanoseconds { size = try fixture.readFloor(key) }) },
+            ]
+            let start = benchmark.currentIteration % reads.count
+            for offset in 0..<reads.count { try reads[(start + offset) % reads.count]() }
             blackHole(secret)
+            blackHole(size)
         },
         setup: { interleavedSlot.fixture = try ReadFixture() },
         teardown: { interleavedSlot.fixture?.remove(); interleavedSlot.fixture = nil }
@@ -106,4 +120,26 @@ func registerAdds() {
             teardown: { slot.fixture?.remove(); slot.fixture = nil }
         )
     }
+
+    // The store's add against SQLCipher's and the C floor's insert (synchronous NORMAL, one transaction each),
+    // side by side, the order rotating.
+    let interleavedSlot = FixtureSlot<AddFixture>()
+    Benchmark(
+        "Add interleaved (encrypted store, SQLCipher, SQLite from C; synchronous NORMAL)",
+        configuration: .init(metrics: [.wallClock] + AddMetric.all,
+                             units: Dictionary(uniqueKeysWithValues: AddMetric.all.map { ($0, .count) }), warmupIterations: 1, maxIterations: 2000),
+        closure: { benchmark in
+            let fixture = try interleavedSlot.get()
+            let item = fixture.nextItem()
+            let adds: [() throws -> Void] = [
+                { benchmark.measurement(AddMetric.encrypted, try nanoseconds { blackHole(try fixture.add(item)) }) },
+                { benchmark.measurement(AddMetric.sqlcipher, try nanoseconds { try fixture.insertSQLCipher(item) }) },
+                { benchmark.measurement(AddMetric.floor, try nanoseconds { try fixture.insertFloor(item) }) },
+            ]
+            let start = benchmark.currentIteration % adds.count
+            for offset in 0..<adds.count { try adds[(start + offset) % adds.count]() }
+        },
+        setup: { interleavedSlot.fixture = try AddFixture(synchronous: .normal, baselines: true) },
+        teardown: { interleavedSlot.fixture?.remove(); interleavedSlot.fixture = nil }
+    )
 }
