@@ -33,6 +33,7 @@ final class PlainTable {
                 throw BenchmarkFailure("cannot switch \(db.description) to WAL mode")
             }
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+            try db.execute(sql: "PRAGMA mmap_size = 268435456")  // as the store sets it
         }
         queue = try DatabaseQueue(path: path, configuration: configuration)
         try queue.write { db in try db.execute(sql: Self.schema) }

@@ -10,6 +10,8 @@ import KeychainStore
 final class ReadFixture {
     static let itemCount = 10_000
     static let secretBytes = 2048
+    /// Reads per path in a round of the interleaved benchmark.
+    static let roundLength = 100
 
     let group = AccessGroup.adalCache
     let app: AppIdentity

@@ -75,26 +75,30 @@ func registerPointReads() {
         teardown: { plainSlot.fixture?.remove(); plainSlot.fixture = nil }
     )
 
-    // The four side by side: each iteration reads one random key through every path, the order rotating, so
-    // the ratios are of measurements taken under the same conditions.
+    // The four side by side: each iteration reads the same 100 random keys through every path, one path after
+    // the other in a rotating order (rounds of 100, so each path runs warm, as it would alone, and all four
+    // share the machine's state of the moment). Every read is one sample of its path's metric.
     let interleavedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
         "Point read interleaved (encrypted store, GRDB plain, SQLCipher, SQLite from C)",
         configuration: .init(metrics: [.wallClock] + PointReadMetric.all,
-                             units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }), maxIterations: 20_000),
+                             units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }), maxIterations: 200),
         closure: { benchmark in
             let fixture = try interleavedSlot.get()
-            let key = fixture.nextKey()
+            let keys = (0..<ReadFixture.roundLength).map { _ in fixture.nextKey() }
             var secret = Data()
             var size = 0
-            let reads: [() throws -> Void] = [
-                { benchmark.measurement(PointReadMetric.encrypted, try nanoseconds { secret = try fixture.readEncrypted(key) }) },
-                { benchmark.measurement(PointReadMetric.plain, try nanoseconds { secret = try fixture.readPlain(key) }) },
-                { benchmark.measurement(PointReadMetric.sqlcipher, try nanoseconds { size = try fixture.readSQLCipher(key) }) },
-                { benchmark.measurement(PointReadMetric.floor, try nanoseconds { size = try fixture.readFloor(key) }) },
+            let rounds: [(BenchmarkMetric, (Int) throws -> Void)] = [
+                (PointReadMetric.encrypted, { secret = try fixture.readEncrypted($0) }),
+                (PointReadMetric.plain, { secret = try fixture.readPlain($0) }),
+                (PointReadMetric.sqlcipher, { size = try fixture.readSQLCipher($0) }),
+                (PointReadMetric.floor, { size = try fixture.readFloor($0) }),
             ]
-            let start = benchmark.currentIteration % reads.count
-            for offset in 0..<reads.count { try reads[(start + offset) % reads.count]() }
+            let start = benchmark.currentIteration % rounds.count
+            for offset in 0..<rounds.count {
+                let (metric, read) = rounds[(start + offset) % rounds.count]
+                for key in keys { benchmark.measurement(metric, try nanoseconds { try read(key) }) }
+            }
             blackHole(secret)
             blackHole(size)
         },

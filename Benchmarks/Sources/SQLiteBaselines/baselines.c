@@ -37,6 +37,8 @@ struct baseline_table {
 static const char *schema =
     "PRAGMA journal_mode = WAL;"
     "PRAGMA synchronous = NORMAL;"
+    // As the store sets it (SQLCipher keeps encrypted pages out of any memory map and ignores it).
+    "PRAGMA mmap_size = 268435456;"
     "CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, group_name TEXT NOT NULL, service TEXT NOT NULL,"
     " account TEXT NOT NULL, secret BLOB NOT NULL, UNIQUE (group_name, service, account));";
 

@@ -15,6 +15,8 @@
 //                                            (root) N rounds: sign a worker in if nobody is, report activity to the
 //                                            broker (whose idle timeout is SECONDS of real time), print
 //                                            `deadline UNIX_NS`, wait for the idle sign-out
+//   broker-load store-reads DIR N            (profiling aid) 10,000 items of 2 KB in a fresh store in DIR, then
+//                                            N random point reads; prints the p50 (µs)
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
@@ -211,6 +213,31 @@ case "first-reply", "activated-reply":
         if now() - started > 30_000_000_000 { fail("no reply within 30 s") }
     }
     print(String(format: "%@ %.1f ms pid %d", mode, Double(now() - started) / 1e6, process.processIdentifier))
+
+case "store-reads":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: store-reads DIR N") }
+    do {
+        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
+        let group = "com.microsoft.adalcache"
+        let app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
+        let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        for index in 0..<10_000 {
+            _ = try store.add(NewItem(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)", secret: secret), as: app)
+        }
+        var generator = SystemRandomNumberGenerator()
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count {
+            let index = Int.random(in: 0..<10_000, using: &generator)
+            let start = now()
+            _ = try store.find(ItemQuery(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)"), as: app)
+            samples.append(now() - start)
+        }
+        let (p50, p99) = percentiles(samples)
+        print(String(format: "store-read p50 %.1f p99 %.1f", p50, p99))
+    } catch {
+        fail("store-reads: \(error)")
+    }
 
 case "audit-append":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: audit-append STATE_DIR N") }
