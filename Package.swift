@@ -44,6 +44,8 @@ let package = Package(
             dependencies: [
                 "CSodium",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The point read steps GRDB's cached statement through the sqlite3 C API (GRDB's own system library).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

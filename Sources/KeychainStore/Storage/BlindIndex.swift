@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Keyed BLAKE2b blind indexes for the lookup columns, so the database holds no cleartext group, service,
 /// account, label or type. Each value is hashed together with its group name, so equal services in two
@@ -9,9 +10,18 @@ struct BlindIndexer: Sendable {
     }
 
     let key: SecureKey
+    /// Group indexes by group name, for the indexer's lifetime (a store has a handful of groups).
+    private let groups = GroupIndexCache()
+
+    init(key: SecureKey) {
+        self.key = key
+    }
 
     func group(_ name: String) throws(KeychainError) -> Data {
-        try KeyedHash.hash(Array(name.utf8), domain: Domain.group.rawValue, key: key)
+        if let index = groups.index(of: name) { return index }
+        let index = try KeyedHash.hash(Array(name.utf8), domain: Domain.group.rawValue, key: key)
+        groups.keep(index, for: name)
+        return index
     }
 
     func service(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .service, group) }
@@ -28,6 +38,20 @@ struct BlindIndexer: Sendable {
         input.append(contentsOf: group.utf8)
         input.append(contentsOf: value)
         return try KeyedHash.hash(input, domain: domain.rawValue, key: key)
+    }
+}
+
+/// Group name → group blind index, computed once per name (bounded: cleared past 1,024 names).
+private final class GroupIndexCache: Sendable {
+    private let indexes = Mutex<[String: Data]>([:])
+
+    func index(of name: String) -> Data? { indexes.withLock { $0[name] } }
+
+    func keep(_ index: Data, for name: String) {
+        indexes.withLock { indexes in
+            if indexes.count >= 1024 { indexes.removeAll() }
+            indexes[name] = index
+        }
     }
 }
 

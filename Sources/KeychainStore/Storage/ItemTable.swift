@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The SQL of the `items` table. Everything here works on blind indexes and ciphertext only.
 enum ItemTable {
@@ -42,19 +43,40 @@ enum ItemTable {
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: filter.arguments).map(sealedRow)
     }
 
-    /// The row with this primary key, if any.
+    /// The row with this primary key, if any: the hot path of every point read. GRDB's cached statement is
+    /// stepped through the sqlite3 C API and the columns are read straight from it (no `Row` of boxed values).
     static func row(exactly key: (group: Data, service: Data, account: Data), _ db: Database) throws -> SealedRow? {
         let statement = try db.cachedStatement(sql: """
             SELECT id, label_index, type_index, format, nonce, ciphertext FROM items
             WHERE group_index = ? AND service_index = ? AND account_index = ?
             """)
         statement.setUncheckedArguments([key.group, key.service, key.account])
-        guard let row = try Row.fetchOne(statement) else { return nil }
-        return SealedRow(
-            id: row[0],
-            indexes: RowIndexes(group: key.group, service: key.service, account: key.account, label: row[1], type: row[2]),
-            format: row[3],
-            box: AEAD.Box(nonce: row[4], ciphertext: row[5]))
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        switch sqlite3_step(handle) {
+        case SQLITE_DONE:
+            return nil
+        case SQLITE_ROW:
+            return SealedRow(
+                id: sqlite3_column_int64(handle, 0),
+                indexes: RowIndexes(group: key.group, service: key.service, account: key.account,
+                                    label: blob(handle, 1), type: blob(handle, 2)),
+                format: Int(sqlite3_column_int64(handle, 3)),
+                box: AEAD.Box(nonce: blob(handle, 4) ?? Data(), ciphertext: blob(handle, 5) ?? Data()))
+        case let code:
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                                sql: statement.sql)
+        }
+    }
+
+    /// Column `index` of the current row as bytes (`nil` for NULL; a tampered non-blob value as its bytes,
+    /// which then fails authentication).
+    private static func blob(_ handle: OpaquePointer, _ index: Int32) -> Data? {
+        guard sqlite3_column_type(handle, index) != SQLITE_NULL else { return nil }
+        let bytes = sqlite3_column_blob(handle, index)  // before sqlite3_column_bytes, as SQLite advises
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let bytes else { return Data() }
+        return Data(bytes: bytes, count: count)
     }
 
     static func allRows(_ db: Database) throws -> RowCursor {
