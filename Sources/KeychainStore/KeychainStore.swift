@@ -1,5 +1,6 @@
 public import Foundation
 import GRDB
+import GRDBSQLite
 public import Logging
 
 import SystemPackage
@@ -170,14 +171,26 @@ public final class KeychainStore: Sendable {
     /// `inTransaction` compiles both on every call: a few microseconds of a point read). Rolled back if
     /// `body` throws.
     static func inReadTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
-        try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+        try step(db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION"), db)
         do {
             let result = try body()
-            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            try step(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
             return result
         } catch {
             if db.isInsideTransaction { try? db.rollback() }
             throw error
+        }
+    }
+
+    /// Runs a statement without results through the sqlite3 C API (GRDB's `execute` costs a point read
+    /// more than SQLite's step itself).
+    private static func step(_ statement: Statement, _ db: Database) throws {
+        let handle = statement.sqliteStatement
+        let code = sqlite3_step(handle)
+        sqlite3_reset(handle)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                                sql: statement.sql)
         }
     }
 
