@@ -1,5 +1,6 @@
 public import Foundation
 public import GRDB
+import GRDBSQLite
 
 /// One SQLite transaction on a `KeychainStore`, opened by `writeTransaction` or `readTransaction`.
 ///
@@ -24,8 +25,16 @@ public struct StoreTransaction {
     /// SQLite's `PRAGMA data_version` (other connections and processes) with this connection's
     /// `total_changes()`. Higher layers key caches on it to skip decrypting unchanged records.
     public func changeStamp() throws -> StoreChangeStamp {
-        let other = try Int64.fetchOne(database.cachedStatement(sql: "PRAGMA data_version")) ?? 0
-        return StoreChangeStamp(otherConnections: other, thisConnection: Int64(database.totalChangesCount))
+        // Stepped through the sqlite3 C API: every silent token call takes a stamp.
+        let statement = try database.cachedStatement(sql: "PRAGMA data_version")
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        let code = sqlite3_step(handle)
+        guard code == SQLITE_ROW else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(database.sqliteConnection)),
+                                sql: statement.sql)
+        }
+        return StoreChangeStamp(otherConnections: sqlite3_column_int64(handle, 0), thisConnection: Int64(database.totalChangesCount))
     }
 
     // MARK: - Keychain operations

@@ -110,6 +110,11 @@ final class BrokerDaemon: @unchecked Sendable {
         return try #require(try parseJSON(result.stdout) as? [[String: Any]])
     }
 
+    /// A test that stopped early (a failed `#require`) leaves no daemon behind.
+    deinit {
+        _ = process?.killIfRunning()
+    }
+
     func cleanUp() async {
         await stop()
         cli.cleanUp()

@@ -75,7 +75,7 @@ public final class AccountManager: Sendable {
         try DeviceRecordStore.record(in: tx)?.mode ?? .private
     }
 
-    static func newCorrelationID() -> String { UUID().uuidString.lowercased() }
+    static func newCorrelationID() -> String { CorrelationID.make() }
 
     func read<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.readTransaction(body) }

@@ -262,6 +262,10 @@ public final class PublicClientApplication: Sendable {
     ///   `currentAccountMismatch`; `.identity` with `interactionRequired` (no refresh token, or the
     ///   authority refused it: expired, revoked, scopes not granted) — call `acquireToken`;
     ///   `authorityUnreachable`, `serverError`. A failure changes nothing in the cache.
+    ///
+    /// Runs on the caller's executor (`nonisolated(nonsending)`): an answer from the cache costs no hop to
+    /// another thread, even from the main actor.
+    nonisolated(nonsending)
     public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
                                    forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
         if let broker {
@@ -274,7 +278,8 @@ public final class PublicClientApplication: Sendable {
         let accountManager = local.accounts
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
-        logger[metadataKey: "correlation_id"] = "\(correlationID)"
+        // Tagging the logger copies its handler's metadata: only when its events would be written.
+        if logger.logLevel <= .debug { logger[metadataKey: "correlation_id"] = "\(correlationID)" }
         let (current, cachedAccessToken, refreshToken): (DeviceAccount, AccessTokenCacheItem?, RefreshTokenCacheItem?)
         do {
             (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(

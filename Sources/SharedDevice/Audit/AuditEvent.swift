@@ -42,7 +42,7 @@ public struct AuditEntry: Sendable, Equatable {
     public var details: [String: String]
 
     public init(type: AuditEventType, actor: String, account: String? = nil, reason: String? = nil,
-                correlationID: String = UUID().uuidString.lowercased(), details: [String: String] = [:]) {
+                correlationID: String = CorrelationID.make(), details: [String: String] = [:]) {
         self.type = type
         self.actor = actor
         self.account = account
