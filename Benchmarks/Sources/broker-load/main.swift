@@ -52,7 +52,8 @@ func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
     return (at(0.50), at(0.99))
 }
 
-func measure(_ label: String, count: Int, _ body: () async throws -> Void) async {
+/// Runs on the caller's executor (`nonisolated(nonsending)`), as `body` does: no thread hop between samples.
+nonisolated(nonsending) func measure(_ label: String, count: Int, _ body: () async throws -> Void) async {
     for _ in 0..<min(200, count) { try? await body() }  // warm up
     var samples: [UInt64] = []
     samples.reserveCapacity(count)
