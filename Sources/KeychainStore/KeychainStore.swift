@@ -156,7 +156,7 @@ public final class KeychainStore: Sendable {
     /// `KeychainError`s.
     public func writeTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.write { db in try body(StoreTransaction(self.core, db)) }
+            try database.writeWithoutTransaction { db in try Self.inWriteTransaction(db) { try body(StoreTransaction(self.core, db)) } }
         }
     }
 
@@ -172,6 +172,21 @@ public final class KeychainStore: Sendable {
     /// `body` throws.
     static func inReadTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
         try step(db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION"), db)
+        do {
+            let result = try body()
+            try step(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
+            return result
+        } catch {
+            if db.isInsideTransaction { try? db.rollback() }
+            throw error
+        }
+    }
+
+    /// `body` in one immediate transaction (the write lock taken at BEGIN, so two writers never deadlock on
+    /// an upgrade), BEGIN and COMMIT as cached statements stepped through the C API. Rolled back if `body`
+    /// or the commit fails.
+    static func inWriteTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        try step(db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION"), db)
         do {
             let result = try body()
             try step(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
@@ -254,7 +269,9 @@ public final class KeychainStore: Sendable {
 
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
         do {
-            return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) { try database.write(body) }
+            return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+                try database.writeWithoutTransaction { db in try Self.inWriteTransaction(db) { try body(db) } }
+            }
         } catch {
             logIfDamage(error)
             throw error
