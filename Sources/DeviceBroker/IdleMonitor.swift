@@ -14,18 +14,6 @@ import Synchronization
 /// The last activity is persisted (`IdleActivityFile`) at most every tenth of the timeout and when the
 /// monitor stops, so a restart keeps an idle worker's clock and does not sign out an active one.
 final class IdleMonitor: Sendable {
-    /// The idle clock as `GetStatus` and `ReportActivity` report it.
-    struct Snapshot: Sendable, Equatable {
-        var idleSignOutSeconds: Int
-        var warningSeconds: Int
-        /// Seconds since the worker's last activity (`nil`: nobody is signed in).
-        var idleSeconds: Double?
-        /// Seconds until the idle sign-out (`nil`: nobody is signed in).
-        var signOutIn: Double?
-        /// Whether a warning is out (and not canceled).
-        var warning: Bool
-    }
-
     private struct State {
         /// The worker the clock runs for (home account id), once the monitor has looked.
         var worker: String?
@@ -42,7 +30,7 @@ final class IdleMonitor: Sendable {
     static let longestSleep: TimeInterval = 60
 
     private let clock: any IdleClock
-    private let device: ManagedDevice
+    private let accounts: AccountManager
     private let events: AccountEventHub
     private let policy: @Sendable () -> DevicePolicy?
     private let file: IdleActivityFile
@@ -52,7 +40,7 @@ final class IdleMonitor: Sendable {
     init(clock: any IdleClock, device: ManagedDevice, events: AccountEventHub, file: IdleActivityFile, logger: Logger,
          policy: @escaping @Sendable () -> DevicePolicy?) {
         self.clock = clock
-        self.device = device
+        accounts = AccountManager(device: device, logger: logger)
         self.events = events
         self.file = file
         self.logger = logger
@@ -92,12 +80,13 @@ final class IdleMonitor: Sendable {
         }
     }
 
-    /// The idle clock now, or `nil` when idle sign-out does not apply.
-    func snapshot() -> Snapshot? {
+    /// The idle clock now (as `GetStatus` and `ReportActivity` report it), or `nil` when idle sign-out does
+    /// not apply.
+    func snapshot() -> IdleState? {
         guard let session = session() else { return nil }
         let now = clock.now()
-        return state.withLock { state -> Snapshot in
-            var snapshot = Snapshot(idleSignOutSeconds: session.idleSignOutSeconds, warningSeconds: session.warningSeconds, warning: state.warned)
+        return state.withLock { state -> IdleState in
+            var snapshot = IdleState(idleSignOutSeconds: session.idleSignOutSeconds, warningSeconds: session.warningSeconds, warning: state.warned)
             if state.worker != nil {
                 let idle = max(0, now.timeIntervalSince(state.lastActivity))
                 snapshot.idleSeconds = idle
@@ -209,7 +198,7 @@ final class IdleMonitor: Sendable {
     /// The idle sign-out: globally, reason `idle`, audited with actor `deviced`.
     private func signOutIdleWorker(now: Date) -> Date {
         do {
-            let outcome = try AccountManager(device: device, logger: logger).signOut(app: nil, reason: .idle, actor: Self.actor)
+            let outcome = try accounts.signOut(app: nil, reason: .idle, actor: Self.actor)
             logger.debug("idle sign-out", metadata: ["items": "\(outcome.itemsRemoved)"])
         } catch where error.code == .noCurrentAccount {
             // Signed out meanwhile by someone else.
@@ -229,7 +218,7 @@ final class IdleMonitor: Sendable {
     /// The signed-in worker's home account id (`nil`: nobody is signed in), or the store's failure.
     private func currentWorker() -> Result<String?, SharedDeviceError> {
         do throws(SharedDeviceError) {
-            return .success(try AccountManager(device: device, logger: logger).accounts().first { $0.signedIn }?.account.homeAccountID)
+            return .success(try accounts.accounts().first { $0.signedIn }?.account.homeAccountID)
         } catch {
             logger.debug("idle clock: the store could not say who is signed in", metadata: ["error.code": "\(error.code)"])
             return .failure(error)

@@ -1,6 +1,5 @@
 public import Foundation
 import GRDB
-import GRDBSQLite
 public import Logging
 
 import SystemPackage
@@ -156,56 +155,14 @@ public final class KeychainStore: Sendable {
     /// `KeychainError`s.
     public func writeTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.writeWithoutTransaction { db in try Self.inWriteTransaction(db) { try body(StoreTransaction(self.core, db)) } }
+            try database.writeWithoutTransaction { db in try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db)) } }
         }
     }
 
     /// Runs `body` in one read transaction: a consistent snapshot of the store.
     public func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.unsafeRead { db in try Self.inReadTransaction(db) { try body(StoreTransaction(self.core, db)) } }
-        }
-    }
-
-    /// `body` in one deferred transaction, BEGIN and COMMIT run as cached statements (GRDB's
-    /// `inTransaction` compiles both on every call: a few microseconds of a point read). Rolled back if
-    /// `body` throws.
-    static func inReadTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
-        try step(db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION"), db)
-        do {
-            let result = try body()
-            try step(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
-            return result
-        } catch {
-            if db.isInsideTransaction { try? db.rollback() }
-            throw error
-        }
-    }
-
-    /// `body` in one immediate transaction (the write lock taken at BEGIN, so two writers never deadlock on
-    /// an upgrade), BEGIN and COMMIT as cached statements stepped through the C API. Rolled back if `body`
-    /// or the commit fails.
-    static func inWriteTransaction<T>(_ db: Database, _ body: () throws -> T) throws -> T {
-        try step(db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION"), db)
-        do {
-            let result = try body()
-            try step(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
-            return result
-        } catch {
-            if db.isInsideTransaction { try? db.rollback() }
-            throw error
-        }
-    }
-
-    /// Runs a statement without results through the sqlite3 C API (GRDB's `execute` costs a point read
-    /// more than SQLite's step itself).
-    private static func step(_ statement: Statement, _ db: Database) throws {
-        let handle = statement.sqliteStatement
-        let code = sqlite3_step(handle)
-        sqlite3_reset(handle)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                                sql: statement.sql)
+            try database.unsafeRead { db in try RawStatements.inTransaction(.deferred, db) { try body(StoreTransaction(self.core, db)) } }
         }
     }
 
@@ -259,7 +216,7 @@ public final class KeychainStore: Sendable {
     private func read<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
         do {
             return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-                try database.unsafeRead { db in try Self.inReadTransaction(db) { try body(db) } }
+                try database.unsafeRead { db in try RawStatements.inTransaction(.deferred, db) { try body(db) } }
             }
         } catch {
             logIfDamage(error)
@@ -270,7 +227,7 @@ public final class KeychainStore: Sendable {
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
         do {
             return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-                try database.writeWithoutTransaction { db in try Self.inWriteTransaction(db) { try body(db) } }
+                try database.writeWithoutTransaction { db in try RawStatements.inTransaction(.immediate, db) { try body(db) } }
             }
         } catch {
             logIfDamage(error)

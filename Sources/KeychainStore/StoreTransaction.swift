@@ -26,15 +26,8 @@ public struct StoreTransaction {
     /// `total_changes()`. Higher layers key caches on it to skip decrypting unchanged records.
     public func changeStamp() throws -> StoreChangeStamp {
         // Stepped through the sqlite3 C API: every silent token call takes a stamp.
-        let statement = try database.cachedStatement(sql: "PRAGMA data_version")
-        let handle = statement.sqliteStatement
-        defer { sqlite3_reset(handle) }
-        let code = sqlite3_step(handle)
-        guard code == SQLITE_ROW else {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(database.sqliteConnection)),
-                                sql: statement.sql)
-        }
-        return StoreChangeStamp(otherConnections: sqlite3_column_int64(handle, 0), thisConnection: Int64(database.totalChangesCount))
+        let other = try RawStatements.firstRow(database.cachedStatement(sql: "PRAGMA data_version"), database) { sqlite3_column_int64($0, 0) }
+        return StoreChangeStamp(otherConnections: other ?? 0, thisConnection: Int64(database.totalChangesCount))
     }
 
     // MARK: - Keychain operations

@@ -7,6 +7,12 @@ enum Output {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
+    /// A line for the person at the terminal while a command runs (a device code, a sign-out done):
+    /// standard output, or standard error under `--json` so the JSON stays alone on standard output.
+    static func progress(_ text: String, json: Bool) {
+        if json { FileHandle.standardError.write(Data((text + "\n").utf8)) } else { print(text) }
+    }
+
     static func json(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

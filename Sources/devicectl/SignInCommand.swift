@@ -19,6 +19,27 @@ struct SignIn: AsyncParsableCommand {
 
     enum Flow: String, ExpressibleByArgument, CaseIterable {
         case deviceCode = "device-code", browser
+
+        /// The flow as devicectl runs it: the code on standard output (standard error with --json) and a
+        /// countdown, or the system browser.
+        func interactiveFlow(json: Bool) -> InteractiveFlow {
+            switch self {
+            case .deviceCode:
+                .deviceCode(showCode: { session in Output.progress(session.message, json: json) }, progress: DeviceCodeCountdown().report)
+            case .browser:
+                .browser(openBrowser: SystemBrowser.open)
+            }
+        }
+    }
+
+    /// Parses `--prompt`.
+    static func prompt(_ text: String?) throws -> Prompt? {
+        try text.map { text in
+            guard let value = Prompt(rawValue: text) else {
+                throw CLIError(exitCode: .usage, "unknown prompt \(text); use one of: \(Prompt.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            return value
+        }
     }
 
     @OptionGroup var store: StoreLocation
@@ -40,22 +61,8 @@ struct SignIn: AsyncParsableCommand {
             guard caller.entitlements == nil else {
                 throw CLIError(exitCode: .usage, "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
             }
-            let promptType = try prompt.map { text in
-                guard let value = Prompt(rawValue: text) else {
-                    throw CLIError(exitCode: .usage, "unknown prompt \(text); use one of: \(Prompt.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                return value
-            }
-            let json = output.json
-            let interactiveFlow: InteractiveFlow = switch flow {
-            case .deviceCode:
-                .deviceCode(showCode: { session in
-                    if json { FileHandle.standardError.write(Data((session.message + "\n").utf8)) } else { Output.print(session.message) }
-                }, progress: DeviceCodeCountdown().report)
-            case .browser:
-                .browser(openBrowser: SystemBrowser.open)
-            }
-            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: interactiveFlow, prompt: promptType, loginHint: username)
+            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: output.json),
+                                                         prompt: try Self.prompt(prompt), loginHint: username)
             let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
                 try await context.application.acquireToken(parameters)
             }
@@ -75,7 +82,7 @@ struct SignIn: AsyncParsableCommand {
             switch flow {
             case .deviceCode:
                 return try client.signInWithDeviceCode(scopes: scopes, loginHint: username) { session in
-                    if json { FileHandle.standardError.write(Data((session.message + "\n").utf8)) } else { Output.print(session.message) }
+                    Output.progress(session.message, json: json)
                 }
             case .browser:
                 return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt) { url in

@@ -44,25 +44,14 @@ struct Switch: AsyncParsableCommand {
                 throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
             }
             let context = try ApplicationContext(store, app: caller.app)
-            let promptType = try prompt.map { text in
-                guard let value = Prompt(rawValue: text) else {
-                    throw CLIError(exitCode: .usage, "unknown prompt \(text); use one of: \(Prompt.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                return value
-            }
             let json = output.json
-            let interactiveFlow: InteractiveFlow = switch flow {
-            case .deviceCode:
-                .deviceCode(showCode: { session in Self.say(session.message, json: json) }, progress: DeviceCodeCountdown().report)
-            case .browser:
-                .browser(openBrowser: SystemBrowser.open)
-            }
-            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: interactiveFlow, prompt: promptType, loginHint: username)
+            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: json),
+                                                        prompt: try SignIn.prompt(prompt), loginHint: username)
             let previous = PreviousWorker()
             let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
                 try await context.application.switchWorker(parameters, reason: parsedReason) { signedOut in
                     previous.set(signedOut?.account)
-                    Self.say("signed out: \(AccountText.line(signedOut?.account))", json: json)
+                    Output.progress("signed out: \(AccountText.line(signedOut?.account))", json: json)
                 }
             }
             if json {
@@ -71,11 +60,6 @@ struct Switch: AsyncParsableCommand {
                 Output.print("signed in: \(AccountText.line(result.account))")
             }
         }
-    }
-
-    /// Progress for the worker: standard output, or standard error under `--json`.
-    private static func say(_ text: String, json: Bool) {
-        if json { FileHandle.standardError.write(Data((text + "\n").utf8)) } else { Output.print(text) }
     }
 
     private func switchFromFile(_ path: String, reason: SignOutReason) throws {

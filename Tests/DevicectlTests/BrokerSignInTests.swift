@@ -26,6 +26,18 @@ import Testing
         try daemon.startDevicectl(as: uid, ["signin", "--json"])
     }
 
+    /// The authorization URL the app's "browser" (`DEVICECTL_BROWSER` writing to `file`) was given, once it
+    /// was (within 30 s; empty if never).
+    static func authorizationURL(in file: URL, of process: ChildProcess) async throws -> String {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline && !process.hasExited {
+            let url = (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            if !url.isEmpty { return url }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+    }
+
     /// Waits for the user code the sign-in shows (on standard error with --json).
     static func userCode(of process: ChildProcess) async -> String? {
         let deadline = Date().addingTimeInterval(30)
@@ -83,12 +95,7 @@ import Testing
         let signIn = try daemon.startDevicectl(as: Daemon.scannerUID, ["signin", "--flow", "browser", "--json"],
                                                environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
         defer { _ = signIn.killIfRunning() }
-        var url = ""
-        let deadline = Date().addingTimeInterval(30)
-        while url.isEmpty && Date() < deadline && !signIn.hasExited {
-            url = (try? String(contentsOf: urlFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-            if url.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        let url = try await Self.authorizationURL(in: urlFile, of: signIn)
         try #require(!url.isEmpty, "no authorization URL: \(signIn.standardError)")
         #expect(url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A") && url.contains("code_challenge="), "\(url)")
         let browse = try await Provider.tool(["browse", "--user", "worker2", "--", url])
@@ -212,12 +219,7 @@ import Testing
         let declined = try daemon.startDevicectl(as: Daemon.timeclockUID, ["switch", "--flow", "browser"],
                                                  environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
         defer { _ = declined.killIfRunning() }
-        var url = ""
-        let deadline = Date().addingTimeInterval(30)
-        while url.isEmpty && Date() < deadline && !declined.hasExited {
-            url = (try? String(contentsOf: urlFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
-            if url.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        let url = try await Self.authorizationURL(in: urlFile, of: declined)
         let authorization = try #require(URLComponents(string: url), "no authorization URL: \(declined.standardError)")
         let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
         let redirect = try #require(query["redirect_uri"], "\(url)")

@@ -51,21 +51,13 @@ enum ItemTable {
             WHERE group_index = ? AND service_index = ? AND account_index = ?
             """)
         statement.setUncheckedArguments([key.group, key.service, key.account])
-        let handle = statement.sqliteStatement
-        defer { sqlite3_reset(handle) }
-        switch sqlite3_step(handle) {
-        case SQLITE_DONE:
-            return nil
-        case SQLITE_ROW:
-            return SealedRow(
+        return try RawStatements.firstRow(statement, db) { handle in
+            SealedRow(
                 id: sqlite3_column_int64(handle, 0),
                 indexes: RowIndexes(group: key.group, service: key.service, account: key.account,
                                     label: blob(handle, 1), type: blob(handle, 2)),
                 format: Int(sqlite3_column_int64(handle, 3)),
                 box: AEAD.Box(nonce: blob(handle, 4) ?? Data(), ciphertext: blob(handle, 5) ?? Data()))
-        case let code:
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                                sql: statement.sql)
         }
     }
 

@@ -73,49 +73,46 @@ extension PublicClientApplication {
     func brokeredAcquireToken(_ parameters: InteractiveTokenParameters, broker: BrokerClient) async throws(SharedDeviceError) -> AuthenticationResult {
         // Interactive calls block for minutes: a connection and a thread of their own.
         let client = BrokerClient(socketPath: broker.socketPath)
-        let scopes = parameters.scopes, loginHint = parameters.loginHint, prompt = parameters.prompt?.rawValue
-        let redirectURI = configuration.redirectURI.absoluteString, timeout = Int(parameters.browserTimeout)
-        let flow = parameters.flow
-        let outcome: Result<AuthenticationResult, BrokerClientError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: Result { () throws(BrokerClientError) -> AuthenticationResult in
-                    switch flow {
-                    case .deviceCode(let showCode, _):
-                        return try client.signInWithDeviceCode(scopes: scopes, loginHint: loginHint, showCode: showCode)
-                    case .browser(let openBrowser):
-                        return try client.signInWithBrowser(scopes: scopes, redirectURI: redirectURI, loginHint: loginHint, prompt: prompt,
-                                                            timeout: timeout) { url in Self.waiting { try? await openBrowser(url) } }
-                    }
-                })
+        let scopes = parameters.scopes, loginHint = parameters.loginHint, flow = brokerFlow(parameters)
+        return try await Self.onOwnThread { () throws(BrokerClientError) in
+            switch flow {
+            case .deviceCode(let showCode):
+                try client.signInWithDeviceCode(scopes: scopes, loginHint: loginHint, showCode: showCode)
+            case .browser(let redirectURI, let prompt, let timeout, let openBrowser):
+                try client.signInWithBrowser(scopes: scopes, redirectURI: redirectURI, loginHint: loginHint, prompt: prompt,
+                                             timeout: timeout, openBrowser: openBrowser)
             }
-        }
-        do {
-            return try outcome.get()
-        } catch {
-            throw SharedDeviceError(error)
         }
     }
 
     func brokeredSwitchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason, broker: BrokerClient,
                               signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void) async throws(SharedDeviceError) -> AuthenticationResult {
         let client = BrokerClient(socketPath: broker.socketPath)
-        let scopes = parameters.scopes, loginHint = parameters.loginHint, prompt = parameters.prompt?.rawValue
-        let redirectURI = configuration.redirectURI.absoluteString, timeout = Int(parameters.browserTimeout)
-        let flow = parameters.flow
-        let outcome: Result<AuthenticationResult, BrokerClientError> = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let signIn: BrokerClient.SwitchSignIn = switch flow {
-                case .deviceCode(let showCode, _): .deviceCode(showCode: showCode)
-                case .browser(let openBrowser):
-                    .browser(redirectURI: redirectURI, prompt: prompt, timeout: timeout) { url in Self.waiting { try? await openBrowser(url) } }
-                }
-                continuation.resume(returning: Result { () throws(BrokerClientError) -> AuthenticationResult in
-                    try client.switchWorker(scopes: scopes, reason: reason, loginHint: loginHint, signIn: signIn) { account, removed in
-                        let outcome = account.map { AccountManager.SignOutOutcome(account: $0, global: true, itemsRemoved: removed, accessGroups: 0) }
-                        Self.waiting { await signedOut(outcome) }
-                    }
-                })
+        let scopes = parameters.scopes, loginHint = parameters.loginHint, flow = brokerFlow(parameters)
+        return try await Self.onOwnThread { () throws(BrokerClientError) in
+            try client.switchWorker(scopes: scopes, reason: reason, loginHint: loginHint, signIn: flow) { account, removed in
+                let outcome = account.map { AccountManager.SignOutOutcome(account: $0, global: true, itemsRemoved: removed, accessGroups: 0) }
+                Self.waiting { await signedOut(outcome) }
             }
+        }
+    }
+
+    /// The app's interactive flow as the broker client runs it (the browser opened from the client's thread).
+    private func brokerFlow(_ parameters: InteractiveTokenParameters) -> BrokerClient.SignInFlow {
+        switch parameters.flow {
+        case .deviceCode(let showCode, _):
+            .deviceCode(showCode: showCode)
+        case .browser(let openBrowser):
+            .browser(redirectURI: configuration.redirectURI.absoluteString, prompt: parameters.prompt?.rawValue,
+                     timeout: Int(parameters.browserTimeout)) { url in Self.waiting { try? await openBrowser(url) } }
+        }
+    }
+
+    /// Runs a blocking broker call on a thread of its own.
+    private static func onOwnThread(_ call: @escaping @Sendable () throws(BrokerClientError) -> AuthenticationResult)
+        async throws(SharedDeviceError) -> AuthenticationResult {
+        let outcome: Result<AuthenticationResult, BrokerClientError> = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: Result(catching: call)) }
         }
         do {
             return try outcome.get()

@@ -94,18 +94,18 @@ public final class BrokerClient: Sendable {
         }
     }
 
-    /// How the next worker signs in during a `switchWorker`.
-    public enum SwitchSignIn {
+    /// How a worker signs in through the broker (`switchWorker`; `PublicClientApplication` maps its flows to it).
+    public enum SignInFlow: Sendable {
         /// Device code: `showCode` gets the code to show.
-        case deviceCode(showCode: (DeviceCodeSession) -> Void)
+        case deviceCode(showCode: @Sendable (DeviceCodeSession) -> Void)
         /// Browser: the broker listens on the loopback `redirectURI`; `openBrowser` gets the URL to open.
-        case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300, openBrowser: (URL) -> Void)
+        case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300, openBrowser: @Sendable (URL) -> Void)
     }
 
     /// A shift change: the broker signs the current worker out of every app (committed first; `signedOut`
     /// gets who left and how many items went, before the sign-in starts), then the next worker in.
     /// If the sign-in fails the device stays signed out and the error says so.
-    public func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SwitchSignIn,
+    public func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SignInFlow,
                              signedOut: (_ account: DeviceAccount?, _ itemsRemoved: Int) -> Void = { _, _ in }) throws(BrokerClientError) -> AuthenticationResult {
         var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string)), "reason": .string(reason.rawValue)]
         if let loginHint { parameters["loginHint"] = .string(loginHint) }

@@ -1,0 +1,51 @@
+import GRDB
+import GRDBSQLite
+
+/// The store's hot statements stepped through the sqlite3 C API on GRDB's cached statements: GRDB's
+/// `execute` and `Row` cost a point read more than SQLite's own work (its `inTransaction` even compiles
+/// BEGIN and COMMIT on every call).
+enum RawStatements {
+    /// How a transaction begins: deferred for reads; immediate for writes (the write lock taken at BEGIN,
+    /// so two writers never deadlock on an upgrade).
+    enum TransactionKind: String {
+        case deferred = "BEGIN DEFERRED TRANSACTION", immediate = "BEGIN IMMEDIATE TRANSACTION"
+    }
+
+    /// `body` in one transaction; rolled back if `body` or the commit fails.
+    static func inTransaction<T>(_ kind: TransactionKind, _ db: Database, _ body: () throws -> T) throws -> T {
+        try stepToDone(db.cachedStatement(sql: kind.rawValue), db)
+        do {
+            let result = try body()
+            try stepToDone(db.cachedStatement(sql: "COMMIT TRANSACTION"), db)
+            return result
+        } catch {
+            if db.isInsideTransaction { try? db.rollback() }
+            throw error
+        }
+    }
+
+    /// Runs a statement that returns no row.
+    static func stepToDone(_ statement: Statement, _ db: Database) throws {
+        let handle = statement.sqliteStatement
+        let code = sqlite3_step(handle)
+        sqlite3_reset(handle)
+        guard code == SQLITE_DONE else { throw error(code, statement, db) }
+    }
+
+    /// Steps `statement` once: `body` reads the row's columns from the handle (nil when there is no row).
+    /// The statement is reset afterwards, so the columns must not outlive `body`.
+    static func firstRow<T>(_ statement: Statement, _ db: Database, _ body: (OpaquePointer) throws -> T) throws -> T? {
+        let handle = statement.sqliteStatement
+        defer { sqlite3_reset(handle) }
+        switch sqlite3_step(handle) {
+        case SQLITE_DONE: return nil
+        case SQLITE_ROW: return try body(handle)
+        case let code: throw error(code, statement, db)
+        }
+    }
+
+    /// SQLite's failure as GRDB reports it (the store's error mapping then names busy, corrupt, …).
+    private static func error(_ code: Int32, _ statement: Statement, _ db: Database) -> DatabaseError {
+        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+    }
+}
