@@ -51,6 +51,11 @@ final class BrokerDaemon: @unchecked Sendable {
         return daemon.standardError.contains("deviced ready")
     }
 
+    /// The last `characters` of the daemon's log, for a failure message (it never holds a secret).
+    func logTail(_ characters: Int = 4000) -> String {
+        String((process?.standardError ?? "").suffix(characters))
+    }
+
     /// Sends SIGTERM and waits for the daemon to exit; returns whether it exited by itself in time.
     @discardableResult
     func stop() async -> Bool {

@@ -51,14 +51,15 @@ import Testing
     @Test func aDeviceCodeSignInByOneAppGivesTheOtherAppTokensSilentlyThroughTheBroker() async throws {
         // At trace level: the daemon's log must still carry no token or code.
         let daemon = try await Self.daemon(logLevel: "trace")
+        // The device authorization request is made under the lock too (see `signInByDeviceCode`).
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
         let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
         defer { _ = signIn.killIfRunning() }
-        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
         let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
         let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
-        #expect(await signIn.waitForExit(timeout: 60))
+        try #require(await signIn.waitForExit(timeout: 60), "the sign-in did not finish; the daemon's log ends: \(daemon.logTail())")
         #expect(signIn.status == 0, "\(signIn.standardError)")
         let result = try #require(try parseJSON(signIn.standardOutput) as? [String: Any], "\(signIn.standardOutput)")
         #expect((result["account"] as? [String: Any])?["username"] != nil)
@@ -111,8 +112,8 @@ import Testing
 
     @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
         let daemon = try await Self.daemon()
-        let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
         let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
         let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
         // The app goes away while the worker is still typing the code; then the worker approves it.
         _ = signIn.send(SIGKILL)
@@ -152,7 +153,7 @@ import Testing
         let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
-        #expect(await process.waitForExit(timeout: 60))
+        #expect(await process.waitForExit(timeout: 60), "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())")
         return process
     }
 

@@ -383,8 +383,9 @@ extension IdentityCLITests {
         /// command ends before showing a code, returns its result with an empty code.
         ///
         /// glewlwyd with its SQLite backend mixes up concurrent device authorization requests (one of them
-        /// gets a user code stored without its scopes, which can never be approved: `deviceServerError`), so
-        /// requesting the code and approving it happen under `ProviderLock`. Should a code still come out
+        /// gets a user code stored without its scopes, which can never be approved: `deviceServerError`, or an
+        /// approval that the device code being polled never sees), so requesting the code and approving it
+        /// happen under `ProviderLock`. Should a code still come out
         /// unusable (another test process without the lock), the sign-in starts over once, as a worker would.
         func signInByDeviceCode(app: String, as user: String, plugin: String = "oidc", extra: [String] = [],
                                 environment: [String: String] = [:],
@@ -393,9 +394,9 @@ extension IdentityCLITests {
             var attempt = 0
             while true {
                 attempt += 1
+                let lock = try await ProviderLock.acquire(timeout: 120)
                 let process = try runner.start(arguments, environment: environment)
                 defer { process.killIfRunning() }
-                let lock = try await ProviderLock.acquire(timeout: 120)
                 var code = ""
                 let deadline = Date().addingTimeInterval(30)
                 while code.isEmpty, !process.hasExited, Date() < deadline {
