@@ -17,9 +17,11 @@ enum AccessControl {
     /// The groups a query searches: the named one if entitled, else all of the caller's groups in order.
     static func groupsToSearch(_ requested: String?, caller: AppIdentity) throws(KeychainError) -> [String] {
         guard let requested else { return caller.accessGroups }
-        try AccessGroup.validate(requested)
-        guard caller.isEntitled(to: requested) else { throw denied(requested, caller) }
-        return [requested]
+        guard caller.isEntitled(to: requested) else {
+            try AccessGroup.validate(requested)  // a malformed name is that, rather than an unentitled one
+            throw denied(requested, caller)
+        }
+        return [requested]  // valid: `AppIdentity` validated every group it is entitled to
     }
 
     private static func denied(_ group: String, _ caller: AppIdentity) -> KeychainError {

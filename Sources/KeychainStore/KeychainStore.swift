@@ -107,7 +107,9 @@ public final class KeychainStore: Sendable {
     /// - Throws: `itemNotFound` (-25300), also when only other apps' groups hold a match;
     ///   `missingEntitlement`; `integrityFailure` if the matching item was tampered with.
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws(KeychainError) -> KeychainItem {
-        try read { db in try StoreTransaction(self.core, db).find(query, as: caller) }
+        // A point read in one group is one SELECT: its implicit read transaction is all it needs.
+        let oneStatement = PointRead.Key(query) != nil && (query.accessGroup != nil || caller.accessGroups.count == 1)
+        return try read(inTransaction: !oneStatement) { db in try StoreTransaction(self.core, db).find(query, as: caller) }
     }
 
     /// Every item matching `query` in the caller's groups (`kSecMatchLimitAll`).
@@ -211,12 +213,15 @@ public final class KeychainStore: Sendable {
 
     // MARK: - Internals
 
-    /// A read in one deferred transaction. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only`
-    /// around every read, which expires every prepared statement and recompiles the SELECT each time.)
-    private func read<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
+    /// A read in one deferred transaction, or, for a body that runs a single statement, in that statement's
+    /// implicit one. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only` around every read, which
+    /// expires every prepared statement and recompiles the SELECT each time.)
+    private func read<T>(inTransaction: Bool = true, _ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
         do {
             return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-                try database.unsafeRead { db in try RawStatements.inTransaction(.deferred, db) { try body(db) } }
+                try database.unsafeRead { db in
+                    inTransaction ? try RawStatements.inTransaction(.deferred, db) { try body(db) } : try body(db)
+                }
             }
         } catch {
             logIfDamage(error)

@@ -1,11 +1,14 @@
 import Foundation
 
-/// What every transaction on one open store needs: the derived keys and the options.
+/// What every transaction on one open store needs: the derived keys, the options and the connection's
+/// prepared statements.
 struct StoreCore: Sendable {
     let indexer: BlindIndexer
     let groupKeys: GroupKeyring
     let integrityKey: SecureKey
     let options: StoreOptions
+    /// The hot paths' statements, prepared once on the store's one connection.
+    let statements = ConnectionStatements()
 
     init(keyring: MasterKeyring, options: StoreOptions) {
         indexer = keyring.indexer

@@ -49,6 +49,12 @@ public struct StoreTransaction {
 
     /// `KeychainStore.find` inside this transaction.
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws -> KeychainItem {
+        if let key = PointRead.Key(query) {
+            for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
+                if let item = try PointRead.find(key, in: group, core, database) { return item }
+            }
+            throw notFound(query, caller)
+        }
         guard let item = try matches(query, caller: caller, limit: 1).first?.item else { throw notFound(query, caller) }
         return item
     }
@@ -198,26 +204,7 @@ public struct StoreTransaction {
 
     /// Authenticates and decodes one row, then re-checks that it belongs to `group`.
     func open(_ sealed: ItemTable.SealedRow, group: String) throws -> KeychainItem {
-        func damaged(_ reason: String) -> KeychainError {
-            let item = DamagedItem(rowID: sealed.id, accessGroup: group, reason: reason)
-            return KeychainError(.integrityFailure,
-                "\(item) (tampered or corrupted); run `devicectl keychain verify`, then delete the item or restore the store from backup",
-                damagedItems: [item])
-        }
-        guard sealed.format == Schema.itemFormat else { throw damaged("unknown item format \(sealed.format)") }
-        let additionalData = sealed.indexes.additionalData(format: sealed.format)
-        guard let key = try core.groupKeys.keyForReading(index: sealed.indexes.group, database) else {
-            throw damaged("its access group has no key")
-        }
-        var opened = AEAD.open(sealed.box, additionalData: additionalData, key: key)
-        if opened == nil, let replaced = try core.groupKeys.reloadIfReplaced(index: sealed.indexes.group, database) {
-            opened = AEAD.open(sealed.box, additionalData: additionalData, key: replaced)
-        }
-        guard var plaintext = opened else { throw damaged("it failed authentication") }
-        defer { Sodium.wipe(&plaintext) }
-        guard let item = ItemPayload.decode(plaintext) else { throw damaged("its sealed payload is malformed") }
-        guard item.metadata.accessGroup == group else { throw damaged("it belongs to another access group") }
-        return item
+        try ItemOpening.open(sealed, group: group, core, database)
     }
 
     private func notFound(_ query: ItemQuery, _ caller: AppIdentity) -> KeychainError {

@@ -40,24 +40,39 @@ enum AEAD {
     static func open(_ box: Box, additionalData: some ContiguousBytes, key: SecureKey) -> Data? {
         guard box.nonce.count == nonceByteCount, box.ciphertext.count > tagByteCount else { return nil }
         var plaintext = Data(count: box.ciphertext.count - tagByteCount)
-        var written: UInt64 = 0
-        let status = plaintext.withUnsafeMutableBytes { out in
-            box.ciphertext.withUnsafeBytes { c in
+        let opened = plaintext.withUnsafeMutableBytes { out in
+            box.ciphertext.withUnsafeBytes { ciphertext in
                 additionalData.withUnsafeBytes { ad in
-                    box.nonce.withUnsafeBytes { n in
-                        crypto_aead_xchacha20poly1305_ietf_decrypt(
-                            out.bindMemory(to: UInt8.self).baseAddress!, &written, nil,
-                            c.bindMemory(to: UInt8.self).baseAddress!, UInt64(box.ciphertext.count),
-                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(ad.count),
-                            n.bindMemory(to: UInt8.self).baseAddress!, key.bytes)
+                    box.nonce.withUnsafeBytes { nonce in
+                        open(nonce: nonce, ciphertext: ciphertext, additionalData: ad, key: key, into: out)
                     }
                 }
             }
         }
-        guard status == 0 else {
+        guard opened else {
             Sodium.wipe(&plaintext)
             return nil
         }
         return plaintext
+    }
+
+    /// The plaintext length of a ciphertext of `ciphertextByteCount` bytes; `nil` if it cannot be one.
+    static func plaintextByteCount(ofCiphertext ciphertextByteCount: Int) -> Int? {
+        ciphertextByteCount > tagByteCount ? ciphertextByteCount - tagByteCount : nil
+    }
+
+    /// Decrypts and authenticates `ciphertext` (tag included) straight from where it lies (a column SQLite
+    /// hands out) into `plaintext`, which must be `plaintextByteCount(ofCiphertext:)` long; false when the
+    /// nonce has the wrong length or anything does not match what was sealed (`plaintext` then holds zeros
+    /// or nothing, as libsodium leaves it).
+    static func open(nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, additionalData: UnsafeRawBufferPointer,
+                     key: SecureKey, into plaintext: UnsafeMutableRawBufferPointer) -> Bool {
+        guard nonce.count == nonceByteCount, plaintextByteCount(ofCiphertext: ciphertext.count) == plaintext.count else { return false }
+        let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), nil, nil,
+            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
+            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(additionalData.count),
+            nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key.bytes)
+        return status == 0
     }
 }

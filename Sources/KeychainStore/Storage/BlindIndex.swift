@@ -24,20 +24,61 @@ struct BlindIndexer: Sendable {
         return index
     }
 
-    func service(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .service, group) }
-    func account(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .account, group) }
-    func label(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value.utf8, .label, group) }
+    func service(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value, .service, group) }
+    func account(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value, .account, group) }
+    func label(_ value: String, group: String) throws(KeychainError) -> Data { try scoped(value, .label, group) }
     func type(_ value: UInt32, group: String) throws(KeychainError) -> Data {
         try scoped(withUnsafeBytes(of: value.littleEndian) { Array($0) }, .type, group)
     }
 
-    private func scoped(_ value: some Sequence<UInt8>, _ domain: Domain, _ group: String) throws(KeychainError) -> Data {
-        var input: [UInt8] = []
-        input.reserveCapacity(group.utf8.count + 64)
-        withUnsafeBytes(of: UInt32(group.utf8.count).littleEndian) { input.append(contentsOf: $0) }
-        input.append(contentsOf: group.utf8)
-        input.append(contentsOf: value)
-        return try KeyedHash.hash(input, domain: domain.rawValue, key: key)
+    /// The service index of `value` in `group` written to `output` (16 bytes), without allocating.
+    func service(_ value: String, group: String, into output: UnsafeMutableRawBufferPointer) throws(KeychainError) {
+        try scoped(value, .service, group, into: output)
+    }
+
+    /// The account index of `value` in `group` written to `output` (16 bytes), without allocating.
+    func account(_ value: String, group: String, into output: UnsafeMutableRawBufferPointer) throws(KeychainError) {
+        try scoped(value, .account, group, into: output)
+    }
+
+    private func scoped(_ value: String, _ domain: Domain, _ group: String) throws(KeychainError) -> Data {
+        var index = Data(count: KeyedHash.indexByteCount)
+        let status = index.withUnsafeMutableBytes { output in scopedStatus(value.utf8, domain, group, into: output) }
+        try Sodium.check(status, "crypto_generichash")
+        return index
+    }
+
+    private func scoped(_ value: [UInt8], _ domain: Domain, _ group: String) throws(KeychainError) -> Data {
+        var index = Data(count: KeyedHash.indexByteCount)
+        let status = index.withUnsafeMutableBytes { output in scopedStatus(value, domain, group, into: output) }
+        try Sodium.check(status, "crypto_generichash")
+        return index
+    }
+
+    private func scoped(_ value: String, _ domain: Domain, _ group: String, into output: UnsafeMutableRawBufferPointer) throws(KeychainError) {
+        try Sodium.check(scopedStatus(value.utf8, domain, group, into: output), "crypto_generichash")
+    }
+
+    /// `BLAKE2b(key, domain || u32le(len(group)) || group || value)`: the value scoped to its group.
+    private func scopedStatus(_ value: some Collection<UInt8>, _ domain: Domain, _ group: String,
+                              into output: UnsafeMutableRawBufferPointer) -> Int32 {
+        let groupBytes = group.utf8
+        return KeyedHash.hash(domain: domain.rawValue, key: key, into: output,
+                              messageByteCount: 4 + groupBytes.count + value.count) { message in
+            withUnsafeBytes(of: UInt32(groupBytes.count).littleEndian) { message.copyMemory(from: $0) }
+            let valueStart = Self.copy(groupBytes, to: message, at: 4)
+            _ = Self.copy(value, to: message, at: valueStart)
+        }
+    }
+
+    /// Copies `bytes` into `buffer` at `offset` (one memcpy for contiguous storage, as native strings have);
+    /// returns the offset after them.
+    private static func copy(_ bytes: some Collection<UInt8>, to buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count])
+        if bytes.withContiguousStorageIfAvailable({ target.copyMemory(from: UnsafeRawBufferPointer($0)) }) == nil {
+            target.copyBytes(from: bytes)
+        }
+        return offset + bytes.count
     }
 }
 
@@ -86,17 +127,60 @@ struct RowIndexes: Equatable {
 
     /// `"kcitem" || format || each column length-prefixed (0xFF for NULL)`.
     func additionalData(format: Int) -> [UInt8] {
-        var bytes: [UInt8] = Array("kcitem".utf8)
-        bytes.reserveCapacity(96)
-        bytes.append(UInt8(truncatingIfNeeded: format))
-        for column in [group, service, account, label, type] {
-            if let column {
-                bytes.append(UInt8(column.count))
-                bytes.append(contentsOf: column)
-            } else {
-                bytes.append(0xFF)
+        group.withUnsafeBytes { group in
+            service.withUnsafeBytes { service in
+                account.withUnsafeBytes { account in
+                    Self.withOptionalBytes(label) { label in
+                        Self.withOptionalBytes(type) { type in
+                            [UInt8](unsafeUninitializedCapacity: Self.maximumAdditionalDataByteCount) { buffer, count in
+                                count = Self.writeAdditionalData(format: format, group: group, service: service, account: account,
+                                                                 label: label, type: type, into: UnsafeMutableRawBufferPointer(buffer))
+                            }
+                        }
+                    }
+                }
             }
         }
-        return bytes
+    }
+
+    /// The most bytes `writeAdditionalData` writes (every column present and 255 bytes long).
+    static let maximumAdditionalDataByteCount = 7 + 5 * 256
+
+    /// Writes the additional data of a row whose columns are the given bytes (`nil` for NULL) to `output`,
+    /// which holds at least `maximumAdditionalDataByteCount` bytes; returns how many it wrote. Columns
+    /// longer than 255 bytes (only a tampered row has them) are cut to 255: that row then fails authentication.
+    static func writeAdditionalData(format: Int, group: UnsafeRawBufferPointer, service: UnsafeRawBufferPointer,
+                                    account: UnsafeRawBufferPointer, label: UnsafeRawBufferPointer?,
+                                    type: UnsafeRawBufferPointer?, into output: UnsafeMutableRawBufferPointer) -> Int {
+        var offset = 0
+        func append(_ column: UnsafeRawBufferPointer?) {
+            guard let column else {
+                output[offset] = 0xFF
+                offset += 1
+                return
+            }
+            let count = min(column.count, 255)
+            output[offset] = UInt8(count)
+            offset += 1
+            if count > 0 {
+                UnsafeMutableRawBufferPointer(rebasing: output[offset..<offset + count])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: column[..<count]))
+            }
+            offset += count
+        }
+        for byte in "kcitem".utf8 { output[offset] = byte; offset += 1 }
+        output[offset] = UInt8(truncatingIfNeeded: format)
+        offset += 1
+        append(group)
+        append(service)
+        append(account)
+        append(label)
+        append(type)
+        return offset
+    }
+
+    private static func withOptionalBytes<R>(_ data: Data?, _ body: (UnsafeRawBufferPointer?) -> R) -> R {
+        guard let data else { return body(nil) }
+        return data.withUnsafeBytes { body($0) }
     }
 }

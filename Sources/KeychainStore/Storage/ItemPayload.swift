@@ -23,13 +23,28 @@ enum ItemPayload {
 
     /// `nil` when the bytes are not a well-formed payload.
     static func decode(_ data: Data) -> KeychainItem? {
-        var reader = ByteReader(data)
+        data.withUnsafeBytes { decode($0) }
+    }
+
+    /// Strings a decoded payload most likely holds (the group, service and account a point read asked for):
+    /// a field with the same bytes becomes that string instead of a new one.
+    struct KnownStrings {
+        var group: String
+        var service: String
+        var account: String
+    }
+
+    /// Decodes in one pass over `bytes` (the plaintext where it was decrypted): the secret is the only copy
+    /// made besides the attribute strings that are not `known`. `nil` when malformed.
+    static func decode(_ bytes: UnsafeRawBufferPointer, known: KnownStrings? = nil) -> KeychainItem? {
+        var reader = ByteReader(bytes)
         guard reader.byte() == version,
-              let group = reader.string(), let service = reader.string(), let account = reader.string(),
-              let label = reader.optionalString(), let type = reader.optionalUInt32(),
-              let creator = reader.optionalUInt32(), let generic = reader.optionalBytes(),
+              let group = reader.string(known: known), let service = reader.string(known: known),
+              let account = reader.string(known: known),
+              let label = reader.optional({ $0.string(known: known) }), let type = reader.optional({ $0.uint32() }),
+              let creator = reader.optional({ $0.uint32() }), let generic = reader.optional({ $0.data() }),
               let created = reader.double(), let modified = reader.double(),
-              let secret = reader.bytes(), reader.isAtEnd
+              let secret = reader.data(), reader.isAtEnd
         else { return nil }
         let metadata = ItemMetadata(
             accessGroup: group, service: service, account: account, type: type, generic: generic, label: label,
@@ -61,36 +76,41 @@ struct ByteWriter {
     }
 }
 
-/// Reads what `ByteWriter` wrote; every accessor returns `nil` past the end (never traps).
+/// Reads what `ByteWriter` wrote, in place; every accessor returns `nil` past the end (never traps).
 struct ByteReader {
-    private let data: Data
-    private var offset: Int
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
 
-    init(_ data: Data) {
-        self.data = data
-        offset = data.startIndex
-    }
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
-    var isAtEnd: Bool { offset == data.endIndex }
+    var isAtEnd: Bool { offset == bytes.count }
 
     mutating func byte() -> UInt8? {
-        guard offset < data.endIndex else { return nil }
+        guard offset < bytes.count else { return nil }
         defer { offset += 1 }
-        return data[offset]
+        return bytes[offset]
     }
 
-    mutating func uint32() -> UInt32? { fixed(4).map { UInt32(littleEndian: $0.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }) } }
-    mutating func double() -> Double? {
-        fixed(8).map { Double(bitPattern: UInt64(littleEndian: $0.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })) }
-    }
-    mutating func bytes() -> Data? { uint32().flatMap { fixed(Int($0)) } }
-    mutating func string() -> String? { bytes().flatMap { String(data: $0, encoding: .utf8) } }
-    /// `.some(nil)` for an absent value, `nil` for malformed input.
-    mutating func optionalString() -> String?? { optional { $0.string() } }
-    mutating func optionalBytes() -> Data?? { optional { $0.bytes() } }
-    mutating func optionalUInt32() -> UInt32?? { optional { $0.uint32() } }
+    mutating func uint32() -> UInt32? { fixed(4).map { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) } }
+    mutating func double() -> Double? { fixed(8).map { Double(bitPattern: UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self))) } }
+    /// A length-prefixed field, as a view into the buffer.
+    mutating func field() -> UnsafeRawBufferPointer? { uint32().flatMap { fixed(Int($0)) } }
+    /// A length-prefixed field copied out.
+    mutating func data() -> Data? { field().map { Data($0) } }
 
-    private mutating func optional<T>(_ read: (inout ByteReader) -> T?) -> T?? {
+    /// A length-prefixed UTF-8 string: one of `known` when it has the same bytes, else a new, validated one.
+    mutating func string(known: ItemPayload.KnownStrings? = nil) -> String? {
+        guard let field = field() else { return nil }
+        if let known {
+            if Self.utf8(of: known.group, equals: field) { return known.group }
+            if Self.utf8(of: known.service, equals: field) { return known.service }
+            if Self.utf8(of: known.account, equals: field) { return known.account }
+        }
+        return String(validating: field, as: UTF8.self)
+    }
+
+    /// `.some(nil)` for an absent value (presence byte 0), `nil` for malformed input.
+    mutating func optional<T>(_ read: (inout ByteReader) -> T?) -> T?? {
         switch byte() {
         case 0: return .some(nil)
         case 1: return read(&self).map { .some($0) }
@@ -98,9 +118,16 @@ struct ByteReader {
         }
     }
 
-    private mutating func fixed(_ count: Int) -> Data? {
-        guard count >= 0, data.endIndex - offset >= count else { return nil }
+    private mutating func fixed(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, bytes.count - offset >= count else { return nil }
         defer { offset += count }
-        return data.subdata(in: offset..<offset + count)
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+
+    private static func utf8(of string: String, equals bytes: UnsafeRawBufferPointer) -> Bool {
+        var string = string
+        return string.withUTF8 { utf8 in
+            utf8.count == bytes.count && (utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress!, utf8.count) == 0)
+        }
     }
 }
