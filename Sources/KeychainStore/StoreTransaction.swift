@@ -1,3 +1,4 @@
+import CSodium
 public import Foundation
 public import GRDB
 import GRDBSQLite
@@ -159,17 +160,31 @@ public struct StoreTransaction {
         var filter: ItemTable.Filter
     }
 
+    /// Seals `item` under its group's key with a fresh nonce, its lookup columns as additional data, and
+    /// writes the row (a new one, or `rowID` replaced). The plaintext is encoded into a buffer wiped afterwards.
     private func seal(_ item: KeychainItem, groupIndex: Data, replacing rowID: Int64?) throws {
         let group = item.metadata.accessGroup
         let indexes = try RowIndexes(of: item.metadata, groupIndex: groupIndex, indexer: core.indexer)
-        var plaintext = ItemPayload.encode(item)
-        defer { Sodium.wipe(&plaintext) }
-        let key = try core.groupKeys.keyForWriting(group: group, index: groupIndex, database)
-        let box = try AEAD.seal(plaintext, additionalData: indexes.additionalData(format: Schema.itemFormat), key: key)
-        if let rowID {
-            try ItemTable.replace(id: rowID, indexes, box: box, group: group, database)
-        } else {
-            try ItemTable.insert(indexes, box: box, group: group, database)
+        let key = try core.groupKeys.keyForWriting(group: group, index: groupIndex, database, core.statements)
+        let additionalData = indexes.additionalData(format: Schema.itemFormat)
+        let plaintextCount = ItemPayload.encodedByteCount(item)
+        try withUnsafeTemporaryAllocation(byteCount: AEAD.nonceByteCount + plaintextCount + AEAD.tagByteCount, alignment: 16) { box in
+            let nonce = UnsafeMutableRawBufferPointer(rebasing: box[..<AEAD.nonceByteCount])
+            let ciphertext = UnsafeMutableRawBufferPointer(rebasing: box[AEAD.nonceByteCount...])
+            let status = withUnsafeTemporaryAllocation(byteCount: plaintextCount, alignment: 16) { plaintext in
+                defer { sodium_memzero(plaintext.baseAddress, plaintextCount) }
+                ItemPayload.encode(item, into: plaintext)
+                return additionalData.withUnsafeBytes { additionalData in
+                    AEAD.seal(UnsafeRawBufferPointer(plaintext), additionalData: additionalData, key: key, nonce: nonce, ciphertext: ciphertext)
+                }
+            }
+            try Sodium.check(status, "crypto_aead_xchacha20poly1305_ietf_encrypt")
+            if let rowID {
+                try ItemTable.replace(id: rowID, indexes, box: AEAD.Box(nonce: Data(nonce), ciphertext: Data(ciphertext)), group: group, database)
+            } else {
+                try ItemTable.insert(indexes, nonce: UnsafeRawBufferPointer(nonce), ciphertext: UnsafeRawBufferPointer(ciphertext),
+                                     group: group, core.statements, database)
+            }
         }
     }
 

@@ -17,6 +17,8 @@
 //                                            `deadline UNIX_NS`, wait for the idle sign-out
 //   broker-load store-reads DIR N            (profiling aid) 10,000 items of 2 KB in a fresh store in DIR, then
 //                                            N random point reads; prints the p50 (µs)
+//   broker-load store-adds DIR N             (profiling aid) N adds of 2 KB items (synchronous NORMAL) into a fresh
+//                                            store in DIR; prints the p50 (µs)
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
@@ -238,6 +240,27 @@ case "store-reads":
         print(String(format: "store-read p50 %.1f p99 %.1f", p50, p99))
     } catch {
         fail("store-reads: \(error)")
+    }
+
+case "store-adds":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: store-adds DIR N") }
+    do {
+        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]), options: StoreOptions(synchronous: .normal))
+        let group = "com.microsoft.adalcache"
+        let app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
+        let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        for index in 0..<count {
+            let item = NewItem(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)", secret: secret)
+            let start = now()
+            _ = try store.add(item, as: app)
+            samples.append(now() - start)
+        }
+        let (p50, p99) = percentiles(samples)
+        print(String(format: "store-add p50 %.1f p99 %.1f", p50, p99))
+    } catch {
+        fail("store-adds: \(error)")
     }
 
 case "audit-append":

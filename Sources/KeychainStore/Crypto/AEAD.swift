@@ -15,24 +15,33 @@ enum AEAD {
     /// Encrypts `plaintext` under `key`, binding `additionalData`.
     /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does for valid lengths).
     static func seal(_ plaintext: Data, additionalData: some ContiguousBytes, key: SecureKey) throws(KeychainError) -> Box {
-        let nonce = Sodium.randomData(count: nonceByteCount)
+        var nonce = Data(count: nonceByteCount)
         var ciphertext = Data(count: plaintext.count + tagByteCount)
-        var written: UInt64 = 0
-        let status = ciphertext.withUnsafeMutableBytes { out in
-            plaintext.withUnsafeBytes { message in
-                additionalData.withUnsafeBytes { ad in
-                    nonce.withUnsafeBytes { n in
-                        crypto_aead_xchacha20poly1305_ietf_encrypt(
-                            out.bindMemory(to: UInt8.self).baseAddress!, &written,
-                            message.bindMemory(to: UInt8.self).baseAddress!, UInt64(plaintext.count),
-                            ad.bindMemory(to: UInt8.self).baseAddress!, UInt64(ad.count),
-                            nil, n.bindMemory(to: UInt8.self).baseAddress!, key.bytes)
+        let status = ciphertext.withUnsafeMutableBytes { ciphertext in
+            nonce.withUnsafeMutableBytes { nonce in
+                plaintext.withUnsafeBytes { plaintext in
+                    additionalData.withUnsafeBytes { additionalData in
+                        seal(plaintext, additionalData: additionalData, key: key, nonce: nonce, ciphertext: ciphertext)
                     }
                 }
             }
         }
         try Sodium.check(status, "crypto_aead_xchacha20poly1305_ietf_encrypt")
         return Box(nonce: nonce, ciphertext: ciphertext)
+    }
+
+    /// Encrypts `plaintext` under `key` and a fresh random nonce, binding `additionalData`, into `nonce`
+    /// (`nonceByteCount` long) and `ciphertext` (the plaintext's length plus `tagByteCount`).
+    /// - Returns: libsodium's status (0 on success).
+    static func seal(_ plaintext: UnsafeRawBufferPointer, additionalData: UnsafeRawBufferPointer, key: SecureKey,
+                     nonce: UnsafeMutableRawBufferPointer, ciphertext: UnsafeMutableRawBufferPointer) -> Int32 {
+        precondition(nonce.count == nonceByteCount && ciphertext.count == plaintext.count + tagByteCount)
+        randombytes_buf(nonce.baseAddress!, nonceByteCount)
+        return crypto_aead_xchacha20poly1305_ietf_encrypt(
+            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), nil,
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(additionalData.count),
+            nil, nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key.bytes)
     }
 
     /// Decrypts and authenticates a box; `nil` when the key, nonce, ciphertext or additional data

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// Per-access-group data keys: random 32-byte keys wrapped by the master wrapping key, with the group's
@@ -24,8 +25,11 @@ final class GroupKeyring: Sendable {
 
     private static func additionalData(_ groupIndex: Data) -> Data { Data("kcgroup1".utf8) + groupIndex }
 
+    static let wrappedKeySQL = "SELECT wrapped_key FROM access_groups WHERE name_index = ?"
+
     /// The key to seal items of `group` with, creating the group if it does not exist. Call inside a write.
-    func keyForWriting(group: String, index: Data, _ db: Database) throws -> SecureKey {
+    func keyForWriting(group: String, index: Data, _ db: Database, _ statements: ConnectionStatements) throws -> SecureKey {
+        if let key = try cachedKeyIfCurrent(index: index, db, statements) { return key }
         if let key = try loadFromDatabase(index: index, db) { return key }
         let key = try SecureKey.random()
         var plaintext = key.withUnsafeBytes { Data($0) } + Data(group.utf8)
@@ -36,6 +40,25 @@ final class GroupKeyring: Sendable {
             arguments: [index, box.nonce, box.ciphertext])
         cache.withLock { $0[index] = Entry(wrapped: box.ciphertext, name: group, key: key) }
         return key
+    }
+
+    /// The cached key of a group if the group's row still holds the very wrapped key it came from (compared
+    /// where SQLite holds the column, through the connection's prepared statement); `nil` otherwise.
+    private func cachedKeyIfCurrent(index: Data, _ db: Database, _ statements: ConnectionStatements) throws -> SecureKey? {
+        guard let entry = cache.withLock({ $0[index] }) else { return nil }
+        let statement = try statements.statement(.wrappedGroupKey, db)
+        let handle = statement.sqliteStatement
+        defer { sqlite3_clear_bindings(handle) }
+        return try index.withUnsafeBytes { index in
+            sqlite3_bind_blob(handle, 1, index.baseAddress, Int32(index.count), nil)
+            return try RawStatements.firstRow(statement, db) { row in
+                let count = Int(sqlite3_column_bytes(row, 0))
+                guard sqlite3_column_type(row, 0) == SQLITE_BLOB, count == entry.wrapped.count,
+                      let bytes = sqlite3_column_blob(row, 0)
+                else { return nil }
+                return entry.wrapped.withUnsafeBytes { memcmp($0.baseAddress!, bytes, count) == 0 } ? entry.key : nil
+            } ?? nil
+        }
     }
 
     /// The cached key of a group, or the one in the database; `nil` if the group has no key row.

@@ -5,20 +5,38 @@ import Foundation
 enum ItemPayload {
     static let version: UInt8 = 1
 
+    /// The encoded payload as `Data` (the caller wipes it).
     static func encode(_ item: KeychainItem) -> Data {
-        var writer = ByteWriter(capacity: 96 + item.secret.count + item.service.utf8.count + item.account.utf8.count)
+        var data = Data(count: encodedByteCount(item))
+        data.withUnsafeMutableBytes { encode(item, into: $0) }
+        return data
+    }
+
+    /// The exact length of `item`'s payload.
+    static func encodedByteCount(_ item: KeychainItem) -> Int {
+        let metadata = item.metadata
+        func field(_ count: Int) -> Int { 4 + count }
+        func optionalField(_ count: Int?) -> Int { 1 + (count.map(field) ?? 0) }
+        return 1 + field(metadata.accessGroup.utf8.count) + field(metadata.service.utf8.count) + field(metadata.account.utf8.count)
+            + optionalField(metadata.label?.utf8.count) + 1 + (metadata.type == nil ? 0 : 4) + 1 + (metadata.creator == nil ? 0 : 4)
+            + optionalField(metadata.generic?.count) + 8 + 8 + field(item.secret.count)
+    }
+
+    /// Writes `item`'s payload to `output`, which is exactly `encodedByteCount(item)` long.
+    static func encode(_ item: KeychainItem, into output: UnsafeMutableRawBufferPointer) {
+        var writer = ByteWriter(output)
         writer.byte(version)
         writer.string(item.metadata.accessGroup)
         writer.string(item.metadata.service)
         writer.string(item.metadata.account)
-        writer.optionalString(item.metadata.label)
-        writer.optionalUInt32(item.metadata.type)
-        writer.optionalUInt32(item.metadata.creator)
-        writer.optionalBytes(item.metadata.generic)
+        writer.optional(item.metadata.label) { $0.string($1) }
+        writer.optional(item.metadata.type) { $0.uint32($1) }
+        writer.optional(item.metadata.creator) { $0.uint32($1) }
+        writer.optional(item.metadata.generic) { $0.bytes($1) }
         writer.double(item.metadata.creationDate.timeIntervalSince1970)
         writer.double(item.metadata.modificationDate.timeIntervalSince1970)
         writer.bytes(item.secret)
-        return writer.data
+        precondition(writer.isAtEnd, "ItemPayload.encodedByteCount disagrees with encode")
     }
 
     /// `nil` when the bytes are not a well-formed payload.
@@ -54,25 +72,47 @@ enum ItemPayload {
     }
 }
 
-/// Appends little-endian fields; optionals carry a presence byte.
+/// Writes little-endian fields into a buffer sized beforehand; optionals carry a presence byte.
 struct ByteWriter {
-    private(set) var data: Data
+    private let output: UnsafeMutableRawBufferPointer
+    private var offset = 0
 
-    init(capacity: Int) { data = Data(capacity: capacity) }
+    init(_ output: UnsafeMutableRawBufferPointer) { self.output = output }
 
-    mutating func byte(_ value: UInt8) { data.append(value) }
-    mutating func uint32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
-    mutating func double(_ value: Double) { withUnsafeBytes(of: value.bitPattern.littleEndian) { data.append(contentsOf: $0) } }
-    mutating func bytes(_ value: Data) { uint32(UInt32(value.count)); data.append(value) }
-    mutating func string(_ value: String) { bytes(Data(value.utf8)) }
-    mutating func optionalString(_ value: String?) { optional(value) { $0.string($1) } }
-    mutating func optionalBytes(_ value: Data?) { optional(value) { $0.bytes($1) } }
-    mutating func optionalUInt32(_ value: UInt32?) { optional(value) { $0.uint32($1) } }
+    var isAtEnd: Bool { offset == output.count }
 
-    private mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
+    mutating func byte(_ value: UInt8) {
+        output[offset] = value
+        offset += 1
+    }
+
+    mutating func uint32(_ value: UInt32) { raw(of: value.littleEndian) }
+    mutating func double(_ value: Double) { raw(of: value.bitPattern.littleEndian) }
+    mutating func bytes(_ value: Data) { value.withUnsafeBytes { field($0) } }
+
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { field(UnsafeRawBufferPointer($0)) }
+    }
+
+    mutating func optional<T>(_ value: T?, _ write: (inout ByteWriter, T) -> Void) {
         guard let value else { return byte(0) }
         byte(1)
         write(&self, value)
+    }
+
+    private mutating func field(_ bytes: UnsafeRawBufferPointer) {
+        uint32(UInt32(bytes.count))
+        guard !bytes.isEmpty else { return }
+        UnsafeMutableRawBufferPointer(rebasing: output[offset..<offset + bytes.count]).copyMemory(from: bytes)
+        offset += bytes.count
+    }
+
+    private mutating func raw<T>(of value: T) {
+        withUnsafeBytes(of: value) { bytes in
+            UnsafeMutableRawBufferPointer(rebasing: output[offset..<offset + bytes.count]).copyMemory(from: bytes)
+            offset += bytes.count
+        }
     }
 }
 

@@ -83,16 +83,35 @@ enum ItemTable {
             box: AEAD.Box(nonce: row[7], ciphertext: row[8]))
     }
 
-    /// Inserts a row; a primary-key clash surfaces as `duplicateItem`.
-    static func insert(_ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
-        try mapDuplicate(group) {
-            try db.cachedStatement(sql: """
-                INSERT INTO items (group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [indexes.group, indexes.service, indexes.account, indexes.label, indexes.type,
-                                         Schema.itemFormat, box.nonce, box.ciphertext])
+    static let insertSQL = """
+        INSERT INTO items (group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Inserts a row, stepping the connection's prepared INSERT; a primary-key clash surfaces as `duplicateItem`.
+    /// The nonce and ciphertext are bound where they lie (they must outlive the call, which they do).
+    static func insert(_ indexes: RowIndexes, nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, group: String,
+                       _ statements: ConnectionStatements, _ db: Database) throws {
+        let statement = try statements.statement(.insertItem, db)
+        let handle = statement.sqliteStatement
+        defer { sqlite3_clear_bindings(handle) }
+        func bind(_ position: Int32, _ index: Data?) {
+            guard let index else { return }  // cleared bindings are NULL
+            index.withUnsafeBytes { bytes in _ = sqlite3_bind_blob(handle, position, bytes.baseAddress, Int32(bytes.count), transient) }
         }
+        bind(1, indexes.group)
+        bind(2, indexes.service)
+        bind(3, indexes.account)
+        bind(4, indexes.label)
+        bind(5, indexes.type)
+        sqlite3_bind_int64(handle, 6, Int64(Schema.itemFormat))
+        sqlite3_bind_blob(handle, 7, nonce.baseAddress, Int32(nonce.count), nil)
+        sqlite3_bind_blob(handle, 8, ciphertext.baseAddress, Int32(ciphertext.count), nil)
+        try mapDuplicate(group) { try RawStatements.stepToDone(statement, db) }
     }
+
+    /// `SQLITE_TRANSIENT`: SQLite copies the bound bytes.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     static func replace(id: Int64, _ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
         try mapDuplicate(group) {

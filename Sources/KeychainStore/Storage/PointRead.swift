@@ -33,7 +33,7 @@ enum PointRead {
     /// The item with `key` in `group`, authenticated and re-checked like every other read; `nil` if none.
     static func find(_ key: Key, in group: String, _ core: StoreCore, _ db: Database) throws -> KeychainItem? {
         let groupIndex = try core.indexer.group(group)
-        let statement = try core.statements.pointRead(db)
+        let statement = try core.statements.statement(.pointRead, db)
         let handle = statement.sqliteStatement
         var service = BlindIndexBytes(), account = BlindIndexBytes()
         try service.withUnsafeMutableBytes { bytes throws(KeychainError) in try core.indexer.service(key.service, group: group, into: bytes) }
@@ -89,16 +89,3 @@ struct BlindIndexBytes {
     }
 }
 
-/// Statements prepared once on a store's connection and kept for its life, for the hot paths (no lookup in
-/// GRDB's statement cache, no recompiling). Only ever used on the connection's serialized queue, inside
-/// `DatabaseQueue` closures: that is what makes `@unchecked Sendable` sound. A store has one connection.
-final class ConnectionStatements: @unchecked Sendable {
-    private var pointReadStatement: Statement?
-
-    func pointRead(_ db: Database) throws -> Statement {
-        if let pointReadStatement { return pointReadStatement }
-        let statement = try db.makeStatement(sql: PointRead.sql)
-        pointReadStatement = statement
-        return statement
-    }
-}

@@ -49,3 +49,35 @@ enum RawStatements {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
     }
 }
+
+/// Statements prepared once on a store's connection and kept for its life, for the hot paths (no lookup in
+/// GRDB's statement cache, no recompiling). Only ever used on the connection's serialized queue, inside
+/// `DatabaseQueue` closures: that is what makes `@unchecked Sendable` sound. A store has one connection.
+final class ConnectionStatements: @unchecked Sendable {
+    enum Hot: Int, CaseIterable {
+        /// `PointRead.sql`
+        case pointRead
+        /// `ItemTable.insertSQL`
+        case insertItem
+        /// `GroupKeyring.wrappedKeySQL`
+        case wrappedGroupKey
+
+        var sql: String {
+            switch self {
+            case .pointRead: PointRead.sql
+            case .insertItem: ItemTable.insertSQL
+            case .wrappedGroupKey: GroupKeyring.wrappedKeySQL
+            }
+        }
+    }
+
+    private var prepared = [Statement?](repeating: nil, count: Hot.allCases.count)
+
+    /// The statement, prepared on first use.
+    func statement(_ hot: Hot, _ db: Database) throws -> Statement {
+        if let statement = prepared[hot.rawValue] { return statement }
+        let statement = try db.makeStatement(sql: hot.sql)
+        prepared[hot.rawValue] = statement
+        return statement
+    }
+}
