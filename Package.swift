@@ -51,9 +51,15 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // libcurl behind dlopen, for IdentityClient's CurlTransport: nothing loads it until a request goes out.
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .target(
             name: "IdentityClient",
             dependencies: [
+                "CCurl",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

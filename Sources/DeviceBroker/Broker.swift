@@ -44,7 +44,7 @@ public final class Broker: Sendable {
     ///   - transport: the way to the identity provider.
     ///   - idleClock: the time the idle sign-out runs on (tests inject one).
     ///   - logger: where the broker's debug events go; never a token or a secret.
-    public init(device: ManagedDevice, transport: any HTTPTransport = URLSessionTransport(), idleClock: any IdleClock = SystemIdleClock(),
+    public init(device: ManagedDevice, transport: any HTTPTransport = CurlTransport(), idleClock: any IdleClock = SystemIdleClock(),
                 logger: Logger = Logger.current) {
         self.device = device
         self.transport = transport

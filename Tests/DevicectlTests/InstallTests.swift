@@ -30,6 +30,17 @@ struct InstallTests {
         #expect(forwarder.contains("audit --jsonl --follow --cursor-file") && forwarder.contains("SyslogIdentifier=sharedmode-audit"))
     }
 
+    /// libcurl (and the thirty libraries behind it) is loaded only when a request goes out: a keychain read or
+    /// any other command that sends nothing starts without it.
+    @Test func neitherBinaryLoadsLibcurlAtStart() async throws {
+        for product in ["devicectl", "deviced"] {
+            let result = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/ldd"),
+                                                           [DevicectlRunner.productsDirectory.appendingPathComponent(product).path])
+            #expect(result.status == 0 && result.stdout.contains("libsqlite3"), "\(result.stdout)\(result.stderr)")
+            #expect(!result.stdout.contains("libcurl"), "\(product) links libcurl at start: \(result.stdout)")
+        }
+    }
+
     @Test func installPutsBinariesUnitsInterfaceAndCompletionsInPlace() async throws {
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("install-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }

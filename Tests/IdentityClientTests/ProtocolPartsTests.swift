@@ -68,7 +68,7 @@ import Darwin
     }
 
     @Test func unreachableAuthorityIsAClearErrorWithoutThePath() async {
-        let transport = URLSessionTransport(timeout: 5)
+        let transport = CurlTransport(timeout: 5)
         let url = URL(string: "http://127.0.0.1:9/api/oidc/token?code=secret-code")!
         let error = await caught { () async throws(IdentityError) in _ = try await transport.send(HTTPRequest(url: url)) }
         #expect(error?.code == .authorityUnreachable)

@@ -56,7 +56,7 @@ struct IDTokenForger: Sendable {
 /// or a confused provider). Every other request and response passes untouched.
 struct IDTokenRewritingTransport: HTTPTransport {
     let rewrite: @Sendable (String) async throws -> String
-    private let base = URLSessionTransport()
+    private let base = CurlTransport()
 
     init(rewrite: @escaping @Sendable (String) async throws -> String) {
         self.rewrite = rewrite

@@ -13,7 +13,7 @@ import Testing
 /// ID token.
 private final class SecretRecordingTransport: HTTPTransport {
     static let fields = ["device_code", "user_code", "code", "code_verifier", "access_token", "refresh_token", "id_token"]
-    private let upstream = URLSessionTransport()
+    private let upstream = CurlTransport()
     private let recorded = Mutex<[String: Set<String>]>([:])
 
     /// The secrets seen, by field name (`device_code`, `code_verifier`, `access_token`, …).

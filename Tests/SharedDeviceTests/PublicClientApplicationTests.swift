@@ -20,7 +20,7 @@ final class ProviderKiosk {
         _ = try fixture.provision(try self.provider.kioskPolicy(issuer: issuer))
     }
 
-    func app(_ id: String = ProviderKiosk.scanner, transport: any HTTPTransport = URLSessionTransport(),
+    func app(_ id: String = ProviderKiosk.scanner, transport: any HTTPTransport = CurlTransport(),
              now: @escaping @Sendable () -> Date = Date.init,
              sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws -> PublicClientApplication {
         let policy = try #require(try fixture.device.policy())

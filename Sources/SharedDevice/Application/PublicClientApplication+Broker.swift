@@ -13,7 +13,7 @@ extension PublicClientApplication {
     /// - Throws: `appNotInPolicy` (the broker knows this process as another app, or as none),
     ///   `brokerUnavailable`, `.store` when there is no broker and the store cannot be opened.
     public convenience init(configuration: PublicClientApplicationConfiguration, socketPath: String = BrokerSocket.resolve(),
-                            transport: any HTTPTransport = URLSessionTransport(), logger: Logger = Logger.current) throws(SharedDeviceError) {
+                            transport: any HTTPTransport = CurlTransport(), logger: Logger = Logger.current) throws(SharedDeviceError) {
         if BrokerClient.isRunning(at: socketPath) {
             try self.init(configuration: configuration, broker: BrokerClient(socketPath: socketPath), transport: transport, logger: logger)
         } else {

@@ -75,7 +75,7 @@ public final class PublicClientApplication: Sendable {
     ///     task-local logger by default.
     /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
     public init(configuration: PublicClientApplicationConfiguration, device: ManagedDevice,
-                transport: any HTTPTransport = URLSessionTransport(),
+                transport: any HTTPTransport = CurlTransport(),
                 now: @escaping @Sendable () -> Date = Date.init,
                 sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
                 logger: Logger = Logger.current) throws(SharedDeviceError) {
@@ -110,7 +110,7 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: `appNotInPolicy` (the broker knows this process as another app, or as none),
     ///   `brokerUnavailable`; `.identity` (`invalidAuthority`) for a malformed authority.
     public init(configuration: PublicClientApplicationConfiguration, broker: BrokerClient,
-                transport: any HTTPTransport = URLSessionTransport(), logger: Logger = Logger.current) throws(SharedDeviceError) {
+                transport: any HTTPTransport = CurlTransport(), logger: Logger = Logger.current) throws(SharedDeviceError) {
         self.configuration = configuration
         self.broker = broker
         storeBackend = nil

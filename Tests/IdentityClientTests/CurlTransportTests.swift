@@ -1,0 +1,86 @@
+import Foundation
+@testable import IdentityClient
+import Testing
+
+/// The identity client's HTTP transport (libcurl, loaded on the first request) against a real loopback server.
+@Suite struct CurlTransportTests {
+    /// `Tests/Python/http_echo_server.py`, running until the value goes away.
+    final class EchoServer: @unchecked Sendable {
+        let process = Process()
+        let port: Int
+
+        init() throws {
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Python/http_echo_server.py")
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [script.path]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            var line = Data()
+            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            guard let port = Int(String(decoding: line, as: UTF8.self)) else { throw CocoaError(.fileReadCorruptFile) }
+            self.port = port
+        }
+
+        func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)  // SIGTERM may be blocked in what the test runner spawns
+            process.waitUntilExit()
+        }
+    }
+
+    @Test func aFormPostArrivesWithItsHeadersAndTheAnswerComesBackWhole() async throws {
+        let server = try EchoServer()
+        let fields = [("grant_type", "refresh_token"), ("scope", "openid User.Read"), ("padding", String(repeating: "x", count: 3000))]
+        let response = try await CurlTransport(timeout: 10).send(.form(server.url("/echo"), fields))
+        #expect(response.status == 201 && response.isSuccess)
+        #expect(response.headers["x-echo-method"] == "POST" && response.headers["content-type"] == "application/json", "\(response.headers)")
+        let echo = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
+        #expect(echo["body"] as? String == FormEncoding.encode(fields))
+        let headers = try #require(echo["headers"] as? [String: String])
+        #expect(headers["Content-Type"] == "application/x-www-form-urlencoded" && headers["Accept"] == "application/json")
+        #expect(headers["Expect"] == nil, "a form body went out behind Expect: 100-continue")
+
+        let get = try await CurlTransport(timeout: 10).send(HTTPRequest(url: server.url("/echo?x=1"), headers: ["Authorization": "Bearer t"]))
+        let getEcho = try #require(try JSONSerialization.jsonObject(with: get.body) as? [String: Any])
+        #expect(getEcho["method"] as? String == "GET" && getEcho["path"] as? String == "/echo?x=1")
+        #expect((getEcho["headers"] as? [String: String])?["Authorization"] == "Bearer t")
+    }
+
+    @Test func aSlowAuthorityTimesOutAsUnreachable() async throws {
+        let server = try EchoServer()
+        let started = Date()
+        do {
+            _ = try await CurlTransport(timeout: 1).send(HTTPRequest(url: server.url("/slow")))
+            Issue.record("a 30-second answer arrived within a 1-second timeout")
+        } catch {
+            #expect(error.code == .authorityUnreachable && error.message.contains("timed out"), "\(error.message)")
+            #expect(error.message.contains("127.0.0.1:\(server.port)") && !error.message.contains("/slow"))
+        }
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
+    @Test func cancelingTheTaskStopsTheRequestAsUserCanceled() async throws {
+        let server = try EchoServer()
+        let started = Date()
+        let request = Task { () async throws(IdentityError) -> HTTPResponse in
+            try await CurlTransport(timeout: 60).send(HTTPRequest(url: server.url("/slow")))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        request.cancel()
+        let result = await request.result
+        guard case .failure(let failure) = result, let error = failure as? IdentityError else {
+            Issue.record("the canceled request answered or failed otherwise: \(result)")
+            return
+        }
+        #expect(error.code == .userCanceled, "\(error.message)")
+        #expect(Date().timeIntervalSince(started) < 10, "the request ran on after its task was canceled")
+    }
+
+    @Test func onlyTheLastResponsesHeadersCount() {
+        let raw = "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control:  no-store \r\n\r\n"
+        #expect(CurlTransport.parseHeaders(raw) == ["content-type": "application/json", "cache-control": "no-store"])
+    }
+}
