@@ -25,7 +25,7 @@ let benchmarks: @Sendable () -> Void = {
 /// Global sign-out of a worker who holds `tokens` access tokens in each of `apps` apps' groups: every iteration
 /// signs a new worker in and fills the tokens (untimed), then times `signOut` through one of the apps.
 func registerGlobalSignOuts() {
-    for (apps, tokens, iterations) in [(10, 10, 30), (100, 10, 15), (100, 100, 5)] {
+    for (apps, tokens, iterations) in [(10, 10, 30), (100, 10, 40), (100, 100, 5)] {
         let slot = FixtureSlot<BenchmarkDevice>()
         Benchmark(
             "Global sign-out (\(apps) apps × \(tokens) tokens)",

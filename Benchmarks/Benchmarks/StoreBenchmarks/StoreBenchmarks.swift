@@ -3,6 +3,7 @@
 // the encrypted reads over the p50 of the plain reads of the interleaved benchmark.
 import Benchmark
 import BenchmarkFixtures
+import CryptoBaselines
 import Foundation
 import KeychainStore
 
@@ -13,7 +14,10 @@ enum PointReadMetric {
     static let plain = BenchmarkMetric.custom("plain read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     static let sqlcipher = BenchmarkMetric.custom("sqlcipher read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     static let floor = BenchmarkMetric.custom("c floor read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
-    static let all = [encrypted, plain, sqlcipher, floor]
+    /// The crypto of one encrypted read from C, for the breakdown: a keyed BLAKE2b (a read computes two) and the open.
+    static let blindIndex = BenchmarkMetric.custom("keyed blake2b (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let open = BenchmarkMetric.custom("xchacha20poly1305 open 2 KB (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let all = [encrypted, plain, sqlcipher, floor, blindIndex, open]
 }
 
 /// Custom metrics of the interleaved add: one new item into the store, SQLCipher and the C floor per iteration.
@@ -75,12 +79,12 @@ func registerPointReads() {
         teardown: { plainSlot.fixture?.remove(); plainSlot.fixture = nil }
     )
 
-    // The four side by side: each iteration reads the same 100 random keys through every path, one path after
+    // The four side by side, with the crypto of one read from C: each iteration reads the same 100 random keys through every path, one path after
     // the other in a rotating order (rounds of 100, so each path runs warm, as it would alone, and all four
     // share the machine's state of the moment). Every read is one sample of its path's metric.
     let interleavedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
-        "Point read interleaved (encrypted store, GRDB plain, SQLCipher, SQLite from C)",
+        "Point read interleaved (encrypted store, GRDB plain, SQLCipher, SQLite from C; crypto from C)",
         configuration: .init(metrics: [.wallClock] + PointReadMetric.all,
                              units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }), maxIterations: 200),
         closure: { benchmark in
@@ -93,6 +97,8 @@ func registerPointReads() {
                 (PointReadMetric.plain, { secret = try fixture.readPlain($0) }),
                 (PointReadMetric.sqlcipher, { size = try fixture.readSQLCipher($0) }),
                 (PointReadMetric.floor, { size = try fixture.readFloor($0) }),
+                (PointReadMetric.blindIndex, { _ in size = Int(crypto_baseline_blind_index()) }),
+                (PointReadMetric.open, { _ in size = Int(crypto_baseline_open()) }),
             ]
             let start = benchmark.currentIteration % rounds.count
             for offset in 0..<rounds.count {
@@ -102,7 +108,10 @@ func registerPointReads() {
             blackHole(secret)
             blackHole(size)
         },
-        setup: { interleavedSlot.fixture = try ReadFixture() },
+        setup: {
+            guard crypto_baseline_prepare() == 0 else { throw BenchmarkFailure("libsodium did not initialise") }
+            interleavedSlot.fixture = try ReadFixture()
+        },
         teardown: { interleavedSlot.fixture?.remove(); interleavedSlot.fixture = nil }
     )
 }

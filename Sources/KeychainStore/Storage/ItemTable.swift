@@ -115,11 +115,11 @@ enum ItemTable {
 
     static func replace(id: Int64, _ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
         try mapDuplicate(group) {
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE items SET service_index = ?, account_index = ?, label_index = ?, type_index = ?, format = ?,
                 nonce = ?, ciphertext = ? WHERE id = ?
-                """, arguments: [indexes.service, indexes.account, indexes.label, indexes.type, Schema.itemFormat,
-                                 box.nonce, box.ciphertext, id])
+                """).execute(arguments: [indexes.service, indexes.account, indexes.label, indexes.type, Schema.itemFormat,
+                                         box.nonce, box.ciphertext, id])
         }
     }
 
