@@ -52,7 +52,7 @@ public struct StoreTransaction {
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws -> KeychainItem {
         if let key = PointRead.Key(query) {
             for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
-                if let item = try PointRead.find(key, in: group, core, database) { return item }
+                if let found = try PointRead.find(key, in: group, core, database) { return found.item }
             }
             throw notFound(query, caller)
         }
@@ -104,7 +104,7 @@ public struct StoreTransaction {
             ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
         } else {
             // Indexed attributes only: one DELETE per group, nothing decrypted or even read.
-            let count = try filters(query, caller: caller).reduce(0) { count, group in try count + ItemTable.delete(group.filter, database) }
+            let count = try filters(query, caller: caller).reduce(0) { count, filter in try count + ItemTable.delete(filter, database) }
             guard count > 0 else { throw notFound(query, caller) }
             return count
         }
@@ -155,11 +155,6 @@ public struct StoreTransaction {
         var item: KeychainItem
     }
 
-    private struct GroupFilter {
-        var group: String
-        var filter: ItemTable.Filter
-    }
-
     /// Seals `item` under its group's key with a fresh nonce, its lookup columns as additional data, and
     /// writes the row (a new one, or `rowID` replaced). The plaintext is encoded into a buffer wiped afterwards.
     private func seal(_ item: KeychainItem, groupIndex: Data, replacing rowID: Int64?) throws {
@@ -188,9 +183,10 @@ public struct StoreTransaction {
         }
     }
 
-    private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [GroupFilter] {
+    /// The lookup conditions of `query` in each group it searches.
+    private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [ItemTable.Filter] {
         try AccessControl.groupsToSearch(query.accessGroup, caller: caller).map { group in
-            GroupFilter(group: group, filter: try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer))
+            try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer)
         }
     }
 
@@ -198,20 +194,24 @@ public struct StoreTransaction {
     /// attributes that have no index.
     private func matches(_ query: ItemQuery, caller: AppIdentity, limit: Int?) throws -> [Match] {
         let needsPostFilter = query.generic != nil || query.creator != nil
+        let pointKey = PointRead.Key(indexedAttributesOf: query)
         var found: [Match] = []
-        for groupFilter in try filters(query, caller: caller) {
-            let remaining = limit.map { $0 - found.count }
-            let candidates = if let exact = groupFilter.filter.exactKey {
-                try ItemTable.row(exactly: exact, database).map { [$0] } ?? []
-            } else {
-                try ItemTable.rows(groupFilter.filter, limit: needsPostFilter ? nil : remaining, database)
+        // Keeps `item` unless an attribute without an index rules it out; true once `limit` items are kept.
+        func keep(_ rowID: Int64, _ group: String, _ item: KeychainItem) throws -> Bool {
+            if let generic = query.generic, item.metadata.generic != generic { return false }
+            if let creator = query.creator, item.metadata.creator != creator { return false }
+            found.append(Match(rowID: rowID, groupIndex: try core.indexer.group(group), item: item))
+            return limit.map { found.count >= $0 } ?? false
+        }
+        for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
+            if let pointKey {  // the whole key: at most one row per group
+                if let point = try PointRead.find(pointKey, in: group, core, database), try keep(point.rowID, group, point.item) { return found }
+                continue
             }
-            for sealed in candidates {
-                let item = try open(sealed, group: groupFilter.group)
-                if let generic = query.generic, item.metadata.generic != generic { continue }
-                if let creator = query.creator, item.metadata.creator != creator { continue }
-                found.append(Match(rowID: sealed.id, groupIndex: sealed.indexes.group, item: item))
-                if let limit, found.count >= limit { return found }
+            let filter = try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer)
+            let remaining = limit.map { $0 - found.count }
+            for sealed in try ItemTable.rows(filter, limit: needsPostFilter ? nil : remaining, database) {
+                if try keep(sealed.id, group, try open(sealed, group: group)) { return found }
             }
         }
         return found

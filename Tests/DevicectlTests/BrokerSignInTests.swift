@@ -112,15 +112,8 @@ import Testing
 
     @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
         let daemon = try await Self.daemon()
-        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
-        let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
-        let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
         // The app goes away while the worker is still typing the code; then the worker approves it.
-        _ = signIn.send(SIGKILL)
-        #expect(await signIn.waitForExit(timeout: 10))
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
-        lock.release()
-        #expect(approval.status == 0, "\(approval.stderr)")
+        _ = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1", beforeApproval: Self.kill)
         // Longer than the provider's polling interval (5 s): had the broker kept polling, it would have signed in by now.
         try await Task.sleep(for: .seconds(7))
         let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
@@ -155,6 +148,12 @@ import Testing
         #expect(approval.status == 0, "\(approval.stderr)")
         #expect(await process.waitForExit(timeout: 60), "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())")
         return process
+    }
+
+    /// A `beforeApproval` step: the app goes away (SIGKILL) while the worker types the code.
+    static func kill(_ process: ChildProcess) async {
+        _ = process.send(SIGKILL)
+        #expect(await process.waitForExit(timeout: 10))
     }
 
     @Test func aDeviceCodeSwitchSignsTheWorkerOutFirstAndTheNextInUnderOneCorrelationID() async throws {
@@ -192,14 +191,7 @@ import Testing
         try #require(first.status == 0, "\(first.standardError)")
 
         // Canceled: the switching app goes away while the next worker types the code; the code is approved anyway.
-        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
-        let canceled = try daemon.startDevicectl(as: Daemon.timeclockUID, ["switch", "--json"])
-        let code = try #require(await Self.userCode(of: canceled), "no code shown: \(canceled.standardError)")
-        _ = canceled.send(SIGKILL)
-        #expect(await canceled.waitForExit(timeout: 10))
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker2"])
-        lock.release()
-        #expect(approval.status == 0, "\(approval.stderr)")
+        _ = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2", beforeApproval: Self.kill)
         try await Task.sleep(for: .seconds(7))  // past the provider's polling interval
         for uid in [Daemon.scannerUID, Daemon.timeclockUID] {
             let accounts = try #require(try parseJSON(try await daemon.devicectl(as: uid, ["account", "--json"]).stdout) as? [String: Any])

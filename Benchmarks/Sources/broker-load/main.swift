@@ -54,6 +54,36 @@ func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
     return (at(0.50), at(0.99))
 }
 
+/// A fresh store in a directory, one app and 2 KB items, for the store profiling modes.
+struct StoreProfile {
+    let store: KeychainStore
+    let group = "com.microsoft.adalcache"
+    let app: AppIdentity
+    let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+
+    init(directory: String, synchronous: StoreOptions.Synchronous) throws {
+        store = try KeychainStore(directory: URL(fileURLWithPath: directory), options: StoreOptions(synchronous: synchronous))
+        app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
+    }
+
+    func item(_ index: Int) -> NewItem {
+        NewItem(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)", secret: secret)
+    }
+
+    /// Nanoseconds of `count` operations; `prepare(i)` (untimed) returns the i-th operation.
+    func timed(_ count: Int, _ prepare: (Int) -> () throws -> Void) throws -> [UInt64] {
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        for index in 0..<count {
+            let operation = prepare(index)
+            let start = now()
+            try operation()
+            samples.append(now() - start)
+        }
+        return samples
+    }
+}
+
 /// Runs on the caller's executor (`nonisolated(nonsending)`), as `body` does: no thread hop between samples.
 nonisolated(nonsending) func measure(_ label: String, count: Int, _ body: () async throws -> Void) async {
     for _ in 0..<min(200, count) { try? await body() }  // warm up
@@ -220,21 +250,12 @@ case "first-reply", "activated-reply":
 case "store-reads":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: store-reads DIR N") }
     do {
-        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
-        let group = "com.microsoft.adalcache"
-        let app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
-        let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        for index in 0..<10_000 {
-            _ = try store.add(NewItem(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)", secret: secret), as: app)
-        }
+        let profile = try StoreProfile(directory: arguments[1], synchronous: .full)
+        for index in 0..<10_000 { _ = try profile.store.add(profile.item(index), as: profile.app) }
         var generator = SystemRandomNumberGenerator()
-        var samples: [UInt64] = []
-        samples.reserveCapacity(count)
-        for _ in 0..<count {
+        let samples = try profile.timed(count) { _ in
             let index = Int.random(in: 0..<10_000, using: &generator)
-            let start = now()
-            _ = try store.find(ItemQuery(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)"), as: app)
-            samples.append(now() - start)
+            return { _ = try profile.store.find(ItemQuery(accessGroup: profile.group, service: "svc-\(index)", account: "acct-\(index)"), as: profile.app) }
         }
         let (p50, p99) = percentiles(samples)
         print(String(format: "store-read p50 %.1f p99 %.1f", p50, p99))
@@ -245,17 +266,10 @@ case "store-reads":
 case "store-adds":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: store-adds DIR N") }
     do {
-        let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]), options: StoreOptions(synchronous: .normal))
-        let group = "com.microsoft.adalcache"
-        let app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
-        let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        var samples: [UInt64] = []
-        samples.reserveCapacity(count)
-        for index in 0..<count {
-            let item = NewItem(accessGroup: group, service: "svc-\(index)", account: "acct-\(index)", secret: secret)
-            let start = now()
-            _ = try store.add(item, as: app)
-            samples.append(now() - start)
+        let profile = try StoreProfile(directory: arguments[1], synchronous: .normal)
+        let samples = try profile.timed(count) { index in
+            let item = profile.item(index)
+            return { _ = try profile.store.add(item, as: profile.app) }
         }
         let (p50, p99) = percentiles(samples)
         print(String(format: "store-add p50 %.1f p99 %.1f", p50, p99))

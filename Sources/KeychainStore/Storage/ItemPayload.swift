@@ -5,13 +5,6 @@ import Foundation
 enum ItemPayload {
     static let version: UInt8 = 1
 
-    /// The encoded payload as `Data` (the caller wipes it).
-    static func encode(_ item: KeychainItem) -> Data {
-        var data = Data(count: encodedByteCount(item))
-        data.withUnsafeMutableBytes { encode(item, into: $0) }
-        return data
-    }
-
     /// The exact length of `item`'s payload.
     static func encodedByteCount(_ item: KeychainItem) -> Int {
         let metadata = item.metadata
@@ -37,11 +30,6 @@ enum ItemPayload {
         writer.double(item.metadata.modificationDate.timeIntervalSince1970)
         writer.bytes(item.secret)
         precondition(writer.isAtEnd, "ItemPayload.encodedByteCount disagrees with encode")
-    }
-
-    /// `nil` when the bytes are not a well-formed payload.
-    static func decode(_ data: Data) -> KeychainItem? {
-        data.withUnsafeBytes { decode($0) }
     }
 
     /// Strings a decoded payload most likely holds (the group, service and account a point read asked for):

@@ -24,13 +24,6 @@ enum ItemTable {
             if let type = query.type { indexes.append(("type_index", try indexer.type(type, group: group))) }
         }
 
-        /// Group, service and account when the query names the whole primary key (and nothing else
-        /// indexed): a point read with one constant statement.
-        var exactKey: (group: Data, service: Data, account: Data)? {
-            guard indexes.count == 3, indexes[1].column == "service_index", indexes[2].column == "account_index" else { return nil }
-            return (indexes[0].value, indexes[1].value, indexes[2].value)
-        }
-
         var whereClause: String { indexes.map { "\($0.column) = ?" }.joined(separator: " AND ") }
         var arguments: StatementArguments { StatementArguments(indexes.map(\.value)) }
     }
@@ -41,34 +34,6 @@ enum ItemTable {
         var sql = "SELECT \(columns) FROM items WHERE \(filter.whereClause) ORDER BY id"
         if let limit { sql += " LIMIT \(limit)" }
         return try Row.fetchAll(db.cachedStatement(sql: sql), arguments: filter.arguments).map(sealedRow)
-    }
-
-    /// The row with this primary key, if any: the hot path of every point read. GRDB's cached statement is
-    /// stepped through the sqlite3 C API and the columns are read straight from it (no `Row` of boxed values).
-    static func row(exactly key: (group: Data, service: Data, account: Data), _ db: Database) throws -> SealedRow? {
-        let statement = try db.cachedStatement(sql: """
-            SELECT id, label_index, type_index, format, nonce, ciphertext FROM items
-            WHERE group_index = ? AND service_index = ? AND account_index = ?
-            """)
-        statement.setUncheckedArguments([key.group, key.service, key.account])
-        return try RawStatements.firstRow(statement, db) { handle in
-            SealedRow(
-                id: sqlite3_column_int64(handle, 0),
-                indexes: RowIndexes(group: key.group, service: key.service, account: key.account,
-                                    label: blob(handle, 1), type: blob(handle, 2)),
-                format: Int(sqlite3_column_int64(handle, 3)),
-                box: AEAD.Box(nonce: blob(handle, 4) ?? Data(), ciphertext: blob(handle, 5) ?? Data()))
-        }
-    }
-
-    /// Column `index` of the current row as bytes (`nil` for NULL; a tampered non-blob value as its bytes,
-    /// which then fails authentication).
-    private static func blob(_ handle: OpaquePointer, _ index: Int32) -> Data? {
-        guard sqlite3_column_type(handle, index) != SQLITE_NULL else { return nil }
-        let bytes = sqlite3_column_blob(handle, index)  // before sqlite3_column_bytes, as SQLite advises
-        let count = Int(sqlite3_column_bytes(handle, index))
-        guard count > 0, let bytes else { return Data() }
-        return Data(bytes: bytes, count: count)
     }
 
     static func allRows(_ db: Database) throws -> RowCursor {

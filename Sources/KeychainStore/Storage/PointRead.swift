@@ -16,10 +16,16 @@ enum PointRead {
         var service: String
         var account: String
 
+        /// The key of a query that names it and nothing else.
         init?(_ query: ItemQuery) {
-            guard let service = query.service, let account = query.account, query.label == nil, query.type == nil,
-                  query.generic == nil, query.creator == nil
-            else { return nil }
+            guard query.generic == nil, query.creator == nil else { return nil }
+            self.init(indexedAttributesOf: query)
+        }
+
+        /// The key of a query whose indexed attributes are exactly the key (`generic` and `creator`, which
+        /// have no index, may still filter what it finds).
+        init?(indexedAttributesOf query: ItemQuery) {
+            guard let service = query.service, let account = query.account, query.label == nil, query.type == nil else { return nil }
             self.service = service
             self.account = account
         }
@@ -30,8 +36,8 @@ enum PointRead {
         WHERE group_index = ? AND service_index = ? AND account_index = ?
         """
 
-    /// The item with `key` in `group`, authenticated and re-checked like every other read; `nil` if none.
-    static func find(_ key: Key, in group: String, _ core: StoreCore, _ db: Database) throws -> KeychainItem? {
+    /// The item with `key` in `group` and its row id, authenticated and re-checked like every other read; `nil` if none.
+    static func find(_ key: Key, in group: String, _ core: StoreCore, _ db: Database) throws -> (rowID: Int64, item: KeychainItem)? {
         let groupIndex = try core.indexer.group(group)
         let statement = try core.statements.statement(.pointRead, db)
         let handle = statement.sqliteStatement
@@ -56,10 +62,10 @@ enum PointRead {
                             let count = RowIndexes.writeAdditionalData(
                                 format: format, group: groupIndexBytes, service: serviceBytes, account: accountBytes,
                                 label: label, type: type, into: buffer)
-                            return try ItemOpening.open(
+                            return (rowID, try ItemOpening.open(
                                 rowID: rowID, format: format, groupIndex: groupIndex, group: group, nonce: nonce, ciphertext: ciphertext,
                                 additionalData: UnsafeRawBufferPointer(rebasing: buffer[..<count]),
-                                known: ItemPayload.KnownStrings(group: group, service: key.service, account: key.account), core, db)
+                                known: ItemPayload.KnownStrings(group: group, service: key.service, account: key.account), core, db))
                         }
                     }
                 }
