@@ -32,6 +32,17 @@ let package = Package(
             name: "BenchmarkFixtures",
             swiftSettings: strictSettings + [.enableUpcomingFeature("InternalImportsByDefault")]
         ),
+        // A provisioned shared-mode device with many apps and locally built token responses, for the account
+        // benchmarks and broker-load's sign-out profiling mode.
+        .target(
+            name: "AccountFixtures",
+            dependencies: [
+                "BenchmarkFixtures",
+                .product(name: "KeychainStore", package: "SharedDeviceMode"),
+                .product(name: "SharedDevice", package: "SharedDeviceMode"),
+            ],
+            swiftSettings: strictSettings + [.enableUpcomingFeature("InternalImportsByDefault")]
+        ),
         // The store benchmark's baselines in C: the sqlite3 C API on the system SQLite (the floor of one indexed
         // lookup) and SQLCipher 3.4 loaded with dlopen (libsqlcipher0; its sqlite3_* symbols kept apart).
         // The crypto of one encrypted point read (two keyed BLAKE2b, one XChaCha20-Poly1305 open) from C, for the
@@ -76,6 +87,7 @@ let package = Package(
         .executableTarget(
             name: "AccountBenchmarks",
             dependencies: [
+                "AccountFixtures",
                 "BenchmarkFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
@@ -104,6 +116,7 @@ let package = Package(
         .executableTarget(
             name: "broker-load",
             dependencies: [
+                "AccountFixtures",
                 .product(name: "DeviceBroker", package: "SharedDeviceMode"),
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),

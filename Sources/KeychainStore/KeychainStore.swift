@@ -36,6 +36,8 @@ public final class KeychainStore: Sendable {
     /// One serialized connection per store object. (GRDB's `DatabasePool` would write a dummy table at
     /// every open and force `synchronous=NORMAL`; a queue with WAL set here keeps both under our control.)
     private let database: DatabaseQueue
+    /// The connection's WAL hook (installed when it opens, removed in `deinit`).
+    private let checkpointer: WALCheckpointer
     let core: StoreCore
     private var options: StoreOptions { core.options }
     private let logger: Logger
@@ -60,12 +62,17 @@ public final class KeychainStore: Sendable {
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "keychain-store"
         let synchronous = options.synchronous.rawValue
+        let checkpointer = WALCheckpointer(path: databaseURL.path, threshold: options.backgroundCheckpointPages,
+                                           limit: options.checkpointLimitPages, logger: logger)
         configuration.prepareDatabase { db in
             // Switching an existing WAL database to WAL writes nothing, so a failed open changes no byte.
             guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
                 throw KeychainError(.ioError, "cannot switch \(databaseURL.path) to WAL mode; is the file system read-only?")
             }
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            // Deleted items (a signed-out worker's tokens) are overwritten with zeros, freed pages included,
+            // whatever the SQLite build's default.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
             // Reads through a memory map of the file (as the page cache holds it) instead of a pread(2) and a
             // copy per page missed in SQLite's own cache. The pages hold ciphertext and blind indexes only.
             try db.execute(sql: "PRAGMA mmap_size = \(Self.memoryMapSize)")
@@ -76,7 +83,12 @@ public final class KeychainStore: Sendable {
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
                 try Schema.prepare(database)
-                return (database, try MasterKeyring.unlock(database, source: source))
+                let keyring = try MasterKeyring.unlock(database, source: source)
+                // From here on checkpoints run on a background queue, not inside the commit that grows the log.
+                database.writeWithoutTransaction { db in
+                    if let connection = db.sqliteConnection { checkpointer.install(on: connection) }
+                }
+                return (database, keyring)
             }
         } catch {
             logger.debug("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
@@ -85,8 +97,17 @@ public final class KeychainStore: Sendable {
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
         self.database = opened.0
+        self.checkpointer = checkpointer
         self.core = StoreCore(keyring: opened.1, options: options)
         self.logger = logger
+    }
+
+    deinit {
+        // The connection's WAL hook holds the checkpointer: take it back before GRDB closes the connection.
+        let checkpointer = checkpointer
+        database.writeWithoutTransaction { db in
+            if let connection = db.sqliteConnection { checkpointer.uninstall(from: connection) }
+        }
     }
 
     // MARK: - Keychain operations (each one transaction)

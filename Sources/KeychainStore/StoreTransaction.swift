@@ -104,7 +104,7 @@ public struct StoreTransaction {
             ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
         } else {
             // Indexed attributes only: one DELETE per group, nothing decrypted or even read.
-            let count = try filters(query, caller: caller).reduce(0) { count, filter in try count + ItemTable.delete(filter, database) }
+            let count = try filters(query, caller: caller).reduce(0) { count, filter in try count + ItemTable.delete(filter, core.statements, database) }
             guard count > 0 else { throw notFound(query, caller) }
             return count
         }

@@ -19,9 +19,13 @@
 //                                            N random point reads; prints the p50 (µs)
 //   broker-load store-adds DIR N             (profiling aid) N adds of 2 KB items (synchronous NORMAL) into a fresh
 //                                            store in DIR; prints the p50 (µs)
+//   broker-load sign-outs N APPS TOKENS     (profiling aid) N global sign-outs on a fresh shared device of APPS apps,
+//                                            each after a worker signs in and every app gets TOKENS tokens (untimed);
+//                                            prints the p50 and p99 (µs)
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
+import AccountFixtures
 import DeviceBroker
 import Foundation
 import KeychainStore
@@ -275,6 +279,28 @@ case "store-adds":
         print(String(format: "store-add p50 %.1f p99 %.1f", p50, p99))
     } catch {
         fail("store-adds: \(error)")
+    }
+
+case "sign-outs":
+    guard arguments.count == 4, let count = Int(arguments[1]), let apps = Int(arguments[2]), let tokens = Int(arguments[3]) else {
+        fail("usage: sign-outs N APPS TOKENS")
+    }
+    do {
+        let device = try BenchmarkDevice(appCount: apps)
+        defer { device.remove() }
+        var samples: [UInt64] = []
+        for round in 0..<count {
+            try device.signIn(worker: round, tokensPerApp: tokens)
+            let start = now()
+            let outcome = try device.accounts.signOut(app: device.apps[round % apps], reason: .shiftEnd)
+            samples.append(now() - start)
+            guard outcome.itemsRemoved >= apps * tokens else { fail("sign-out removed only \(outcome.itemsRemoved) items") }
+        }
+        let (p50, p99) = percentiles(samples)
+        print(String(format: "sign-out p50 %.1f p99 %.1f min %.1f", p50, p99, Double(samples.min() ?? 0) / 1000))
+        if ProcessInfo.processInfo.environment["SIGN_OUT_SAMPLES"] != nil { print(samples.map { "\($0 / 1000)" }.joined(separator: " ")) }
+    } catch {
+        fail("sign-outs: \(error)")
     }
 
 case "audit-append":

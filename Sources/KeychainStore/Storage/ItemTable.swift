@@ -14,18 +14,44 @@ enum ItemTable {
 
     /// Lookup conditions for one group, built from a query's indexed attributes.
     struct Filter {
-        var indexes: [(column: String, value: Data)]
+        /// The indexed columns a query can name, in the order a filter lists them.
+        enum Column: Int {
+            case group, service, account, label, type
 
-        init(group: String, groupIndex: Data, query: ItemQuery, indexer: BlindIndexer) throws(KeychainError) {
-            indexes = [("group_index", groupIndex)]
-            if let service = query.service { indexes.append(("service_index", try indexer.service(service, group: group))) }
-            if let account = query.account { indexes.append(("account_index", try indexer.account(account, group: group))) }
-            if let label = query.label { indexes.append(("label_index", try indexer.label(label, group: group))) }
-            if let type = query.type { indexes.append(("type_index", try indexer.type(type, group: group))) }
+            var name: String {
+                switch self {
+                case .group: "group_index"
+                case .service: "service_index"
+                case .account: "account_index"
+                case .label: "label_index"
+                case .type: "type_index"
+                }
+            }
         }
 
-        var whereClause: String { indexes.map { "\($0.column) = ?" }.joined(separator: " AND ") }
-        var arguments: StatementArguments { StatementArguments(indexes.map(\.value)) }
+        var indexes: [(column: Column, value: Data)]
+
+        init(group: String, groupIndex: Data, query: ItemQuery, indexer: BlindIndexer) throws(KeychainError) {
+            indexes = [(.group, groupIndex)]
+            if let service = query.service { indexes.append((.service, try indexer.service(service, group: group))) }
+            if let account = query.account { indexes.append((.account, try indexer.account(account, group: group))) }
+            if let label = query.label { indexes.append((.label, try indexer.label(label, group: group))) }
+            if let type = query.type { indexes.append((.type, try indexer.type(type, group: group))) }
+        }
+
+        /// Which columns the filter names (one bit per `Column`): filters of one shape share their SQL.
+        var shape: Int { indexes.reduce(0) { shape, index in shape | 1 << index.column.rawValue } }
+        var whereClause: String { indexes.map { "\($0.column.name) = ?" }.joined(separator: " AND ") }
+        var arguments: StatementArguments { StatementArguments(indexes.map { $0.value }) }
+
+        /// Binds the blind indexes to parameters 1… of `handle`, in `whereClause`'s order.
+        func bind(to handle: OpaquePointer) {
+            for (position, index) in indexes.enumerated() {
+                index.value.withUnsafeBytes { bytes in
+                    _ = sqlite3_bind_blob(handle, Int32(position + 1), bytes.baseAddress, Int32(bytes.count), transient)
+                }
+            }
+        }
     }
 
     private static let columns = "id, group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext"
@@ -88,10 +114,13 @@ enum ItemTable {
         }
     }
 
-    /// Deletes every row matching `filter`; returns how many.
-    static func delete(_ filter: Filter, _ db: Database) throws -> Int {
-        try db.cachedStatement(sql: "DELETE FROM items WHERE \(filter.whereClause)").execute(arguments: filter.arguments)
-        return db.changesCount
+    /// Deletes every row matching `filter` and returns how many, stepping the connection's DELETE prepared for
+    /// the filter's shape.
+    static func delete(_ filter: Filter, _ statements: ConnectionStatements, _ db: Database) throws -> Int {
+        let statement = try statements.delete(shape: filter.shape, db) { "DELETE FROM items WHERE \(filter.whereClause)" }
+        filter.bind(to: statement.sqliteStatement)
+        try RawStatements.stepToDone(statement, db)
+        return Int(sqlite3_changes(db.sqliteConnection))
     }
 
     static func delete(ids: [Int64], _ db: Database) throws {

@@ -72,6 +72,16 @@ final class ConnectionStatements: @unchecked Sendable {
     }
 
     private var prepared = [Statement?](repeating: nil, count: Hot.allCases.count)
+    /// `DELETE FROM items WHERE …` by `ItemTable.Filter.shape`.
+    private var deletes: [Int: Statement] = [:]
+
+    /// The DELETE for filters of `shape`, prepared on first use from `sql()`.
+    func delete(shape: Int, _ db: Database, sql: () -> String) throws -> Statement {
+        if let statement = deletes[shape] { return statement }
+        let statement = try db.makeStatement(sql: sql())
+        deletes[shape] = statement
+        return statement
+    }
 
     /// The statement, prepared on first use.
     func statement(_ hot: Hot, _ db: Database) throws -> Statement {

@@ -3,8 +3,16 @@ import GRDB
 /// The store's SQLite schema. Every lookup column is a blind index; every secret and attribute lives
 /// only in `items.ciphertext`.
 enum Schema {
-    /// `PRAGMA user_version` of the current layout.
-    static let version = 1
+    /// `PRAGMA user_version` of the layout new stores get.
+    ///
+    /// 2: the unique key is `(group_index, account_index, service_index)`, so it also serves lookups by
+    /// account (a sign-out's deletes) and `items_by_account` is gone: one B-tree less per add and per
+    /// deleted row. 1: the unique key is `(group_index, service_index, account_index)` beside
+    /// `items_by_account`. Both layouts answer the same SQL (only the query plans differ), so a store created
+    /// with layout 1 is used as it is: opening a store never writes to it.
+    static let version = 2
+    /// The layouts this version reads and writes.
+    static let supportedVersions = 1...2
     /// The item ciphertext format (bound in the additional data).
     static let itemFormat = 1
 
@@ -33,10 +41,9 @@ enum Schema {
             format INTEGER NOT NULL,
             nonce BLOB NOT NULL,
             ciphertext BLOB NOT NULL,
-            UNIQUE (group_index, service_index, account_index)
+            UNIQUE (group_index, account_index, service_index)
         )
         """,
-        "CREATE INDEX items_by_account ON items(group_index, account_index)",
         "CREATE INDEX items_by_type ON items(group_index, type_index)",
         "PRAGMA user_version = \(version)",
     ]
@@ -44,7 +51,7 @@ enum Schema {
     /// Creates the tables on a new database; leaves an existing one untouched (no write at all).
     static func prepare(_ writer: some DatabaseWriter) throws {
         let current = try writer.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0 }
-        if current == version { return }
+        if current != 0, supportedVersions.contains(current) { return }
         if current > version {
             throw KeychainError(.corruptStore, "the store was written by a newer version of devicectl (schema \(current)); upgrade devicectl")
         }

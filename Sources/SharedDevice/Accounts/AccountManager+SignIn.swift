@@ -31,7 +31,7 @@ extension AccountManager {
     func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity, accessGroup: String?,
                         correlationID: String, in tx: StoreTransaction) throws -> (DeviceAccount, Bool) {
         // The device record is read (decrypted) once: for the mode here and for the audit event below.
-        let deviceRecord = try DeviceRecordStore.record(in: tx)
+        let deviceRecord = try device.record(in: tx)
         let shared = deviceRecord?.mode == .shared
         let current = shared ? try AccountRecords.current(in: tx) : nil
         let group = accessGroup ?? Self.tokenGroup(of: app)

@@ -48,20 +48,19 @@ extension AccountManager {
 
     private func signOut(app: AppIdentity?, reason: SignOutReason, wipeEverywhere: Bool, actor: String, correlationID: String,
                          in tx: StoreTransaction) throws -> SignOutOutcome {
-        let record = try DeviceRecordStore.record(in: tx)
-        let policy = try record.map { try device.policy(of: $0) }
-        let shared = policy?.device.mode == .shared
+        let record = try device.record(in: tx)
+        let shared = record?.mode == .shared
         let mode: SignOutMode = shared ? .sharedDevice : app.map { .privateApp($0, wipeEverywhere: wipeEverywhere) } ?? .privateAdministrator
         let account = try mode.account(manager: self, in: tx)
         let global = mode.isGlobal
-        let groups = global ? Self.allAppGroups(policy: policy, app: app) : app?.accessGroups ?? []
+        let groups = global ? try allAppGroups(record: record, app: app) : app?.accessGroups ?? []
         let wiper = try AppIdentity(appID: "devicectl", accessGroups: groups)
         let removed = try tokenCache.removeCredentials(homeAccountID: account.homeAccountID, environment: account.environment,
                                                        as: wiper, in: tx)
         // After a local sign-out the account stays signed in while another app's groups still hold it.
         let stillSignedIn = try !global && tokenCache.account(
             homeAccountID: account.homeAccountID, environment: account.environment,
-            as: try AppIdentity(appID: "devicectl", accessGroups: Self.allAppGroups(policy: policy, app: app)), in: tx) != nil
+            as: try AppIdentity(appID: "devicectl", accessGroups: allAppGroups(record: record, app: app)), in: tx) != nil
         if !stillSignedIn {
             var status = try AccountRecords.status(of: account, in: tx)
                 ?? AccountStatus(account: account, signedIn: true, signedInBy: nil, signedInAt: nil, signedOutAt: nil, signOutReason: nil)

@@ -64,15 +64,16 @@ public final class AccountManager: Sendable {
         app.isEntitled(to: TokenCache.defaultAccessGroup) ? TokenCache.defaultAccessGroup : app.accessGroups.first ?? TokenCache.defaultAccessGroup
     }
 
-    /// Every access group of every app in the policy (plus the acting app's), sorted.
-    static func allAppGroups(policy: DevicePolicy?, app: AppIdentity?) -> [String] {
-        var groups = Set(policy?.apps.flatMap(\.accessGroups) ?? [])
-        groups.formUnion(app?.accessGroups ?? [])
-        return groups.sorted()
+    /// Every access group of every app in the record's policy (plus the acting app's), sorted.
+    func allAppGroups(record: DeviceRecord?, app: AppIdentity?) throws -> [String] {
+        let policyGroups = try record.map { try device.appGroups(of: $0) }
+        let appGroups = app?.accessGroups ?? []
+        if let policyGroups, appGroups.allSatisfy(policyGroups.set.contains) { return policyGroups.sorted }
+        return Set(appGroups).union(policyGroups?.sorted ?? []).sorted()
     }
 
     func mode(in tx: StoreTransaction) throws -> DevicePolicy.Mode {
-        try DeviceRecordStore.record(in: tx)?.mode ?? .private
+        try device.record(in: tx)?.mode ?? .private
     }
 
     static func newCorrelationID() -> String { CorrelationID.make() }

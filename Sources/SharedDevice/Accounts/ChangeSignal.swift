@@ -9,7 +9,7 @@ import Glibc
 /// A cross-process "something changed" signal through one file in the state directory, so that apps
 /// can wait for account changes without polling the database.
 ///
-/// A writer, after committing, rewrites the file (`touch`); every waiter has an inotify watch on it
+/// A writer, after committing, rewrites the file's one byte; every waiter has an inotify watch on it
 /// and wakes on `IN_CLOSE_WRITE`. The signal carries no data: waiters then read what changed from the
 /// store. A waiter that registers before reading the store's state never misses a change.
 public struct ChangeSignal: Sendable {
@@ -25,11 +25,14 @@ public struct ChangeSignal: Sendable {
     }
 
     /// Wakes every waiter. Failures are ignored: waiters also re-check on their own timeout.
+    ///
+    /// The byte is rewritten in place, never truncated: ext4 starts writing back a file that was
+    /// truncated and rewritten when it is closed (its guard for replace-by-truncate), which put a disk
+    /// submission on every sign-out.
     public func notify() {
-        guard let descriptor = try? FileDescriptor.open(FilePath(url.path), .writeOnly,
-                                                        options: [.create, .truncate, .closeOnExec],
+        guard let descriptor = try? FileDescriptor.open(FilePath(url.path), .writeOnly, options: [.create, .closeOnExec],
                                                         permissions: [.ownerReadWrite]) else { return }
-        _ = try? descriptor.writeAll([UInt8(1)])
+        _ = try? descriptor.writeAll(toAbsoluteOffset: 0, [UInt8(1)])
         try? descriptor.close()
     }
 

@@ -3,11 +3,15 @@ import KeychainStore
 
 /// Reads and writes the device's own items (record, signing key, audit anchor) inside a transaction.
 enum DeviceRecordStore {
-    static func record(in tx: StoreTransaction) throws -> DeviceRecord? {
+    /// The device record, `nil` when the device is not provisioned; with `cache`, bytes decoded before are
+    /// not decoded again (the record holds no secret: its policy, public key and dates).
+    static func record(in tx: StoreTransaction, decodedBy cache: LastDecoded<Data, DeviceRecord>? = nil) throws -> DeviceRecord? {
         guard var item = try findOrNil(DeviceItems.query(DeviceItems.recordService), in: tx) else { return nil }
         defer { SecureMemory.wipe(&item.secret) }
         do {
-            return try DeviceItems.decoder.decode(DeviceRecord.self, from: item.secret)
+            guard let cache else { return try DeviceItems.decoder.decode(DeviceRecord.self, from: item.secret) }
+            let bytes = Data(item.secret)  // a copy of its own: the item's bytes are wiped
+            return try cache.value(for: bytes) { try DeviceItems.decoder.decode(DeviceRecord.self, from: bytes) }
         } catch {
             throw SharedDeviceError(.deviceRecordDamaged,
                 "the device record cannot be read; re-provision with `devicectl provision --policy FILE --force`")

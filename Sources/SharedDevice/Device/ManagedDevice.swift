@@ -20,8 +20,19 @@ public final class ManagedDevice: Sendable {
     /// The audit signer and the policy hash its interval came from, to skip decrypting the key per event.
     private let cachedSigner = Mutex<(signer: AuditLog.Signer, policySHA256: String)?>(nil)
 
-    /// The last decoded policy and the hash of its document (decoding a policy with many apps is not free).
-    private let decodedPolicy = Mutex<(sha256: String, policy: DevicePolicy)?>(nil)
+    /// The last device record and the bytes it was decoded from: a record carries its whole policy
+    /// document, and a sign-out or sign-in reads it.
+    private let decodedRecord = LastDecoded<Data, DeviceRecord>()
+    /// The access groups of the last policy's apps, by the hash of its document (decoding a policy with many
+    /// apps is not free).
+    private let decodedAppGroups = LastDecoded<String, AppGroups>()
+
+    /// Every access group of a policy's apps.
+    struct AppGroups: Sendable {
+        /// Sorted, each once.
+        let sorted: [String]
+        let set: Set<String>
+    }
 
     /// Wraps an open store.
     /// - Parameter logger: where provisioning, deprovisioning and refused apps are reported (never a
@@ -237,7 +248,7 @@ public final class ManagedDevice: Sendable {
     /// device's signer. Returns `nil` on a device that is not provisioned.
     @discardableResult
     public func append(_ entry: AuditEntry, in transaction: StoreTransaction, checkpoint: Bool = false) throws -> AuditEvent? {
-        guard let record = try DeviceRecordStore.record(in: transaction) else { return nil }
+        guard let record = try record(in: transaction) else { return nil }
         return try append(entry, in: transaction, record: record, checkpoint: checkpoint)
     }
 
@@ -248,12 +259,17 @@ public final class ManagedDevice: Sendable {
         return try AuditLog.append(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
     }
 
-    /// The record's policy, decoded once per policy document.
-    func policy(of record: DeviceRecord) throws -> DevicePolicy {
-        if let cached = decodedPolicy.withLock({ $0 }), cached.sha256 == record.policySHA256 { return cached.policy }
-        let policy = try record.policy()
-        decodedPolicy.withLock { $0 = (record.policySHA256, policy) }
-        return policy
+    /// The device record (`nil` when not provisioned), decoded once per record content.
+    func record(in transaction: StoreTransaction) throws -> DeviceRecord? {
+        try DeviceRecordStore.record(in: transaction, decodedBy: decodedRecord)
+    }
+
+    /// Every access group of the record's policy's apps, decoded once per policy document.
+    func appGroups(of record: DeviceRecord) throws -> AppGroups {
+        try decodedAppGroups.value(for: record.policySHA256) {
+            let groups = Set(try record.policy().apps.flatMap(\.accessGroups))
+            return AppGroups(sorted: groups.sorted(), set: groups)
+        }
     }
 
     /// The signer for the current record: the cached one while the policy (its interval) and key are unchanged.

@@ -1,20 +1,26 @@
 // A provisioned shared-mode device with many apps, for the account manager's benchmarks.
 import BenchmarkFixtures
-import Foundation
-import KeychainStore
-import SharedDevice
+public import Foundation
+public import KeychainStore
+public import SharedDevice
 
 /// A shared-mode device in a fresh store (synchronous NORMAL) with `appCount` apps, each entitled to the shared
 /// MSAL group and a group of its own, and an `AccountManager` over it.
-final class BenchmarkDevice {
-    let store: KeychainStore
-    let accounts: AccountManager
-    let apps: [AppIdentity]
-    let context = TokenRequestContext(clientID: "kiosk-apps", environment: "127.0.0.1:4593", realm: "contoso", requestedScopes: ["openid"])
-    let directory: URL
+public final class BenchmarkDevice {
+    /// The device's store.
+    public let store: KeychainStore
+    /// The account manager over the store.
+    public let accounts: AccountManager
+    /// The policy's apps, in order.
+    public let apps: [AppIdentity]
+    /// The sign-in context of every token saved.
+    public let context = TokenRequestContext(clientID: "kiosk-apps", environment: "127.0.0.1:4593", realm: "contoso", requestedScopes: ["openid"])
+    /// The directory holding the store.
+    public let directory: URL
     private let scratch: ScratchDirectory
 
-    init(appCount: Int) throws {
+    /// Provisions a fresh device with `appCount` apps.
+    public init(appCount: Int) throws {
         scratch = try ScratchDirectory("account-benchmarks")
         directory = scratch.url
         store = try KeychainStore(directory: directory, options: StoreOptions(synchronous: .normal))
@@ -31,7 +37,7 @@ final class BenchmarkDevice {
 
     /// Signs `worker` in through the first app and gives every app `tokens` access tokens (distinct scopes)
     /// in its own group, in one transaction.
-    func signIn(worker: Int, tokensPerApp tokens: Int) throws {
+    public func signIn(worker: Int, tokensPerApp tokens: Int) throws {
         try accounts.signIn(try TokenResponses.response(worker: worker, scope: "openid profile"), context: context, app: apps[0])
         let responses = try (0..<tokens).map { try TokenResponses.response(worker: worker, scope: "api://bench/scope\($0)") }
         let (apps, context, tokenCache) = (apps, context, accounts.tokenCache)
@@ -45,10 +51,10 @@ final class BenchmarkDevice {
     }
 
     /// Removes the files.
-    func remove() { scratch.remove() }
+    public func remove() { scratch.remove() }
 
     /// A shared-mode policy with `appCount` apps.
-    static func policy(appCount: Int) throws -> Data {
+    public static func policy(appCount: Int) throws -> Data {
         let apps: [[String: Any]] = (0..<appCount).map { index in
             ["id": "com.contoso.bench.app\(index)", "accessGroups": ["com.microsoft.adalcache", "com.contoso.bench.app\(index)"], "uid": 2000 + index]
         }

@@ -1,11 +1,11 @@
 import Foundation
-import SharedDevice
+public import SharedDevice
 
 /// Token responses as an identity provider returns them, built locally (unsigned ID token: the account
 /// manager reads its claims; validation is the token benchmarks' business).
-enum TokenResponses {
+public enum TokenResponses {
     /// A response for `worker` with `scope` as its scopes.
-    static func response(worker: Int, scope: String) throws -> TokenResponse {
+    public static func response(worker: Int, scope: String) throws -> TokenResponse {
         let idToken = base64URL(["alg": "none"]) + "." + base64URL([
             "iss": "http://127.0.0.1:4593/api/oidc", "sub": "w\(worker)", "oid": "w\(worker)", "tid": "contoso",
             "preferred_username": "worker\(worker)@contoso.com", "name": "Worker \(worker)", "aud": "kiosk-apps",
