@@ -3,13 +3,12 @@ import KeychainStore
 
 /// Reads and writes the device's own items (record, signing key, audit anchor) inside a transaction.
 enum DeviceRecordStore {
-    /// The device record, `nil` when the device is not provisioned; with `cache`, bytes decoded before are
-    /// not decoded again (the record holds no secret: its policy, public key and dates).
-    static func record(in tx: StoreTransaction, decodedBy cache: LastDecoded<Data, DeviceRecord>? = nil) throws -> DeviceRecord? {
+    /// The device record, `nil` when the device is not provisioned; bytes `cache` decoded before are not decoded
+    /// again (the record holds no secret: its policy, public key and dates).
+    static func record(in tx: StoreTransaction, decodedBy cache: LastDecoded<Data, DeviceRecord>) throws -> DeviceRecord? {
         guard var item = try findOrNil(DeviceItems.query(DeviceItems.recordService), in: tx) else { return nil }
         defer { SecureMemory.wipe(&item.secret) }
         do {
-            guard let cache else { return try DeviceItems.decoder.decode(DeviceRecord.self, from: item.secret) }
             let bytes = Data(item.secret)  // a copy of its own: the item's bytes are wiped
             return try cache.value(for: bytes) { try DeviceItems.decoder.decode(DeviceRecord.self, from: bytes) }
         } catch {

@@ -86,7 +86,7 @@ public final class ManagedDevice: Sendable {
             var existing: DeviceRecord?
             var replacesDamagedRecord = false
             do {
-                existing = try DeviceRecordStore.record(in: tx)
+                existing = try self.record(in: tx)
                 if let existing { _ = try DeviceRecordStore.signer(for: existing, in: tx) }
             } catch where force && Self.isDamage(error) {
                 existing = nil
@@ -176,7 +176,7 @@ public final class ManagedDevice: Sendable {
             var record: DeviceRecord?
             var signer: AuditLog.Signer?
             do {
-                record = try DeviceRecordStore.record(in: tx)
+                record = try self.record(in: tx)
                 guard let record else { return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0) }
                 signer = try DeviceRecordStore.signer(for: record, in: tx)
             } catch where Self.isDamage(error) {
@@ -200,7 +200,7 @@ public final class ManagedDevice: Sendable {
 
     /// The device record, `nil` when the device is not provisioned.
     public func record() throws(SharedDeviceError) -> DeviceRecord? {
-        try readTransaction { tx in try DeviceRecordStore.record(in: tx) }
+        try readTransaction { tx in try self.record(in: tx) }
     }
 
     /// The applied policy, `nil` when the device is not provisioned.
