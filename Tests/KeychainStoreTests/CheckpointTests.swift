@@ -45,14 +45,6 @@ struct CheckpointTests {
         }
     }
 
-    /// Runs `body` on a thread of its own: seconds of disk work would otherwise hold one of the few threads
-    /// every async test of the process shares (and delay the timing-sensitive ones).
-    private func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-        }
-    }
-
     @Test func aCommitPastTheBackgroundSizeIsCopiedIntoTheDatabaseFileWithoutAnotherCommit() async throws {
         let directory = TemporaryDirectory("checkpoint")
         let store = try openSmallLogStore(directory)

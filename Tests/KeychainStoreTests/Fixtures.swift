@@ -74,3 +74,11 @@ func caughtError<T>(_ body: () throws -> T) -> KeychainError? {
         return error as? KeychainError
     }
 }
+
+/// Runs `body` on a thread of its own: seconds of disk work or of waiting for a lock would otherwise hold one of
+/// the few threads every async test of the process shares (and delay the timing-sensitive ones).
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}

@@ -21,8 +21,20 @@ struct LocalIdentityProvider: Sendable {
     /// Where glewlwyd keeps its database and keys (`rsa-private.pem`).
     let directory: URL
 
-    /// The tests' shared provider, started on first use.
-    private static let sharedStart: Result<LocalIdentityProvider, ProviderError> = Result { () throws(ProviderError) in try start(port: testPort) }
+    /// The tests' shared provider, started on first use on a thread of its own: `tools/idp start` takes seconds
+    /// on a slow disk, and tests waiting for it must not hold the few threads every async test shares.
+    private static let sharedStart = Task { await startResult(port: testPort) }
+
+    /// `start(port:)` on a thread of its own, for async tests.
+    static func started(port: Int) async throws(ProviderError) -> LocalIdentityProvider {
+        try await startResult(port: port).get()
+    }
+
+    private static func startResult(port: Int) async -> Result<LocalIdentityProvider, ProviderError> {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: Result { () throws(ProviderError) in try start(port: port) }) }
+        }
+    }
 
     struct ProviderError: Error, CustomStringConvertible {
         let description: String
@@ -43,7 +55,7 @@ struct LocalIdentityProvider: Sendable {
         return LocalIdentityProvider(port: port, issuer: issuer, issuerES256: es256, clientID: client, directory: URL(fileURLWithPath: dir))
     }
 
-    static func shared() throws -> LocalIdentityProvider { try sharedStart.get() }
+    static func shared() async throws -> LocalIdentityProvider { try await sharedStart.value.get() }
 
     /// Approves a pending device code as `user` through the provider's API (the worker typing the code).
     func approve(code: String, user: String, plugin: String = "oidc") throws {

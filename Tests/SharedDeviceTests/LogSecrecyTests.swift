@@ -45,12 +45,12 @@ private final class LoggedKiosk {
     let device: ManagedDevice
     let transport = SecretRecordingTransport()
 
-    init() throws {
+    init() async throws {
         var handler = InMemoryLogHandler()
         handler.logLevel = .trace
         self.handler = handler
         logger = Logger(label: "log-secrecy", factory: { [handler] _ in handler })
-        provider = try LocalIdentityProvider.shared()
+        provider = try await LocalIdentityProvider.shared()
         store = try KeychainStore(directory: directory.url, options: StoreOptions(synchronous: .normal), logger: logger)
         device = ManagedDevice(store: store, logger: logger)
         try device.provision(policyDocument: try provider.kioskPolicy(), actor: DeviceFixture.admin)
@@ -141,7 +141,7 @@ extension PublicClientApplicationTests {
     /// that suite's sign-ins against the same glewlwyd (which fails concurrent sign-ins now and then).
     @Suite struct LogSecrecyTests {
         @Test func aDeviceCodeShiftLogsEveryStepButNoTokenCodeKeyOrPassphrase() async throws {
-            let kiosk = try LoggedKiosk()
+            let kiosk = try await LoggedKiosk()
             let scanner = try kiosk.app(ProviderKiosk.scanner)
             let provider = kiosk.provider
 
@@ -204,7 +204,7 @@ extension PublicClientApplicationTests {
         }
 
         @Test func aBrowserSignInLogsItsStepsButNoCodeVerifierStateOrToken() async throws {
-            let kiosk = try LoggedKiosk()
+            let kiosk = try await LoggedKiosk()
             let timeclock = try kiosk.app(ProviderKiosk.timeclock)
             let provider = kiosk.provider
             let authorizationURL = Mutex<URL?>(nil)

@@ -14,8 +14,8 @@ final class ProviderKiosk {
     let provider: LocalIdentityProvider
     let fixture: DeviceFixture
 
-    init(issuer: String? = nil, provider: LocalIdentityProvider? = nil) throws {
-        self.provider = try provider ?? LocalIdentityProvider.shared()
+    init(issuer: String? = nil, provider: LocalIdentityProvider? = nil) async throws {
+        if let provider { self.provider = provider } else { self.provider = try await LocalIdentityProvider.shared() }
         fixture = try DeviceFixture()
         _ = try fixture.provision(try self.provider.kioskPolicy(issuer: issuer))
     }
@@ -67,7 +67,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
 /// it answer `server_error` now and then.
 @Suite(.serialized) struct PublicClientApplicationTests {
     @Test func deviceCodeSignInThenSilentTokensForTwoAPIsAndTheUserinfoCall() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app()
         #expect(scanner.deviceInformation().information.mode == .shared)
         #expect(try scanner.currentAccount().current == nil)
@@ -103,8 +103,8 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func anES256ProviderSignsInWithAVerifiedES256IDToken() async throws {
-        let provider = try LocalIdentityProvider.shared()
-        let kiosk = try ProviderKiosk(issuer: provider.issuerES256)
+        let provider = try await LocalIdentityProvider.shared()
+        let kiosk = try await ProviderKiosk(issuer: provider.issuerES256)
         let result = try await kiosk.app().acquireToken(kiosk.deviceCodeParameters(user: "worker2", plugin: "oidc-es256"))
         let header = try #require(result.idToken?.split(separator: ".").first)
         let headerJSON = try #require(Base64URL.decode(header))
@@ -114,7 +114,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func browserSignInWithPKCEPromptAndLoginHint() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let result = try await kiosk.app(ProviderKiosk.timeclock)
             .acquireToken(kiosk.browserParameters(user: "worker2", prompt: .login, loginHint: "worker2"))
         #expect(result.source == .interactive)
@@ -124,7 +124,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func slowDownMakesTheClientWaitLongerBetweenPolls() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let provider = kiosk.provider
         let requested = Mutex<[TimeInterval]>([])
         let userCode = Mutex<String?>(nil)
@@ -150,7 +150,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
 
     @Test(arguments: Forgery.allCases)
     func aForgedIDTokenIsRejectedAndNothingIsCached(_ forgery: Forgery) async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let forger = try IDTokenForger(provider: kiosk.provider)
         let now = Int(Date().timeIntervalSince1970)
         let transport = IDTokenRewritingTransport { jwt in
@@ -175,7 +175,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func aRevokedRefreshTokenNeedsInteractionAndTheFailedCallChangesNothing() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app()
         let signedIn = try await scanner.acquireToken(kiosk.browserParameters(user: "worker4"))
         try kiosk.provider.revoke(user: "worker4")
@@ -194,7 +194,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func anUnreachableProviderIsAClearErrorAndSignsNobodyIn() async throws {
-        let kiosk = try ProviderKiosk(issuer: "http://127.0.0.1:1/api/oidc")
+        let kiosk = try await ProviderKiosk(issuer: "http://127.0.0.1:1/api/oidc")
         let scanner = try kiosk.app()
         let error = await sharedDeviceError { () async throws(SharedDeviceError) in
             try await scanner.acquireToken(kiosk.deviceCodeParameters(user: "worker1"))
@@ -206,9 +206,9 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func aProviderThatGoesDownMidShiftFailsTheRefreshButKeepsTheCache() async throws {
-        let provider = try LocalIdentityProvider.start(port: 4598)
+        let provider = try await LocalIdentityProvider.started(port: 4598)
         defer { provider.stop() }
-        let kiosk = try ProviderKiosk(provider: provider)
+        let kiosk = try await ProviderKiosk(provider: provider)
         let scanner = try kiosk.app()
         let signedIn = try await scanner.acquireToken(kiosk.browserParameters(user: "worker1"))
         provider.stop()
@@ -222,7 +222,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func twoAppsShareTheWorkerAndOneGlobalSignOutEndsTheShiftForBoth() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app(ProviderKiosk.scanner)
         let timeclock = try kiosk.app(ProviderKiosk.timeclock)
         let worker = try await scanner.acquireToken(kiosk.browserParameters(user: "worker1")).account
@@ -273,7 +273,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func anInteractiveSwitchSignsTheWorkerOutFirstAndAFailedSignInLeavesNobody() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app(ProviderKiosk.scanner)
         let timeclock = try kiosk.app(ProviderKiosk.timeclock)
         _ = try await scanner.acquireToken(kiosk.deviceCodeParameters(user: "worker1"))
@@ -305,7 +305,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func aDeviceCodeThatExpiresSignsNobodyIn() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let clock = Mutex<TimeInterval>(0)
         // Time is faked: each wait between polls jumps 10 minutes, past the code's lifetime (600 s).
         let scanner = try kiosk.app(now: { Date().addingTimeInterval(clock.withLock { $0 }) },
@@ -318,7 +318,7 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 
     @Test func cancelingTheWaitIsUserCanceledAndSignsNobodyIn() async throws {
-        let kiosk = try ProviderKiosk()
+        let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app()
         let shown = AsyncStream<Void>.makeStream()
         let signIn = Task { () async throws(SharedDeviceError) -> AuthenticationResult in
