@@ -131,7 +131,6 @@ final class IdleKiosk {
         self.clock = clock
         let broker = Broker(device: fixture.device, idleClock: clock)
         self.broker = broker
-        monitor = Task { await broker.runIdleMonitor() }
         let caller = BrokerCaller(uid: Self.timeclock, gid: Self.timeclock, pid: 1, connectionID: 1)
         let received = self.received
         subscription = Task {
@@ -140,8 +139,11 @@ final class IdleKiosk {
                 return !Task.isCancelled
             }
         }
-        let first = try await nextEvent()
-        try #require(first["kind"]?.string == "subscribed", "\(first)")
+        // The subscription is live before the monitor starts: a monitor that signs the worker out at once
+        // (a broker down past the deadline) would otherwise do it before the app listens.
+        let first = try await Self.next(from: received, timeout: 60)
+        try #require(first?["kind"]?.string == "subscribed", "\(first ?? [:])")
+        monitor = Task { await broker.runIdleMonitor() }
     }
 
     /// Stops the monitor (which then writes the last activity, as the daemon does on SIGTERM) and the subscription.
@@ -195,6 +197,10 @@ final class IdleKiosk {
     }
 
     private func next(timeout: TimeInterval) async throws -> [String: VarlinkValue]? {
+        try await Self.next(from: received, timeout: timeout)
+    }
+
+    private static func next(from received: EventBuffer, timeout: TimeInterval) async throws -> [String: VarlinkValue]? {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let event = received.take() { return event }
