@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 
 /// The administrator's command line for a shared device: provisioning from a policy, device
@@ -16,7 +17,13 @@ struct Devicectl: AsyncParsableCommand {
     static func main() async {
         DevicectlLogging.bootstrap()
         do {
-            var command = try parseAsRoot()
+            // The keychain's read commands skip ArgumentParser when their arguments are plain (PlainArgumentsParser).
+            var command: any ParsableCommand
+            if let plain = PlainArgumentsParser.command(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
+                command = plain
+            } else {
+                command = try parseAsRoot()
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
