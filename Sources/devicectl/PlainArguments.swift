@@ -51,13 +51,15 @@ struct PlainArguments {
                 let name = String(body[..<equals])
                 guard options.contains(name), !values.keys.contains(name) else { return nil }
                 values[name] = String(body[body.index(after: equals)...])
-            } else if options.contains(String(body)) {
-                let name = String(body)
+                continue
+            }
+            let name = String(body)
+            if options.contains(name) {
                 guard !values.keys.contains(name), index < arguments.endIndex, !arguments[index].hasPrefix("-") else { return nil }
                 values[name] = arguments[index]
                 index += 1
-            } else if flags.contains(String(body)) {
-                guard self.flags.insert(String(body)).inserted else { return nil }
+            } else if flags.contains(name) {
+                guard self.flags.insert(name).inserted else { return nil }
             } else {
                 return nil
             }
@@ -78,14 +80,12 @@ extension LoggingOptions {
 
     init?(plain: PlainArguments) {
         self.init()
-        guard let level = Self.level(plain.value("log-level")) else { return nil }
-        logLevel = level
-    }
-
-    /// `.some(nil)` when absent, nil when the text names no level.
-    private static func level(_ text: String?) -> Logger.Level?? {
-        guard let text else { return .some(nil) }
-        return Logger.Level(argument: text).map { .some($0) }
+        if let text = plain.value("log-level") {
+            guard let level = Logger.Level(argument: text) else { return nil }
+            logLevel = level
+        } else {
+            logLevel = nil
+        }
     }
 }
 
