@@ -55,6 +55,39 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var warningSeconds: Int
     }
 
+    /// What one app (or a local user the policy does not list) may take of the broker and the store, so
+    /// that no app can starve the others (policy key `limits`; every key optional, defaults below).
+    public struct Limits: Sendable, Equatable, Encodable {
+        /// Connections one app (one uid of the policy) may hold open to the broker at once. Default 16.
+        public var connectionsPerApp: Int
+        /// Connections a local user the policy does not list may hold open at once. Default 2.
+        public var connectionsPerOtherUser: Int
+        /// Connection slots only root and the `administratorsGroup` may take, so that an administrator can
+        /// always sign the worker out and see the status. Default 16.
+        public var administratorConnections: Int
+        /// Interactive sign-ins (device code, browser, shift switch) one app may have pending at once. Default 2.
+        public var pendingSignInsPerApp: Int
+        /// Keychain items one app may hold, counted in the groups it adds to (its quota). Default 1000.
+        public var itemsPerApp: Int
+        /// Bytes of secrets and attributes one app's items may take (its quota). Default 8 MiB.
+        public var bytesPerApp: Int
+
+        /// The defaults of a policy with no `limits` key.
+        public static let defaults = Limits(connectionsPerApp: 16, connectionsPerOtherUser: 2, administratorConnections: 16,
+                                            pendingSignInsPerApp: 2, itemsPerApp: 1000, bytesPerApp: 8 << 20)
+
+        /// Limits as given.
+        public init(connectionsPerApp: Int, connectionsPerOtherUser: Int, administratorConnections: Int, pendingSignInsPerApp: Int,
+                    itemsPerApp: Int, bytesPerApp: Int) {
+            self.connectionsPerApp = connectionsPerApp
+            self.connectionsPerOtherUser = connectionsPerOtherUser
+            self.administratorConnections = administratorConnections
+            self.pendingSignInsPerApp = pendingSignInsPerApp
+            self.itemsPerApp = itemsPerApp
+            self.bytesPerApp = bytesPerApp
+        }
+    }
+
     /// Audit log settings.
     public struct Audit: Sendable, Equatable, Encodable {
         /// A signed checkpoint is written every this many events (and at every sign-out).
@@ -72,6 +105,8 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     /// The Unix group whose members may call the broker's administrative methods besides root
     /// (policy key `administratorsGroup`).
     public var administratorsGroup: String?
+    /// What one app may take of the broker and the store (policy key `limits`).
+    public var limits: Limits = .defaults
 
     /// The app with `id`, if the policy allows it on the device.
     public func app(_ id: String) -> App? { apps.first { $0.id == id } }

@@ -52,7 +52,7 @@ private struct PolicyReader {
     func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
         let path = JSONPath.root
         let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"],
-                                optional: ["id", "session", "audit", "administratorsGroup"])
+                                optional: ["id", "session", "audit", "administratorsGroup", "limits"])
         let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
         guard version == DevicePolicy.currentVersion else {
             throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
@@ -68,7 +68,8 @@ private struct PolicyReader {
             audit: try audit(fields["audit"], at: path.key("audit")),
             administratorsGroup: try fields["administratorsGroup"].map { v throws(PolicyError) in
                 try unixName(v, at: path.key("administratorsGroup"), what: "group")
-            })
+            },
+            limits: try limits(fields["limits"], at: path.key("limits")))
     }
 
     /// A user or group name as the system's databases take them (`[a-z_][a-z0-9_.-]*`, at most 32).
@@ -214,6 +215,24 @@ private struct PolicyReader {
             try integer(v, at: path.key("checkpointInterval"), in: 1...100_000)
         } ?? 100
         return .init(checkpointInterval: interval)
+    }
+
+    private func limits(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Limits {
+        var limits = DevicePolicy.Limits.defaults
+        guard let value else { return limits }
+        let fields = try object(value, at: path, required: [], optional: [
+            "connectionsPerApp", "connectionsPerOtherUser", "administratorConnections", "pendingSignInsPerApp", "itemsPerApp", "bytesPerApp",
+        ])
+        func read(_ key: String, _ range: ClosedRange<Int>) throws(PolicyError) -> Int? {
+            try fields[key].map { v throws(PolicyError) in try integer(v, at: path.key(key), in: range) }
+        }
+        limits.connectionsPerApp = try read("connectionsPerApp", 1...4096) ?? limits.connectionsPerApp
+        limits.connectionsPerOtherUser = try read("connectionsPerOtherUser", 0...4096) ?? limits.connectionsPerOtherUser
+        limits.administratorConnections = try read("administratorConnections", 1...4096) ?? limits.administratorConnections
+        limits.pendingSignInsPerApp = try read("pendingSignInsPerApp", 1...64) ?? limits.pendingSignInsPerApp
+        limits.itemsPerApp = try read("itemsPerApp", 1...10_000_000) ?? limits.itemsPerApp
+        limits.bytesPerApp = try read("bytesPerApp", 4096...(1 << 40)) ?? limits.bytesPerApp
+        return limits
     }
 
     // MARK: Primitives
