@@ -49,8 +49,9 @@ extension Broker {
 
     private func administratorSignOut(_ caller: BrokerCaller, reason: SignOutReason) throws(BrokerFailure) -> VarlinkReply {
         guard isAdministrator(caller) else {
-            _ = try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
-                                          details: ["method": "SignOut", "pid": "\(caller.pid)"]))
+            refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: "SignOut", reason: "not an administrator"),
+                             AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "not an administrator",
+                                        details: ["method": "SignOut", "pid": "\(caller.pid)"]))
             throw BrokerFailure(reply: .permissionDenied)
         }
         do {

@@ -76,7 +76,9 @@ extension Broker {
                 var details = ["pid": "\(caller.pid)"]
                 details["group"] = group
                 details["executable"] = caller.executable
-                try? device.recordAccessDenied(appID: app.appID, actor: caller.actor, reason: "missing entitlement", details: details)
+                details["app"] = app.appID
+                refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: "keychain", reason: "missing entitlement"),
+                                 AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "missing entitlement", details: details))
             }
             throw BrokerFailure(error)
         }

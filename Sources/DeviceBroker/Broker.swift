@@ -21,8 +21,10 @@ public final class Broker: Sendable {
     /// One application per app and policy revision, so each keeps its discovery cache.
     private let applications = Mutex<[String: (policySHA: String, application: PublicClientApplication)]>([:])
     private let policies: DevicePolicyCache
-    /// Connections whose refusal was already audited (one `keychain.access_denied` per connection).
-    private let auditedRefusals = Mutex<Set<UInt64>>([])
+    /// Refusals, written to the audit log coalesced per uid, method and reason.
+    let refusals: RefusalAudit
+    /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
+    let pendingSignIns = Mutex<[UInt32: Int]>([:])
     let events: AccountEventHub
     /// The policy's idle sign-out.
     let idle: IdleMonitor
@@ -53,6 +55,7 @@ public final class Broker: Sendable {
         let events = AccountEventHub(accountManager: AccountManager(device: device, logger: logger))
         self.policies = policies
         self.events = events
+        refusals = RefusalAudit(device: device)
         idle = IdleMonitor(clock: idleClock, device: device, events: events,
                            file: IdleActivityFile(stateDirectory: device.store.databaseURL.deletingLastPathComponent()), logger: logger,
                            policy: { (try? policies.current())?.policy })
@@ -69,9 +72,7 @@ public final class Broker: Sendable {
     }
 
     /// The connection `connectionID` closed: forget what the broker kept for it.
-    public func connectionClosed(_ connectionID: UInt64) {
-        _ = auditedRefusals.withLock { $0.remove(connectionID) }
-    }
+    public func connectionClosed(_ connectionID: UInt64) {}
 
     /// Answers one call of `org.sharedmode.Broker1` from `caller`; `reply` sends a reply (and returns
     /// false once the caller is gone).
@@ -116,15 +117,15 @@ public final class Broker: Sendable {
             _ = await reply(try await acquireTokenSilent(parameters, caller: caller))
         case "SignInWithDeviceCode":
             guard call.more else { throw .expectedMore }
-            try await signInWithDeviceCode(parameters, caller: caller, reply: reply)
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await signInWithDeviceCode(parameters, caller: caller, reply: reply) }
         case "SignInWithBrowser":
             guard call.more else { throw .expectedMore }
-            try await signInWithBrowser(parameters, caller: caller, reply: reply)
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await signInWithBrowser(parameters, caller: caller, reply: reply) }
         case "SignOut":
             _ = await reply(try await signOut(parameters, caller: caller))
         case "SwitchWorker":
             guard call.more else { throw .expectedMore }
-            try await switchWorker(parameters, caller: caller, reply: reply)
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await switchWorker(parameters, caller: caller, reply: reply) }
         case "AddGenericPassword":
             _ = await reply(try addGenericPassword(parameters, caller: caller))
         case "FindGenericPassword":
@@ -146,7 +147,7 @@ public final class Broker: Sendable {
     // MARK: - Who is calling
 
     /// The policy's app for the caller's uid.
-    /// - Throws: `CallerNotInPolicy` (audited once per connection) when the policy lists no app with
+    /// - Throws: `CallerNotInPolicy` (audited, coalesced per uid: see `RefusalAudit`) when the policy lists no app with
     ///   that uid or the device is not provisioned.
     func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> PublicClientApplication {
         let (record, policy) = try currentPolicy()
@@ -174,11 +175,13 @@ public final class Broker: Sendable {
     }
 
     private func auditRefusal(of caller: BrokerCaller, provisioned: Bool) {
-        guard provisioned, auditedRefusals.withLock({ $0.insert(caller.connectionID).inserted }) else { return }
+        guard provisioned else { return }
         var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"]
         details["executable"] = caller.executable
         logger.debug("caller not in device policy refused", metadata: ["peer.uid": "\(caller.uid)"])
-        _ = try? device.record(AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "uid not in device policy", details: details))
+        let reason = "uid not in device policy"
+        refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: "", reason: reason),
+                         AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details))
     }
 
     private func callerReply(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {

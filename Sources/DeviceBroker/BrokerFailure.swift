@@ -14,6 +14,13 @@ struct BrokerFailure: Error {
 
     static func methodNotFound(_ method: String) -> BrokerFailure { BrokerFailure(reply: .methodNotFound(method)) }
 
+    /// A limit of the broker or the policy refused the call (`LimitExceeded`): which, its value, what to do.
+    static func limitExceeded(_ limit: String, maximum: Int, _ message: String) -> BrokerFailure {
+        BrokerFailure(reply: VarlinkReply(error: BrokerInterface.error("LimitExceeded"), parameters: [
+            "limit": .string(limit), "maximum": .int(Int64(maximum)), "message": .string(message),
+        ]))
+    }
+
     /// The caller's uid is not an app of the policy.
     static func callerNotInPolicy(_ caller: BrokerCaller, provisioned: Bool) -> BrokerFailure {
         let message = provisioned

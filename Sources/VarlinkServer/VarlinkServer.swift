@@ -29,6 +29,7 @@ public final class VarlinkServer: Sendable {
     private let connections = Mutex<[UInt64: (channel: any Channel, state: ConnectionState, peer: PeerCredentials?)]>([:])
     private let nextConnectionID = Atomic<UInt64>(1)
     private let serverChannel = Mutex<(any Channel)?>(nil)
+    private let usage = ServerUsage()
 
     /// A server that has not started listening yet.
     /// - Parameter eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
@@ -96,28 +97,51 @@ public final class VarlinkServer: Sendable {
     private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
         let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
         let state = ConnectionState()
-        let admitted = connections.withLock { open -> Bool in
-            guard open.count < configuration.maximumConnections else { return false }
-            open[id] = (channel, state, nil)
-            return true
-        }
-        guard admitted else {
-            logger.debug("varlink connection refused: too many connections", metadata: ["varlink.limit": "\(configuration.maximumConnections)"])
-            let reply = VarlinkReply(error: configuration.tooManyConnectionsError,
-                                     parameters: ["limit": .int(Int64(configuration.maximumConnections))])
-            return channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
+        let settings = self.configuration, info = self.info, handler = self.handler, logger = self.logger, usage = self.usage
+        return PeerCredentials.read(from: channel).flatMap { [self] peer in
+            allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance in
+                if let refusal = admit(id, channel: channel, state: state, peer: peer, allowance: allowance) {
+                    logger.debug("varlink connection refused: too many connections",
+                                 metadata: ["peer.uid": "\(peer.uid)", "varlink.limit": "\(refusal.limit)", "varlink.scope": "\(refusal.scope)"])
+                    let reply = VarlinkReply(error: settings.tooManyConnectionsError,
+                                             parameters: ["limit": .int(Int64(refusal.limit)), "scope": .string(refusal.scope)])
+                    try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
+                    return
+                }
+                channel.closeFuture.whenComplete { [self] _ in
+                    _ = connections.withLock { $0.removeValue(forKey: id) }
+                }
+                try channel.pipeline.syncOperations.addHandler(VarlinkConnectionHandler(
+                    configuration: settings, info: info, handler: handler,
+                    context: VarlinkCallContext(peer: peer, connectionID: id), state: state, usage: usage, logger: logger))
             }
         }
-        channel.closeFuture.whenComplete { [self] _ in
-            _ = connections.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// The peer's allowance from the configuration's admission rule (asked off the event loop: it may
+    /// read the service's policy), or every slot when there is no rule.
+    private func allowance(for peer: PeerCredentials, on eventLoop: any EventLoop) -> EventLoopFuture<VarlinkConnectionAllowance> {
+        guard let admission = configuration.admission else {
+            return eventLoop.makeSucceededFuture(VarlinkConnectionAllowance(
+                connectionsPerUser: configuration.maximumConnections, privileged: true, reservedConnections: 0))
         }
-        let settings = self.configuration, info = self.info, handler = self.handler, logger = self.logger
-        return PeerCredentials.read(from: channel).flatMapThrowing { [self] peer in
-            self.connections.withLock { $0[id]?.peer = peer }
-            try channel.pipeline.syncOperations.addHandler(VarlinkConnectionHandler(
-                configuration: settings, info: info, handler: handler,
-                context: VarlinkCallContext(peer: peer, connectionID: id), state: state, logger: logger))
+        return eventLoop.makeFutureWithTask { await admission.allowance(for: peer) }
+    }
+
+    /// Takes a slot for connection `id` if `peer` may have one: under the server's limit, outside the
+    /// reserved slots unless privileged, and under its uid's share. Returns the limit that refused it.
+    private func admit(_ id: UInt64, channel: any Channel, state: ConnectionState, peer: PeerCredentials,
+                       allowance: VarlinkConnectionAllowance) -> (limit: Int, scope: String)? {
+        let maximum = configuration.maximumConnections
+        return connections.withLock { open -> (limit: Int, scope: String)? in
+            if open.count >= maximum { return (maximum, "server") }
+            // At most a quarter of the slots are kept: a small server still serves apps.
+            let unreserved = maximum - min(allowance.reservedConnections, maximum / 4)
+            if !allowance.privileged && open.count >= unreserved { return (unreserved, "reserved") }
+            let mine = open.values.reduce(0) { $0 + ($1.peer?.uid == peer.uid ? 1 : 0) }
+            if mine >= allowance.connectionsPerUser { return (allowance.connectionsPerUser, "user") }
+            open[id] = (channel, state, peer)
+            return nil
         }
     }
 }

@@ -1,28 +1,77 @@
 public import NIOCore
 
-/// The limits and names a `VarlinkServer` works with.
+/// The limits and names a `VarlinkServer` works with. Every limit bounds what one peer can make the
+/// server hold, so that a hostile peer cannot starve the others.
 public struct VarlinkServerConfiguration: Sendable {
     /// The largest message accepted (NUL not counted); a longer one ends the connection. Default 1 MiB.
     public var maximumMessageBytes: Int = 1 << 20
-    /// A connection with no call in progress that sends nothing for this long is closed. Default 60 s.
+    /// A connection with no call in progress that completes no message for this long is closed. Bytes of
+    /// an unfinished message do not count as activity. Default 60 s.
     public var idleTimeout: TimeAmount = .seconds(60)
+    /// A message whose first byte has arrived must be complete (its NUL received) within this; a peer that
+    /// trickles bytes is closed like a silent one. Default 10 s.
+    public var messageTimeout: TimeAmount = .seconds(10)
     /// The most connections served at once; beyond it a new connection gets `tooManyConnectionsError`
-    /// and is closed, and the others keep being served. Default 256.
+    /// and is closed, and the others keep being served. Default 256. `admission` may keep some of them
+    /// for privileged peers and cap each user's share.
     public var maximumConnections: Int = 256
     /// The most calls one connection may have queued (pipelined) before the server closes it. Default 64.
     public var maximumQueuedCalls: Int = 64
+    /// The most bytes of calls (their messages) one connection may have queued or running; a call beyond
+    /// it gets a `protocolError` naming the limit and the connection is closed. Default 4 MiB.
+    public var maximumQueuedBytes: Int = 4 << 20
+    /// The same bound over all the connections of one uid. Default 16 MiB.
+    public var maximumQueuedBytesPerUser: Int = 16 << 20
+    /// The largest reply sent; a larger one is replaced by `limitExceededError` (limit `replyBytes`), so
+    /// that a query over many items cannot make the server hold or send an unbounded answer. Default 4 MiB.
+    public var maximumReplyBytes: Int = 4 << 20
+    /// A reply the peer has not taken (read) within this closes the connection: a peer that never reads
+    /// cannot pile replies up in the server. Default 30 s.
+    public var replyTimeout: TimeAmount = .seconds(30)
     /// How long a graceful shutdown waits for calls in progress (subscriptions excepted). Default 10 s.
     public var shutdownGracePeriod: TimeAmount = .seconds(10)
-    /// The qualified error sent to a connection over the limit (parameters: `limit`).
+    /// The qualified error sent to a connection over a connection limit (parameters: `limit`, and
+    /// `scope`: `server`, `user` or `reserved`).
     public var tooManyConnectionsError: String
-    /// The qualified error sent before closing a connection whose bytes are not a varlink call
-    /// (parameters: `reason`).
+    /// The qualified error sent before closing a connection whose bytes are not a varlink call, or that
+    /// queued more than it may (parameters: `reason`).
     public var protocolError: String
+    /// The qualified error replacing a reply over `maximumReplyBytes` (parameters: `limit`, `maximum`,
+    /// `message`).
+    public var limitExceededError: String
+    /// Decides, per peer, how many connections it may hold and whether it may take the slots kept for
+    /// administrators. Without one every peer may take every slot.
+    public var admission: (any VarlinkConnectionAdmission)?
 
-    /// A configuration whose two server-level errors belong to the interface named `interface`
-    /// (`<interface>.TooManyConnections`, `<interface>.ProtocolError`).
+    /// A configuration whose server-level errors belong to the interface named `interface`
+    /// (`<interface>.TooManyConnections`, `<interface>.ProtocolError`, `<interface>.LimitExceeded`).
     public init(errorInterface interface: String) {
         tooManyConnectionsError = "\(interface).TooManyConnections"
         protocolError = "\(interface).ProtocolError"
+        limitExceededError = "\(interface).LimitExceeded"
     }
+}
+
+/// How many connections a peer may hold (`VarlinkConnectionAdmission`).
+public struct VarlinkConnectionAllowance: Sendable, Equatable {
+    /// Connections this peer's uid may hold at once.
+    public var connectionsPerUser: Int
+    /// Whether the peer may take the slots kept for administrators (`reservedConnections`).
+    public var privileged: Bool
+    /// Slots of `maximumConnections` that only privileged peers may take (at most a quarter of them are kept).
+    public var reservedConnections: Int
+
+    /// An allowance as given.
+    public init(connectionsPerUser: Int, privileged: Bool, reservedConnections: Int) {
+        self.connectionsPerUser = connectionsPerUser
+        self.privileged = privileged
+        self.reservedConnections = reservedConnections
+    }
+}
+
+/// The service's rule for sharing connection slots between peers (the broker's: per app, per unlisted
+/// user, slots kept for administrators). Asked once per accepted connection, off the event loops.
+public protocol VarlinkConnectionAdmission: Sendable {
+    /// The allowance of `peer`, as the kernel identified it.
+    func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance
 }

@@ -34,11 +34,19 @@ struct Deviced: AsyncParsableCommand {
                                discussion: "Default: $DEVICECTL_LOG_LEVEL, else info.", valueName: "level"))
     var logLevel: Logger.Level?
 
-    @Option(help: ArgumentHelp("Most connections served at once.", valueName: "count"))
+    @Option(help: ArgumentHelp("Most connections served at once.",
+                               discussion: "The policy's limits share them out: limits.administratorConnections of them (at most a quarter) are kept for administrators.",
+                               valueName: "count"))
     var maxConnections: Int = 256
 
     @Option(help: ArgumentHelp("Seconds after which a connection with no call in progress that sends nothing is closed.", valueName: "seconds"))
     var idleTimeout: Int = 60
+
+    @Option(help: ArgumentHelp("Seconds within which a message must be complete once its first byte arrived.", valueName: "seconds"))
+    var messageTimeout: Int = 10
+
+    @Option(help: ArgumentHelp("Seconds a client may leave a reply unread before its connection is closed.", valueName: "seconds"))
+    var replyTimeout: Int = 30
 
     /// Runs the idle clock this many times faster than the wall clock: for tests of the idle sign-out only.
     @Option(help: .hidden) var clockScale: Double = 1
@@ -47,6 +55,8 @@ struct Deviced: AsyncParsableCommand {
         guard clockScale > 0, clockScale <= 1000 else { throw ValidationError("--clock-scale must be above 0 and at most 1000") }
         guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
         guard (1...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be between 1 and 86400 seconds") }
+        guard (1...3_600).contains(messageTimeout) else { throw ValidationError("--message-timeout must be between 1 and 3600 seconds") }
+        guard (1...3_600).contains(replyTimeout) else { throw ValidationError("--reply-timeout must be between 1 and 3600 seconds") }
     }
 
     func run() async throws {
@@ -83,6 +93,9 @@ struct Deviced: AsyncParsableCommand {
         var configuration = VarlinkServerConfiguration(errorInterface: BrokerInterface.name)
         configuration.maximumConnections = maxConnections
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
+        configuration.messageTimeout = .seconds(Int64(messageTimeout))
+        configuration.replyTimeout = .seconds(Int64(replyTimeout))
+        configuration.admission = BrokerAdmission(broker: broker)
         let server = VarlinkServer(
             configuration: configuration,
             info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
@@ -98,7 +111,8 @@ struct Deviced: AsyncParsableCommand {
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
                        .init(service: AuditJournal(device: device, logger: logger)),
-                       .init(service: IdleSignOut(broker: broker))],
+                       .init(service: IdleSignOut(broker: broker)),
+                       .init(service: RefusalAuditFlush(broker: broker))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

@@ -1,0 +1,171 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// Hostile local apps and users against the real daemon: each attack runs as a real process under its
+/// own uid, raw varlink frames on the socket (Tests/Python/broker_attacks.py), while a victim app (the
+/// timeclock) and root keep being served. Each limit is refused or bounded with its documented error, the
+/// daemon's memory stays bounded and comes back, and the store and audit log hold afterwards.
+@Suite(.serialized) struct BrokerAttackTests {
+    typealias Daemon = BrokerDaemon
+
+    /// Output lines of a finished attacker, as JSON objects by their `step`.
+    static func steps(_ attacker: ChildProcess, timeout: TimeInterval = 120) async throws -> [[String: Any]] {
+        try #require(await attacker.waitForExit(timeout: timeout), "the attacker did not finish: \(attacker.standardError)")
+        #expect(attacker.exitedNormally && attacker.status == 0, "the attacker failed: \(attacker.standardError)")
+        return try attacker.lines.map { try #require(try parseJSON($0) as? [String: Any]) }
+    }
+
+    /// The victim app's silent token and root's status, through the broker while an attack runs.
+    static func victimAndRootAreServed(_ daemon: Daemon) async throws {
+        let token = try await daemon.victimSilentToken()
+        #expect(token.hasPrefix("token cache "), "the victim app was not served: \(token)")
+        let status = try await daemon.devicectl(as: 0, ["status", "--json"])
+        #expect(status.status == 0, "root's status was not served: \(status.stderr)")
+    }
+
+    @Test func callsPipelinedBehindASubscriptionAreBoundedPerConnectionAndPerApp() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        try await daemon.start()
+        try await Self.victimAndRootAreServed(daemon)
+        let baseline = try #require(daemon.residentMiB())
+        let memory = daemon.sampleMemory()
+        // 12 connections, each a never-ending subscription and 63 calls of 1 MB behind it (the issue's attack:
+        // 845 MB before, kept after the connections closed).
+        let attacker = try daemon.attacker(as: Daemon.scannerUID, "pipeline", ["12", "63", "1000000", "8"])
+        try await Task.sleep(for: .seconds(1))
+        for _ in 0..<3 { try await Self.victimAndRootAreServed(daemon) }
+        let connections = try await Self.steps(attacker)
+        memory.stop()
+        #expect(connections.count == 12)
+        for connection in connections {
+            #expect(connection["error"] as? String == "org.sharedmode.Broker1.ProtocolError", "\(connection)")
+            let reason = connection["reason"] as? String ?? ""
+            #expect(reason.contains("bytes (the limit)"), "\(reason)")
+            #expect(connection["closed"] as? Bool == true)
+        }
+        let after = await daemon.residentMiB(settlingBelow: baseline + 40)
+        print("BrokerAttackTests: pipelined calls: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after")
+        #expect(memory.peak < baseline + 200, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
+        #expect(after <= baseline + 40, "the memory did not come back: \(after) MiB after, \(baseline) MiB before")
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+
+    @Test func aHugeReplyIsRefusedAndAClientThatNeverReadsIsDisconnected() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        try await daemon.start(["--reply-timeout", "3"])
+        let baseline = try #require(daemon.residentMiB())
+        // Eight secrets of 700 KB: every one fits a reply, all of them together do not.
+        let added = try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["8", "700000", "big"]))
+        #expect(added.first?["added"] as? Int == 8, "\(added)")
+        let found = try #require(try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "find-all", ["big"])).first)
+        #expect(found["error"] as? String == "org.sharedmode.Broker1.LimitExceeded", "\(found)")
+        let parameters = try #require(found["parameters"] as? [String: Any])
+        #expect(parameters["limit"] as? String == "replyBytes")
+        #expect(parameters["maximum"] as? Int == 4 << 20)
+        #expect((parameters["message"] as? String ?? "").contains("narrow the query"))
+
+        // Ten connections pipeline twenty reads of a 700 KB secret each and never read a byte.
+        let memory = daemon.sampleMemory()
+        let unread = try daemon.attacker(as: Daemon.scannerUID, "unread", ["10", "20", "big-0", "attacker", "8"])
+        try await Task.sleep(for: .seconds(1))
+        try await Self.victimAndRootAreServed(daemon)
+        let result = try await Self.steps(unread)
+        memory.stop()
+        #expect(result.last?["closed"] as? Int == 10, "the broker kept connections that never read: \(result)")
+        let after = await daemon.residentMiB(settlingBelow: baseline + 40)
+        print("BrokerAttackTests: unread replies: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after")
+        #expect(memory.peak < baseline + 200, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
+        #expect(after <= baseline + 40, "the memory did not come back: \(after) MiB after, \(baseline) MiB before")
+        // The attacker's items are all there and whole; the victim's tokens too.
+        try await Self.victimAndRootAreServed(daemon)
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+
+    @Test func anUnlistedUserAndAnAppFloodingConnectionsLeaveTheOthersTheirSlots() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        try await daemon.start(["--message-timeout", "60"])
+        // A local user the policy does not list: two connections, every other one refused as its share.
+        let stranger = try daemon.attacker(as: Daemon.strangerUID, "flood-connections", ["300", "20"])
+        let strangerFlood = try #require(await stranger.waitForLine(timeout: 60) { $0.contains("flooded") })
+        let strangerCounts = try #require(try parseJSON(strangerFlood) as? [String: Any])
+        #expect(strangerCounts["admitted"] as? Int == 2, "\(strangerCounts)")
+        #expect((strangerCounts["errors"] as? [String: Int])?["org.sharedmode.Broker1.TooManyConnections/user"] == 298, "\(strangerCounts)")
+        // An app: its sixteen (limits.connectionsPerApp), no more.
+        let app = try daemon.attacker(as: Daemon.scannerUID, "flood-connections", ["40", "15"])
+        let appFlood = try #require(await app.waitForLine(timeout: 60) { $0.contains("flooded") })
+        let appCounts = try #require(try parseJSON(appFlood) as? [String: Any])
+        #expect(appCounts["admitted"] as? Int == 16, "\(appCounts)")
+        // Meanwhile the other app and root are served, and root can end the shift.
+        try await Self.victimAndRootAreServed(daemon)
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        _ = try await Self.steps(stranger)
+        _ = try await Self.steps(app)
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+
+    @Test func theLastSlotsAreKeptForAdministrators() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        // 24 slots: 6 kept for administrators (limits.administratorConnections, at most a quarter), 18 for the rest.
+        try await daemon.start(["--max-connections", "24", "--message-timeout", "60"])
+        let app = try daemon.attacker(as: Daemon.scannerUID, "flood-connections", ["16", "20"])
+        _ = try #require(await app.waitForLine(timeout: 60) { $0.contains("flooded") })
+        let stranger = try daemon.attacker(as: Daemon.strangerUID, "flood-connections", ["2", "20"])
+        _ = try #require(await stranger.waitForLine(timeout: 60) { $0.contains("flooded") })
+        // Every unreserved slot is taken: the other app is told so, root is served from the kept ones.
+        let refused = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
+        #expect(refused.status == 69, "\(refused.stdout) \(refused.stderr)")
+        for _ in 0..<3 {
+            let status = try await daemon.devicectl(as: 0, ["status", "--json"])
+            #expect(status.status == 0, "root's status was not served: \(status.stderr)")
+        }
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        _ = app.killIfRunning()
+        _ = stranger.killIfRunning()
+        await daemon.cleanUp()
+    }
+
+    @Test func aConnectionThatTricklesAMessageIsClosedAtTheMessageDeadline() async throws {
+        let daemon = try await Daemon()
+        try await daemon.start(["--message-timeout", "3"])
+        // One byte a second: each re-armed the idle timer before, so the connection lived as long as it trickled.
+        let trickle = try #require(try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "trickle", ["20"])).first)
+        let closedAfter = try #require(trickle["closedAfter"] as? Double, "the broker never closed the trickling connection: \(trickle)")
+        #expect(closedAfter >= 2.5 && closedAfter < 8, "closed after \(closedAfter) s; the message deadline is 3 s")
+        await daemon.cleanUp()
+    }
+
+    @Test func refusalsFromOneCallerAreCoalescedInTheAuditLog() async throws {
+        let daemon = try await Daemon()
+        try await daemon.start()
+        let before = try await daemon.auditEvents().count
+        // 2,000 calls from a uid the policy does not list, and 2,000 reads of another app's group.
+        let stranger = try #require(try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "refusals",
+                                                                             ["2000", "GetCurrentAccount", "{}"])).first)
+        #expect((stranger["errors"] as? [String: Int])?["org.sharedmode.Broker1.CallerNotInPolicy"] == 2000, "\(stranger)")
+        let foreign = try #require(try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "refusals",
+            ["2000", "FindGenericPassword", #"{"service": "s", "accessGroup": "com.contoso.kiosk.timeclock"}"#])).first)
+        #expect((foreign["errors"] as? [String: Int])?["org.sharedmode.Broker1.KeychainError"] == 2000, "\(foreign)")
+        // The first of each is written at once; the rest are counted and written when the daemon stops.
+        let during = try await daemon.auditEvents().count
+        #expect(during - before == 2, "\(during - before) events for 4,000 refusals")
+        #expect(await daemon.stop())
+        let events = try await daemon.auditEvents().dropFirst(before)
+        #expect(events.count == 4, "\(events.count) events for 4,000 refusals")
+        let repeated = events.compactMap { ($0["details"] as? [String: String])?["repeated"] }.sorted()
+        #expect(repeated == ["1999", "1999"], "\(Array(events))")
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import ProcessTestSupport
+import Synchronization
+import Testing
+
+/// What the attack tests add to the daemon fixture: a hostile client (Tests/Python/broker_attacks.py)
+/// under another uid, the daemon's resident memory, and a victim app's silent token.
+extension BrokerDaemon {
+    /// Starts the attacker script as `uid` in `mode` (see Tests/Python/broker_attacks.py).
+    func attacker(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
+        let script = publicDirectory.appendingPathComponent("broker_attacks.py").path
+        if !FileManager.default.fileExists(atPath: script) {
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Python/broker_attacks.py")
+            try ExecutableCopy.copy(from: source.path, to: script, mode: 0o644)
+        }
+        return try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", script, mode, socketPath] + arguments)
+    }
+
+    /// The daemon's resident set size now, in MiB (from /proc).
+    func residentMiB() -> Double? {
+        guard let pid = process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
+        return kilobytes / 1024
+    }
+
+    /// Samples the daemon's resident size every 20 ms until `stop` is called; `peak` is the largest seen.
+    func sampleMemory() -> MemorySampler {
+        let sampler = MemorySampler()
+        let thread = Thread { [self] in
+            while !sampler.stopped {
+                if let now = residentMiB() { sampler.record(now) }
+                usleep(20_000)
+            }
+        }
+        thread.start()
+        return sampler
+    }
+
+    /// Waits until the daemon's resident size is at most `bound` MiB (within `timeout`); the last reading.
+    func residentMiB(settlingBelow bound: Double, timeout: TimeInterval = 15) async -> Double {
+        let deadline = Date().addingTimeInterval(timeout)
+        var now = residentMiB() ?? .infinity
+        while now > bound && Date() < deadline {
+            try? await Task.sleep(for: .milliseconds(200))
+            now = residentMiB() ?? .infinity
+        }
+        return now
+    }
+
+    /// A victim app (the timeclock, its own uid) asks the broker for a token silently; the line it printed.
+    func victimSilentToken() async throws -> String {
+        let victim = try start(product: "broker-app", as: Self.timeclockUID, [
+            "silent", "--scopes", AccountWorkerFixture.fillScope(0),
+            "--app", Self.timeclock, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
+        #expect(await victim.waitForExit(timeout: 30), "the victim's silent token did not finish")
+        return victim.lines.first ?? "error: \(victim.standardError)"
+    }
+
+    /// Signs the kiosk's worker in for both apps straight in the store (as root), with `tokens` access
+    /// tokens per group: the victim then gets tokens silently from the broker's cache.
+    func signWorkerIn(tokens: Int = 3) async throws {
+        let fill = try ChildProcess(product: "account-worker", ["fill", cli.stateDirectory.path, "\(tokens)"])
+        try #require(await fill.waitForExit(timeout: 60) && fill.status == 0, "fill: \(fill.standardError)")
+    }
+
+    /// `keychain verify` and `audit verify` as root, straight on the store: both must hold after an attack.
+    func verifyStore() async throws {
+        let keychain = try await cli.run(["keychain", "verify"])
+        #expect(keychain.status == 0, "keychain verify: \(keychain.stdout) \(keychain.stderr)")
+        let audit = try await cli.run(["audit", "verify"])
+        #expect(audit.status == 0, "audit verify: \(audit.stdout) \(audit.stderr)")
+    }
+}
+
+/// The peak of the daemon's resident memory while an attack runs.
+final class MemorySampler: Sendable {
+    private let state = Mutex<(peak: Double, stopped: Bool)>((0, false))
+
+    var peak: Double { state.withLock { $0.peak } }
+    var stopped: Bool { state.withLock { $0.stopped } }
+    func record(_ value: Double) { state.withLock { $0.peak = max($0.peak, value) } }
+    func stop() { state.withLock { $0.stopped = true } }
+}
