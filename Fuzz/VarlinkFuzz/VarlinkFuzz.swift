@@ -13,12 +13,19 @@
 //     cap + the chunk just appended, and within the cap once `nextMessage()` returned nil;
 //   - each message is decoded as a call and as a reply; a decoded one is re-encoded, the encoding ends with
 //     its only NUL, and decoding it (NUL dropped) gives an equal value (a round trip);
-//   - decoding throws only malformedJSON, notAnObject or invalidField.
+//   - decoding throws only malformedJSON, notAnObject or invalidField;
+//   - the server's queue bound (`VarlinkQueueBudget`, at most `fuzzQueueCalls` calls and `fuzzQueueBytes`
+//     bytes) matches a model of a connection whose calls are served in order: a call finishes at once
+//     unless a `more` call (a subscription that never ends) is ahead of it, so everything pipelined behind
+//     a subscription stays queued; the budget refuses exactly when the model goes over a bound, never
+//     holds more than its bytes, and the connection takes nothing after a refusal.
 
 import Foundation
 
 /// The message cap of the fuzzed decoder: small, so that the 8 KiB inputs reach it.
 let fuzzMaximumMessageBytes = 4096
+/// The queue bounds of the fuzzed connection: small, so that pipelined calls in 8 KiB reach them.
+let fuzzQueueCalls = 8, fuzzQueueBytes = 2048
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
@@ -71,6 +78,7 @@ func fuzzFraming(_ stream: [UInt8], chunkSizes: ChunkSizes) {
     let expectTooLarge = firstTooLarge != nil || tail.count > cap
 
     var decoder = VarlinkFrameDecoder(maximumMessageBytes: cap)
+    var queue = QueueModel()
     var sizes = chunkSizes
     var offset = 0
     var received = 0
@@ -102,6 +110,7 @@ func fuzzFraming(_ stream: [UInt8], chunkSizes: ChunkSizes) {
                     "message #\(received) (\(message.count) bytes) differs from the model's piece (\(expectedMessages[received].count) bytes)")
             received += 1
             fuzzMessage(message)
+            if let call = try? VarlinkCall.decode(message) { queue.receive(call, byteCount: message.count) }
         }
     }
     require(threw == expectTooLarge, "messageTooLarge thrown: \(threw), expected: \(expectTooLarge)")
@@ -154,4 +163,36 @@ func requireDecodeError(_ error: VarlinkProtocolError, _ what: String) {
 
 func describe(_ bytes: Data) -> String {
     String(decoding: bytes.prefix(512), as: UTF8.self).debugDescription
+}
+
+/// A connection's queue as the server keeps it (`VarlinkQueueBudget`) beside the model it must match.
+struct QueueModel {
+    var budget = VarlinkQueueBudget(maximumCalls: fuzzQueueCalls, maximumBytes: fuzzQueueBytes)
+    /// Calls (their sizes) waiting behind a subscription, the subscription first.
+    var parked: [Int] = []
+    var subscribed = false
+    var closed = false
+
+    mutating func receive(_ call: VarlinkCall, byteCount: Int) {
+        guard !closed else { return }
+        let modelCalls = parked.count, modelBytes = parked.reduce(0, +)
+        let expected: VarlinkQueueBudget.Refusal? = modelCalls >= fuzzQueueCalls ? .tooManyCalls
+            : modelBytes + byteCount > fuzzQueueBytes ? .tooManyBytes : nil
+        let refusal = budget.admit(byteCount: byteCount)
+        require(refusal == expected, "queue: admitting \(byteCount) bytes with \(modelCalls) calls of \(modelBytes) bytes queued gave \(String(describing: refusal)), the model \(String(describing: expected))")
+        guard refusal == nil else {
+            closed = true  // The server closes the connection.
+            return
+        }
+        if subscribed || call.more {
+            // Behind a never-ending call (or the call itself): it stays queued.
+            parked.append(byteCount)
+            subscribed = subscribed || call.more
+        } else {
+            budget.finish(byteCount: byteCount)  // Served at once.
+        }
+        require(budget.calls == parked.count && budget.bytes == parked.reduce(0, +),
+                "queue: the budget holds \(budget.calls) calls of \(budget.bytes) bytes, the model \(parked.count) of \(parked.reduce(0, +))")
+        require(budget.bytes <= fuzzQueueBytes && budget.calls <= fuzzQueueCalls, "queue: the budget went over its bounds")
+    }
 }

@@ -32,8 +32,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var idleTimer: Scheduled<Void>?
     private var messageTimer: Scheduled<Void>?
     private var closing = false
-    /// Bytes of this connection's calls queued or running (counted in `usage` until the connection ends).
-    private var queuedBytes = 0
+    /// This connection's calls queued or running (their bytes counted in `usage` until the connection ends).
+    private var queue: VarlinkQueueBudget
     /// The most this connection ever held (queued calls and unfinished message): past a megabyte, the
     /// memory is handed back to the system when it closes.
     private var peakBytes = 0
@@ -49,6 +49,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         self.usage = usage
         self.logger = logger
         decoder = VarlinkFrameDecoder(maximumMessageBytes: configuration.maximumMessageBytes)
+        queue = VarlinkQueueBudget(maximumCalls: configuration.maximumQueuedCalls, maximumBytes: configuration.maximumQueuedBytes)
     }
 
     func channelActive(context channelContext: ChannelHandlerContext) {
@@ -86,25 +87,25 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
             refuse(channelContext, reason: error.message)
             return
         }
-        peakBytes = max(peakBytes, queuedBytes + decoder.bufferedByteCount)
+        peakBytes = max(peakBytes, queue.bytes + decoder.bufferedByteCount)
         if completed { scheduleIdleTimer(channelContext) }
         scheduleMessageTimer(channelContext)
     }
 
     /// Counts a call of `bytes` against the connection's and the uid's limits; the limit it would break otherwise.
     private func admitToQueue(bytes: Int) -> String? {
-        let count = state.queued.load(ordering: .relaxed)
-        guard count < configuration.maximumQueuedCalls else {
+        switch queue.admit(byteCount: bytes) {
+        case .tooManyCalls?:
             return "more than \(configuration.maximumQueuedCalls) calls queued on one connection (the limit); wait for replies before sending more"
-        }
-        guard queuedBytes + bytes <= configuration.maximumQueuedBytes else {
+        case .tooManyBytes?:
             return "calls queued on one connection exceed \(configuration.maximumQueuedBytes) bytes (the limit); wait for replies before sending more"
+        case nil:
+            break
         }
         guard usage.reserveQueuedBytes(bytes, for: context.peer.uid, limit: configuration.maximumQueuedBytesPerUser) else {
+            queue.finish(byteCount: bytes)
             return "calls queued by uid \(context.peer.uid) on all its connections exceed \(configuration.maximumQueuedBytesPerUser) bytes (the limit); wait for replies before sending more"
         }
-        state.queued.add(1, ordering: .relaxed)
-        queuedBytes += bytes
         return nil
     }
 
@@ -131,8 +132,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         messageTimer?.cancel()
         calls?.finish()
         // Calls still queued will never run: their bytes are no longer the uid's.
-        usage.releaseQueuedBytes(queuedBytes, for: context.peer.uid)
-        queuedBytes = 0
+        usage.releaseQueuedBytes(queue.bytes, for: context.peer.uid)
         released = true
         // A call in progress (an interactive sign-in) is cancelled: its peer is gone.
         worker?.cancel()
@@ -152,11 +152,8 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     }
 
     private func callFinished(bytes: Int, channel: any Channel) {
-        state.queued.subtract(1, ordering: .relaxed)
-        if !released {
-            queuedBytes -= bytes
-            usage.releaseQueuedBytes(bytes, for: context.peer.uid)
-        }
+        queue.finish(byteCount: bytes)
+        if !released { usage.releaseQueuedBytes(bytes, for: context.peer.uid) }
         if let context = try? channel.pipeline.syncOperations.context(handler: self) { scheduleIdleTimer(context) }
     }
 
@@ -173,7 +170,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         let loopBound = NIOLoopBound((self, channelContext), eventLoop: channelContext.eventLoop)
         idleTimer = channelContext.eventLoop.scheduleTask(in: configuration.idleTimeout) {
             let (handler, channelContext) = loopBound.value
-            guard handler.state.queued.load(ordering: .relaxed) == 0 else { return }
+            guard handler.queue.calls == 0 else { return }
             handler.logger.debug("varlink connection closed: idle", metadata: ["peer.uid": "\(handler.context.peer.uid)"])
             handler.close(channelContext)
         }
@@ -265,8 +262,6 @@ struct ReplyLimits: Sendable {
 
 /// What the server needs to know of a connection from outside its event loop.
 final class ConnectionState: Sendable {
-    /// Calls received and not yet answered (queued or running).
-    let queued = Atomic<Int>(0)
     /// Calls running that a graceful shutdown waits for (not long-lived ones).
     let running = Atomic<Int>(0)
 }

@@ -58,7 +58,12 @@ extension CLIError {
         case .callerNotInPolicy(_, let message): CLIError(exitCode: .permissionDenied, message)
         case .unavailable(let message): CLIError(exitCode: .unavailable, message)
         case .refused(let name, let message):
-            CLIError(exitCode: name == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput, message)
+            switch name {
+            case "org.varlink.service.PermissionDenied": CLIError(exitCode: .permissionDenied, message)
+            // A limit of the broker or the policy: the service cannot take this call now.
+            case "\(BrokerClient.interface).LimitExceeded": CLIError(exitCode: .unavailable, message)
+            default: CLIError(exitCode: .badInput, message)
+            }
         }
     }
 }

@@ -125,6 +125,7 @@ import Testing
         // Every unreserved slot is taken: the other app is told so, root is served from the kept ones.
         let refused = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
         #expect(refused.status == 69, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("kept for administrators"), "\(refused.stderr)")
         for _ in 0..<3 {
             let status = try await daemon.devicectl(as: 0, ["status", "--json"])
             #expect(status.status == 0, "root's status was not served: \(status.stderr)")
@@ -166,6 +167,44 @@ import Testing
         let repeated = events.compactMap { ($0["details"] as? [String: String])?["repeated"] }.sorted()
         #expect(repeated == ["1999", "1999"], "\(Array(events))")
         try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+}
+
+/// Interactive sign-ins an app leaves pending, against the local identity provider.
+@Suite(.serialized) struct BrokerSignInFloodTests {
+    typealias Daemon = BrokerDaemon
+
+    @Test func anAppMayHaveOnlyItsShareOfSignInsPendingAndTheOthersStillSignIn() async throws {
+        let daemon = try await BrokerSignInTests.daemon()
+        // The device authorization requests are made under the provider's lock (see `signInByDeviceCode`).
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        var pending: [ChildProcess] = []
+        defer {
+            lock.release()
+            for process in pending { _ = process.killIfRunning() }
+        }
+        // The scanner starts two sign-ins and leaves them waiting (limits.pendingSignInsPerApp: 2) …
+        for _ in 0..<2 {
+            let signIn = try BrokerSignInTests.startSignIn(daemon, as: Daemon.scannerUID)
+            pending.append(signIn)
+            #expect(await BrokerSignInTests.userCode(of: signIn) != nil, "no code shown: \(signIn.standardError)")
+        }
+        // … a third is refused at once, before the provider is asked.
+        let third = try await daemon.devicectl(as: Daemon.scannerUID, ["signin", "--json"])
+        #expect(third.status == 69, "\(third.stdout) \(third.stderr)")
+        #expect(third.stderr.contains("limits.pendingSignInsPerApp"), "\(third.stderr)")
+        // The other app still gets its sign-in.
+        let other = try BrokerSignInTests.startSignIn(daemon, as: Daemon.timeclockUID)
+        pending.append(other)
+        #expect(await BrokerSignInTests.userCode(of: other) != nil, "the other app's sign-in showed no code: \(other.standardError)")
+        // A sign-in the scanner gives up frees its slot.
+        _ = pending[0].killIfRunning()
+        _ = await pending[0].waitForExit(timeout: 10)
+        try await Task.sleep(for: .milliseconds(500))
+        let again = try BrokerSignInTests.startSignIn(daemon, as: Daemon.scannerUID)
+        pending.append(again)
+        #expect(await BrokerSignInTests.userCode(of: again) != nil, "the freed slot was not given back: \(again.standardError)")
         await daemon.cleanUp()
     }
 }

@@ -334,7 +334,15 @@ public final class BrokerClient: Sendable {
         case "\(interface).CallerNotInPolicy":
             return .callerNotInPolicy(uid: UInt32(clamping: parameters["uid"]?.int ?? -1), message: message)
         case "\(interface).TooManyConnections":
-            return .unavailable("the broker at its limit of \(parameters["limit"]?.int ?? 0) connections refused this one; try again later")
+            let limit = parameters["limit"]?.int ?? 0
+            switch parameters["scope"]?.string {
+            case "user":
+                return .unavailable("the broker refused this connection: this user already holds \(limit) connections to it (the policy's limits); close some or try again later")
+            case "reserved":
+                return .unavailable("the broker refused this connection: its last free connections are kept for administrators; try again later")
+            default:
+                return .unavailable("the broker at its limit of \(limit) connections refused this one; try again later")
+            }
         case "org.varlink.service.PermissionDenied":
             return .refused(error: error, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
         case "org.varlink.service.InvalidParameter":
