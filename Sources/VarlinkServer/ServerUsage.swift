@@ -5,10 +5,10 @@ import NIOCore
 import Synchronization
 
 /// What the server's connections hold, counted across connections: the bytes of queued calls per uid
-/// (`maximumQueuedBytesPerUser`), and when memory was last handed back to the system.
+/// (`maximumQueuedBytesPerUser`), and whether memory is about to be handed back to the system.
 final class ServerUsage: Sendable {
     private let queuedBytesByUser = Mutex<[UInt32: Int]>([:])
-    private let lastTrim = Mutex<NIODeadline>(.uptimeNanoseconds(0))
+    private let trimPending = Mutex(false)
 
     /// Counts `bytes` more queued for `uid` if that keeps it within `limit`; false (nothing counted) otherwise.
     func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int) -> Bool {
@@ -32,16 +32,20 @@ final class ServerUsage: Sendable {
     /// The bytes of calls queued for `uid` now.
     func queuedBytes(for uid: UInt32) -> Int { queuedBytesByUser.withLock { $0[uid, default: 0] } }
 
-    /// Returns freed heap memory to the system (glibc keeps it in its arenas otherwise), at most once a
-    /// second: after a connection that held megabytes closes, the daemon's resident size comes back down.
+    /// Returns freed heap memory to the system (glibc keeps it in its arenas otherwise) a quarter of a
+    /// second from now, once for every burst of calls: after connections that held megabytes close, and
+    /// their buffers are released, the daemon's resident size comes back down.
     func returnFreedMemory() {
-        let now = NIODeadline.now()
-        let due = lastTrim.withLock { last -> Bool in
-            guard now - last >= .seconds(1) else { return false }
-            last = now
-            return true
+        let first = trimPending.withLock { pending -> Bool in
+            defer { pending = true }
+            return !pending
         }
-        if due, let trim = Self.mallocTrim { _ = trim(0) }
+        guard first else { return }
+        Task { [self] in
+            try? await Task.sleep(for: .milliseconds(250))
+            trimPending.withLock { $0 = false }
+            if let trim = Self.mallocTrim { _ = trim(0) }
+        }
     }
 
     /// glibc's `malloc_trim`, looked up at run time (Swift's Glibc module does not import <malloc.h>).
