@@ -160,6 +160,28 @@ struct PolicyDecodingTests {
         #expect(try Self.error { $0["authority"] = ["issuer": b2c, "clientId": "c", "knownAuthorities": ["https://fabrikamb2c.b2clogin.com"]] } == nil)
     }
 
+    @Test func limitsHaveDefaultsAndEachKeyIsCheckedWithItsPath() throws {
+        let defaults = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).limits
+        #expect(defaults == .defaults)
+        #expect(defaults.connectionsPerApp == 16 && defaults.connectionsPerOtherUser == 2 && defaults.administratorConnections == 16)
+        #expect(defaults.pendingSignInsPerApp == 2 && defaults.itemsPerApp == 1000 && defaults.bytesPerApp == 8 << 20)
+
+        var document = try Self.kiosk()
+        document["limits"] = ["connectionsPerApp": 4, "bytesPerApp": 65536]
+        let set = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).limits
+        #expect(set.connectionsPerApp == 4 && set.bytesPerApp == 65536)
+        #expect(set.connectionsPerOtherUser == 2 && set.itemsPerApp == 1000, "keys not given keep their defaults")
+
+        let unknown = try #require(try Self.error { $0["limits"] = ["connectionsPerUser": 4] })
+        #expect(unknown.path == "limits.connectionsPerUser" && unknown.problem.contains("unknown key"))
+        let tooSmall = try #require(try Self.error { $0["limits"] = ["bytesPerApp": 100] })
+        #expect(tooSmall.path == "limits.bytesPerApp" && tooSmall.problem.contains("from 4096"))
+        let zero = try #require(try Self.error { $0["limits"] = ["connectionsPerApp": 0] })
+        #expect(zero.path == "limits.connectionsPerApp")
+        let wrongType = try #require(try Self.error { $0["limits"] = ["pendingSignInsPerApp": "2"] })
+        #expect(wrongType.path == "limits.pendingSignInsPerApp" && wrongType.problem.contains("expected an integer"))
+    }
+
     @Test func malformedJSONIsAnErrorOnTheDocument() {
         #expect(throws: PolicyError.self) { try DevicePolicy.decode(Data("{\"version\": 1,".utf8)) }
     }
