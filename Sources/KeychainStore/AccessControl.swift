@@ -24,6 +24,13 @@ enum AccessControl {
         return [requested]  // valid: `AppIdentity` validated every group it is entitled to
     }
 
+    /// Refuses a type the caller may not give an item (one a broker keeps for itself).
+    static func checkType(_ type: UInt32?, caller: AppIdentity) throws(KeychainError) {
+        guard caller.hides(type), let type else { return }
+        throw KeychainError(.missingEntitlement,
+            "item type \(type) is reserved for the broker's token cache; apps get tokens through the broker's token methods (AcquireTokenSilent), never as keychain items")
+    }
+
     private static func denied(_ group: String, _ caller: AppIdentity) -> KeychainError {
         KeychainError(.missingEntitlement,
             "app \(caller.appID) is not entitled to access group \(group); add the group to the app's entitlements in the device policy")

@@ -9,6 +9,9 @@ public struct AppIdentity: Sendable, Hashable, Codable {
     /// The entitled access groups, in priority order. The first one is where an item added
     /// without an explicit group goes, as on iOS.
     public let accessGroups: [String]
+    /// Item types this caller can neither see nor write in any group: a broker hides the token cache it
+    /// keeps (MSAL's 2001–2003, 1003, 3001) from an app's keychain calls. Empty by default.
+    public private(set) var hiddenItemTypes: Set<UInt32> = []
 
     /// Creates an app's identity; every group name must be valid (see `AccessGroup.validate`) and none
     /// may be reserved for the device (`devicectl.` prefix): no app can be entitled to those.
@@ -37,6 +40,30 @@ public struct AppIdentity: Sendable, Hashable, Codable {
 
     /// Whether the app may read and write `group`.
     public func isEntitled(to group: String) -> Bool { accessGroups.contains(group) }
+
+    /// The same identity, to which items of `types` are invisible (find, list, update and delete pass them
+    /// by as if they were not there) and which may not add items of those types or give an item one
+    /// (missing entitlement, -34018).
+    public func hidingItemTypes(_ types: Set<UInt32>) -> AppIdentity {
+        var identity = self
+        identity.hiddenItemTypes.formUnion(types)
+        return identity
+    }
+
+    /// Whether an item of `type` is hidden from this caller.
+    func hides(_ type: UInt32?) -> Bool {
+        guard let type, !hiddenItemTypes.isEmpty else { return false }
+        return hiddenItemTypes.contains(type)
+    }
+
+    private enum CodingKeys: String, CodingKey { case appID, accessGroups, hiddenItemTypes }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        appID = try container.decode(String.self, forKey: .appID)
+        accessGroups = try container.decode([String].self, forKey: .accessGroups)
+        hiddenItemTypes = try container.decodeIfPresent(Set<UInt32>.self, forKey: .hiddenItemTypes) ?? []
+    }
 }
 
 /// Rules for access-group names.

@@ -37,6 +37,7 @@ public struct StoreTransaction {
     @discardableResult
     public func add(_ new: NewItem, as caller: AppIdentity) throws -> ItemMetadata {
         let group = try AccessControl.groupForAdd(new.accessGroup, caller: caller)
+        try AccessControl.checkType(new.type, caller: caller)
         let now = core.options.clock()
         let item = KeychainItem(
             metadata: ItemMetadata(accessGroup: group, service: new.service, account: new.account, type: new.type,
@@ -52,7 +53,7 @@ public struct StoreTransaction {
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws -> KeychainItem {
         if let key = PointRead.Key(query) {
             for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
-                if let found = try PointRead.find(key, in: group, core, database) { return found.item }
+                if let found = try PointRead.find(key, in: group, core, database), !caller.hides(found.item.metadata.type) { return found.item }
             }
             throw notFound(query, caller)
         }
@@ -78,6 +79,7 @@ public struct StoreTransaction {
     @discardableResult
     public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity) throws -> Int {
         guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
+        try AccessControl.checkType(changes.type, caller: caller)
         let now = core.options.clock()
         let found = try matches(query, caller: caller, limit: nil)
         for match in found {
@@ -100,7 +102,8 @@ public struct StoreTransaction {
     @discardableResult
     public func delete(_ query: ItemQuery, as caller: AppIdentity) throws -> Int {
         let ids: [Int64]
-        if query.generic != nil || query.creator != nil {
+        // Hidden item types are known only once decrypted: such a caller's deletes authenticate each candidate.
+        if query.generic != nil || query.creator != nil || !caller.hiddenItemTypes.isEmpty {
             ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
         } else {
             // Indexed attributes only: one DELETE per group, nothing decrypted or even read.
@@ -193,11 +196,12 @@ public struct StoreTransaction {
     /// Decrypts the candidates of every searched group, in the caller's group order, and applies the
     /// attributes that have no index.
     private func matches(_ query: ItemQuery, caller: AppIdentity, limit: Int?) throws -> [Match] {
-        let needsPostFilter = query.generic != nil || query.creator != nil
+        let needsPostFilter = query.generic != nil || query.creator != nil || !caller.hiddenItemTypes.isEmpty
         let pointKey = PointRead.Key(indexedAttributesOf: query)
         var found: [Match] = []
         // Keeps `item` unless an attribute without an index rules it out; true once `limit` items are kept.
         func keep(_ rowID: Int64, _ group: String, _ item: KeychainItem) throws -> Bool {
+            if caller.hides(item.metadata.type) { return false }
             if let generic = query.generic, item.metadata.generic != generic { return false }
             if let creator = query.creator, item.metadata.creator != creator { return false }
             found.append(Match(rowID: rowID, groupIndex: try core.indexer.group(group), item: item))

@@ -216,3 +216,56 @@ import Testing
         await daemon.cleanUp()
     }
 }
+
+/// The token cache belongs to the broker: an app's keychain calls cannot read or rewrite it, whatever
+/// group the policy shares, while apps keep sharing ordinary items there.
+@Suite(.serialized) struct BrokerTokenCacheBoundaryTests {
+    typealias Daemon = BrokerDaemon
+
+    /// One call by `uid` (raw varlink): its error's name and parameters, or its reply's parameters.
+    static func call(_ daemon: Daemon, as uid: UInt32, _ method: String, _ parameters: String) async throws -> (error: String?, parameters: [String: Any]) {
+        let reply = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: uid, "call", [method, parameters])).first)
+        return (reply["error"] as? String, reply["parameters"] as? [String: Any] ?? [:])
+    }
+
+    @Test func anAppCannotReadOrRewriteTheTokenCacheThroughTheKeychainMethods() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        try await daemon.start()
+        let cache = "com.microsoft.adalcache"
+        // The refresh token and the access tokens are not there for the keychain methods …
+        let refresh = try await Self.call(daemon, as: Daemon.scannerUID, "FindGenericPassword", #"{"type": 2002, "accessGroup": "\#(cache)"}"#)
+        #expect(refresh.error == "org.sharedmode.Broker1.KeychainError" && refresh.parameters["status"] as? Int == -25300, "\(refresh)")
+        let everything = try await Self.call(daemon, as: Daemon.scannerUID, "FindGenericPassword", #"{"accessGroup": "\#(cache)", "all": true}"#)
+        #expect(everything.parameters["status"] as? Int == -25300, "\(everything)")
+        let listed = try await Self.call(daemon, as: Daemon.scannerUID, "ListGenericPasswords", #"{"accessGroup": "\#(cache)"}"#)
+        #expect(listed.error == nil && (listed.parameters["items"] as? [Any])?.isEmpty == true, "\(listed)")
+        // … and cannot be rewritten, forged or deleted through them.
+        let forged = Data("forged".utf8).base64EncodedString()
+        let rewrite = try await Self.call(daemon, as: Daemon.scannerUID, "UpdateGenericPassword", #"{"type": 2001, "secret": "\#(forged)"}"#)
+        #expect(rewrite.parameters["status"] as? Int == -25300, "\(rewrite)")
+        let add = try await Self.call(daemon, as: Daemon.scannerUID, "AddGenericPassword",
+                                      #"{"service": "accesstoken-x", "account": "a", "secret": "\#(forged)", "type": 2001, "accessGroup": "\#(cache)"}"#)
+        #expect(add.parameters["status"] as? Int == -34018, "\(add)")
+        #expect((add.parameters["message"] as? String ?? "").contains("reserved for the broker's token cache"))
+        let delete = try await Self.call(daemon, as: Daemon.timeclockUID, "DeleteGenericPassword", #"{"accessGroup": "\#(cache)"}"#)
+        #expect(delete.parameters["status"] as? Int == -25300, "\(delete)")
+
+        // The other app still gets its genuine token silently.
+        let token = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", AccountWorkerFixture.fillScope(0), "--print-secret", "--json"])
+        #expect(token.status == 0, "\(token.stderr)")
+        let secret = try #require((try parseJSON(token.stdout) as? [String: Any])?["accessToken"] as? String, "\(token.stdout)")
+        #expect(secret.hasPrefix("at-fill-") && secret != "forged", "\(secret)")
+        // Apps still share ordinary items in the shared group.
+        let shared = try await Self.call(daemon, as: Daemon.scannerUID, "AddGenericPassword",
+                                         #"{"service": "wifi", "account": "kiosk", "secret": "\#(Data("psk".utf8).base64EncodedString())", "accessGroup": "\#(cache)"}"#)
+        #expect(shared.error == nil, "\(shared)")
+        let read = try await Self.call(daemon, as: Daemon.timeclockUID, "FindGenericPassword", #"{"service": "wifi", "account": "kiosk"}"#)
+        #expect((read.parameters["item"] as? [String: Any])?["secret"] as? String == Data("psk".utf8).base64EncodedString(), "\(read)")
+        // The attempts are in the audit log.
+        let attempts = try await daemon.auditEvents().filter { $0["reason"] as? String == "token cache item type" }
+        #expect(!attempts.isEmpty)
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+}

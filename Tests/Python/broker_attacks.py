@@ -21,6 +21,8 @@ Modes:
   add SOCKET COUNT BYTES PREFIX
       Adds COUNT items of a BYTES-byte secret (service PREFIX-i) to the caller's first group; prints the
       last error, if any.
+  call SOCKET METHOD PARAMETERS_JSON
+      One call; prints its reply (error and parameters).
   find-all SOCKET LABEL
       FindGenericPassword with all over the items labelled LABEL; prints the reply's error or item count.
 """
@@ -247,6 +249,15 @@ def find_all(path, label):
     sock.close()
 
 
+def call(path, method, parameters):
+    sock = connect(path, timeout=30)
+    send_all(sock, frame(method, parameters))
+    replies, _ = read_replies_until_one(sock)
+    reply = replies[0] if replies else {}
+    emit(step="call", method=method, error=reply.get("error"), parameters=reply.get("parameters"))
+    sock.close()
+
+
 if __name__ == "__main__":
     mode, path = sys.argv[1], sys.argv[2]
     arguments = sys.argv[3:]
@@ -262,6 +273,8 @@ if __name__ == "__main__":
         refusals(path, int(arguments[0]), arguments[1], json.loads(arguments[2]))
     elif mode == "add":
         add(path, int(arguments[0]), int(arguments[1]), arguments[2])
+    elif mode == "call":
+        call(path, arguments[0], json.loads(arguments[1]))
     elif mode == "find-all":
         find_all(path, arguments[0])
     else:

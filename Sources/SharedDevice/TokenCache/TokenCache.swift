@@ -24,6 +24,13 @@ import KeychainStore
 public struct TokenCache: Sendable {
     /// MSAL for iOS's default keychain sharing group.
     public static let defaultAccessGroup = AccessGroup.adalCache
+    /// The keychain item types of the token cache (MSAL's: 2001 access token, 2002 refresh token, 2003 ID
+    /// token, 1003 account, 3001 app metadata, 5001 account metadata). The broker keeps them: an app's
+    /// keychain calls never see or write them (`AppIdentity.hidingItemTypes`), only its token calls.
+    public static let itemTypes: Set<UInt32> = [
+        AccessTokenCacheItem.itemType, RefreshTokenCacheItem.itemType, IdTokenCacheItem.itemType,
+        AccountCacheItem.itemType, AppMetadataCacheItem.itemType, 5001,
+    ]
     /// MSAL's default expiration buffer: an access token that expires within five minutes is not returned.
     public static let defaultExpirationBuffer: TimeInterval = 300
 
