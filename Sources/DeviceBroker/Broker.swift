@@ -191,6 +191,7 @@ public final class Broker: Sendable {
             "appId": .optional(application?.app.appID),
             "accessGroups": .array((application?.app.accessGroups ?? []).map(VarlinkValue.string)),
             "administrator": .bool(isAdministrator(caller)),
+            "stateDirectory": .string(device.store.databaseURL.deletingLastPathComponent().path),
         ])
     }
 

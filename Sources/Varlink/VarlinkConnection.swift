@@ -3,6 +3,23 @@ import Glibc
 #endif
 import Foundation
 
+/// The process listening on a Unix socket, as the kernel identified it (`struct ucred`).
+public struct VarlinkPeer: Sendable, Equatable {
+    /// Its process id.
+    public var pid: Int32
+    /// Its effective user id.
+    public var uid: UInt32
+    /// Its effective group id.
+    public var gid: UInt32
+
+    /// Credentials as given.
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
 /// A blocking varlink client on a Unix stream socket: send a call, read its replies. One call at a time
 /// per connection (varlink answers in order); a `more` call's replies are read with `nextReply()` until
 /// one arrives without `continues`. Not thread-safe: one connection per thread or task.
@@ -47,6 +64,19 @@ public final class VarlinkConnection {
     }
 
     deinit { close() }
+
+    /// Who listens at the other end, as the kernel says (`SO_PEERCRED`: the process that created the
+    /// listening socket, when it did). A client checks it before sending anything.
+    /// - Throws: `io` when the kernel does not say.
+    public func peer() throws(VarlinkConnectionError) -> VarlinkPeer {
+        var credentials = VarlinkPeer(pid: 0, uid: UInt32.max, gid: UInt32.max)
+        var length = socklen_t(MemoryLayout<VarlinkPeer>.size)
+        let status = withUnsafeMutablePointer(to: &credentials) { getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0, &length) }
+        guard status == 0, length == socklen_t(MemoryLayout<VarlinkPeer>.size) else {
+            throw VarlinkConnectionError(.io, "cannot tell who listens on \(path) (SO_PEERCRED: \(Self.describe(errno)))")
+        }
+        return credentials
+    }
 
     /// Closes the connection (a call in progress at the service is cancelled).
     public func close() {

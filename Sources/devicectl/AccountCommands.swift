@@ -57,7 +57,7 @@ struct ShowAccount: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let result: CurrentAccount
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
                 result = try reportingBrokerErrors { () throws(BrokerClientError) in try client.currentAccount() }
             } else {
                 let context = try AccountContext(store)
@@ -118,7 +118,7 @@ struct SignOut: ParsableCommand {
         try runReportingErrors {
             let parsedReason = try signOutReason(reason)
             // Root without --app (remote / administrator sign-out) goes through a running broker too.
-            let administratorBroker = StateDirectory.isRoot && app == nil && !wipeEverywhere ? BrokerRoute.runningBroker() : nil
+            let administratorBroker = StateDirectory.isRoot && app == nil && !wipeEverywhere ? try BrokerRoute.runningBroker(stateDir: store.stateDir) : nil
             if let client = administratorBroker {
                 let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .admin) }
                 if output.json {
@@ -128,7 +128,7 @@ struct SignOut: ParsableCommand {
                 }
                 return
             }
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
                 // Through the broker the app signs out as itself; it may say the worker left or the shift ended.
                 let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .user) }
                 if output.json {

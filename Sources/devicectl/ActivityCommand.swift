@@ -17,7 +17,7 @@ struct Activity: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let path = BrokerSocket.resolve(explicit: socket)
-            guard let client = BrokerRoute.runningBroker(socket: path) else {
+            guard let client = try BrokerRoute.runningBroker(socket: path) else {
                 throw CLIError(exitCode: .unavailable, "no broker answers on \(path): start deviced (systemctl start deviced.socket); the idle clock lives in the broker")
             }
             let idle = try reportingBrokerErrors { () throws(BrokerClientError) in try client.reportActivity() }

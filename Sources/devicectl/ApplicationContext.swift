@@ -13,7 +13,7 @@ struct ApplicationContext {
 
     /// The context of `app` (`nil`: the caller's own app, which only the broker knows).
     init(_ location: StoreLocation, app: String?) throws {
-        if case .broker(let client, let own) = try BrokerRoute.choose(app: app) {
+        if case .broker(let client, let own) = try BrokerRoute.choose(app: app, stateDir: location.stateDir) {
             application = try Self.brokered(client, appID: own, logger: location.logger)
             return
         }

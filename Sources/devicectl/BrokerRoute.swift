@@ -17,12 +17,14 @@ enum BrokerRoute {
     /// The route for this process: the broker when it answers and this process is not root.
     /// - Parameter app: the app `--app` names, if any: through the broker it must be the caller's own
     ///   app (exit 77 otherwise).
-    static func choose(app: String?, socket: String? = nil) throws -> BrokerRoute {
+    /// - Parameter stateDir: the command's `--state-dir`, if given: a broker serving another store is refused.
+    static func choose(app: String?, socket: String? = nil, stateDir: String? = nil) throws -> BrokerRoute {
         guard !StateDirectory.isRoot else { return .direct }
         let path = BrokerSocket.resolve(explicit: socket)
         guard BrokerClient.isRunning(at: path) else { return .direct }
         let client = BrokerClient(socketPath: path)
         let caller = try reportingBrokerErrors { () throws(BrokerClientError) in try client.caller() }
+        try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
         // A uid the policy does not list goes on to its call, which the broker refuses and audits.
         if let app, let own = caller.appID, app != own {
             throw CLIError(exitCode: .permissionDenied,
@@ -35,9 +37,35 @@ enum BrokerRoute {
 extension BrokerRoute {
     /// The running broker, for an administrator's command that goes through it (so that every app hears of
     /// it at once); `nil` when no broker answers.
-    static func runningBroker(socket: String? = nil) -> BrokerClient? {
+    /// - Parameter stateDir: the command's `--state-dir`, if given: a broker serving another store is refused.
+    static func runningBroker(socket: String? = nil, stateDir: String? = nil) throws -> BrokerClient? {
         let path = BrokerSocket.resolve(explicit: socket)
-        return BrokerClient.isRunning(at: path) ? BrokerClient(socketPath: path) : nil
+        guard BrokerClient.isRunning(at: path) else { return nil }
+        let client = BrokerClient(socketPath: path)
+        if let chosen = explicitStateDirectory(stateDir) {
+            let caller = try reportingBrokerErrors { () throws(BrokerClientError) in try client.caller() }
+            try checkStateDirectory(chosen, servedBy: caller.stateDirectory, at: path)
+        }
+        return client
+    }
+
+    /// `--state-dir`, else a non-empty `$DEVICECTL_STATE_DIR`: the store the user named, if any.
+    static func explicitStateDirectory(_ option: String?) -> String? {
+        if let option, !option.isEmpty { return option }
+        let environment = ProcessInfo.processInfo.environment["DEVICECTL_STATE_DIR"] ?? ""
+        return environment.isEmpty ? nil : environment
+    }
+
+    /// Refuses a broker that serves another store than the one the user named (exit 64): acting through it
+    /// would change that other device's state.
+    static func checkStateDirectory(_ option: String?, servedBy served: String?, at socket: String) throws {
+        guard let chosen = explicitStateDirectory(option), let served else { return }
+        let resolve = { (path: String) in URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path }
+        guard resolve(chosen) != resolve(served) else { return }
+        throw CLIError(exitCode: .usage, """
+            the broker at \(socket) serves the store in \(served), not \(chosen) (--state-dir or $DEVICECTL_STATE_DIR); nothing was done. \
+            Point --socket (or $DEVICECTL_SOCKET) at the broker of \(chosen), or drop --state-dir
+            """)
     }
 }
 
@@ -56,7 +84,7 @@ extension CLIError {
         case .keychain(let error): CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
         case .device(let error): CLIError.from(error)
         case .callerNotInPolicy(_, let message): CLIError(exitCode: .permissionDenied, message)
-        case .unavailable(let message): CLIError(exitCode: .unavailable, message)
+        case .unavailable(let message), .untrustedBroker(let message): CLIError(exitCode: .unavailable, message)
         case .refused(let name, let message):
             switch name {
             case "org.varlink.service.PermissionDenied": CLIError(exitCode: .permissionDenied, message)
@@ -79,7 +107,7 @@ struct KeychainAccess {
     /// The keychain for `caller`, through the broker when it runs (see `BrokerRoute`).
     init(caller: CallerOptions, location: StoreLocation) throws {
         self.caller = caller
-        route = try BrokerRoute.choose(app: caller.app)
+        route = try BrokerRoute.choose(app: caller.app, stateDir: location.stateDir)
         switch route {
         case .broker:
             store = nil

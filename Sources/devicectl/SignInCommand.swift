@@ -54,7 +54,7 @@ struct SignIn: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             if let tokenResponse { return try signInFromFile(tokenResponse) }
-            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app) {
+            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app, stateDir: store.stateDir) {
                 return try signInThroughBroker(client)
             }
             let context = try ApplicationContext(store, app: caller.requiredApp())

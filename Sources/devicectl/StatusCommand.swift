@@ -41,7 +41,7 @@ struct Status: ParsableCommand {
         try runReportingErrors {
             let path = BrokerSocket.resolve(explicit: socket)
             let summary: Summary
-            if let client = BrokerRoute.runningBroker(socket: path) {
+            if let client = try BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir) {
                 let status = try reportingBrokerErrors { () throws(BrokerClientError) in try client.status() }
                 summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
                                                 connections: status.connections),

@@ -21,7 +21,7 @@ struct Token: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let result: AuthenticationResult
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app) {
+            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
                 let scopes = parseScopes(self.scopes), forceRefresh = self.forceRefresh
                 result = try reportingBrokerErrors { () throws(BrokerClientError) in
                     try client.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh)

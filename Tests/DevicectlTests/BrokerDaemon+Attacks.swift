@@ -6,15 +6,20 @@ import Testing
 /// What the attack tests add to the daemon fixture: a hostile client (Tests/Python/broker_attacks.py)
 /// under another uid, the daemon's resident memory, and a victim app's silent token.
 extension BrokerDaemon {
-    /// Starts the attacker script as `uid` in `mode` (see Tests/Python/broker_attacks.py).
-    func attacker(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
+    /// The attacker script (Tests/Python/broker_attacks.py), copied where every user can read it.
+    func attackScript() throws -> String {
         let script = publicDirectory.appendingPathComponent("broker_attacks.py").path
         if !FileManager.default.fileExists(atPath: script) {
             let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Python/broker_attacks.py")
             try ExecutableCopy.copy(from: source.path, to: script, mode: 0o644)
         }
-        return try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", script, mode, socketPath] + arguments)
+        return script
+    }
+
+    /// Starts the attacker script as `uid` in `mode` against `socket` (default: this daemon's).
+    func attacker(as uid: UInt32, _ mode: String, _ arguments: [String] = [], socket: String? = nil) throws -> ChildProcess {
+        try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", try attackScript(), mode, socket ?? socketPath] + arguments)
     }
 
     /// The daemon's resident set size now, in MiB (from /proc).
@@ -50,12 +55,19 @@ extension BrokerDaemon {
     }
 
     /// A victim app (the timeclock, its own uid) asks the broker for a token silently; the line it printed.
+    /// (A copy of the app made just now can be briefly busy for exec while another test forks: retried.)
     func victimSilentToken() async throws -> String {
-        let victim = try start(product: "broker-app", as: Self.timeclockUID, [
-            "silent", "--scopes", AccountWorkerFixture.fillScope(0),
-            "--app", Self.timeclock, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
-        #expect(await victim.waitForExit(timeout: 30), "the victim's silent token did not finish")
-        return victim.lines.first ?? "error: \(victim.standardError)"
+        var line = ""
+        for _ in 0..<3 {
+            let victim = try start(product: "broker-app", as: Self.timeclockUID, [
+                "silent", "--scopes", AccountWorkerFixture.fillScope(0),
+                "--app", Self.timeclock, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
+            #expect(await victim.waitForExit(timeout: 30), "the victim's silent token did not finish")
+            line = victim.lines.first ?? "error: \(victim.standardError)"
+            guard line.contains("Text file busy") else { return line }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        return line
     }
 
     /// Signs the kiosk's worker in for both apps straight in the store (as root), with `tokens` access

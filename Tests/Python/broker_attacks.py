@@ -23,6 +23,9 @@ Modes:
       last error, if any.
   call SOCKET METHOD PARAMETERS_JSON
       One call; prints its reply (error and parameters).
+  fake-broker SOCKET SECONDS
+      Listens on SOCKET as whoever runs it (a fake broker); for SECONDS accepts connections, answers any
+      message with a made-up success, and finally prints how many bytes clients sent it.
   find-all SOCKET LABEL
       FindGenericPassword with all over the items labelled LABEL; prints the reply's error or item count.
 """
@@ -258,6 +261,38 @@ def call(path, method, parameters):
     sock.close()
 
 
+def fake_broker(path, seconds):
+    import os
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o666)
+    server.listen(16)
+    server.settimeout(0.2)
+    emit(step="listening")
+    received = 0
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            client, _ = server.accept()
+        except socket.timeout:
+            continue
+        client.settimeout(2)
+        try:
+            while True:
+                data = client.recv(65536)
+                if not data:
+                    break
+                received += len(data)
+                for _ in range(data.count(b"\0")):
+                    client.sendall(json.dumps({"parameters": {"uid": 0, "appId": None, "accessGroups": [], "administrator": True,
+                                                              "account": None, "global": True, "itemsRemoved": 99}}).encode() + b"\0")
+        except (socket.timeout, ConnectionResetError, BrokenPipeError):
+            pass
+        client.close()
+    emit(step="fake-broker", received=received)
+    server.close()
+
+
 if __name__ == "__main__":
     mode, path = sys.argv[1], sys.argv[2]
     arguments = sys.argv[3:]
@@ -275,6 +310,8 @@ if __name__ == "__main__":
         add(path, int(arguments[0]), int(arguments[1]), arguments[2])
     elif mode == "call":
         call(path, arguments[0], json.loads(arguments[1]))
+    elif mode == "fake-broker":
+        fake_broker(path, float(arguments[0]))
     elif mode == "find-all":
         find_all(path, arguments[0])
     else:

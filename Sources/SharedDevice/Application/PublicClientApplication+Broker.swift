@@ -145,7 +145,7 @@ extension SharedDeviceError {
         case .keychain(let error): self.init(.store, error.message, storeError: error)
         case .device(let error): self = error
         case .callerNotInPolicy(_, let message): self.init(.appNotInPolicy, message)
-        case .unavailable(let message): self.init(.brokerUnavailable, message)
+        case .unavailable(let message), .untrustedBroker(let message): self.init(.brokerUnavailable, message)
         case .refused(_, let message): self.init(.brokerUnavailable, message)
         }
     }

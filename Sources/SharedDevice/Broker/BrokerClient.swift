@@ -13,11 +13,16 @@ public final class BrokerClient: Sendable {
 
     /// The broker's socket.
     public let socketPath: String
+    /// The users the broker may run as (`BrokerSocket.trustedUIDs()`): checked on every new connection
+    /// before anything is sent.
+    public let trustedUIDs: Set<UInt32>
     private let connection = Mutex<VarlinkConnection?>(nil)
 
-    /// A client of the broker at `socketPath` (default: `BrokerSocket.resolve()`). Connects lazily.
-    public init(socketPath: String = BrokerSocket.resolve()) {
+    /// A client of the broker at `socketPath` (default: `BrokerSocket.resolve()`). Connects lazily, and
+    /// talks only to a broker running as one of `trustedUIDs`.
+    public init(socketPath: String = BrokerSocket.resolve(), trustedUIDs: Set<UInt32> = BrokerSocket.trustedUIDs()) {
         self.socketPath = socketPath
+        self.trustedUIDs = trustedUIDs
     }
 
     /// Whether a broker answers on the socket now.
@@ -27,10 +32,12 @@ public final class BrokerClient: Sendable {
 
     // MARK: - Calls
 
-    /// Who the broker takes this process to be: its uid, the policy's app (if any) and its groups.
-    public func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String]) {
+    /// Who the broker takes this process to be: its uid, the policy's app (if any) and its groups, and
+    /// the state directory (the store) the broker serves.
+    public func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String], stateDirectory: String?) {
         let reply = try call("GetCaller")
-        return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string))
+        return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string),
+                reply["stateDirectory"]?.string)
     }
 
     /// The broker's state (administrators only: root or the policy's administratorsGroup).
@@ -270,6 +277,13 @@ public final class BrokerClient: Sendable {
     private func stream<T>(_ member: String, _ parameters: [String: VarlinkValue], more: Bool = true,
                            _ handle: ([String: VarlinkValue]) throws(BrokerClientError) -> T?) throws(BrokerClientError) -> T {
         let call = VarlinkCall(method: "\(Self.interface).\(member)", parameters: parameters, more: more)
+        let size = call.encoded().count - 1
+        guard size <= BrokerSocket.maximumRequestBytes else {
+            throw .refused(error: "\(Self.interface).ProtocolError", message: """
+                the request is \(size) bytes, over the broker's limit of \(BrokerSocket.maximumRequestBytes) bytes; \
+                secrets travel base64-encoded, so a secret through the broker can be at most about 750 KB
+                """)
+        }
         let outcome: Result<T, BrokerClientError> = connection.withLock { slot in
             do throws(BrokerClientError) {
                 let connection = try connected(&slot, sending: call)
@@ -298,22 +312,53 @@ public final class BrokerClient: Sendable {
         return try outcome.get()
     }
 
-    /// The open connection with `call` sent on it, reconnecting once if the broker restarted.
+    /// Why the listener on `connection` is not a broker this client trusts (nothing is to be sent to it),
+    /// or nil when it runs as one of `trustedUIDs`.
+    private func refusal(of connection: VarlinkConnection) -> String? {
+        let peer: VarlinkPeer
+        do throws(VarlinkConnectionError) {
+            peer = try connection.peer()
+        } catch {
+            return "refusing the broker at \(socketPath): \(error.message); nothing was sent"
+        }
+        guard !trustedUIDs.contains(peer.uid) else { return nil }
+        return """
+            refusing the broker at \(socketPath): it runs as uid \(peer.uid) (pid \(peer.pid)), not as root or as this user, \
+            so it is not the device's broker; nothing was sent. Use the system's socket (\(BrokerSocket.defaultPath)), \
+            or trust that user with DEVICECTL_BROKER_UID=\(peer.uid) if it is yours
+            """
+    }
+
+    /// The open connection with `call` sent on it, reconnecting once if the broker restarted. A new
+    /// connection's listener is checked (`refusal(of:)`) before the call goes out.
     private func connected(_ slot: inout VarlinkConnection?, sending call: VarlinkCall) throws(BrokerClientError) -> VarlinkConnection {
         for attempt in 0..<2 {
+            let failure: VarlinkConnectionError
+            var untrusted: String?
             do throws(VarlinkConnectionError) {
                 let connection: VarlinkConnection
-                if let open = slot { connection = open } else { connection = try VarlinkConnection(unixSocketPath: socketPath) }
-                slot = connection
-                try connection.send(call)
-                return connection
-            } catch {
-                slot = nil
-                if attempt == 1 || error.code != .connectionLost {
-                    throw BrokerClientError.unavailable(error.code == .notRunning
-                        ? "the broker daemon is not running (no socket at \(socketPath)); start it with `systemctl start deviced` (or run deviced)"
-                        : "cannot reach the broker at \(socketPath): \(error.message)")
+                if let open = slot {
+                    connection = open
+                } else {
+                    connection = try VarlinkConnection(unixSocketPath: socketPath)
+                    untrusted = refusal(of: connection)
                 }
+                if untrusted == nil {
+                    slot = connection
+                    try connection.send(call)
+                    return connection
+                }
+                connection.close()
+                failure = VarlinkConnectionError(.permissionDenied, untrusted ?? "")
+            } catch {
+                failure = error
+            }
+            if let untrusted { throw .untrustedBroker(untrusted) }
+            slot = nil
+            if attempt == 1 || failure.code != .connectionLost {
+                throw BrokerClientError.unavailable(failure.code == .notRunning
+                    ? "the broker daemon is not running (no socket at \(socketPath)); start it with `systemctl start deviced` (or run deviced)"
+                    : "cannot reach the broker at \(socketPath): \(failure.message)")
             }
         }
         throw BrokerClientError.unavailable("cannot reach the broker at \(socketPath)")

@@ -11,6 +11,9 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     case callerNotInPolicy(uid: UInt32, message: String)
     /// The broker is not running, went away, or is at its connection limit.
     case unavailable(String)
+    /// What listens on the socket is not a broker this client may trust (it runs as another user than
+    /// root, the client itself, or one `$DEVICECTL_BROKER_UID` names); nothing was sent to it.
+    case untrustedBroker(String)
     /// Any other error reply (a malformed request: `org.varlink.service.InvalidParameter`, …).
     case refused(error: String, message: String)
 
@@ -20,6 +23,7 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
         case .device(let error): error.description
         case .callerNotInPolicy(_, let message): message
         case .unavailable(let message): message
+        case .untrustedBroker(let message): message
         case .refused(let error, let message): "\(message) (\(error))"
         }
     }
