@@ -14,8 +14,10 @@ import Varlink
 public final class VarlinkServer: Sendable {
     /// Where the server listens.
     public enum Listener: Sendable {
-        /// A socket file created at `path` (a stale socket there is replaced), mode 0666: anyone may
-        /// connect; the handler decides what each caller may do.
+        /// A socket file created at `path`, mode 0666: anyone may connect; the handler decides what each
+        /// caller may do. The path's directory must be the server's own and not writable by others; a stale
+        /// socket there is replaced, a live one (another server) or anything else refused; the socket is
+        /// removed at shutdown if it is still this server's.
         case path(String)
         /// A listening socket inherited from systemd (socket activation).
         case inherited(descriptor: Int32)
@@ -30,6 +32,8 @@ public final class VarlinkServer: Sendable {
     private let nextConnectionID = Atomic<UInt64>(1)
     private let serverChannel = Mutex<(any Channel)?>(nil)
     private let usage = ServerUsage()
+    /// The socket this server put at a path, removed at shutdown while it is still there.
+    private let published = Mutex<(socket: SocketPath, identity: SocketPath.Identity)?>(nil)
 
     /// A server that has not started listening yet.
     /// - Parameter eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
@@ -60,11 +64,22 @@ public final class VarlinkServer: Sendable {
         let channel: any Channel
         switch listener {
         case .path(let path):
-            channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
-            guard chmod(path, 0o666) == 0 else {
-                let code = errno
+            let socket = SocketPath(path: path)
+            try socket.prepare()
+            let staging = try socket.makeStagingDirectory()
+            let staged = socket.staged(in: staging)
+            do {
+                channel = try await bootstrap.bind(unixDomainSocketPath: staged, cleanupExistingSocketFile: false).get()
+            } catch {
+                _ = rmdir(staging)
+                throw VarlinkServerError("cannot listen on \(path): \(error)")
+            }
+            do {
+                let identity = try socket.publish(staged, staging: staging)
+                published.withLock { $0 = (socket, identity) }
+            } catch {
                 try? await channel.close()
-                throw VarlinkServerError("cannot make the socket \(path) connectable by every user (chmod: \(String(cString: strerror(code))))")
+                throw error
             }
         case .inherited(let descriptor):
             channel = try await bootstrap.withBoundSocket(descriptor).get()
@@ -91,6 +106,7 @@ public final class VarlinkServer: Sendable {
         }
         let open = connections.withLock { $0.values.map(\.channel) }
         for channel in open { try? await channel.close() }
+        if let (socket, identity) = published.withLock({ $0 }) { socket.remove(ifStill: identity) }
         try? await group.shutdownGracefully()
     }
 

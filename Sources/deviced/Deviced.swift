@@ -20,6 +20,11 @@ struct Deviced: AsyncParsableCommand {
         discussion: """
             Started by systemd (deviced.service, Type=notify; socket activation through deviced.socket works too) or by hand.
             The caller of every method is the policy's app with the caller's uid; see `devicectl provision`.
+
+            The socket's directory must belong to the daemon's user and be writable by nobody else. Exit status: 0 after
+            SIGTERM; 74 when the store or its lock file cannot be opened; 75 when another deviced serves the state directory
+            or listens on the socket, or the socket's directory or path is unsafe (the message names the daemon or the path);
+            78 when the key does not open the store; 69 on any other failure.
             """,
         version: DeviceInformation.brokerVersion)
 
@@ -78,6 +83,15 @@ struct Deviced: AsyncParsableCommand {
             FileHandle.standardError.write(Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8))
             throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile ? 78 : 74)
         }
+        // One daemon per state directory (each would run its own idle sign-out on the same store).
+        let lock: StateDirectoryLock
+        do {
+            lock = try StateDirectoryLock(directory: directory)
+        } catch {
+            FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
+            throw ExitCode(error.held ? 75 : 74)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let device = ManagedDevice(store: store, logger: logger)
         let clock: any IdleClock = clockScale == 1 ? SystemIdleClock() : ScaledIdleClock(scale: clockScale)
         let broker = Broker(device: device, idleClock: clock, logger: logger)
@@ -116,6 +130,10 @@ struct Deviced: AsyncParsableCommand {
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
+        } catch let error as VarlinkServerError {
+            // The socket could not be taken (another daemon on it, an unsafe directory, something else at the path).
+            FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
+            throw ExitCode(75)
         } catch {
             FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
             throw ExitCode(69)
