@@ -38,9 +38,9 @@ struct AccountContext {
 enum AccountText {
     static func line(_ account: DeviceAccount?) -> String {
         guard let account else { return "none" }
-        var text = account.username ?? "(no username)"
-        if let name = account.name { text += " (\(name))" }
-        return text + " home_account_id \(account.homeAccountID) environment \(account.environment)"
+        var text = account.username?.forTerminal ?? "(no username)"
+        if let name = account.name { text += " (\(name.forTerminal))" }
+        return text + " home_account_id \(account.homeAccountID.forTerminal) environment \(account.environment.forTerminal)"
     }
 }
 

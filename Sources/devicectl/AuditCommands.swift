@@ -105,11 +105,12 @@ struct ShowAudit: ParsableCommand {
             Output.jsonLine(event)
             return
         }
-        var line = "#\(event.sequence) \(event.recordedTime) \(event.type) actor=\"\(event.actor)\""
-        if let account = event.account { line += " account=\(account)" }
-        if let reason = event.reason { line += " reason=\"\(reason)\"" }
-        line += " correlation=\(event.correlationID)"
-        for (key, value) in event.details.sorted(by: { $0.key < $1.key }) { line += " \(key)=\(value)" }
+        // Every value came from somewhere an attacker may reach (an executable path, a label, a name): escaped.
+        var line = "#\(event.sequence) \(event.recordedTime) \(event.type.rawValue.forTerminal) actor=\"\(event.actor.forTerminal)\""
+        if let account = event.account { line += " account=\(account.forTerminal)" }
+        if let reason = event.reason { line += " reason=\"\(reason.forTerminal)\"" }
+        line += " correlation=\(event.correlationID.forTerminal)"
+        for (key, value) in event.details.sorted(by: { $0.key < $1.key }) { line += " \(key.forTerminal)=\(value.forTerminal)" }
         Output.print(line)
     }
 

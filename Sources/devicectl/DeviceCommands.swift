@@ -42,9 +42,9 @@ struct Provision: ParsableCommand {
                 return
             }
             switch outcome {
-            case .provisioned: Output.print("provisioned \(record.mode.rawValue)-mode device \"\(record.name)\" (id \(record.deviceID))")
+            case .provisioned: Output.print("provisioned \(record.mode.rawValue)-mode device \"\(record.name.forTerminal)\" (id \(record.deviceID))")
             case .unchanged: Output.print("already provisioned with this policy; nothing changed")
-            case .updated: Output.print("policy updated on device \"\(record.name)\" (id \(record.deviceID))")
+            case .updated: Output.print("policy updated on device \"\(record.name.forTerminal)\" (id \(record.deviceID))")
             case .modeChanged: Output.print("device mode changed to \(record.mode.rawValue); every app's credentials were removed")
             }
             Output.print("policy sha256 \(record.policySHA256)")
@@ -112,15 +112,15 @@ struct Info: ParsableCommand {
             } else {
                 Output.print("mode: \(information.mode.rawValue)")
                 if let id = information.deviceID {
-                    Output.print("device: \(information.deviceName ?? "") (id \(id))")
-                    Output.print("policy: \(information.policyID ?? "(no id)") sha256 \(information.policySHA256 ?? "")")
+                    Output.print("device: \((information.deviceName ?? "").forTerminal) (id \(id.forTerminal))")
+                    Output.print("policy: \(information.policyID?.forTerminal ?? "(no id)") sha256 \((information.policySHA256 ?? "").forTerminal)")
                     if let at = information.provisionedAt { Output.print("provisioned: \(at.formatted(.iso8601))") }
                     if let at = information.policyAppliedAt { Output.print("policy applied: \(at.formatted(.iso8601))") }
                 } else {
                     Output.print("device: not provisioned")
                 }
                 for (key, value) in information.extraDeviceInformation.sorted(by: { $0.key < $1.key }) {
-                    Output.print("\(key): \(value)")
+                    Output.print("\(key.forTerminal): \(value.forTerminal)")
                 }
             }
             if let error {

@@ -63,18 +63,18 @@ enum Output {
 
     static func text(_ metadata: ItemMetadata, secret: Data? = nil) -> String {
         var lines = [
-            "access group: \(metadata.accessGroup)",
-            "service: \(metadata.service)",
-            "account: \(metadata.account)",
+            "access group: \(metadata.accessGroup.forTerminal)",
+            "service: \(metadata.service.forTerminal)",
+            "account: \(metadata.account.forTerminal)",
         ]
-        if let label = metadata.label { lines.append("label: \(label)") }
+        if let label = metadata.label { lines.append("label: \(label.forTerminal)") }
         if let type = metadata.type { lines.append("type: \(type)") }
-        if let generic = metadata.generic { lines.append("generic: \(String(decoding: generic, as: UTF8.self))") }
+        if let generic = metadata.generic { lines.append("generic: \(String(decoding: generic, as: UTF8.self).forTerminal)") }
         if let creator = metadata.creator { lines.append("creator: \(creator)") }
         lines.append("created: \(timestamp.format(metadata.creationDate))")
         lines.append("modified: \(timestamp.format(metadata.modificationDate))")
         if let secret {
-            let shown = String(data: secret, encoding: .utf8) ?? "0x" + Hex.encode(secret)
+            let shown = String(data: secret, encoding: .utf8)?.forTerminal ?? "0x" + Hex.encode(secret)
             lines.append("secret: \(shown)")
         }
         return lines.joined(separator: "\n")

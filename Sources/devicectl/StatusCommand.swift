@@ -81,13 +81,13 @@ struct Status: ParsableCommand {
                          + (summary.broker.startedAt.map { ", since \(time.string(from: $0))" } ?? "") + ")")
             lines.append("connections: \(summary.broker.connections.count)")
             for connection in summary.broker.connections {
-                lines.append("  uid \(connection.uid) \(connection.appID ?? "(no app)") pid \(connection.pid)")
+                lines.append("  uid \(connection.uid) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)")
             }
         } else {
             lines.append("broker: not running (no broker answers on \(summary.broker.socket))")
         }
         if summary.provisioned {
-            lines.append("device: \(summary.mode) mode, policy \(summary.policyId ?? "(no id)") sha256 \(summary.policySha256 ?? "?")")
+            lines.append("device: \(summary.mode.forTerminal) mode, policy \(summary.policyId?.forTerminal ?? "(no id)") sha256 \(summary.policySha256?.forTerminal ?? "?")")
         } else {
             lines.append("device: not provisioned")
         }
