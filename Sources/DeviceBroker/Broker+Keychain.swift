@@ -11,7 +11,7 @@ extension Broker {
                            label: try parameters.optionalString("label"),
                            type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init),
                            generic: try parameters.optionalBytes("generic"))
-        let metadata = try keychain(caller, group: item.accessGroup, type: item.type) { store, app throws(KeychainError) in try store.add(item, as: app) }
+        let metadata = try keychain(caller, group: item.accessGroup, type: item.type) { store, app throws(KeychainError) in try store.add(item, as: app, quota: quota) }
         return VarlinkReply(parameters: ["item": .item(metadata)])
     }
 
@@ -34,7 +34,7 @@ extension Broker {
         guard changes.service != nil || changes.account != nil || changes.label != nil || changes.type != nil || changes.generic != nil
                 || changes.secret != nil else { throw .invalidParameter("secret") }
         let updated = try keychain(caller, group: query.accessGroup, type: changes.type.flatMap { TokenCache.itemTypes.contains($0) ? $0 : nil } ?? query.type) { store, app throws(KeychainError) in
-            try store.update(query, with: changes, as: app)
+            try store.update(query, with: changes, as: app, quota: quota)
         }
         return VarlinkReply(parameters: ["updated": .int(Int64(updated))])
     }
@@ -59,6 +59,12 @@ extension Broker {
                   type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init))
     }
 
+    /// The caller's share of the store (the policy's `limits.itemsPerApp` and `limits.bytesPerApp`).
+    private var quota: ItemQuota {
+        let limits = self.limits
+        return ItemQuota(items: limits.itemsPerApp, bytes: limits.bytesPerApp)
+    }
+
     private func required<T>(_ value: T?, _ name: String) throws(BrokerFailure) -> T {
         guard let value else { throw .invalidParameter(name) }
         return value
@@ -75,8 +81,8 @@ extension Broker {
         do {
             return try body(device.store, app)
         } catch {
-            if error.code == .missingEntitlement || (tokenCacheType && error.code == .itemNotFound) {
-                let reason = tokenCacheType ? "token cache item type" : "missing entitlement"
+            if error.code == .missingEntitlement || error.code == .quotaExceeded || (tokenCacheType && error.code == .itemNotFound) {
+                let reason = error.code == .quotaExceeded ? "quota exceeded" : tokenCacheType ? "token cache item type" : "missing entitlement"
                 var details = ["pid": "\(caller.pid)", "app": app.appID]
                 details["group"] = group
                 details["type"] = type.map { "\($0)" }

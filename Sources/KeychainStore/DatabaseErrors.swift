@@ -16,7 +16,7 @@ enum DatabaseErrors {
             return KeychainError(.ioError,
                 "cannot open or write \(path) (\(detail)); check the state directory's owner and permissions")
         case .SQLITE_FULL:
-            return KeychainError(.ioError, "the disk holding \(path) is full; free space and retry")
+            return KeychainError(.diskFull, "the disk holding \(path) is full; free space and retry")
         case .SQLITE_CONSTRAINT:
             return KeychainError(.corruptStore, "the store's tables are inconsistent (\(detail)); run `devicectl keychain verify`")
         default:

@@ -11,6 +11,7 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         enum Kind: Hashable, Sendable {
             case duplicateItem, itemNotFound, missingEntitlement, integrityFailure, wrongKey
             case corruptStore, invalidParameter, ioError, storeBusy, insecureKeyFile, cryptoUnavailable
+            case quotaExceeded, diskFull
         }
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
@@ -37,6 +38,11 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         public static let insecureKeyFile = Code(.insecureKeyFile)
         /// libsodium could not run: missing library, no locked memory, out of memory.
         public static let cryptoUnavailable = Code(.cryptoUnavailable)
+        /// The app's items would go over its quota (the policy's limits.itemsPerApp or bytesPerApp);
+        /// `errSecDiskFull`, -34: to the app, its share of the disk is full.
+        public static let quotaExceeded = Code(.quotaExceeded)
+        /// The filesystem holding the store is full (`errSecDiskFull`, -34).
+        public static let diskFull = Code(.diskFull)
 
         /// The Apple keychain `OSStatus` this code corresponds to.
         public var osStatus: Int32 {
@@ -51,13 +57,14 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
             case .storeBusy: -25291
             case .insecureKeyFile: -61
             case .cryptoUnavailable: -67585
+            case .quotaExceeded, .diskFull: -34
             }
         }
 
         /// Lets `catch KeychainError.Code.itemNotFound { … }` match.
         /// Every code, for lookups by name.
         static let all: [Code] = [.duplicateItem, .itemNotFound, .missingEntitlement, .integrityFailure, .wrongKey, .corruptStore,
-                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .cryptoUnavailable]
+                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .cryptoUnavailable, .quotaExceeded, .diskFull]
 
         /// The code's stable identifier (`missingEntitlement`), as IPC error replies carry it.
         public var name: String { "\(kind)" }
@@ -85,6 +92,8 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
             case .storeBusy: "store busy"
             case .insecureKeyFile: "insecure key file"
             case .cryptoUnavailable: "crypto unavailable"
+            case .quotaExceeded: "quota exceeded"
+            case .diskFull: "disk full"
             }
         }
     }

@@ -33,6 +33,8 @@ public final class KeychainStore: Sendable {
 
     /// The SQLite database file.
     public let databaseURL: URL
+    /// Space kept beside the database for sign-outs on a full disk (`keepDiskReserve`).
+    private let diskReserve: DiskReserve
     /// One serialized connection per store object. (GRDB's `DatabasePool` would write a dummy table at
     /// every open and force `synchronous=NORMAL`; a queue with WAL set here keeps both under our control.)
     private let database: DatabaseQueue
@@ -96,6 +98,7 @@ public final class KeychainStore: Sendable {
         }
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
+        diskReserve = DiskReserve(directory: directory)
         self.database = opened.0
         self.checkpointer = checkpointer
         self.core = StoreCore(keyring: opened.1, options: options)
@@ -116,9 +119,11 @@ public final class KeychainStore: Sendable {
     /// - Returns: the stored attributes, with creation and modification dates.
     /// - Throws: `duplicateItem` (-25299) if the group already has that service and account;
     ///   `missingEntitlement` (-34018) for a group the caller is not entitled to.
+    /// - Parameter quota: what the caller's items may take in all (a broker's per-app quota); over it the
+    ///   add fails with `quotaExceeded` (-34) and nothing is added.
     @discardableResult
-    public func add(_ new: NewItem, as caller: AppIdentity) throws(KeychainError) -> ItemMetadata {
-        let metadata = try write { db in try StoreTransaction(self.core, db).add(new, as: caller) }
+    public func add(_ new: NewItem, as caller: AppIdentity, quota: ItemQuota? = nil) throws(KeychainError) -> ItemMetadata {
+        let metadata = try write { db in try StoreTransaction(self.core, db).add(new, as: caller, quota: quota) }
         logger.debug("keychain item added", metadata: ["app": "\(caller.appID)", "group": "\(metadata.accessGroup)"])
         return metadata
     }
@@ -149,8 +154,9 @@ public final class KeychainStore: Sendable {
     /// - Returns: how many items changed.
     /// - Throws: `itemNotFound`; `duplicateItem` if a new service/account clashes (nothing changes).
     @discardableResult
-    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity) throws(KeychainError) -> Int {
-        let count = try write { db in try StoreTransaction(self.core, db).update(query, with: changes, as: caller) }
+    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity,
+                       quota: ItemQuota? = nil) throws(KeychainError) -> Int {
+        let count = try write { db in try StoreTransaction(self.core, db).update(query, with: changes, as: caller, quota: quota) }
         logger.debug("keychain items updated", metadata: ["app": "\(caller.appID)", "count": "\(count)"])
         return count
     }
@@ -180,6 +186,41 @@ public final class KeychainStore: Sendable {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
             try database.writeWithoutTransaction { db in try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db)) } }
         }
+    }
+
+    /// `writeTransaction` for the writes that must succeed even on a full disk (a global sign-out, a shift
+    /// switch, deprovisioning: they mostly delete). If the disk is full, the disk reserve
+    /// (`keepDiskReserve`) is released, the transaction runs again with `secure_delete` at `FAST` (the
+    /// deleted items' ciphertext is no longer overwritten page by page, which would need as much room
+    /// again in the WAL; it stays encrypted), and the reserve is made again when there is room.
+    public func essentialWriteTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
+        do {
+            return try writeTransaction(body)
+        } catch let error as KeychainError where error.code == .diskFull {
+            logger.warning("keychain store: the disk is full; releasing the disk reserve for an essential write",
+                           metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"])
+            let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+                try database.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA secure_delete = FAST")
+                    defer { try? db.execute(sql: "PRAGMA secure_delete = ON") }
+                    return try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db)) }
+                }
+            }
+            do {
+                try diskReserve.make()
+            } catch {
+                logger.warning("keychain store: the disk reserve could not be made again; free space on the disk",
+                               metadata: ["path": "\(diskReserve.path)"])
+            }
+            return result
+        }
+    }
+
+    /// Keeps the disk reserve in place (a daemon calls this when it starts): space released for
+    /// `essentialWriteTransaction` when the disk is full, so that sign-outs still work.
+    /// - Throws: `diskFull` or `ioError` when it cannot be allocated.
+    public func keepDiskReserve() throws(KeychainError) {
+        try diskReserve.make()
     }
 
     /// Runs `body` in one read transaction: a consistent snapshot of the store.
@@ -270,6 +311,8 @@ public final class KeychainStore: Sendable {
                 "path": "\(databaseURL.path)", "damaged.items": "\(error.damagedItems.map(\.description))"])
         case .corruptStore, .storeBusy:
             logger.debug("keychain store failed", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+        case .diskFull:
+            logger.warning("keychain store: the disk is full", metadata: ["path": "\(databaseURL.path)"])
         default:
             logger.trace("keychain operation failed", metadata: ["error.code": "\(error.code)"])
         }

@@ -33,9 +33,10 @@ public struct StoreTransaction {
 
     // MARK: - Keychain operations
 
-    /// `KeychainStore.add` inside this transaction.
+    /// `KeychainStore.add` inside this transaction; with a `quota`, the item counts against the caller's
+    /// (and the add fails with `quotaExceeded`, -34, when it would go over).
     @discardableResult
-    public func add(_ new: NewItem, as caller: AppIdentity) throws -> ItemMetadata {
+    public func add(_ new: NewItem, as caller: AppIdentity, quota: ItemQuota? = nil) throws -> ItemMetadata {
         let group = try AccessControl.groupForAdd(new.accessGroup, caller: caller)
         try AccessControl.checkType(new.type, caller: caller)
         let now = core.options.clock()
@@ -46,6 +47,7 @@ public struct StoreTransaction {
             secret: new.secret)
         let groupIndex = try core.indexer.group(group)
         try seal(item, groupIndex: groupIndex, replacing: nil)
+        if let quota { try QuotaLedger.charge(rowID: database.lastInsertedRowID, to: caller.appID, quota, core, database) }
         return item.metadata
     }
 
@@ -75,9 +77,9 @@ public struct StoreTransaction {
         return found.map(\.item.metadata)
     }
 
-    /// `KeychainStore.update` inside this transaction.
+    /// `KeychainStore.update` inside this transaction; with a `quota`, the caller's items must stay within it.
     @discardableResult
-    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity) throws -> Int {
+    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity, quota: ItemQuota? = nil) throws -> Int {
         guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
         try AccessControl.checkType(changes.type, caller: caller)
         let now = core.options.clock()
@@ -95,6 +97,7 @@ public struct StoreTransaction {
             try seal(item, groupIndex: match.groupIndex, replacing: match.rowID)
         }
         guard !found.isEmpty else { throw notFound(query, caller) }
+        if let quota { try QuotaLedger.check(caller.appID, quota, core, database) }
         return found.count
     }
 

@@ -20,6 +20,7 @@ extension DevicectlExit {
         case .storeBusy: .unavailable
         case .insecureKeyFile: .configuration
         case .cryptoUnavailable: .osError
+        case .quotaExceeded: .quotaExceeded
         default: .ioError
         }
     }

@@ -13,6 +13,8 @@ enum DevicectlExit: Int32 {
     case signInNotCompleted = 51
     case tokenRejected = 52
     case apiError = 53
+    /// The app's keychain quota is full (-34, the policy's limits.itemsPerApp or bytesPerApp).
+    case quotaExceeded = 54
     case usage = 64
     case badInput = 65
     case unavailable = 69

@@ -92,6 +92,12 @@ struct Deviced: AsyncParsableCommand {
             throw ExitCode(error.held ? 75 : 74)
         }
         defer { withExtendedLifetime(lock) {} }
+        // Space for sign-outs on a full disk (see KeychainStore.essentialWriteTransaction).
+        do {
+            try store.keepDiskReserve()
+        } catch {
+            logger.warning("deviced: no disk reserve for sign-outs on a full disk: \(error.message)")
+        }
         let device = ManagedDevice(store: store, logger: logger)
         let clock: any IdleClock = clockScale == 1 ? SystemIdleClock() : ScaledIdleClock(scale: clockScale)
         let broker = Broker(device: device, idleClock: clock, logger: logger)

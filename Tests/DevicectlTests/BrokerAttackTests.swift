@@ -269,3 +269,64 @@ import Testing
         await daemon.cleanUp()
     }
 }
+
+/// The store's space: a per-app quota, and a sign-out that works on a full disk.
+@Suite(.serialized) struct BrokerDiskTests {
+    typealias Daemon = BrokerDaemon
+
+    @Test func anAppOverItsQuotaGetsDiskFullWhileTheOthersKeepWorking() async throws {
+        let daemon = try await Daemon()
+        try await daemon.signWorkerIn()
+        try await daemon.start()
+        // 700 KB secrets until the app's 8 MiB (limits.bytesPerApp) are taken.
+        let flood = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["40", "700000", "fill"])).first)
+        let added = try #require(flood["added"] as? Int)
+        #expect(added >= 9 && added <= 12, "\(added) items of 700 KB fit an 8 MiB quota")
+        let error = try #require(flood["error"] as? [String: Any])
+        let parameters = try #require(error["parameters"] as? [String: Any])
+        #expect(error["error"] as? String == "org.sharedmode.Broker1.KeychainError" && parameters["status"] as? Int == -34, "\(error)")
+        #expect((parameters["message"] as? String ?? "").contains("limits.bytesPerApp"), "\(parameters)")
+        // Again: still refused, and the refusals are one audit event so far.
+        let again = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["3", "700000", "more"])).first)
+        #expect(again["added"] as? Int == 0)
+        let quotaEvents = try await daemon.auditEvents().filter { $0["reason"] as? String == "quota exceeded" }
+        #expect(quotaEvents.count == 1, "\(quotaEvents.count) quota events")
+        // devicectl says so with its exit code.
+        let cli = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "add-generic-password", "--service", "one-more", "--account", "a",
+                                                                     "--secret-stdin"], stdin: String(repeating: "x", count: 700_000))
+        #expect(cli.status == 54, "\(cli.stdout) \(cli.stderr)")
+        // The other app keeps adding and reading; root ends the shift.
+        let victim = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "add-generic-password", "--service", "badge", "--account", "a",
+                                                                        "--secret-stdin"], stdin: "1234")
+        #expect(victim.status == 0, "\(victim.stderr)")
+        let token = try await daemon.victimSilentToken()
+        #expect(token.hasPrefix("token cache "), "\(token)")
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+
+    @Test func theGlobalSignOutWorksOnAFullDisk() async throws {
+        let daemon = try await Daemon(mount: "size=24m")
+        try await daemon.signWorkerIn(tokens: 20)
+        try await daemon.start()
+        // Fill the filesystem to the last block.
+        let filler = daemon.cli.stateDirectory.appendingPathComponent("filler").path
+        let fill = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", "cat /dev/zero > '\(filler)'"])
+        #expect(fill.stderr.contains("No space left"), "\(fill.stderr)")
+        // A write that needs room fails …
+        let add = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "add-generic-password", "--service", "s", "--account", "a",
+                                                                     "--secret-stdin"], stdin: String(repeating: "x", count: 200_000))
+        #expect(add.status != 0, "an add succeeded on a full disk")
+        // … but the shift still ends: root's global sign-out through the broker.
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stdout) \(signOut.stderr) \(daemon.logTail())")
+        let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
+        #expect(account.stdout.contains("\"current\" : null"), "\(account.stdout) \(account.stderr)")
+        #expect(daemon.logTail().contains("the disk is full"), "the full disk was not logged at warning")
+        try? FileManager.default.removeItem(atPath: filler)
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+}

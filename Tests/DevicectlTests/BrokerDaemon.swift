@@ -21,14 +21,24 @@ final class BrokerDaemon: @unchecked Sendable {
     var pythonClient: String { publicDirectory.appendingPathComponent("broker_client.py").path }
     private(set) var process: ChildProcess?
 
-    /// Provisions a scratch device from `policy` (as root, straight to the store).
-    init(policy: String = DevicectlRunner.policy("kiosk.json")) async throws {
+    /// A tmpfs mounted on the state directory (`mount` options), unmounted by `cleanUp`.
+    private(set) var mounted = false
+
+    /// Provisions a scratch device from `policy` (as root, straight to the store), its state directory
+    /// on a tmpfs of its own when `mount` gives the tmpfs options (e.g. `size=24m`).
+    init(policy: String = DevicectlRunner.policy("kiosk.json"), mount: String? = nil) async throws {
         publicDirectory = URL(fileURLWithPath: "/tmp/broker-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: publicDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path, to: devicectlCopy)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/broker_client.py")
         try ExecutableCopy.copy(from: script.path, to: pythonClient, mode: 0o644)
+        if let mount {
+            try FileManager.default.createDirectory(at: cli.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let mounting = try await Command.run(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "\(mount),mode=0700", "tmpfs", cli.stateDirectory.path])
+            try #require(mounting.status == 0, "cannot mount a tmpfs for the test: \(mounting.stderr)")
+            mounted = true
+        }
         let provision = try await cli.run(["provision", "--policy", policy])
         try #require(provision.status == 0, "provisioning failed: \(provision.stderr)")
     }
@@ -122,6 +132,7 @@ final class BrokerDaemon: @unchecked Sendable {
 
     func cleanUp() async {
         await stop()
+        if mounted { _ = try? await Command.run(URL(fileURLWithPath: "/bin/umount"), [cli.stateDirectory.path]) }
         cli.cleanUp()
         try? FileManager.default.removeItem(at: publicDirectory)
     }

@@ -6,7 +6,7 @@ import Synchronization
 /// groups have unrelated indexes.
 struct BlindIndexer: Sendable {
     private enum Domain: UInt8 {
-        case group = 1, service, account, label, type
+        case group = 1, service, account, label, type, owner
     }
 
     let key: SecureKey
@@ -15,6 +15,11 @@ struct BlindIndexer: Sendable {
 
     init(key: SecureKey) {
         self.key = key
+    }
+
+    /// The blind index of the app that added an item (for its quota): not scoped to a group.
+    func owner(_ appID: String) throws(KeychainError) -> Data {
+        try KeyedHash.hash(Array(appID.utf8), domain: Domain.owner.rawValue, key: key)
     }
 
     func group(_ name: String) throws(KeychainError) -> Data {

@@ -30,7 +30,7 @@ extension AccountManager {
                         correlationID: String? = nil) throws(SharedDeviceError) -> SignOutOutcome {
         let outcome: SignOutOutcome
         do {
-            outcome = try write { tx in
+            outcome = try essentialWrite { tx in
                 try self.signOut(app: app, reason: reason, wipeEverywhere: wipeEverywhere, actor: actor ?? app?.appID ?? "devicectl",
                                  correlationID: correlationID ?? Self.newCorrelationID(), in: tx)
             }

@@ -85,6 +85,11 @@ public final class AccountManager: Sendable {
     func write<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.writeTransaction(body) }
     }
+
+    /// A write that must work on a full disk (a sign-out): see `KeychainStore.essentialWriteTransaction`.
+    func essentialWrite<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+        try sharedDeviceErrors { try store.essentialWriteTransaction(body) }
+    }
 }
 
 extension AuditEventType {

@@ -170,7 +170,7 @@ public final class ManagedDevice: Sendable {
     /// after appending a signed `device.deprovisioned` event. The audit log and its trust anchor stay,
     /// so `verifyAudit` still works. A device that is not provisioned is left as it is.
     public func deprovision(actor: String, reason: String? = nil) throws(SharedDeviceError) -> DeprovisioningOutcome {
-        let outcome = try transaction { tx -> DeprovisioningOutcome in
+        let outcome = try essentialTransaction { tx -> DeprovisioningOutcome in
             // A damaged record or signing key does not stop a deprovisioning: the event is then still
             // chained and covered by the head, just not signed.
             var record: DeviceRecord?
@@ -326,6 +326,11 @@ public final class ManagedDevice: Sendable {
 
     private func transaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.writeTransaction(body) }
+    }
+
+    /// A write that must work on a full disk (deprovisioning): see `KeychainStore.essentialWriteTransaction`.
+    private func essentialTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+        try sharedDeviceErrors { try store.essentialWriteTransaction(body) }
     }
 
     private func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
