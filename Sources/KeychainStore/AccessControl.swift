@@ -24,6 +24,22 @@ enum AccessControl {
         return [requested]  // valid: `AppIdentity` validated every group it is entitled to
     }
 
+    /// Refuses names no keychain item may have: an empty service or account, and a NUL in a service,
+    /// account or label (C strings, the terminal and other tools would cut them there, so two different
+    /// names would look the same).
+    static func checkNames(service: String?, account: String?, label: String?) throws(KeychainError) {
+        for (name, value) in [("service", service), ("account", account)] {
+            guard let value else { continue }
+            guard !value.isEmpty else {
+                throw KeychainError(.invalidParameter, "the \(name) name is empty; give the item a \(name) (e.g. the server or user it is for)")
+            }
+        }
+        for (name, value) in [("service", service), ("account", account), ("label", label)] {
+            guard let value, value.utf8.contains(0) else { continue }
+            throw KeychainError(.invalidParameter, "the \(name) contains a NUL character, which no keychain name may hold; remove it")
+        }
+    }
+
     /// Refuses a type the caller may not give an item (one a broker keeps for itself).
     static func checkType(_ type: UInt32?, caller: AppIdentity) throws(KeychainError) {
         guard caller.hides(type), let type else { return }

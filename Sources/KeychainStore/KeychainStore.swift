@@ -81,6 +81,7 @@ public final class KeychainStore: Sendable {
         }
         let opened: (DatabaseQueue, MasterKeyring)
         do {
+            try Self.refuseEmptiedStore(databaseURL, source: source)
             try Self.createPrivately(databaseURL)
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
@@ -316,6 +317,21 @@ public final class KeychainStore: Sendable {
         default:
             logger.trace("keychain operation failed", metadata: ["error.code": "\(error.code)"])
         }
+    }
+
+    /// An empty database file beside its key file is a store that was truncated or replaced, not a new one:
+    /// the key file is only written once the store's tables are committed, so a first open that was
+    /// interrupted leaves no key file behind. (Without the check, SQLite would take the empty file for a new
+    /// database, and the device would silently come back unprovisioned with an empty, "intact" audit log.)
+    private static func refuseEmptiedStore(_ url: URL, source: MasterKeySource) throws(KeychainError) {
+        guard case .keyFile(let keyURL) = source, FileManager.default.fileExists(atPath: keyURL.path) else { return }
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int, size == 0 else { return }
+        let journal = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? Int ?? 0
+        guard journal == 0 else { return }  // SQLite recovers the store from its write-ahead log
+        throw KeychainError(.corruptStore, """
+            the database \(url.path) is empty although its key file \(keyURL.path) exists: the store was truncated or replaced; \
+            restore it from backup (nothing was changed)
+            """)
     }
 
     /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it

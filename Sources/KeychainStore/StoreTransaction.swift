@@ -39,6 +39,7 @@ public struct StoreTransaction {
     public func add(_ new: NewItem, as caller: AppIdentity, quota: ItemQuota? = nil) throws -> ItemMetadata {
         let group = try AccessControl.groupForAdd(new.accessGroup, caller: caller)
         try AccessControl.checkType(new.type, caller: caller)
+        try AccessControl.checkNames(service: new.service, account: new.account, label: new.label)
         let now = core.options.clock()
         let item = KeychainItem(
             metadata: ItemMetadata(accessGroup: group, service: new.service, account: new.account, type: new.type,
@@ -82,6 +83,7 @@ public struct StoreTransaction {
     public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity, quota: ItemQuota? = nil) throws -> Int {
         guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
         try AccessControl.checkType(changes.type, caller: caller)
+        try AccessControl.checkNames(service: changes.service, account: changes.account, label: changes.label)
         let now = core.options.clock()
         let found = try matches(query, caller: caller, limit: nil)
         for match in found {

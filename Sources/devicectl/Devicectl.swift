@@ -17,6 +17,11 @@ struct Devicectl: AsyncParsableCommand {
     static func main() async {
         DevicectlLogging.bootstrap()
         do {
+            do {
+                try refuseArgumentsThatAreNotUTF8()
+            } catch let error as CLIError {
+                throw error.reported()
+            }
             // The keychain's read commands skip ArgumentParser when their arguments are plain (PlainArgumentsParser).
             var command: any ParsableCommand
             if let plain = PlainArgumentsParser.command(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
@@ -32,6 +37,20 @@ struct Devicectl: AsyncParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+}
+
+/// Swift decodes the command line as UTF-8, turning bytes that are not into U+FFFD: two different names
+/// would reach the store as one. Such an argument is a usage error naming its position (exit 64).
+func refuseArgumentsThatAreNotUTF8() throws {
+    for index in 1..<Int(CommandLine.argc) {
+        guard let argument = CommandLine.unsafeArgv[index] else { continue }
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+        guard String(validating: bytes, as: UTF8.self) == nil else { continue }
+        throw CLIError(exitCode: .usage, """
+            argument \(index) (after \(index > 1 ? "\"\(CommandLine.arguments[index - 1].forTerminal)\"" : "devicectl")) is not valid UTF-8; \
+            names and values must be UTF-8 text
+            """)
     }
 }
 

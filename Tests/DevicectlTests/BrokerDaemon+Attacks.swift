@@ -6,6 +6,16 @@ import Testing
 /// What the attack tests add to the daemon fixture: a hostile client (Tests/Python/broker_attacks.py)
 /// under another uid, the daemon's resident memory, and a victim app's silent token.
 extension BrokerDaemon {
+    /// The kiosk policy with `limits` set, written to a temporary file (its path).
+    static func kioskPolicy(limits: [String: Int]) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))
+        var policy = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        policy["limits"] = limits
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("kiosk-limits-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: policy).write(to: file)
+        return file.path
+    }
+
     /// The attacker script (Tests/Python/broker_attacks.py), copied where every user can read it.
     func attackScript() throws -> String {
         let script = publicDirectory.appendingPathComponent("broker_attacks.py").path

@@ -51,3 +51,34 @@ struct OutputEscapingCLITests {
         #expect(events.contains { $0["account"] as? String == Self.forged }, "JSON must keep the account exactly")
     }
 }
+
+/// Arguments devicectl cannot take for names: bytes that are not UTF-8 would collide as U+FFFD.
+struct ArgumentEncodingCLITests {
+    @Test func anArgumentThatIsNotUTF8IsAUsageErrorNamingIt() async throws {
+        let cli = try await AccountCLITests.kioskDevice()
+        defer { cli.cleanUp() }
+        // Through a shell: Foundation's Process passes arguments as Swift strings, which are always UTF-8.
+        let devicectl = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path
+        let result = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c",
+            "exec '\(devicectl)' keychain add-generic-password --app \(AccountCLITests.scanner) --service \"$(printf 'ab\\377')\" --account a --secret-stdin --state-dir '\(cli.cli.stateDirectory.path)'"],
+            stdin: "s")
+        #expect(result.status == 64, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("after \"--service\") is not valid UTF-8"), "\(result.stderr)")
+        let list = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner, "--json"])
+        #expect((try parseJSON(list.stdout) as? [Any])?.isEmpty == true, "something was added: \(list.stdout)")
+    }
+
+    @Test func anEmptiedStoreIsReportedAsDamagedAndKept() async throws {
+        let cli = try await AccountCLITests.kioskDevice()
+        defer { cli.cleanUp() }
+        let database = cli.cli.databasePath
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+        try Data().write(to: URL(fileURLWithPath: database))
+        let verify = try await cli.run(["audit", "verify"])
+        #expect(verify.status == 46, "\(verify.stdout) \(verify.stderr)")
+        #expect(!verify.stdout.contains("intact"), "\(verify.stdout)")
+        let list = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner])
+        #expect(list.status == 46 && list.stderr.contains("restore it from backup"), "\(list.stderr)")
+        #expect((try FileManager.default.attributesOfItem(atPath: database)[.size] as? Int) == 0)
+    }
+}
