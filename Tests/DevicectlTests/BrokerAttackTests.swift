@@ -36,6 +36,10 @@ import Testing
         let attacker = try daemon.attacker(as: Daemon.scannerUID, "pipeline", ["12", "63", "1000000", "8"])
         try await Task.sleep(for: .seconds(1))
         for _ in 0..<3 { try await Self.victimAndRootAreServed(daemon) }
+        // Root ends the shift while the attacker still holds its connections.
+        #expect(!attacker.hasExited, "the attack ended before the sign-out")
+        let signOut = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
         let connections = try await Self.steps(attacker)
         memory.stop()
         #expect(connections.count == 12)
@@ -49,8 +53,6 @@ import Testing
         print("BrokerAttackTests: pipelined calls: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after")
         #expect(memory.peak < baseline + 200, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
         #expect(after <= baseline + 40, "the memory did not come back: \(after) MiB after, \(baseline) MiB before")
-        let signOut = try await daemon.devicectl(as: 0, ["signout"])
-        #expect(signOut.status == 0, "\(signOut.stderr)")
         try await daemon.verifyStore()
         await daemon.cleanUp()
     }
@@ -278,6 +280,7 @@ import Testing
         let daemon = try await Daemon()
         try await daemon.signWorkerIn()
         try await daemon.start()
+        let memory = daemon.sampleMemory()
         // 700 KB secrets until the app's 8 MiB (limits.bytesPerApp) are taken.
         let flood = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["40", "700000", "fill"])).first)
         let added = try #require(flood["added"] as? Int)
@@ -303,6 +306,8 @@ import Testing
         #expect(token.hasPrefix("token cache "), "\(token)")
         let signOut = try await daemon.devicectl(as: 0, ["signout"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
+        memory.stop()
+        print("BrokerAttackTests: quota flood: peak resident \(Int(memory.peak)) MiB")
         try await daemon.verifyStore()
         await daemon.cleanUp()
     }

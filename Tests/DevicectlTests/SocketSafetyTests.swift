@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import ProcessTestSupport
 import Testing
@@ -21,10 +18,11 @@ import Testing
         return (process.status, process.standardError)
     }
 
+    /// The permission bits and owner of what is at `path` (the link itself for a symlink), nil if nothing.
     static func mode(_ path: String) -> (mode: Int, owner: UInt32)? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return (Int(info.st_mode & 0o7777), info.st_uid)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+              let mode = attributes[.posixPermissions] as? Int, let owner = attributes[.ownerAccountID] as? NSNumber else { return nil }
+        return (mode, owner.uint32Value)
     }
 
     @Test func theSocketGoesInPlaceConnectableAndAStaleOneIsReplaced() async throws {
