@@ -35,10 +35,12 @@ import Testing
         #expect(signOut.status == 69, "\(signOut.stdout) \(signOut.stderr)")
         #expect(signOut.stderr.contains("refusing the broker at \(socket)") && signOut.stderr.contains("uid \(Daemon.strangerUID)"), "\(signOut.stderr)")
         #expect(!signOut.stdout.contains("signed out"))
-        // An app's secret, pointed at the fake: refused, the secret never leaves the app.
-        let add = try await Command.run(Daemon.setpriv, Daemon.asUser(Daemon.scannerUID) + [daemon.devicectlCopy, "keychain", "add-generic-password",
-                                                                                         "--service", "s", "--account", "a", "--secret-stdin"],
-                                        stdin: "the-app-secret", environment: ["DEVICECTL_SOCKET": socket, "DEVICECTL_STATE_DIR": ""])
+        // An app's secret, pointed at the fake: refused, the secret never leaves the app. (Piped by a shell:
+        // devicectl refuses before it reads its input.)
+        let add = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", """
+            printf the-app-secret | \(Daemon.setpriv.path) \(Daemon.asUser(Daemon.scannerUID).joined(separator: " ")) \
+            '\(daemon.devicectlCopy)' keychain add-generic-password --service s --account a --secret-stdin
+            """], environment: ["DEVICECTL_SOCKET": socket, "DEVICECTL_STATE_DIR": ""])
         #expect(add.status == 69, "\(add.stdout) \(add.stderr)")
         #expect(try await Self.received(by: fake) == 0, "the fake broker received bytes")
         // The real worker was never signed out.

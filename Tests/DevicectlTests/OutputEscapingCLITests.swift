@@ -57,11 +57,11 @@ struct ArgumentEncodingCLITests {
     @Test func anArgumentThatIsNotUTF8IsAUsageErrorNamingIt() async throws {
         let cli = try await AccountCLITests.kioskDevice()
         defer { cli.cleanUp() }
-        // Through a shell: Foundation's Process passes arguments as Swift strings, which are always UTF-8.
+        // Through a shell: Swift passes arguments as strings, which are always UTF-8. The secret is piped by
+        // the shell too: devicectl refuses before it reads its input.
         let devicectl = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path
         let result = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c",
-            "exec '\(devicectl)' keychain add-generic-password --app \(AccountCLITests.scanner) --service \"$(printf 'ab\\377')\" --account a --secret-stdin --state-dir '\(cli.cli.stateDirectory.path)'"],
-            stdin: "s")
+            "printf s | '\(devicectl)' keychain add-generic-password --app \(AccountCLITests.scanner) --service \"$(printf 'ab\\377')\" --account a --secret-stdin --state-dir '\(cli.cli.stateDirectory.path)'"])
         #expect(result.status == 64, "\(result.stdout) \(result.stderr)")
         #expect(result.stderr.contains("after \"--service\") is not valid UTF-8"), "\(result.stderr)")
         let list = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner, "--json"])

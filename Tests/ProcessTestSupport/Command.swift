@@ -23,10 +23,6 @@ public enum Command {
         }
     }
 
-    /// A command that exits before reading all of its standard input (a refusal before the secret is read)
-    /// must not kill the test process with SIGPIPE when its input is written: the write fails instead.
-    private static let brokenPipesIgnored: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
-
     /// The most either stream may print before the run fails (a runaway command, not a test's output).
     public static let outputLimit = 64 * 1024 * 1024
 
@@ -34,7 +30,6 @@ public enum Command {
     /// this process's environment with `environment` added or overriding.
     public static func run(_ executable: URL, _ arguments: [String], stdin: String? = nil,
                            environment: [String: String] = [:]) async throws -> Result {
-        _ = brokenPipesIgnored
         var overrides: [Environment.Key: String?] = [:]
         for (name, value) in environment { overrides[Environment.Key(stringLiteral: name)] = value }
         let result = try await Subprocess.run(
