@@ -34,9 +34,11 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private var closing = false
     /// This connection's calls queued or running (their bytes counted in `usage` until the connection ends).
     private var queue: VarlinkQueueBudget
-    /// The most this connection ever held (queued calls and unfinished message): past a megabyte, the
-    /// memory is handed back to the system when it closes.
+    /// The most this connection ever held (queued calls and unfinished message): past
+    /// `largeConnectionBytes` (or with a reply that large), the memory is handed back to the system when
+    /// it closes.
     private var peakBytes = 0
+    static let largeConnectionBytes = 256 << 10
     private var released = false
 
     init(configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
@@ -137,7 +139,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
         // A call in progress (an interactive sign-in) is cancelled: its peer is gone.
         worker?.cancel()
         let handler = self.handler, context = self.context, worker = self.worker, usage = self.usage
-        let heldMegabytes = peakBytes >= 1 << 20
+        let heldMegabytes = peakBytes >= Self.largeConnectionBytes || state.wroteLargeReply.load(ordering: .relaxed)
         Task {
             await worker?.value
             handler.connectionClosed(context)
@@ -212,7 +214,7 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     private static func run(_ call: VarlinkCall, handler: any VarlinkMethodHandler, context: VarlinkCallContext,
                             info: VarlinkServiceInfo, state: ConnectionState, limits: ReplyLimits, channel: any Channel) async {
         let replies = VarlinkReplies(oneway: call.oneway, more: call.more) { reply in
-            await limits.write(reply, to: channel)
+            await limits.write(reply, to: channel, state: state)
         }
         if call.interface == "org.varlink.service" {
             await replies.send(info.answer(call))
@@ -235,9 +237,10 @@ struct ReplyLimits: Sendable {
     /// Writes `reply` (or, over the size limit, the error that replaces it) and waits until the socket
     /// took it; a peer that does not read for `timeout` is disconnected. False once the peer is gone or
     /// the call's replies must stop.
-    func write(_ reply: VarlinkReply, to channel: any Channel) async -> Bool {
+    func write(_ reply: VarlinkReply, to channel: any Channel, state: ConnectionState) async -> Bool {
         guard channel.isActive else { return false }
         var encoded = reply.encoded()
+        if encoded.count >= VarlinkConnectionHandler.largeConnectionBytes { state.wroteLargeReply.store(true, ordering: .relaxed) }
         var keepGoing = true
         if encoded.count > maximumBytes {
             encoded = VarlinkReply(error: limitExceededError, parameters: [
@@ -264,4 +267,7 @@ struct ReplyLimits: Sendable {
 final class ConnectionState: Sendable {
     /// Calls running that a graceful shutdown waits for (not long-lived ones).
     let running = Atomic<Int>(0)
+    /// A reply of `VarlinkConnectionHandler.largeConnectionBytes` or more was built for the connection
+    /// (its memory is handed back to the system once the connection closes).
+    let wroteLargeReply = Atomic<Bool>(false)
 }
