@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "Varlink", targets: ["Varlink"]),
         .library(name: "VarlinkServer", targets: ["VarlinkServer"]),
         .library(name: "DeviceBroker", targets: ["DeviceBroker"]),
+        .library(name: "BrokerContract", targets: ["BrokerContract"]),
+        .executable(name: "varlink-generate", targets: ["varlink-generate"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
         .executable(name: "deviced", targets: ["deviced"]),
     ],
@@ -85,6 +87,25 @@ let package = Package(
             name: "Varlink",
             swiftSettings: strictSettings
         ),
+        // The varlink IDL parser and the Swift contract generator (types, methods, errors, the method enum).
+        .target(
+            name: "VarlinkGenerator",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "varlink-generate",
+            dependencies: ["VarlinkGenerator"],
+            swiftSettings: strictSettings
+        ),
+        // The broker's wire contract, generated from org.sharedmode.Broker1.varlink (which it embeds
+        // verbatim for GetInterfaceDescription): what the broker serves and its clients call.
+        .target(
+            name: "BrokerContract",
+            dependencies: ["Varlink"],
+            exclude: ["broker-api.md"],
+            resources: [.embedInCode("org.sharedmode.Broker1.varlink")],
+            swiftSettings: strictSettings
+        ),
         // A varlink server on SwiftNIO: Unix socket (path or inherited from systemd), peer credentials,
         // message and connection limits, org.varlink.service. Knows nothing of devices or keychains.
         .target(
@@ -97,18 +118,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The broker's service logic: the org.sharedmode.Broker1 interface (embedded verbatim from its
-        // .varlink file), callers mapped to apps by uid, every method on top of SharedDevice.
+        // The broker's service logic: the org.sharedmode.Broker1 interface's typed handlers, callers
+        // mapped to apps by uid, every method on top of SharedDevice.
         .target(
             name: "DeviceBroker",
             dependencies: [
                 "Varlink",
+                "BrokerContract",
                 "KeychainStore",
                 "IdentityClient",
                 "SharedDevice",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.embedInCode("org.sharedmode.Broker1.varlink")],
             swiftSettings: strictSettings
         ),
         // The broker daemon: wires DeviceBroker to VarlinkServer, systemd readiness and graceful stop.
@@ -116,6 +137,7 @@ let package = Package(
             name: "deviced",
             dependencies: [
                 "DeviceBroker",
+                "BrokerContract",
                 "VarlinkServer",
                 "KeychainStore",
                 "SharedDevice",
@@ -222,6 +244,12 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "VarlinkGeneratorTests",
+            dependencies: ["VarlinkGenerator", "BrokerContract", "Varlink"],
+            exclude: ["org.example.shapes.varlink"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 import SharedDevice
 import Varlink
@@ -5,20 +6,14 @@ import Varlink
 // `ReportActivity` and the idle clock in replies.
 extension Broker {
     /// The kiosk shell or a launcher saw input: the worker is active. For the policy's apps and administrators.
-    func reportActivity(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+    func reportActivity(_ caller: BrokerCaller) throws(BrokerFailure) -> Broker1.ReportActivity.Reply {
         if !isAdministrator(caller) { _ = try application(for: caller) }
         idle.recordActivity()
-        return VarlinkReply(parameters: ["idle": idleValue()])
+        return Broker1.ReportActivity.Reply(idle: idleState())
     }
 
-    /// The idle clock as an `IdleState`, or null when the policy sets no idle sign-out (or the device is private).
-    func idleValue() -> VarlinkValue {
-        guard let snapshot = idle.snapshot() else { return .null }
-        return .object([
-            "idleSignOutSeconds": .int(Int64(snapshot.idleSignOutSeconds)), "warningSeconds": .int(Int64(snapshot.warningSeconds)),
-            "idleSeconds": snapshot.idleSeconds.map(VarlinkValue.double) ?? .null,
-            "signOutIn": snapshot.signOutIn.map(VarlinkValue.double) ?? .null,
-            "warning": .bool(snapshot.warning),
-        ])
+    /// The idle clock, or nil when the policy sets no idle sign-out (or the device is private).
+    func idleState() -> Broker1.IdleState? {
+        idle.snapshot().map(Broker1.IdleState.init)
     }
 }

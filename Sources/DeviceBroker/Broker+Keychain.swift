@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -5,69 +6,65 @@ import Varlink
 
 // The keychain's generic passwords, within the caller's own access groups.
 extension Broker {
-    func addGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        let item = NewItem(accessGroup: try parameters.optionalString("accessGroup"), service: try parameters.string("service"),
-                           account: try parameters.string("account"), secret: try required(parameters.optionalBytes("secret"), "secret"),
-                           label: try parameters.optionalString("label"),
-                           type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init),
-                           generic: try parameters.optionalBytes("generic"))
+    func addGenericPassword(_ parameters: Broker1.AddGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.AddGenericPassword.Reply {
+        guard let secret = try ParameterCheck.bytes(parameters.secret, "secret") else { throw .invalidParameter("secret") }
+        let item = NewItem(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account, secret: secret,
+                           label: parameters.label, type: try ParameterCheck.itemType(parameters.type, "type"),
+                           generic: try ParameterCheck.bytes(parameters.generic, "generic"))
         let metadata = try keychain(caller, group: item.accessGroup, type: item.type) { store, app throws(KeychainError) in try store.add(item, as: app, quota: quota) }
-        return VarlinkReply(parameters: ["item": .item(metadata)])
+        return Broker1.AddGenericPassword.Reply(item: Broker1.KeychainItem(metadata))
     }
 
-    func findGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        let query = try itemQuery(parameters)
-        let all = try parameters.optionalBool("all") ?? false
+    func findGenericPassword(_ parameters: Broker1.FindGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.FindGenericPassword.Reply {
+        let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
+                                  label: parameters.label, type: parameters.type)
+        let all = parameters.all ?? false
         let items = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in
             all ? try store.findAll(query, as: app) : [try store.find(query, as: app)]
         }
-        let values = items.map { VarlinkValue.item($0.metadata, secret: $0.secret) }
-        return VarlinkReply(parameters: ["item": values[0], "items": .array(values)])
+        let found = items.map { Broker1.KeychainItem($0.metadata, secret: $0.secret) }
+        return Broker1.FindGenericPassword.Reply(item: found[0], items: found)
     }
 
-    func updateGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        let query = try itemQuery(parameters)
-        let changes = ItemChanges(service: try parameters.optionalString("setService"), account: try parameters.optionalString("setAccount"),
-                                  label: try parameters.optionalString("setLabel"),
-                                  type: try parameters.optionalInt("setType", in: 0...Int64(UInt32.max)).map(UInt32.init),
-                                  generic: try parameters.optionalBytes("setGeneric"), secret: try parameters.optionalBytes("secret"))
+    func updateGenericPassword(_ parameters: Broker1.UpdateGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.UpdateGenericPassword.Reply {
+        let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
+                                  label: parameters.label, type: parameters.type)
+        let changes = ItemChanges(service: parameters.setService, account: parameters.setAccount, label: parameters.setLabel,
+                                  type: try ParameterCheck.itemType(parameters.setType, "setType"),
+                                  generic: try ParameterCheck.bytes(parameters.setGeneric, "setGeneric"),
+                                  secret: try ParameterCheck.bytes(parameters.secret, "secret"))
         guard changes.service != nil || changes.account != nil || changes.label != nil || changes.type != nil || changes.generic != nil
                 || changes.secret != nil else { throw .invalidParameter("secret") }
         let updated = try keychain(caller, group: query.accessGroup, type: changes.type.flatMap { TokenCache.itemTypes.contains($0) ? $0 : nil } ?? query.type) { store, app throws(KeychainError) in
             try store.update(query, with: changes, as: app, quota: quota)
         }
-        return VarlinkReply(parameters: ["updated": .int(Int64(updated))])
+        return Broker1.UpdateGenericPassword.Reply(updated: updated)
     }
 
-    func deleteGenericPassword(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        let query = try itemQuery(parameters)
+    func deleteGenericPassword(_ parameters: Broker1.DeleteGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.DeleteGenericPassword.Reply {
+        let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
+                                  label: parameters.label, type: parameters.type)
         let deleted = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in try store.delete(query, as: app) }
-        return VarlinkReply(parameters: ["deleted": .int(Int64(deleted))])
+        return Broker1.DeleteGenericPassword.Reply(deleted: deleted)
     }
 
-    func listGenericPasswords(_ parameters: BrokerParameters, caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        let query = try itemQuery(parameters)
+    func listGenericPasswords(_ parameters: Broker1.ListGenericPasswords.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.ListGenericPasswords.Reply {
+        let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
+                                  label: parameters.label, type: parameters.type)
         let items = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in
             try store.metadata(matching: query, as: app)
         }
-        return VarlinkReply(parameters: ["items": .array(items.map { .item($0) })])
+        return Broker1.ListGenericPasswords.Reply(items: items.map { Broker1.KeychainItem($0) })
     }
 
-    private func itemQuery(_ parameters: BrokerParameters) throws(BrokerFailure) -> ItemQuery {
-        ItemQuery(accessGroup: try parameters.optionalString("accessGroup"), service: try parameters.optionalString("service"),
-                  account: try parameters.optionalString("account"), label: try parameters.optionalString("label"),
-                  type: try parameters.optionalInt("type", in: 0...Int64(UInt32.max)).map(UInt32.init))
+    private func itemQuery(accessGroup: String?, service: String?, account: String?, label: String?, type: Int?) throws(BrokerFailure) -> ItemQuery {
+        ItemQuery(accessGroup: accessGroup, service: service, account: account, label: label, type: try ParameterCheck.itemType(type, "type"))
     }
 
     /// The caller's share of the store (the policy's `limits.itemsPerApp` and `limits.bytesPerApp`).
     private var quota: ItemQuota {
         let limits = self.limits
         return ItemQuota(items: limits.itemsPerApp, bytes: limits.bytesPerApp)
-    }
-
-    private func required<T>(_ value: T?, _ name: String) throws(BrokerFailure) -> T {
-        guard let value else { throw .invalidParameter(name) }
-        return value
     }
 
     /// Runs a store operation as the caller's app, to which the token cache's item types are invisible

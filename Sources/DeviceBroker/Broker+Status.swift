@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -5,8 +6,8 @@ import Varlink
 
 // `GetStatus`: the broker's state for an administrator (`devicectl status`).
 extension Broker {
-    func status(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
-        guard isAdministrator(caller) else { throw BrokerFailure(reply: .permissionDenied) }
+    func status(_ caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetStatus.Reply {
+        guard isAdministrator(caller) else { throw .permissionDenied }
         let (record, policy) = try currentPolicy()
         let statuses: [AccountStatus]
         let lastSequence: Int64
@@ -17,24 +18,13 @@ extension Broker {
             throw BrokerFailure(error)
         }
         let current = statuses.first { $0.signedIn }
-        let connections: [VarlinkValue] = connectedCallers.map { connected in
-            .object([
-                "uid": .int(Int64(connected.uid)), "pid": .int(Int64(connected.pid)),
-                "appId": .optional(policy?.app(uid: connected.uid)?.id),
-            ])
+        let connections = connectedCallers.map { connected in
+            Broker1.Connection(uid: Int(connected.uid), pid: Int(connected.pid), appId: policy?.app(uid: connected.uid)?.id)
         }
-        return VarlinkReply(parameters: ["status": .object([
-            "version": .string(DeviceInformation.brokerVersion),
-            "startedAt": .double(startedAt.timeIntervalSince1970),
-            "provisioned": .bool(record != nil),
-            "mode": .string(device.information().information.mode.rawValue),
-            "policyId": .optional(record?.policyID),
-            "policySha256": .optional(record?.policySHA256),
-            "current": .account(current?.account),
-            "signedInAt": current?.signedInAt.map { .double($0.timeIntervalSince1970) } ?? .null,
-            "lastAuditSequence": .int(lastSequence),
-            "idle": idleValue(),
-            "connections": .array(connections),
-        ])])
+        return Broker1.GetStatus.Reply(status: Broker1.BrokerStatus(
+            version: SharedDevice.DeviceInformation.brokerVersion, startedAt: startedAt.timeIntervalSince1970, provisioned: record != nil,
+            mode: device.information().information.mode.rawValue, policyId: record?.policyID, policySha256: record?.policySHA256,
+            current: current.map { Broker1.Account($0.account) }, signedInAt: current?.signedInAt?.timeIntervalSince1970,
+            lastAuditSequence: Int(lastSequence), idle: idleState(), connections: connections))
     }
 }

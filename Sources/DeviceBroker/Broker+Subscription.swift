@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 import SharedDevice
 import Varlink
@@ -6,21 +7,22 @@ import Varlink
 extension Broker {
     /// Streams an `AccountEvent` for every account change until the caller goes away; the first reply
     /// (`subscribed`) says the subscription is live and gives the current account.
-    func subscribe(caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
+    func subscribe(caller: BrokerCaller, replies: ReplyStream<Broker1.SubscribeAccountChanges.Reply>) async throws(BrokerFailure) {
         let application = try application(for: caller)
         // Subscribe before reading the state, so no change falls in between.
         let changes = events.subscribe()
         let sequence = (try? device.lastAuditSequence()) ?? 0
-        guard await reply(try event(kind: "subscribed", reason: nil, sequence: sequence, application: application)) else { return }
+        guard await replies.next(try event(kind: "subscribed", reason: nil, sequence: sequence, application: application)) else { return }
         var lastSequence = sequence
         for await brokerEvent in changes {
             let delivered = switch brokerEvent {
             case .account(let change):
-                await reply(try event(kind: Self.kindName(change.kind), reason: change.reason?.rawValue, sequence: change.sequence, application: application))
+                await replies.next(try event(kind: Self.kindName(change.kind), reason: change.reason?.rawValue, sequence: change.sequence,
+                                             application: application))
             case .idleWarning(let secondsLeft):
-                await reply(try event(kind: "idleWarning", reason: nil, sequence: lastSequence, secondsLeft: secondsLeft, application: application))
+                await replies.next(try event(kind: "idleWarning", reason: nil, sequence: lastSequence, secondsLeft: secondsLeft, application: application))
             case .idleWarningCanceled:
-                await reply(try event(kind: "idleWarningCanceled", reason: nil, sequence: lastSequence, application: application))
+                await replies.next(try event(kind: "idleWarningCanceled", reason: nil, sequence: lastSequence, application: application))
             }
             guard delivered else { return }
             if case .account(let change) = brokerEvent { lastSequence = max(lastSequence, change.sequence) }
@@ -37,17 +39,15 @@ extension Broker {
     }
 
     private func event(kind: String, reason: String?, sequence: Int64, secondsLeft: Int? = nil,
-                       application: PublicClientApplication) throws(BrokerFailure) -> VarlinkReply {
+                       application: PublicClientApplication) throws(BrokerFailure) -> Broker1.SubscribeAccountChanges.Reply {
         let current: DeviceAccount?
         do {
             current = try application.currentAccount().current
         } catch {
             throw BrokerFailure(error)
         }
-        return VarlinkReply(parameters: ["event": .object([
-            "kind": .string(kind), "current": .account(current), "reason": .optional(reason),
-            "mode": .string(device.information().information.mode.rawValue), "sequence": .int(sequence),
-            "secondsLeft": secondsLeft.map { .int(Int64($0)) } ?? .null,
-        ])], continues: true)
+        return Broker1.SubscribeAccountChanges.Reply(event: Broker1.AccountEvent(
+            kind: kind, current: current.map(Broker1.Account.init), reason: reason,
+            mode: device.information().information.mode.rawValue, sequence: Int(sequence), secondsLeft: secondsLeft))
     }
 }

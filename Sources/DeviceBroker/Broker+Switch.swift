@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 import IdentityClient
 import SharedDevice
@@ -9,48 +10,43 @@ extension Broker {
     /// worker in by device code or browser (`verification` or `authorizationUrl` replies), then `result`.
     /// All three audit events share the result's correlation id. A failed sign-in, or a caller that goes
     /// away, leaves the device signed out; the error says so.
-    func switchWorker(_ parameters: BrokerParameters, caller: BrokerCaller,
-                      reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
-        let scopes = try parameters.strings("scopes")
-        let reasonName = try parameters.optionalString("reason") ?? SignOutReason.shiftEnd.rawValue
-        guard let reason = SignOutReason(rawValue: reasonName), reason == .shiftEnd || reason == .user else { throw .invalidParameter("reason") }
-        let loginHint = try parameters.optionalString("loginHint")
+    func switchWorker(_ parameters: Broker1.SwitchWorker.Parameters, caller: BrokerCaller,
+                      replies: ReplyStream<Broker1.SwitchWorker.Reply>) async throws(BrokerFailure) {
+        let reason = try ParameterCheck.reason(parameters.reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
         let application: PublicClientApplication
         var interactive: InteractiveTokenParameters
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
-        switch try parameters.optionalString("flow") ?? "deviceCode" {
+        switch parameters.flow ?? "deviceCode" {
         case "deviceCode":
             application = try self.application(for: caller)
-            interactive = InteractiveTokenParameters(scopes: scopes, flow: .deviceCode(showCode: { shown.yield($0) }), loginHint: loginHint)
+            interactive = InteractiveTokenParameters(scopes: parameters.scopes, flow: .deviceCode(showCode: { shown.yield($0) }),
+                                                     loginHint: parameters.loginHint)
         case "browser":
-            guard let redirectURI = URL(string: try parameters.string("redirectUri")) else { throw .invalidParameter("redirectUri") }
-            let prompt = try parameters.optionalString("prompt").map { name throws(BrokerFailure) -> Prompt in
-                guard let prompt = Prompt(rawValue: name) else { throw .invalidParameter("prompt") }
-                return prompt
-            }
+            let redirectURI = try ParameterCheck.redirectURI(parameters.redirectUri)
+            let prompt = try ParameterCheck.prompt(parameters.prompt)
             application = try browserApplication(for: caller, redirectURI: redirectURI)
-            interactive = InteractiveTokenParameters(scopes: scopes, flow: Self.browserFlow(reply: reply), prompt: prompt, loginHint: loginHint)
-            interactive.browserTimeout = TimeInterval(try parameters.optionalInt("timeout", in: 1...3600) ?? 300)
+            let flow = Self.browserFlow { url in await replies.next(Broker1.SwitchWorker.Reply(authorizationUrl: url.absoluteString)) }
+            interactive = InteractiveTokenParameters(scopes: parameters.scopes, flow: flow, prompt: prompt, loginHint: parameters.loginHint)
+            interactive.browserTimeout = try ParameterCheck.browserTimeout(parameters.timeout)
         default:
             throw .invalidParameter("flow")
         }
         async let outcome = Self.switchWorker(application, interactive, reason: reason, shown: shown) { signedOut in
-            _ = await reply(VarlinkReply(parameters: ["signedOut": .object([
-                "account": .account(signedOut?.account), "itemsRemoved": .int(Int64(signedOut?.itemsRemoved ?? 0)),
-            ])], continues: true))
+            await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
+                account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
         }
         for await session in sessions {
-            _ = await reply(Self.verificationReply(session))
+            await replies.next(Broker1.SwitchWorker.Reply(verification: Broker1.DeviceCodeVerification(session)))
         }
         switch await outcome {
-        case .success(let result): _ = await reply(VarlinkReply(parameters: ["result": .result(result)]))
+        case .success(let result): await replies.last(Broker1.SwitchWorker.Reply(result: Broker1.AuthenticationResult(result)))
         case .failure(let error): throw BrokerFailure(error)
         }
     }
 
     private static func switchWorker(_ application: PublicClientApplication, _ parameters: InteractiveTokenParameters, reason: SignOutReason,
                                      shown: AsyncStream<DeviceCodeSession>.Continuation,
-                                     signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void) async -> Result<AuthenticationResult, SharedDeviceError> {
+                                     signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void) async -> Result<SharedDevice.AuthenticationResult, SharedDeviceError> {
         defer { shown.finish() }
         do throws(SharedDeviceError) {
             return .success(try await application.switchWorker(parameters, reason: reason, signedOut: signedOut))

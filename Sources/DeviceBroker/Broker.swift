@@ -1,3 +1,4 @@
+import BrokerContract
 import Foundation
 public import IdentityClient
 import KeychainStore
@@ -68,7 +69,7 @@ public final class Broker: Sendable {
 
     /// Calls that last as long as their connection (the account-change subscription).
     public func isLongLived(_ call: VarlinkCall) -> Bool {
-        call.member == "SubscribeAccountChanges"
+        call.method == Broker1.SubscribeAccountChanges.qualifiedName
     }
 
     /// The connection `connectionID` closed: forget what the broker kept for it.
@@ -80,13 +81,22 @@ public final class Broker: Sendable {
         var logger = self.logger
         logger[metadataKey: "broker.method"] = "\(call.member)"
         logger[metadataKey: "peer.uid"] = "\(caller.uid)"
+        let decoded: Broker1.Call
         do {
-            try await dispatch(call, caller: caller, reply: reply, logger: logger)
-            if Self.activityMethods.contains(call.member) { idle.recordActivity() }
+            decoded = try Broker1.Call(call)
+        } catch {
+            logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
+            _ = await reply(error.reply)
+            return
+        }
+        let isActivity = Self.isActivity(decoded)
+        do {
+            try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
+            if isActivity { idle.recordActivity() }
         } catch {
             logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
             // An app's call the keychain or the account manager answered (an item not found, …) was the worker's too.
-            if Self.activityMethods.contains(call.member), error.isAnswerToApp { idle.recordActivity() }
+            if isActivity, error.isAnswerToApp { idle.recordActivity() }
             _ = await reply(error.reply)
         }
     }
@@ -94,53 +104,61 @@ public final class Broker: Sendable {
     /// The calls an app makes on the worker's behalf: each restarts the idle clock. Not the ones a
     /// background service makes (who am I, device information, status, the long-lived subscription) nor a
     /// sign-out. A caller the policy does not list does not count.
-    static let activityMethods: Set<String> = [
-        "GetCurrentAccount", "AcquireTokenSilent", "SignInWithDeviceCode", "SignInWithBrowser", "SwitchWorker",
-        "AddGenericPassword", "FindGenericPassword", "UpdateGenericPassword", "DeleteGenericPassword", "ListGenericPasswords",
-    ]
+    static func isActivity(_ call: Broker1.Call) -> Bool {
+        switch call {
+        case .getCurrentAccount, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .switchWorker,
+             .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
+            true
+        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
+            false
+        }
+    }
 
-    private func dispatch(_ call: VarlinkCall, caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool,
-                          logger: Logger) async throws(BrokerFailure) {
-        let parameters = BrokerParameters(values: call.parameters)
-        switch call.member {
-        case "GetCaller":
-            _ = await reply(try callerReply(caller))
-        case "GetStatus":
-            _ = await reply(try status(caller))
-        case "ReportActivity":
-            _ = await reply(try reportActivity(caller))
-        case "GetDeviceInformation":
-            _ = await reply(VarlinkReply(parameters: ["information": .information(device.information().information)]))
-        case "GetCurrentAccount":
-            _ = await reply(try currentAccount(caller))
-        case "AcquireTokenSilent":
-            _ = await reply(try await acquireTokenSilent(parameters, caller: caller))
-        case "SignInWithDeviceCode":
-            guard call.more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await signInWithDeviceCode(parameters, caller: caller, reply: reply) }
-        case "SignInWithBrowser":
-            guard call.more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await signInWithBrowser(parameters, caller: caller, reply: reply) }
-        case "SignOut":
-            _ = await reply(try await signOut(parameters, caller: caller))
-        case "SwitchWorker":
-            guard call.more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in try await switchWorker(parameters, caller: caller, reply: reply) }
-        case "AddGenericPassword":
-            _ = await reply(try addGenericPassword(parameters, caller: caller))
-        case "FindGenericPassword":
-            _ = await reply(try findGenericPassword(parameters, caller: caller))
-        case "UpdateGenericPassword":
-            _ = await reply(try updateGenericPassword(parameters, caller: caller))
-        case "DeleteGenericPassword":
-            _ = await reply(try deleteGenericPassword(parameters, caller: caller))
-        case "ListGenericPasswords":
-            _ = await reply(try listGenericPasswords(parameters, caller: caller))
-        case "SubscribeAccountChanges":
-            guard call.more else { throw .expectedMore }
-            try await subscribe(caller: caller, reply: reply)
-        default:
-            throw .methodNotFound(call.method)
+    private func dispatch(_ call: Broker1.Call, more: Bool, caller: BrokerCaller,
+                          reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
+        switch call {
+        case .getCaller:
+            _ = await reply(VarlinkReply(callerReply(caller)))
+        case .getStatus:
+            _ = await reply(VarlinkReply(try status(caller)))
+        case .reportActivity:
+            _ = await reply(VarlinkReply(try reportActivity(caller)))
+        case .getDeviceInformation:
+            _ = await reply(VarlinkReply(Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))))
+        case .getCurrentAccount:
+            _ = await reply(VarlinkReply(try currentAccount(caller)))
+        case .acquireTokenSilent(let parameters):
+            _ = await reply(VarlinkReply(try await acquireTokenSilent(parameters, caller: caller)))
+        case .signInWithDeviceCode(let parameters):
+            guard more else { throw .expectedMore }
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+                try await signInWithDeviceCode(parameters, caller: caller, replies: ReplyStream(send: reply))
+            }
+        case .signInWithBrowser(let parameters):
+            guard more else { throw .expectedMore }
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+                try await signInWithBrowser(parameters, caller: caller, replies: ReplyStream(send: reply))
+            }
+        case .signOut(let parameters):
+            _ = await reply(VarlinkReply(try await signOut(parameters, caller: caller)))
+        case .switchWorker(let parameters):
+            guard more else { throw .expectedMore }
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+                try await switchWorker(parameters, caller: caller, replies: ReplyStream(send: reply))
+            }
+        case .addGenericPassword(let parameters):
+            _ = await reply(VarlinkReply(try addGenericPassword(parameters, caller: caller)))
+        case .findGenericPassword(let parameters):
+            _ = await reply(VarlinkReply(try findGenericPassword(parameters, caller: caller)))
+        case .updateGenericPassword(let parameters):
+            _ = await reply(VarlinkReply(try updateGenericPassword(parameters, caller: caller)))
+        case .deleteGenericPassword(let parameters):
+            _ = await reply(VarlinkReply(try deleteGenericPassword(parameters, caller: caller)))
+        case .listGenericPasswords(let parameters):
+            _ = await reply(VarlinkReply(try listGenericPasswords(parameters, caller: caller)))
+        case .subscribeAccountChanges:
+            guard more else { throw .expectedMore }
+            try await subscribe(caller: caller, replies: ReplyStream(send: reply))
         }
     }
 
@@ -184,15 +202,11 @@ public final class Broker: Sendable {
                          AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details))
     }
 
-    private func callerReply(_ caller: BrokerCaller) throws(BrokerFailure) -> VarlinkReply {
+    private func callerReply(_ caller: BrokerCaller) -> Broker1.GetCaller.Reply {
         let application = try? application(for: caller, audit: false)
-        return VarlinkReply(parameters: [
-            "uid": .int(Int64(caller.uid)),
-            "appId": .optional(application?.app.appID),
-            "accessGroups": .array((application?.app.accessGroups ?? []).map(VarlinkValue.string)),
-            "administrator": .bool(isAdministrator(caller)),
-            "stateDirectory": .string(device.store.databaseURL.deletingLastPathComponent().path),
-        ])
+        return Broker1.GetCaller.Reply(uid: Int(caller.uid), appId: application?.app.appID, accessGroups: application?.app.accessGroups ?? [],
+                                       administrator: isAdministrator(caller),
+                                       stateDirectory: device.store.databaseURL.deletingLastPathComponent().path)
     }
 
     /// Root, or a member of the policy's `administratorsGroup` (by the caller's gid at connect time, or

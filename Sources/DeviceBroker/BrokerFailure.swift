@@ -1,3 +1,4 @@
+import BrokerContract
 import IdentityClient
 import KeychainStore
 import SharedDevice
@@ -12,13 +13,11 @@ struct BrokerFailure: Error {
 
     static let expectedMore = BrokerFailure(reply: .expectedMore)
 
-    static func methodNotFound(_ method: String) -> BrokerFailure { BrokerFailure(reply: .methodNotFound(method)) }
+    static let permissionDenied = BrokerFailure(reply: .permissionDenied)
 
     /// A limit of the broker or the policy refused the call (`LimitExceeded`): which, its value, what to do.
     static func limitExceeded(_ limit: String, maximum: Int, _ message: String) -> BrokerFailure {
-        BrokerFailure(reply: VarlinkReply(error: BrokerInterface.error("LimitExceeded"), parameters: [
-            "limit": .string(limit), "maximum": .int(Int64(maximum)), "message": .string(message),
-        ]))
+        BrokerFailure(Broker1.LimitExceeded(limit: limit, maximum: maximum, message: message))
     }
 
     /// The caller's uid is not an app of the policy.
@@ -26,21 +25,21 @@ struct BrokerFailure: Error {
         let message = provisioned
             ? "uid \(caller.uid) is not an app in the device policy, so it has no access on this device; list the app with its \"uid\" (or \"user\") and run `devicectl provision` again"
             : "the device is not provisioned, so no app has access yet; run `devicectl provision --policy FILE` first"
-        return BrokerFailure(reply: VarlinkReply(error: BrokerInterface.error("CallerNotInPolicy"),
-                                                 parameters: ["uid": .int(Int64(caller.uid)), "message": .string(message)]))
+        return BrokerFailure(Broker1.CallerNotInPolicy(uid: Int(caller.uid), message: message))
     }
 
     init(reply: VarlinkReply) { self.reply = reply }
 
+    /// The interface's error `error`.
+    init(_ error: some VarlinkInterfaceError) { reply = error.reply }
+
     /// An answer from the keychain or the account manager to an app the policy lists (not a refusal of the caller).
     var isAnswerToApp: Bool {
-        reply.error == BrokerInterface.error("KeychainError") || reply.error == BrokerInterface.error("AccountError")
+        reply.error == Broker1.KeychainError.qualifiedName || reply.error == Broker1.AccountError.qualifiedName
     }
 
     init(_ error: KeychainError) {
-        self.init(reply: VarlinkReply(error: BrokerInterface.error("KeychainError"), parameters: [
-            "status": .int(Int64(error.code.osStatus)), "code": .string(error.code.name), "message": .string(error.message),
-        ]))
+        self.init(Broker1.KeychainError(status: Int(error.code.osStatus), code: error.code.name, message: error.message))
     }
 
     init(_ error: SharedDeviceError) {
@@ -48,11 +47,8 @@ struct BrokerFailure: Error {
             self.init(store)
             return
         }
-        var parameters: [String: VarlinkValue] = ["code": .string(error.code.name), "message": .string(error.message)]
-        if let identity = error.identityError {
-            parameters["msalStatus"] = .int(Int64(identity.msalErrorCode))
-            parameters["identityCode"] = .string(identity.code.rawValue)
-        }
-        self.init(reply: VarlinkReply(error: BrokerInterface.error("AccountError"), parameters: parameters))
+        let identity = error.identityError
+        self.init(Broker1.AccountError(code: error.code.name, message: error.message, msalStatus: identity.map { Int($0.msalErrorCode) },
+                                       identityCode: identity?.code.rawValue))
     }
 }

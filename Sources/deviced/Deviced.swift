@@ -1,4 +1,5 @@
 public import ArgumentParser
+import BrokerContract
 import DeviceBroker
 import Foundation
 import KeychainStore
@@ -110,7 +111,7 @@ struct Deviced: AsyncParsableCommand {
                                                      attributes: [.posixPermissions: 0o755])
             listener = .path(path)
         }
-        var configuration = VarlinkServerConfiguration(errorInterface: BrokerInterface.name)
+        var configuration = VarlinkServerConfiguration(errorInterface: Broker1.name)
         configuration.maximumConnections = maxConnections
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.messageTimeout = .seconds(Int64(messageTimeout))
@@ -120,7 +121,7 @@ struct Deviced: AsyncParsableCommand {
             configuration: configuration,
             info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
                                      url: "urn:sharedmode:deviced",
-                                     interfaces: [(BrokerInterface.name, BrokerInterface.description)]),
+                                     interfaces: [(Broker1.name, Broker1.description)]),
             handler: BrokerMethodHandler(broker: broker), logger: logger)
         broker.setConnectionsProvider { [weak server] in
             (server?.connectedPeers ?? []).map {

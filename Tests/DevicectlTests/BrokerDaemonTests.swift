@@ -71,7 +71,7 @@ import Testing
         #expect(steps["GetInfo"]?["product"] as? String == "deviced")
         // Served verbatim: the repository's interface file is the API.
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/DeviceBroker/org.sharedmode.Broker1.varlink")
+            .appendingPathComponent("Sources/BrokerContract/org.sharedmode.Broker1.varlink")
         #expect(steps["GetInterfaceDescription"]?["description"] as? String == (try String(contentsOf: file, encoding: .utf8)))
         #expect(steps["InterfaceNotFound"]?["error"] as? String == "org.varlink.service.InterfaceNotFound")
         #expect(steps["GetCaller"]?["appId"] as? String == Daemon.scanner)

@@ -56,7 +56,7 @@ struct InstallTests {
         let unit = try String(contentsOf: prefix.appendingPathComponent("lib/systemd/system/deviced.service"), encoding: .utf8)
         #expect(unit.contains("ExecStart=/usr/local/bin/deviced") && !unit.contains("@BINDIR@"))
         let installed = try String(contentsOf: prefix.appendingPathComponent("share/devicectl/org.sharedmode.Broker1.varlink"), encoding: .utf8)
-        #expect(installed == (try String(contentsOf: Self.root.appendingPathComponent("Sources/DeviceBroker/org.sharedmode.Broker1.varlink"), encoding: .utf8)))
+        #expect(installed == (try String(contentsOf: Self.root.appendingPathComponent("Sources/BrokerContract/org.sharedmode.Broker1.varlink"), encoding: .utf8)))
         let completion = try String(contentsOf: prefix.appendingPathComponent("share/bash-completion/completions/devicectl"), encoding: .utf8)
         #expect(completion.contains("keychain"))
     }

@@ -1,0 +1,109 @@
+import BrokerContract
+import Foundation
+import IdentityClient
+import KeychainStore
+import SharedDevice
+import Varlink
+
+// The one place where the engine's types become the contract's (replies) and the contract's become the
+// engine's (parameters the interface types loosely: base64, ranges, names of cases).
+
+extension Broker1.Account {
+    init(_ account: DeviceAccount) {
+        self.init(homeAccountId: account.homeAccountID, environment: account.environment, realm: account.realm,
+                  username: account.username, name: account.name, localAccountId: account.localAccountID)
+    }
+}
+
+extension Broker1.DeviceInformation {
+    init(_ information: SharedDevice.DeviceInformation) {
+        self.init(mode: information.mode.rawValue, deviceId: information.deviceID, deviceName: information.deviceName,
+                  policyId: information.policyID, extraDeviceInformation: information.extraDeviceInformation)
+    }
+}
+
+extension Broker1.AuthenticationResult {
+    init(_ result: SharedDevice.AuthenticationResult) {
+        self.init(accessToken: result.accessToken, expiresOn: result.expiresOn.map { Int($0.timeIntervalSince1970) }, scopes: result.scopes,
+                  source: result.source.rawValue, account: Broker1.Account(result.account), correlationId: result.correlationID)
+    }
+}
+
+extension Broker1.KeychainItem {
+    init(_ metadata: ItemMetadata, secret: Data? = nil) {
+        self.init(accessGroup: metadata.accessGroup, service: metadata.service, account: metadata.account, type: metadata.type.map { Int($0) },
+                  label: metadata.label, generic: metadata.generic?.base64EncodedString(),
+                  creationDate: metadata.creationDate.timeIntervalSince1970, modificationDate: metadata.modificationDate.timeIntervalSince1970,
+                  secret: secret?.base64EncodedString())
+    }
+}
+
+extension Broker1.DeviceCodeVerification {
+    init(_ session: DeviceCodeSession) {
+        self.init(verificationUri: session.verificationURI.absoluteString, verificationUriComplete: session.verificationURIComplete?.absoluteString,
+                  userCode: session.userCode, expiresIn: Int(max(0, session.expiresAt.timeIntervalSinceNow.rounded())),
+                  message: session.serverMessage)
+    }
+}
+
+extension Broker1.IdleState {
+    init(_ state: SharedDevice.IdleState) {
+        self.init(idleSignOutSeconds: state.idleSignOutSeconds, warningSeconds: state.warningSeconds, idleSeconds: state.idleSeconds,
+                  signOutIn: state.signOutIn, warning: state.warning)
+    }
+}
+
+/// Checks of parameters beyond their varlink type; each failure is `InvalidParameter` naming the parameter.
+enum ParameterCheck {
+    /// Base64 (standard alphabet) bytes.
+    static func bytes(_ text: String?, _ name: String) throws(BrokerFailure) -> Data? {
+        guard let text else { return nil }
+        guard let data = Data(base64Encoded: text) else { throw .invalidParameter(name) }
+        return data
+    }
+
+    /// A keychain item type (0 through 2^32 - 1).
+    static func itemType(_ value: Int?, _ name: String) throws(BrokerFailure) -> UInt32? {
+        guard let value else { return nil }
+        guard let type = UInt32(exactly: value) else { throw .invalidParameter(name) }
+        return type
+    }
+
+    /// Seconds to wait for the browser (1 through 3600, default 300).
+    static func browserTimeout(_ value: Int?) throws(BrokerFailure) -> TimeInterval {
+        guard let value else { return 300 }
+        guard (1...3600).contains(value) else { throw .invalidParameter("timeout") }
+        return TimeInterval(value)
+    }
+
+    static func redirectURI(_ text: String?) throws(BrokerFailure) -> URL {
+        guard let text, let url = URL(string: text) else { throw .invalidParameter("redirectUri") }
+        return url
+    }
+
+    static func prompt(_ name: String?) throws(BrokerFailure) -> Prompt? {
+        guard let name else { return nil }
+        guard let prompt = Prompt(rawValue: name) else { throw .invalidParameter("prompt") }
+        return prompt
+    }
+
+    /// A sign-out reason among `allowed`, `fallback` when absent.
+    static func reason(_ name: String?, default fallback: SignOutReason, allowed: Set<SignOutReason>) throws(BrokerFailure) -> SignOutReason {
+        guard let name else { return fallback }
+        guard let reason = SignOutReason(rawValue: name), allowed.contains(reason) else { throw .invalidParameter("reason") }
+        return reason
+    }
+}
+
+/// Where a streaming method's replies go: all but the last with `continues`; optional fields left `nil`
+/// are left out (each reply carries one of the method's fields).
+struct ReplyStream<Reply: VarlinkStruct>: Sendable {
+    let send: @Sendable (VarlinkReply) async -> Bool
+
+    /// Sends a reply more will follow; false once the caller is gone.
+    @discardableResult
+    func next(_ reply: Reply) async -> Bool { await send(VarlinkReply(reply, continues: true, omittingAbsent: true)) }
+
+    /// Sends the last reply.
+    func last(_ reply: Reply) async { _ = await send(VarlinkReply(reply, omittingAbsent: true)) }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import VarlinkGenerator
+
+// varlink-generate INTERFACE.varlink OUTPUT.swift [--namespace NAME] [--check]
+// Writes the Swift contract of a varlink interface (see SwiftContractGenerator). With --check, writes
+// nothing and exits 1 when OUTPUT differs from what would be written.
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let check = arguments.contains("--check")
+arguments.removeAll { $0 == "--check" }
+var namespace: String?
+if let index = arguments.firstIndex(of: "--namespace"), index + 1 < arguments.count {
+    namespace = arguments[index + 1]
+    arguments.removeSubrange(index...index + 1)
+}
+guard arguments.count == 2 else {
+    FileHandle.standardError.write(Data("usage: varlink-generate INTERFACE.varlink OUTPUT.swift [--namespace NAME] [--check]\n".utf8))
+    exit(64)
+}
+let (input, output) = (arguments[0], arguments[1])
+do {
+    let text = try String(contentsOfFile: input, encoding: .utf8)
+    let interface = try VarlinkInterfaceDefinition(parsing: text)
+    let generator = SwiftContractGenerator(
+        interface: interface, namespace: namespace, sourceName: URL(fileURLWithPath: input).lastPathComponent,
+        regenerateCommand: "swift run varlink-generate \(input) \(output)\(namespace.map { " --namespace \($0)" } ?? "")")
+    let source = try generator.source()
+    if check {
+        let existing = try? String(contentsOfFile: output, encoding: .utf8)
+        guard existing == source else {
+            FileHandle.standardError.write(Data("\(output) is not what \(input) generates; run without --check to regenerate it\n".utf8))
+            exit(1)
+        }
+    } else {
+        try source.write(toFile: output, atomically: true, encoding: .utf8)
+    }
+} catch let error as VarlinkIDLError {
+    FileHandle.standardError.write(Data("\(input): \(error)\n".utf8))
+    exit(65)
+} catch {
+    FileHandle.standardError.write(Data("varlink-generate: \(error)\n".utf8))
+    exit(74)
+}
