@@ -75,6 +75,7 @@ let package = Package(
                 "KeychainStore",
                 "IdentityClient",
                 "Varlink",
+                "BrokerContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -1,6 +1,7 @@
 public import Foundation
 public import IdentityClient
 public import KeychainStore
+import BrokerContract
 import Synchronization
 import Varlink
 
@@ -9,7 +10,7 @@ import Varlink
 /// use and reopened after the broker restarts; calls are serialized.
 public final class BrokerClient: Sendable {
     /// The interface the client speaks.
-    public static let interface = "org.sharedmode.Broker1"
+    public static let interface = Broker1.name
 
     /// The broker's socket.
     public let socketPath: String
@@ -35,28 +36,13 @@ public final class BrokerClient: Sendable {
     /// Who the broker takes this process to be: its uid, the policy's app (if any) and its groups, and
     /// the state directory (the store) the broker serves.
     public func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String], stateDirectory: String?) {
-        let reply = try call("GetCaller")
-        return (UInt32(clamping: reply["uid"]?.int ?? -1), reply["appId"]?.string, (reply["accessGroups"]?.array ?? []).compactMap(\.string),
-                reply["stateDirectory"]?.string)
+        let reply = try call(Broker1.GetCaller.self, .init())
+        return (UInt32(clamping: reply.uid), reply.appId, reply.accessGroups, reply.stateDirectory)
     }
 
     /// The broker's state (administrators only: root or the policy's administratorsGroup).
     public func status() throws(BrokerClientError) -> BrokerStatus {
-        guard let fields = try call("GetStatus")["status"]?.object else {
-            throw .refused(error: "\(Self.interface).GetStatus", message: "the broker's status is unusable")
-        }
-        return BrokerStatus(
-            version: fields["version"]?.string ?? "", startedAt: Date(timeIntervalSince1970: fields["startedAt"]?.double ?? 0),
-            provisioned: fields["provisioned"]?.bool ?? false, mode: fields["mode"]?.string ?? "private",
-            policyID: fields["policyId"]?.string, policySHA256: fields["policySha256"]?.string, current: Self.account(fields["current"]),
-            signedInAt: fields["signedInAt"]?.double.map { Date(timeIntervalSince1970: $0) },
-            lastAuditSequence: fields["lastAuditSequence"]?.int ?? 0,
-            idle: IdleState(fields["idle"]),
-            connections: (fields["connections"]?.array ?? []).compactMap { value in
-                guard let connection = value.object, let uid = connection["uid"]?.int else { return nil }
-                return BrokerStatus.Connection(uid: UInt32(clamping: uid), pid: Int32(clamping: connection["pid"]?.int ?? 0),
-                                               appID: connection["appId"]?.string)
-            })
+        BrokerStatus(try call(Broker1.GetStatus.self, .init()).status)
     }
 
     /// Tells the broker the worker is active (a kiosk shell or launcher saw input): the idle sign-out
@@ -64,40 +50,34 @@ public final class BrokerClient: Sendable {
     /// policy sets no idle sign-out).
     @discardableResult
     public func reportActivity() throws(BrokerClientError) -> IdleState? {
-        IdleState(try call("ReportActivity")["idle"])
+        try call(Broker1.ReportActivity.self, .init()).idle.map(IdleState.init)
     }
 
     /// The device's mode and registration (any caller may ask).
     public func deviceInformation() throws(BrokerClientError) -> DeviceInformation {
-        guard let fields = try call("GetDeviceInformation")["information"]?.object, let information = DeviceInformation(brokerFields: fields) else {
-            throw .refused(error: "\(Self.interface).GetDeviceInformation", message: "the broker's device information is unusable")
-        }
-        return information
+        DeviceInformation(try call(Broker1.GetDeviceInformation.self, .init()).information)
     }
 
     /// The current and previous account for this app.
     public func currentAccount() throws(BrokerClientError) -> CurrentAccount {
-        let reply = try call("GetCurrentAccount")
-        return CurrentAccount(current: Self.account(reply["current"]), previous: Self.account(reply["previous"]))
+        let reply = try call(Broker1.GetCurrentAccount.self, .init())
+        return CurrentAccount(current: reply.current.map(DeviceAccount.init), previous: reply.previous.map(DeviceAccount.init))
     }
 
     /// A token without UI: from the cache, else refreshed by the broker.
     public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) throws(BrokerClientError) -> AuthenticationResult {
-        let reply = try call("AcquireTokenSilent", ["scopes": .array(scopes.map(VarlinkValue.string)), "forceRefresh": .bool(forceRefresh)])
-        return try Self.result(reply["result"])
+        AuthenticationResult(try call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh)).result)
     }
 
     /// Signs in by device code: `showCode` gets the code to show, then the call waits for the worker.
     public func signInWithDeviceCode(scopes: [String], loginHint: String? = nil,
                                      showCode: (DeviceCodeSession) -> Void) throws(BrokerClientError) -> AuthenticationResult {
-        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string))]
-        if let loginHint { parameters["loginHint"] = .string(loginHint) }
-        return try stream("SignInWithDeviceCode", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
-            if let verification = reply["verification"] {
+        try stream(Broker1.SignInWithDeviceCode.self, .init(scopes: scopes, loginHint: loginHint)) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let verification = reply.verification {
                 showCode(try Self.deviceCodeSession(verification, scopes: scopes, method: "SignInWithDeviceCode"))
                 return nil
             }
-            return try Self.result(reply["result"])
+            return reply.result.map(AuthenticationResult.init)
         }
     }
 
@@ -114,46 +94,49 @@ public final class BrokerClient: Sendable {
     /// If the sign-in fails the device stays signed out and the error says so.
     public func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SignInFlow,
                              signedOut: (_ account: DeviceAccount?, _ itemsRemoved: Int) -> Void = { _, _ in }) throws(BrokerClientError) -> AuthenticationResult {
-        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string)), "reason": .string(reason.rawValue)]
-        if let loginHint { parameters["loginHint"] = .string(loginHint) }
+        var parameters = Broker1.SwitchWorker.Parameters(scopes: scopes, reason: reason.rawValue, loginHint: loginHint)
         switch signIn {
         case .deviceCode:
-            parameters["flow"] = .string("deviceCode")
+            parameters.flow = "deviceCode"
         case .browser(let redirectURI, let prompt, let timeout, _):
-            parameters["flow"] = .string("browser")
-            parameters["redirectUri"] = .string(redirectURI)
-            parameters["timeout"] = .int(Int64(timeout))
-            if let prompt { parameters["prompt"] = .string(prompt) }
+            parameters.flow = "browser"
+            parameters.redirectUri = redirectURI
+            parameters.timeout = timeout
+            parameters.prompt = prompt
         }
-        return try stream("SwitchWorker", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
-            if let worker = reply["signedOut"]?.object {
-                signedOut(Self.account(worker["account"]), Int(worker["itemsRemoved"]?.int ?? 0))
+        return try stream(Broker1.SwitchWorker.self, parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let worker = reply.signedOut {
+                signedOut(worker.account.map(DeviceAccount.init), worker.itemsRemoved)
                 return nil
             }
-            if let verification = reply["verification"], case .deviceCode(let showCode) = signIn {
+            if let verification = reply.verification, case .deviceCode(let showCode) = signIn {
                 showCode(try Self.deviceCodeSession(verification, scopes: scopes, method: "SwitchWorker"))
                 return nil
             }
-            if let address = reply["authorizationUrl"]?.string, case .browser(_, _, _, let openBrowser) = signIn {
-                guard let url = URL(string: address) else {
-                    throw .refused(error: "\(Self.interface).SwitchWorker", message: "the broker sent an unusable authorization URL")
-                }
-                openBrowser(url)
+            if let address = reply.authorizationUrl, case .browser(_, _, _, let openBrowser) = signIn {
+                openBrowser(try Self.authorizationURL(address, method: "SwitchWorker"))
                 return nil
             }
-            return try Self.result(reply["result"])
+            return reply.result.map(AuthenticationResult.init)
         }
     }
 
-    private static func deviceCodeSession(_ value: VarlinkValue, scopes: [String], method: String) throws(BrokerClientError) -> DeviceCodeSession {
-        guard let verification = value.object, let uri = verification["verificationUri"]?.string.flatMap(URL.init(string:)),
-              let code = verification["userCode"]?.string else {
-            throw .refused(error: "\(Self.interface).\(method)", message: "the broker sent an unusable device code")
+    private static func deviceCodeSession(_ verification: Broker1.DeviceCodeVerification, scopes: [String],
+                                          method: String) throws(BrokerClientError) -> DeviceCodeSession {
+        guard let uri = URL(string: verification.verificationUri) else {
+            throw .refused(error: Broker1.qualified(method), message: "the broker sent an unusable device code")
         }
-        return DeviceCodeSession(userCode: code, verificationURI: uri,
-                                 verificationURIComplete: verification["verificationUriComplete"]?.string.flatMap(URL.init(string:)),
-                                 expiresAt: Date().addingTimeInterval(TimeInterval(verification["expiresIn"]?.int ?? 0)),
-                                 serverMessage: verification["message"]?.string, scopes: scopes)
+        return DeviceCodeSession(userCode: verification.userCode, verificationURI: uri,
+                                 verificationURIComplete: verification.verificationUriComplete.flatMap(URL.init(string:)),
+                                 expiresAt: Date().addingTimeInterval(TimeInterval(verification.expiresIn)),
+                                 serverMessage: verification.message, scopes: scopes)
+    }
+
+    private static func authorizationURL(_ address: String, method: String) throws(BrokerClientError) -> URL {
+        guard let url = URL(string: address) else {
+            throw .refused(error: Broker1.qualified(method), message: "the broker sent an unusable authorization URL")
+        }
+        return url
     }
 
     /// Signs in through the browser: the broker listens on the loopback `redirectURI` (a free port when it
@@ -162,26 +145,21 @@ public final class BrokerClient: Sendable {
     public func signInWithBrowser(scopes: [String], redirectURI: String = "http://127.0.0.1/", loginHint: String? = nil,
                                   prompt: String? = nil, timeout: Int = 300,
                                   openBrowser: (URL) -> Void) throws(BrokerClientError) -> AuthenticationResult {
-        var parameters: [String: VarlinkValue] = ["scopes": .array(scopes.map(VarlinkValue.string)), "redirectUri": .string(redirectURI),
-                                                  "timeout": .int(Int64(timeout))]
-        if let loginHint { parameters["loginHint"] = .string(loginHint) }
-        if let prompt { parameters["prompt"] = .string(prompt) }
-        return try stream("SignInWithBrowser", parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
-            if let address = reply["authorizationUrl"]?.string {
-                guard let url = URL(string: address) else {
-                    throw .refused(error: "\(Self.interface).SignInWithBrowser", message: "the broker sent an unusable authorization URL")
-                }
-                openBrowser(url)
+        let parameters = Broker1.SignInWithBrowser.Parameters(scopes: scopes, redirectUri: redirectURI, loginHint: loginHint, prompt: prompt,
+                                                               timeout: timeout)
+        return try stream(Broker1.SignInWithBrowser.self, parameters) { reply throws(BrokerClientError) -> AuthenticationResult? in
+            if let address = reply.authorizationUrl {
+                openBrowser(try Self.authorizationURL(address, method: "SignInWithBrowser"))
                 return nil
             }
-            return try Self.result(reply["result"])
+            return reply.result.map(AuthenticationResult.init)
         }
     }
 
     /// Signs the current worker out (globally on a shared device).
     public func signOut(reason: SignOutReason = .user) throws(BrokerClientError) -> (account: DeviceAccount?, global: Bool, itemsRemoved: Int) {
-        let reply = try call("SignOut", ["reason": .string(reason.rawValue)])
-        return (Self.account(reply["account"]), reply["global"]?.bool ?? false, Int(reply["itemsRemoved"]?.int ?? 0))
+        let reply = try call(Broker1.SignOut.self, .init(reason: reason.rawValue))
+        return (reply.account.map(DeviceAccount.init), reply.global, reply.itemsRemoved)
     }
 
     /// Account changes, pushed by the broker: `onEvent` gets each (kind, reason, sequence) until it
@@ -191,18 +169,18 @@ public final class BrokerClient: Sendable {
     /// `onIdle` gets the idle sign-out's warnings (show a countdown) and their cancellations.
     public func subscribe(onSubscribed: () -> Void = {}, onIdle: (IdleNotice) -> Void = { _ in },
                           onEvent: (AccountChange) -> Bool) throws(BrokerClientError) {
-        let _: Bool = try stream("SubscribeAccountChanges", [:]) { reply throws(BrokerClientError) -> Bool? in
-            guard let event = reply["event"]?.object, let kindName = event["kind"]?.string else { return nil }
-            switch kindName {
+        let _: Bool = try stream(Broker1.SubscribeAccountChanges.self, .init()) { reply throws(BrokerClientError) -> Bool? in
+            let event = reply.event
+            switch event.kind {
             case "idleWarning":
-                onIdle(.warning(secondsLeft: Int(event["secondsLeft"]?.int ?? 0)))
+                onIdle(.warning(secondsLeft: event.secondsLeft ?? 0))
                 return nil
             case "idleWarningCanceled":
                 onIdle(.canceled)
                 return nil
             default: break
             }
-            let kind: AccountChange.Kind? = switch kindName {
+            let kind: AccountChange.Kind? = switch event.kind {
             case "signedIn": .signedIn
             case "signedOut": .signedOutGlobally
             case "switched": .switched
@@ -210,11 +188,11 @@ public final class BrokerClient: Sendable {
             default: nil  // `subscribed`: the subscription is live
             }
             guard let kind else {
-                if kindName == "subscribed" { onSubscribed() }
+                if event.kind == "subscribed" { onSubscribed() }
                 return nil
             }
-            let change = AccountChange(kind: kind, account: Self.account(event["current"])?.username, sequence: event["sequence"]?.int ?? 0,
-                                       reason: event["reason"]?.string.flatMap(SignOutReason.init(rawValue:)))
+            let change = AccountChange(kind: kind, account: event.current?.username, sequence: Int64(event.sequence),
+                                       reason: event.reason.flatMap(SignOutReason.init(rawValue:)))
             return onEvent(change) ? nil : true
         }
     }
@@ -223,63 +201,61 @@ public final class BrokerClient: Sendable {
 
     /// Adds a generic password in the app's group (or `item.accessGroup`).
     public func add(_ item: NewItem) throws(BrokerClientError) -> ItemMetadata {
-        var parameters = Self.selection(ItemQuery(accessGroup: item.accessGroup, service: item.service, account: item.account,
-                                                  label: item.label, type: item.type))
-        parameters["secret"] = .string(item.secret.base64EncodedString())
-        if let generic = item.generic { parameters["generic"] = .string(generic.base64EncodedString()) }
-        return try Self.item(call("AddGenericPassword", parameters)["item"]).metadata
+        let parameters = Broker1.AddGenericPassword.Parameters(
+            service: item.service, account: item.account, secret: item.secret.base64EncodedString(), accessGroup: item.accessGroup,
+            label: item.label, type: item.type.map { Int($0) }, generic: item.generic?.base64EncodedString())
+        return try KeychainItem(call(Broker1.AddGenericPassword.self, parameters).item).metadata
     }
 
     /// The first matching item with its secret, or every match with `all`.
     public func find(_ query: ItemQuery, all: Bool = false) throws(BrokerClientError) -> [KeychainItem] {
-        var parameters = Self.selection(query)
-        if all { parameters["all"] = .bool(true) }
-        let reply = try call("FindGenericPassword", parameters)
+        let parameters = Broker1.FindGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
+                                                                 type: query.type.map { Int($0) }, accessGroup: query.accessGroup, all: all ? true : nil)
         var items: [KeychainItem] = []
-        for value in reply["items"]?.array ?? [] { items.append(try Self.item(value)) }
+        for item in try call(Broker1.FindGenericPassword.self, parameters).items { items.append(try KeychainItem(item)) }
         return items
     }
 
     /// Changes every matching item; returns how many.
     public func update(_ query: ItemQuery, with changes: ItemChanges) throws(BrokerClientError) -> Int {
-        var parameters = Self.selection(query)
-        if let secret = changes.secret { parameters["secret"] = .string(secret.base64EncodedString()) }
-        if let service = changes.service { parameters["setService"] = .string(service) }
-        if let account = changes.account { parameters["setAccount"] = .string(account) }
-        if let label = changes.label { parameters["setLabel"] = .string(label) }
-        if let type = changes.type { parameters["setType"] = .int(Int64(type)) }
-        if let generic = changes.generic { parameters["setGeneric"] = .string(generic.base64EncodedString()) }
-        return Int(try call("UpdateGenericPassword", parameters)["updated"]?.int ?? 0)
+        let parameters = Broker1.UpdateGenericPassword.Parameters(
+            service: query.service, account: query.account, label: query.label, type: query.type.map { Int($0) }, accessGroup: query.accessGroup,
+            secret: changes.secret?.base64EncodedString(), setService: changes.service, setAccount: changes.account, setLabel: changes.label,
+            setType: changes.type.map { Int($0) }, setGeneric: changes.generic?.base64EncodedString())
+        return try call(Broker1.UpdateGenericPassword.self, parameters).updated
     }
 
     /// Deletes every matching item; returns how many.
     public func delete(_ query: ItemQuery) throws(BrokerClientError) -> Int {
-        Int(try call("DeleteGenericPassword", Self.selection(query))["deleted"]?.int ?? 0)
+        try call(Broker1.DeleteGenericPassword.self, .init(service: query.service, account: query.account, label: query.label,
+                                                           type: query.type.map { Int($0) }, accessGroup: query.accessGroup)).deleted
     }
 
     /// The attributes of every matching item (no secrets).
     public func metadata(matching query: ItemQuery) throws(BrokerClientError) -> [ItemMetadata] {
+        let reply = try call(Broker1.ListGenericPasswords.self, .init(service: query.service, account: query.account, label: query.label,
+                                                                      type: query.type.map { Int($0) }, accessGroup: query.accessGroup))
         var items: [ItemMetadata] = []
-        for value in try call("ListGenericPasswords", Self.selection(query))["items"]?.array ?? [] {
-            items.append(try Self.item(value).metadata)
-        }
+        for item in reply.items { items.append(try KeychainItem(item).metadata) }
         return items
     }
 
     // MARK: - Plumbing
 
     /// One call, one reply.
-    func call(_ member: String, _ parameters: [String: VarlinkValue] = [:]) throws(BrokerClientError) -> [String: VarlinkValue] {
-        try stream(member, parameters, more: false) { reply throws(BrokerClientError) in reply }
+    func call<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method.Parameters) throws(BrokerClientError) -> Method.Reply {
+        try stream(method, parameters, more: false) { reply throws(BrokerClientError) in reply }
     }
 
-    /// A call whose replies go to `handle` until it returns a value (or the last reply arrives).
-    private func stream<T>(_ member: String, _ parameters: [String: VarlinkValue], more: Bool = true,
-                           _ handle: ([String: VarlinkValue]) throws(BrokerClientError) -> T?) throws(BrokerClientError) -> T {
-        let call = VarlinkCall(method: "\(Self.interface).\(member)", parameters: parameters, more: more)
+    /// A call whose replies go to `handle` until it returns a value (or the last reply arrives). A reply
+    /// with a field missing or mistyped is `org.varlink.service.InvalidParameter` naming it.
+    private func stream<Method: VarlinkMethod, T>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = true,
+                                                  _ handle: (Method.Reply) throws(BrokerClientError) -> T?) throws(BrokerClientError) -> T {
+        let call = VarlinkCall(method, parameters, more: more)
+        let member = String(Method.qualifiedName.split(separator: ".").last ?? "")
         let size = call.encoded().count - 1
         guard size <= BrokerSocket.maximumRequestBytes else {
-            throw .refused(error: "\(Self.interface).ProtocolError", message: """
+            throw .refused(error: Broker1.ProtocolError.qualifiedName, message: """
                 the request is \(size) bytes, over the broker's limit of \(BrokerSocket.maximumRequestBytes) bytes; \
                 secrets travel base64-encoded, so a secret through the broker can be at most about 750 KB
                 """)
@@ -297,12 +273,19 @@ public final class BrokerClient: Sendable {
                     }
                     if let error = reply.error {
                         // After these two the broker closes the connection.
-                        if error == "\(Self.interface).TooManyConnections" || error == "\(Self.interface).ProtocolError" { slot = nil }
-                        throw Self.failure(error, reply.parameters)
+                        if error == Broker1.TooManyConnections.qualifiedName || error == Broker1.ProtocolError.qualifiedName { slot = nil }
+                        throw Self.failure(reply)
                     }
-                    if let value = try handle(reply.parameters) { return .success(value) }
+                    let decoded: Method.Reply
+                    do throws(VarlinkFieldError) {
+                        decoded = try Method.Reply(varlinkFields: reply.parameters)
+                    } catch {
+                        throw BrokerClientError.refused(error: VarlinkReply.invalidParameter(error.field).error ?? "",
+                                                        message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped")
+                    }
+                    if let value = try handle(decoded) { return .success(value) }
                     if !reply.continues {
-                        throw BrokerClientError.refused(error: "\(Self.interface).\(member)", message: "the broker's last reply to \(member) was incomplete")
+                        throw BrokerClientError.refused(error: Method.qualifiedName, message: "the broker's last reply to \(member) was incomplete")
                     }
                 }
             } catch {
@@ -364,77 +347,47 @@ public final class BrokerClient: Sendable {
         throw BrokerClientError.unavailable("cannot reach the broker at \(socketPath)")
     }
 
-    static func failure(_ error: String, _ parameters: [String: VarlinkValue]) -> BrokerClientError {
-        let message = parameters["message"]?.string ?? error
-        switch error {
-        case "\(interface).KeychainError":
-            let code = parameters["code"]?.string.flatMap(KeychainError.Code.init(name:)) ?? .ioError
-            return .keychain(KeychainError(code, message))
-        case "\(interface).AccountError":
-            if let identityName = parameters["identityCode"]?.string, let identityCode = IdentityError.Code(rawValue: identityName) {
-                return .device(SharedDeviceError(IdentityError(identityCode, message)))
+    /// The client error for an error reply: the interface's errors as the library errors they stand for.
+    static func failure(_ reply: VarlinkReply) -> BrokerClientError {
+        let name = reply.error ?? ""
+        let decoded: Broker1.ErrorReply?
+        do throws(VarlinkFieldError) {
+            decoded = try Broker1.ErrorReply(reply)
+        } catch {
+            return .refused(error: name, message: "the broker's error reply has the field \(error.field) missing or mistyped")
+        }
+        switch decoded {
+        case .keychainError(let error)?:
+            return .keychain(KeychainError(KeychainError.Code(name: error.code) ?? .ioError, error.message))
+        case .accountError(let error)?:
+            if let identityName = error.identityCode, let identityCode = IdentityError.Code(rawValue: identityName) {
+                return .device(SharedDeviceError(IdentityError(identityCode, error.message)))
             }
-            let code = parameters["code"]?.string.flatMap(SharedDeviceError.Code.init(name:)) ?? .store
-            return .device(SharedDeviceError(code, message))
-        case "\(interface).CallerNotInPolicy":
-            return .callerNotInPolicy(uid: UInt32(clamping: parameters["uid"]?.int ?? -1), message: message)
-        case "\(interface).TooManyConnections":
-            let limit = parameters["limit"]?.int ?? 0
-            switch parameters["scope"]?.string {
+            return .device(SharedDeviceError(SharedDeviceError.Code(name: error.code) ?? .store, error.message))
+        case .callerNotInPolicy(let error)?:
+            return .callerNotInPolicy(uid: UInt32(clamping: error.uid), message: error.message)
+        case .tooManyConnections(let error)?:
+            switch error.scope {
             case "user":
-                return .unavailable("the broker refused this connection: this user already holds \(limit) connections to it (the policy's limits); close some or try again later")
+                return .unavailable("the broker refused this connection: this user already holds \(error.limit) connections to it (the policy's limits); close some or try again later")
             case "reserved":
                 return .unavailable("the broker refused this connection: its last free connections are kept for administrators; try again later")
             default:
-                return .unavailable("the broker at its limit of \(limit) connections refused this one; try again later")
+                return .unavailable("the broker at its limit of \(error.limit) connections refused this one; try again later")
             }
-        case "org.varlink.service.PermissionDenied":
-            return .refused(error: error, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
-        case "org.varlink.service.InvalidParameter":
-            return .refused(error: error, message: "the broker refused parameter \(parameters["parameter"]?.string ?? "?")")
-        default:
-            return .refused(error: error, message: message)
+        case .limitExceeded(let error)?:
+            return .refused(error: name, message: error.message)
+        case .protocolError(let error)?:
+            return .refused(error: name, message: error.reason)
+        case nil:
+            switch name {
+            case "org.varlink.service.PermissionDenied":
+                return .refused(error: name, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
+            case "org.varlink.service.InvalidParameter":
+                return .refused(error: name, message: "the broker refused parameter \(reply.parameters["parameter"]?.string ?? "?")")
+            default:
+                return .refused(error: name, message: reply.parameters["message"]?.string ?? name)
+            }
         }
-    }
-
-    private static func selection(_ query: ItemQuery) -> [String: VarlinkValue] {
-        var parameters: [String: VarlinkValue] = [:]
-        if let group = query.accessGroup { parameters["accessGroup"] = .string(group) }
-        if let service = query.service { parameters["service"] = .string(service) }
-        if let account = query.account { parameters["account"] = .string(account) }
-        if let label = query.label { parameters["label"] = .string(label) }
-        if let type = query.type { parameters["type"] = .int(Int64(type)) }
-        return parameters
-    }
-
-    static func account(_ value: VarlinkValue?) -> DeviceAccount? {
-        guard let fields = value?.object, let home = fields["homeAccountId"]?.string else { return nil }
-        return DeviceAccount(homeAccountID: home, environment: fields["environment"]?.string ?? "", realm: fields["realm"]?.string ?? "",
-                             username: fields["username"]?.string, name: fields["name"]?.string,
-                             localAccountID: fields["localAccountId"]?.string)
-    }
-
-    private static func result(_ value: VarlinkValue?) throws(BrokerClientError) -> AuthenticationResult {
-        guard let fields = value?.object, let token = fields["accessToken"]?.string, let account = account(fields["account"]) else {
-            throw .refused(error: "\(interface).AuthenticationResult", message: "the broker's reply carries no usable result")
-        }
-        return AuthenticationResult(accessToken: token, scopes: (fields["scopes"]?.array ?? []).compactMap(\.string),
-                                    expiresOn: fields["expiresOn"]?.int.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-                                    account: account, idToken: nil,
-                                    source: fields["source"]?.string.flatMap(AuthenticationResult.Source.init(rawValue:)) ?? .cache,
-                                    correlationID: fields["correlationId"]?.string ?? "")
-    }
-
-    private static func item(_ value: VarlinkValue?) throws(BrokerClientError) -> KeychainItem {
-        guard let fields = value?.object, let group = fields["accessGroup"]?.string, let service = fields["service"]?.string,
-              let account = fields["account"]?.string else {
-            throw .refused(error: "\(interface).KeychainItem", message: "the broker's reply carries no usable item")
-        }
-        let metadata = ItemMetadata(
-            accessGroup: group, service: service, account: account, type: fields["type"]?.int.map { UInt32(clamping: $0) },
-            generic: fields["generic"]?.string.flatMap { Data(base64Encoded: $0) }, label: fields["label"]?.string, creator: nil,
-            creationDate: Date(timeIntervalSince1970: fields["creationDate"]?.double ?? 0),
-            modificationDate: Date(timeIntervalSince1970: fields["modificationDate"]?.double ?? 0))
-        return KeychainItem(metadata: metadata, secret: fields["secret"]?.string.flatMap { Data(base64Encoded: $0) } ?? Data())
     }
 }

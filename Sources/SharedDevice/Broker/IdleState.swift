@@ -1,5 +1,3 @@
-import Varlink
-
 /// The broker's idle sign-out clock (the policy's `session`), in the policy's seconds.
 public struct IdleState: Sendable, Equatable, Encodable {
     public var idleSignOutSeconds: Int
@@ -17,14 +15,6 @@ public struct IdleState: Sendable, Equatable, Encodable {
         self.idleSeconds = idleSeconds
         self.signOutIn = signOutIn
         self.warning = warning
-    }
-
-    /// From the broker's `IdleState` (null: no idle sign-out).
-    init?(_ value: VarlinkValue?) {
-        guard let fields = value?.object, let timeout = fields["idleSignOutSeconds"]?.int else { return nil }
-        self.init(idleSignOutSeconds: Int(timeout), warningSeconds: Int(fields["warningSeconds"]?.int ?? 0),
-                  idleSeconds: fields["idleSeconds"]?.double, signOutIn: fields["signOutIn"]?.double,
-                  warning: fields["warning"]?.bool ?? false)
     }
 }
 

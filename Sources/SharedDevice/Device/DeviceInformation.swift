@@ -1,8 +1,8 @@
+import BrokerContract
 public import Foundation
 public import KeychainStore
 public import Logging
 import SystemPackage
-import Varlink
 
 /// What an app learns about the device it runs on: MSAL's `MSALDeviceInformation`
 /// (`getDeviceInformation`), answered from the device policy.
@@ -67,12 +67,11 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
         extraDeviceInformation["clientId"] = policy?.authority.clientId
     }
 
-    /// The information a broker daemon sent (`org.sharedmode.Broker1.DeviceInformation`).
-    init?(brokerFields fields: [String: VarlinkValue]) {
-        guard let modeName = fields["mode"]?.string else { return nil }
-        self.init(mode: modeName == "shared" ? .shared : .private, deviceID: fields["deviceId"]?.string, deviceName: fields["deviceName"]?.string,
-                  policyID: fields["policyId"]?.string, policySHA256: nil, provisionedAt: nil, policyAppliedAt: nil,
-                  extraDeviceInformation: (fields["extraDeviceInformation"]?.object ?? [:]).compactMapValues(\.string))
+    /// The device information a broker reported (`GetDeviceInformation`).
+    init(broker information: Broker1.DeviceInformation) {
+        self.init(mode: information.mode == "shared" ? .shared : .private, deviceID: information.deviceId, deviceName: information.deviceName,
+                  policyID: information.policyId, policySHA256: nil, provisionedAt: nil, policyAppliedAt: nil,
+                  extraDeviceInformation: information.extraDeviceInformation)
     }
 
     private init(mode: Mode, deviceID: String?, deviceName: String?, policyID: String?, policySHA256: String?,
