@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "VarlinkServer", targets: ["VarlinkServer"]),
         .library(name: "DeviceBroker", targets: ["DeviceBroker"]),
         .library(name: "BrokerContract", targets: ["BrokerContract"]),
+        .library(name: "SharedDeviceClient", targets: ["SharedDeviceClient"]),
         .executable(name: "varlink-generate", targets: ["varlink-generate"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
         .executable(name: "deviced", targets: ["deviced"]),
@@ -105,6 +106,19 @@ let package = Package(
             dependencies: ["Varlink"],
             exclude: ["broker-api.md"],
             resources: [.embedInCode("org.sharedmode.Broker1.varlink")],
+            swiftSettings: strictSettings
+        ),
+        // What an app links to reach the broker: the async, MSAL-shaped client over the contract. No store,
+        // no crypto, no identity client: the broker holds all of that.
+        .target(
+            name: "SharedDeviceClient",
+            dependencies: [
+                "BrokerContract",
+                "Varlink",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         // A varlink server on SwiftNIO: Unix socket (path or inherited from systemd), peer credentials,
@@ -224,6 +238,17 @@ let package = Package(
             name: "broker-app",
             dependencies: ["SharedDevice", "IdentityClient", "KeychainStore", "ProcessTestSupport"],
             path: "Tests/Workers/broker-app",
+            swiftSettings: strictSettings
+        ),
+        // An app that links only SharedDeviceClient (the thin-client tests run it under the app's uid, and
+        // check that its link holds no store, crypto or curl symbol).
+        .executableTarget(
+            name: "thin-app",
+            dependencies: [
+                "SharedDeviceClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Workers/thin-app",
             swiftSettings: strictSettings
         ),
         // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and

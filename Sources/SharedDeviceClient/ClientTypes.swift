@@ -1,0 +1,205 @@
+public import Foundation
+
+/// An account as MSAL describes it (MSALAccount).
+public struct Account: Sendable, Hashable {
+    /// `<oid>.<tid>`.
+    public var homeAccountID: String
+    /// The authority's host.
+    public var environment: String
+    /// The tenant.
+    public var realm: String
+    public var username: String?
+    public var name: String?
+    public var localAccountID: String?
+
+    public init(homeAccountID: String, environment: String, realm: String, username: String? = nil, name: String? = nil,
+                localAccountID: String? = nil) {
+        self.homeAccountID = homeAccountID
+        self.environment = environment
+        self.realm = realm
+        self.username = username
+        self.name = name
+        self.localAccountID = localAccountID
+    }
+}
+
+/// The device's current worker for this app, and the one before (MSAL's getCurrentAccount).
+public struct CurrentAccount: Sendable, Hashable {
+    public var current: Account?
+    public var previous: Account?
+}
+
+/// The device's mode and registration (MSAL's getDeviceInformation).
+public struct DeviceInformation: Sendable, Hashable {
+    /// Shared device mode, or a personal device.
+    public enum Mode: String, Sendable, Hashable {
+        case shared, `private`
+    }
+
+    public var mode: Mode
+    public var deviceID: String?
+    public var deviceName: String?
+    public var policyID: String?
+    /// ssoProviderInstalled, ssoProviderMode, joinStatus, brokerVersion, deviceIdentifier, authority, clientId.
+    public var extraDeviceInformation: [String: String]
+}
+
+/// A token and the account it is for (MSALResult). Its description never shows the token.
+public struct AuthenticationResult: Sendable, Hashable, CustomStringConvertible {
+    /// Where the token came from.
+    public enum Source: String, Sendable, Hashable {
+        case cache, refresh, interactive
+    }
+
+    /// The access token: send it as `Authorization: Bearer`. Never log it.
+    public var accessToken: String
+    public var scopes: [String]
+    /// When the token expires, when the authority said.
+    public var expiresOn: Date?
+    public var account: Account
+    public var source: Source
+    /// Ties the call to its audit events.
+    public var correlationID: String
+
+    public var description: String {
+        "AuthenticationResult(account: \(account.username ?? account.homeAccountID), scopes: \(scopes), source: \(source.rawValue), accessToken: <redacted>)"
+    }
+}
+
+/// What the worker must do to finish a device-code sign-in (RFC 8628): show it.
+public struct DeviceCodeVerification: Sendable, Hashable {
+    public var verificationURI: String
+    public var verificationURIComplete: String?
+    public var userCode: String
+    /// Seconds until the code expires.
+    public var expiresIn: Int
+    /// The authority's message for the worker, when it sent one.
+    public var message: String?
+}
+
+/// How an interactive sign-in shows itself to the worker. The broker does the sign-in; the app only shows.
+public enum InteractiveFlow: Sendable {
+    /// Device code: `showCode` gets the code to show (the call then waits for the worker).
+    case deviceCode(showCode: @Sendable (DeviceCodeVerification) async -> Void)
+    /// Browser: the broker listens on the loopback `redirectURI` (a free port when it names none);
+    /// `openBrowser` gets the authorization URL to open; `timeout` seconds to wait for the browser.
+    case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300,
+                 openBrowser: @Sendable (URL) async -> Void)
+}
+
+/// An interactive sign-in's parameters (MSALInteractiveTokenParameters).
+public struct InteractiveTokenParameters: Sendable {
+    public var scopes: [String]
+    public var flow: InteractiveFlow
+    public var loginHint: String?
+
+    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil) {
+        self.scopes = scopes
+        self.flow = flow
+        self.loginHint = loginHint
+    }
+}
+
+/// Why a worker signs out.
+public enum SignOutReason: String, Sendable, Hashable {
+    /// The worker signed out.
+    case user
+    /// The shift ended.
+    case shiftEnd = "shift-end"
+}
+
+/// What a sign-out did, as the broker counted it.
+public struct SignOutResult: Sendable, Hashable {
+    /// Who was signed out (nil: nobody was signed in).
+    public var account: Account?
+    /// Signed out of every app on the device (shared mode).
+    public var global: Bool
+    /// Keychain items the sign-out removed.
+    public var itemsRemoved: Int
+}
+
+/// What the broker pushes to a subscribed app (MSAL Android's CURRENT_ACCOUNT_CHANGED, and the idle
+/// sign-out's countdown).
+public enum AccountEvent: Sendable, Hashable {
+    /// The subscription is live: every later change will be reported. `current` is the worker now.
+    case subscribed(current: Account?, sequence: Int)
+    /// A worker signed in.
+    case signedIn(current: Account?, sequence: Int)
+    /// The worker was signed out of every app: `reason` is `user`, `shift-end`, `admin` or `idle`.
+    case signedOut(reason: String?, sequence: Int)
+    /// One worker left and the next signed in, in one step.
+    case switched(current: Account?, sequence: Int)
+    /// The device's mode changed (shared or private).
+    case deviceModeChanged(mode: DeviceInformation.Mode, sequence: Int)
+    /// The worker will be signed out for inactivity in `secondsLeft` seconds unless there is activity: show a countdown.
+    case idleWarning(secondsLeft: Int)
+    /// There was activity: hide the countdown.
+    case idleWarningCanceled
+}
+
+/// A keychain item (generic-password class) in one of the app's access groups.
+public struct KeychainItem: Sendable, Hashable {
+    public var accessGroup: String
+    public var service: String
+    public var account: String
+    public var type: UInt32?
+    public var label: String?
+    public var generic: Data?
+    public var creationDate: Date
+    public var modificationDate: Date
+    /// The secret, where the call returns it (a find); nil in a listing.
+    public var secret: Data?
+}
+
+/// Which items a keychain call selects: any of service, account, label and type, in one access group
+/// or (nil) in all of the app's groups.
+public struct ItemQuery: Sendable, Hashable {
+    public var accessGroup: String?
+    public var service: String?
+    public var account: String?
+    public var label: String?
+    public var type: UInt32?
+
+    public init(accessGroup: String? = nil, service: String? = nil, account: String? = nil, label: String? = nil, type: UInt32? = nil) {
+        self.accessGroup = accessGroup
+        self.service = service
+        self.account = account
+        self.label = label
+        self.type = type
+    }
+}
+
+/// The idle sign-out's clock (the policy's `session`), in seconds.
+public struct IdleState: Sendable, Hashable {
+    public var idleSignOutSeconds: Int
+    public var warningSeconds: Int
+    /// Seconds since the worker's last activity (nil: nobody is signed in).
+    public var idleSeconds: Double?
+    /// Seconds until the idle sign-out (nil: nobody is signed in).
+    public var signOutIn: Double?
+    /// Whether an idle warning is out.
+    public var warning: Bool
+}
+
+/// What a shift switch did: who went (and how many of their items), and the next worker's sign-in.
+public struct WorkerSwitch: Sendable, Hashable {
+    public var signedOut: SignOutResult
+    public var result: AuthenticationResult
+}
+
+/// New attributes for the items an update selects (nil: unchanged).
+public struct ItemChanges: Sendable, Hashable {
+    public var service: String?
+    public var account: String?
+    public var label: String?
+    public var type: UInt32?
+    public var generic: Data?
+
+    public init(service: String? = nil, account: String? = nil, label: String? = nil, type: UInt32? = nil, generic: Data? = nil) {
+        self.service = service
+        self.account = account
+        self.label = label
+        self.type = type
+        self.generic = generic
+    }
+}

@@ -1,0 +1,90 @@
+import BrokerContract
+import Foundation
+
+// The broker's contract types (generated from org.sharedmode.Broker1.varlink) as the client's public types.
+
+extension Account {
+    init(_ account: Broker1.Account) {
+        self.init(homeAccountID: account.homeAccountId, environment: account.environment, realm: account.realm,
+                  username: account.username, name: account.name, localAccountID: account.localAccountId)
+    }
+}
+
+extension DeviceInformation {
+    init(_ information: Broker1.DeviceInformation) throws(SharedDeviceClientError) {
+        guard let mode = Mode(rawValue: information.mode) else {
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's device mode \(information.mode) is neither shared nor private")
+        }
+        self.init(mode: mode, deviceID: information.deviceId, deviceName: information.deviceName, policyID: information.policyId,
+                  extraDeviceInformation: information.extraDeviceInformation)
+    }
+}
+
+extension AuthenticationResult {
+    init(_ result: Broker1.AuthenticationResult) throws(SharedDeviceClientError) {
+        guard let source = Source(rawValue: result.source) else {
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's token source \(result.source) is not cache, refresh or interactive")
+        }
+        self.init(accessToken: result.accessToken, scopes: result.scopes,
+                  expiresOn: result.expiresOn.map { Date(timeIntervalSince1970: TimeInterval($0)) },
+                  account: Account(result.account), source: source, correlationID: result.correlationId)
+    }
+}
+
+extension DeviceCodeVerification {
+    init(_ verification: Broker1.DeviceCodeVerification) {
+        self.init(verificationURI: verification.verificationUri, verificationURIComplete: verification.verificationUriComplete,
+                  userCode: verification.userCode, expiresIn: verification.expiresIn, message: verification.message)
+    }
+}
+
+extension IdleState {
+    init(_ idle: Broker1.IdleState) {
+        self.init(idleSignOutSeconds: idle.idleSignOutSeconds, warningSeconds: idle.warningSeconds, idleSeconds: idle.idleSeconds,
+                  signOutIn: idle.signOutIn, warning: idle.warning)
+    }
+}
+
+extension AccountEvent {
+    /// The event, or nil for a kind this client does not know (a newer broker's).
+    init?(_ event: Broker1.AccountEvent) throws(SharedDeviceClientError) {
+        let current = event.current.map(Account.init)
+        switch event.kind {
+        case "subscribed": self = .subscribed(current: current, sequence: event.sequence)
+        case "signedIn": self = .signedIn(current: current, sequence: event.sequence)
+        case "signedOut": self = .signedOut(reason: event.reason, sequence: event.sequence)
+        case "switched": self = .switched(current: current, sequence: event.sequence)
+        case "deviceModeChanged":
+            guard let mode = DeviceInformation.Mode(rawValue: event.mode) else {
+                throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's device mode \(event.mode) is neither shared nor private")
+            }
+            self = .deviceModeChanged(mode: mode, sequence: event.sequence)
+        case "idleWarning":
+            guard let secondsLeft = event.secondsLeft else {
+                throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's idleWarning has no secondsLeft")
+            }
+            self = .idleWarning(secondsLeft: secondsLeft)
+        case "idleWarningCanceled": self = .idleWarningCanceled
+        default: return nil
+        }
+    }
+}
+
+extension KeychainItem {
+    init(_ item: Broker1.KeychainItem) throws(SharedDeviceClientError) {
+        func bytes(_ base64: String?, _ field: String) throws(SharedDeviceClientError) -> Data? {
+            guard let base64 else { return nil }
+            guard let data = Data(base64Encoded: base64) else {
+                throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's item has a \(field) that is not base64")
+            }
+            return data
+        }
+        guard item.type.map({ UInt32(exactly: $0) != nil }) ?? true else {
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's item has a type out of range")
+        }
+        self.init(accessGroup: item.accessGroup, service: item.service, account: item.account, type: item.type.map { UInt32($0) },
+                  label: item.label, generic: try bytes(item.generic, "generic"),
+                  creationDate: Date(timeIntervalSince1970: item.creationDate),
+                  modificationDate: Date(timeIntervalSince1970: item.modificationDate), secret: try bytes(item.secret, "secret"))
+    }
+}

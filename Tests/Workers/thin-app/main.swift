@@ -1,0 +1,134 @@
+// thin-app: an app on the device that links SharedDeviceClient and nothing of the engine (no store, no
+// crypto, no identity client). The thin-client tests run it under an app's uid against a real deviced.
+//
+//   thin-app [--socket PATH] current           `mode <shared|private>`, `current <username|none>`
+//   thin-app [--socket PATH] watch N           `returned` as soon as accountChanges() returns, then
+//                                              `event <kind> <detail>` for each of the next N events
+//   thin-app [--socket PATH] signin SCOPES     device code: `code <user code> <uri>` when the callback
+//                                              fires, then `token <source> <username> <scopes>`
+//   thin-app [--socket PATH] cancel-signin S F starts a device-code sign-in, cancels its task once the
+//                                              code is shown and file F exists: `code …`, then `cancelled`
+//   thin-app [--socket PATH] silent SCOPES     `token <source> <username> <scopes>`
+//   thin-app [--socket PATH] signout           `signed-out <username|none> global <bool> items <n>`
+//   thin-app [--socket PATH] activity          `idle <signOutIn|none>`
+//
+// The socket defaults to $DEVICECTL_SOCKET (the executable resolves it; the library reads no environment).
+// Each output line is one write(2). A failure prints `error: <case> <message>` to standard error, exit 1.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Logging
+import SharedDeviceClient
+
+func say(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+func fail(_ error: SharedDeviceClientError) -> Never {
+    let name = switch error {
+    case .brokerUnavailable: "brokerUnavailable"
+    case .untrustedBroker: "untrustedBroker"
+    case .callerNotInPolicy: "callerNotInPolicy"
+    case .keychain: "keychain"
+    case .account: "account"
+    case .limitExceeded: "limitExceeded"
+    case .refused: "refused"
+    case .cancelled: "cancelled"
+    }
+    FileHandle.standardError.write(Data("error: \(name) \(error)\n".utf8))
+    exit(1)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var socket = ProcessInfo.processInfo.environment["DEVICECTL_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? BrokerEndpoint.systemSocketPath
+if arguments.first == "--socket", arguments.count >= 2 {
+    socket = arguments[1]
+    arguments.removeFirst(2)
+}
+guard let mode = arguments.first else {
+    FileHandle.standardError.write(Data("usage: thin-app [--socket PATH] current|watch N|signin SCOPES|cancel-signin SCOPES|silent SCOPES|signout|activity\n".utf8))
+    exit(2)
+}
+let argument = arguments.dropFirst().first ?? ""
+let scopes = argument.split(separator: " ").map(String.init)
+
+var logger = Logger(label: "thin-app")
+logger.logLevel = .warning
+let application = PublicClientApplication(endpoint: BrokerEndpoint(socketPath: socket), logger: logger)
+
+func describe(_ result: AuthenticationResult) -> String {
+    "token \(result.source.rawValue) \(result.account.username ?? "-") \(result.scopes.joined(separator: ","))"
+}
+
+do throws(SharedDeviceClientError) {
+    switch mode {
+    case "current":
+        say("mode \(try await application.deviceInformation().mode.rawValue)")
+        say("current \(try await application.currentAccount().current?.username ?? "none")")
+    case "watch":
+        let count = Int(argument) ?? 1
+        let changes = application.accountChanges()
+        say("returned")
+        var seen = 0
+        do {
+            for try await event in changes {
+                switch event {
+                case .subscribed(let current, _): say("event subscribed \(current?.username ?? "none")")
+                case .signedIn(let current, _): say("event signedIn \(current?.username ?? "none")")
+                case .signedOut(let reason, _): say("event signedOut \(reason ?? "-")")
+                case .switched(let current, _): say("event switched \(current?.username ?? "none")")
+                case .deviceModeChanged(let mode, _): say("event deviceModeChanged \(mode.rawValue)")
+                case .idleWarning(let secondsLeft): say("event idleWarning \(secondsLeft)")
+                case .idleWarningCanceled: say("event idleWarningCanceled -")
+                }
+                seen += 1
+                if seen >= count { break }
+            }
+        } catch let error as SharedDeviceClientError {
+            fail(error)
+        } catch {
+            fail(.refused(error: "", message: "\(error)"))
+        }
+    case "signin":
+        let result = try await application.acquireToken(InteractiveTokenParameters(scopes: scopes, flow: .deviceCode { verification in
+            say("code \(verification.userCode) \(verification.verificationURI)")
+        }))
+        say(describe(result))
+    case "cancel-signin":
+        let shown = AsyncStream<Void>.makeStream()
+        let signIn = Task { () async throws(SharedDeviceClientError) -> AuthenticationResult in
+            try await application.acquireToken(InteractiveTokenParameters(scopes: scopes, flow: .deviceCode { verification in
+                say("code \(verification.userCode) \(verification.verificationURI)")
+                shown.continuation.yield()
+            }))
+        }
+        for await _ in shown.stream { break }
+        let go = arguments.dropFirst(2).first ?? ""
+        while !go.isEmpty && !FileManager.default.fileExists(atPath: go) { try? await Task.sleep(for: .milliseconds(20)) }
+        signIn.cancel()
+        do {
+            _ = try await signIn.value
+            say("not cancelled")
+        } catch SharedDeviceClientError.cancelled {
+            say("cancelled")
+        } catch {
+            fail(error as? SharedDeviceClientError ?? .refused(error: "", message: "\(error)"))
+        }
+    case "silent":
+        say(describe(try await application.acquireTokenSilent(scopes: scopes)))
+    case "signout":
+        let outcome = try await application.signOut()
+        say("signed-out \(outcome.account?.username ?? "none") global \(outcome.global) items \(outcome.itemsRemoved)")
+    case "activity":
+        let idle = try await application.reportActivity()
+        say("idle \(idle?.signOutIn.map { String(Int($0.rounded())) } ?? "none")")
+    default:
+        FileHandle.standardError.write(Data("thin-app: unknown mode \(mode)\n".utf8))
+        exit(2)
+    }
+} catch {
+    fail(error)
+}
