@@ -75,8 +75,6 @@ let package = Package(
             dependencies: [
                 "KeychainStore",
                 "IdentityClient",
-                "Varlink",
-                "BrokerContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -167,6 +165,8 @@ let package = Package(
         .executableTarget(
             name: "devicectl",
             dependencies: [
+                "BrokerContract",
+                "Varlink",
                 "KeychainStore",
                 "IdentityClient",
                 "SharedDevice",
@@ -230,14 +230,6 @@ let package = Package(
             name: "account-worker",
             dependencies: ["SharedDevice", "KeychainStore", "IdentityClient", "ProcessTestSupport"],
             path: "Tests/Workers/account-worker",
-            swiftSettings: strictSettings
-        ),
-        // An app on the device using PublicClientApplication through the broker daemon (broker tests run it
-        // under the app's uid).
-        .executableTarget(
-            name: "broker-app",
-            dependencies: ["SharedDevice", "IdentityClient", "KeychainStore", "ProcessTestSupport"],
-            path: "Tests/Workers/broker-app",
             swiftSettings: strictSettings
         ),
         // An app that links only SharedDeviceClient (the thin-client tests run it under the app's uid, and

@@ -94,7 +94,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
     /// is MSAL's -50002).
     public let identityError: IdentityError?
 
-    init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil,
+    public init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil,
          identityError: IdentityError? = nil) {
         self.code = code
         self.message = message

@@ -26,6 +26,13 @@ struct BrokerCall: Sendable {
     func run<Method: VarlinkMethod, Value: Sendable>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = false,
                                                      _ handle: @escaping @Sendable (Method.Reply) async throws(SharedDeviceClientError) -> Value?)
         async throws(SharedDeviceClientError) -> Value {
+        try await run(method, parameters, more: more) { reply, _ throws(SharedDeviceClientError) in try await handle(reply) }
+    }
+
+    /// Calls `method` and hands each reply, and whether more follow, to `handle` until it returns a value.
+    func run<Method: VarlinkMethod, Value: Sendable>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = false,
+                                                     _ handle: @escaping @Sendable (Method.Reply, Bool) async throws(SharedDeviceClientError) -> Value?)
+        async throws(SharedDeviceClientError) -> Value {
         let call = VarlinkCall(method, parameters, more: more)
         let member = String(Method.qualifiedName.split(separator: ".").last ?? "")
         let encoded = call.encoded()
@@ -57,7 +64,7 @@ struct BrokerCall: Sendable {
                         throw SharedDeviceClientError.refused(error: "org.varlink.service.InvalidParameter",
                                                               message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped")
                     }
-                    if let value = try await handle(decoded) { return value }
+                    if let value = try await handle(decoded, reply.continues) { return value }
                     guard reply.continues else {
                         throw SharedDeviceClientError.refused(error: Method.qualifiedName, message: "the broker's last reply to \(member) was incomplete")
                     }

@@ -203,3 +203,14 @@ public struct ItemChanges: Sendable, Hashable {
         self.generic = generic
     }
 }
+
+/// Who the broker takes this process for: the kernel's uid, and the policy's app for it.
+public struct CallerIdentity: Sendable, Hashable {
+    public var uid: Int
+    /// The policy's app for the uid; nil when the policy lists none (every app call is then refused).
+    public var appID: String?
+    /// The keychain access groups the policy gives the app, the first being where an add goes by default.
+    public var accessGroups: [String]
+    /// Root, or a member of the policy's administratorsGroup.
+    public var administrator: Bool
+}

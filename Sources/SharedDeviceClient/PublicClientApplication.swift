@@ -26,6 +26,13 @@ public final class PublicClientApplication: Sendable {
 
     // MARK: - Device and accounts
 
+    /// Who the broker takes this process for (by its uid, from the kernel) and the access groups it has.
+    public func caller() async throws(SharedDeviceClientError) -> CallerIdentity {
+        try await broker.run(Broker1.GetCaller.self, .init()) { reply throws(SharedDeviceClientError) in
+            CallerIdentity(uid: reply.uid, appID: reply.appId, accessGroups: reply.accessGroups, administrator: reply.administrator)
+        }
+    }
+
     /// Whether the device is shared or private, and its registration (MSAL's getDeviceInformation).
     public func deviceInformation() async throws(SharedDeviceClientError) -> DeviceInformation {
         try await broker.run(Broker1.GetDeviceInformation.self, .init()) { reply throws(SharedDeviceClientError) in

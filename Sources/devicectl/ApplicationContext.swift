@@ -5,18 +5,14 @@ import KeychainStore
 import Logging
 import SharedDevice
 
-/// Shared plumbing of the commands that talk to the sign-in authority: the app's
-/// `PublicClientApplication` under the device policy, through the broker daemon when it runs and the
-/// caller is not root (see `BrokerRoute`).
+/// The engine side of the commands that talk to the sign-in authority: the app's in-process
+/// `PublicClientApplication` on the store, under the device policy. Used when the command's route
+/// (`BrokerRoute.choose`, decided once per command) is `.direct`: root, or no broker running.
 struct ApplicationContext {
     let application: PublicClientApplication
 
-    /// The context of `app` (`nil`: the caller's own app, which only the broker knows).
+    /// The context of `app` on the store.
     init(_ location: StoreLocation, app: String?) throws {
-        if case .broker(let client, let own) = try BrokerRoute.choose(app: app, stateDir: location.stateDir) {
-            application = try Self.brokered(client, appID: own, logger: location.logger)
-            return
-        }
         guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
         let store = try location.open()
         let device = ManagedDevice(store: store, logger: location.logger)
@@ -31,22 +27,24 @@ struct ApplicationContext {
     }
 }
 
-extension ApplicationContext {
-    /// The app's application on the broker, registered with the authority the broker's device information
-    /// names (the policy's issuer and client id).
-    static func brokered(_ client: BrokerClient, appID: String?, logger: Logger) throws -> PublicClientApplication {
+extension BrokerRoute {
+    /// An identity client for the authority the broker's device information names (the policy's issuer
+    /// and client id), for calling APIs with the tokens the broker gives.
+    static func identityClient(_ client: BrokerClient, logger: Logger) throws -> IdentityClient {
         let information = try reportingBrokerErrors { () throws(BrokerClientError) in try client.deviceInformation() }
-        guard let appID, let authority = information.extraDeviceInformation["authority"],
-              let clientID = information.extraDeviceInformation["clientId"] else {
+        guard let issuer = information.extraDeviceInformation["authority"], let clientID = information.extraDeviceInformation["clientId"] else {
             // Not provisioned, or the caller is no app: the broker's own refusal says which.
             _ = try reportingBrokerErrors { () throws(BrokerClientError) in try client.currentAccount() }
             throw CLIError(exitCode: .unavailable,
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }
-        return try reportingDeviceErrors { () throws(SharedDeviceError) in
-            try PublicClientApplication(configuration: PublicClientApplicationConfiguration(clientID: clientID, authority: authority, appID: appID),
-                                        broker: client, logger: logger)
+        let authority: Authority
+        do {
+            authority = try Authority(issuer)
+        } catch {
+            throw CLIError.from(SharedDeviceError(error))
         }
+        return IdentityClient(clientID: clientID, authority: authority, logger: logger)
     }
 }
 

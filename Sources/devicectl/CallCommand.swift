@@ -19,22 +19,32 @@ struct Call: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let context = try ApplicationContext(store, app: app)
-            let application = context.application
+            let identity: IdentityClient
+            let silentToken: () async throws -> AuthenticationResult
+            let scopes = parseScopes(self.scopes)
+            switch try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
+            case .broker(let client, _):
+                identity = try BrokerRoute.identityClient(client, logger: store.logger)
+                silentToken = { try reportingBrokerErrors { () throws(BrokerClientError) in try client.acquireTokenSilent(scopes: scopes) } }
+            case .direct:
+                let application = try ApplicationContext(store, app: app).application
+                identity = application.identity
+                silentToken = {
+                    try await reportingAsyncErrors { () async throws(SharedDeviceError) in try await application.acquireTokenSilent(scopes: scopes) }
+                }
+            }
             let target: URL
             if url == "userinfo" {
-                target = try await reportingIdentityErrors { () async throws(IdentityError) in try await application.identity.userInfoEndpoint() }
+                target = try await reportingIdentityErrors { () async throws(IdentityError) in try await identity.userInfoEndpoint() }
             } else {
                 guard let parsed = URL(string: url), parsed.scheme == "https" || parsed.scheme == "http", parsed.host != nil else {
                     throw CLIError(exitCode: .usage, "\(url) is not an http(s) URL")
                 }
                 target = parsed
             }
-            let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
-                try await application.acquireTokenSilent(scopes: parseScopes(scopes))
-            }
+            let result = try await silentToken()
             let response = try await reportingIdentityErrors { () async throws(IdentityError) in
-                try await application.identity.get(target, accessToken: result.accessToken)
+                try await identity.get(target, accessToken: result.accessToken)
             }
             let body = Self.prettyJSON(response.body)
             guard response.isSuccess else {

@@ -85,19 +85,23 @@ struct SignIn: AsyncParsableCommand {
                     Output.progress(session.message, json: json)
                 }
             case .browser:
-                return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt) { url in
-                    do throws(IdentityError) {
-                        try SystemBrowser.openNow(url)
-                    } catch {
-                        FileHandle.standardError.write(Data("devicectl: \(error.message)\nopen this URL: \(url.absoluteString)\n".utf8))
-                    }
-                }
+                return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt, openBrowser: Self.openFromBroker)
             }
         }
         if output.json {
             try Output.json(TokenJSON(result, includeSecret: false))
         } else {
             Output.print("signed in: \(AccountText.line(result.account))\nscopes: \(result.scopes.joined(separator: " "))")
+        }
+    }
+
+    /// Opens the authorization URL the broker sent (from the broker client's thread); when no browser
+    /// opens, the URL is printed for the worker.
+    @Sendable static func openFromBroker(_ url: URL) {
+        do throws(IdentityError) {
+            try SystemBrowser.openNow(url)
+        } catch {
+            FileHandle.standardError.write(Data("devicectl: \(error.message)\nopen this URL: \(url.absoluteString)\n".utf8))
         }
     }
 

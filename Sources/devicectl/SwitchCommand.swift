@@ -43,8 +43,11 @@ struct Switch: AsyncParsableCommand {
             guard parsedReason == .shiftEnd || parsedReason == .user else {
                 throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
             }
-            let context = try ApplicationContext(store, app: caller.app)
             let json = output.json
+            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app, stateDir: store.stateDir) {
+                return try switchThroughBroker(client, reason: parsedReason)
+            }
+            let context = try ApplicationContext(store, app: caller.app)
             let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: json),
                                                         prompt: try SignIn.prompt(prompt), loginHint: username)
             let previous = PreviousWorker()
@@ -59,6 +62,27 @@ struct Switch: AsyncParsableCommand {
             } else {
                 Output.print("signed in: \(AccountText.line(result.account))")
             }
+        }
+    }
+
+    /// The same switch done by the broker: the code (or the browser) is shown here, the tokens stay in the broker.
+    private func switchThroughBroker(_ client: BrokerClient, reason: SignOutReason) throws {
+        let json = output.json
+        let flow: BrokerClient.SignInFlow = switch self.flow {
+        case .deviceCode: .deviceCode(showCode: { session in Output.progress(session.message, json: json) })
+        case .browser: .browser(prompt: prompt, openBrowser: SignIn.openFromBroker)
+        }
+        var previous: DeviceAccount?
+        let result = try reportingBrokerErrors { () throws(BrokerClientError) in
+            try client.switchWorker(scopes: parseScopes(scopes), reason: reason, loginHint: username, signIn: flow) { account, _ in
+                previous = account
+                Output.progress("signed out: \(AccountText.line(account))", json: json)
+            }
+        }
+        if json {
+            try Output.json(Summary(signedOut: previous, signedIn: result.account, correlationId: result.correlationID))
+        } else {
+            Output.print("signed in: \(AccountText.line(result.account))")
         }
     }
 

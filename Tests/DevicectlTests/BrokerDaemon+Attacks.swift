@@ -69,9 +69,7 @@ extension BrokerDaemon {
     func victimSilentToken() async throws -> String {
         var line = ""
         for _ in 0..<3 {
-            let victim = try start(product: "broker-app", as: Self.timeclockUID, [
-                "silent", "--scopes", AccountWorkerFixture.fillScope(0),
-                "--app", Self.timeclock, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
+            let victim = try start(product: "thin-app", as: Self.timeclockUID, ["silent", AccountWorkerFixture.fillScope(0)])
             #expect(await victim.waitForExit(timeout: 30), "the victim's silent token did not finish")
             line = victim.lines.first ?? "error: \(victim.standardError)"
             guard line.contains("Text file busy") else { return line }

@@ -34,8 +34,7 @@ import Testing
 
             // An app signs the worker out through the broker; the daemon is SIGKILLed `delay` ms after it
             // starts the sign-out.
-            let signOut = try daemon.start(product: "broker-app", as: Daemon.scannerUID,
-                                           ["signout", "--app", Daemon.scanner, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
+            let signOut = try daemon.start(product: "thin-app", as: Daemon.scannerUID, ["signout"])
             let process = try #require(daemon.process)
             let deadline = Date().addingTimeInterval(20)
             while !process.standardError.contains("sign-out started") && Date() < deadline { usleep(200) }
@@ -69,9 +68,7 @@ import Testing
     @Test func aClientKeepsWorkingAcrossABrokerRestart() async throws {
         let daemon = try await Daemon()
         try await daemon.start()
-        let poller = try daemon.start(product: "broker-app", as: Daemon.timeclockUID, [
-            "poll", "--count", "40", "--interval-ms", "50",
-            "--app", Daemon.timeclock, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer])
+        let poller = try daemon.start(product: "thin-app", as: Daemon.timeclockUID, ["poll", "40", "50"])
         try #require(await poller.waitForLines(atLeast: 3, prefix: "ok", timeout: 20), "\(poller.standardError)")
         _ = daemon.process?.send(SIGKILL)
         _ = await daemon.process?.waitForExit(timeout: 10)
@@ -91,10 +88,8 @@ import Testing
         try await daemon.start()
         var clients: [ChildProcess] = []
         for index in 0..<8 {
-            let (uid, app) = index % 2 == 0 ? (Daemon.scannerUID, Daemon.scanner) : (Daemon.timeclockUID, Daemon.timeclock)
-            clients.append(try daemon.start(product: "broker-app", as: uid, [
-                "soak", "--seconds", "60", "--tag", "c\(index)",
-                "--app", app, "--client-id", Worker.kioskClientID, "--authority", Worker.kioskIssuer]))
+            let uid = index % 2 == 0 ? Daemon.scannerUID : Daemon.timeclockUID
+            clients.append(try daemon.start(product: "thin-app", as: uid, ["soak", "60", "c\(index)"]))
         }
         var total = 0
         for (index, client) in clients.enumerated() {

@@ -14,6 +14,38 @@ import Testing
         app.lines(prefix: "event ").map { String($0.dropFirst("event ".count)) }
     }
 
+    /// Runs thin-app as `uid` to its end and returns its lines (it must succeed).
+    static func finished(_ daemon: Daemon, as uid: UInt32, _ arguments: [String],
+                         sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String] {
+        let app = try daemon.start(product: "thin-app", as: uid, arguments)
+        #expect(await app.waitForExit(timeout: 30), "thin-app \(arguments) did not finish", sourceLocation: sourceLocation)
+        #expect(app.status == 0, "thin-app \(arguments) failed: \(app.standardError)", sourceLocation: sourceLocation)
+        return app.lines
+    }
+
+    @Test func anAppGoesThroughTheBrokerUnderItsOwnUid() async throws {
+        let daemon = try await Daemon()
+        try await daemon.start()
+        try await BrokerIdleTests.signInJo(daemon)
+        #expect(try await Self.finished(daemon, as: Daemon.timeclockUID, ["current"]) == ["mode shared", "current \(Worker.jo.username)"])
+        let silent = try await Self.finished(daemon, as: Daemon.timeclockUID, ["silent", "User.Read"])
+        #expect(silent.first?.hasPrefix("token cache \(Worker.jo.username) ") == true, "\(silent)")
+
+        // The timeclock watches; the scanner ends the shift; the timeclock hears of it through the broker.
+        let watcher = try daemon.start(product: "thin-app", as: Daemon.timeclockUID, ["watch", "2"])
+        defer { _ = watcher.killIfRunning() }
+        try #require(await watcher.waitForLine(timeout: 20) { $0.hasPrefix("event subscribed ") } != nil, "\(watcher.standardError)")
+        let signOut = try await Self.finished(daemon, as: Daemon.scannerUID, ["signout"])
+        #expect(signOut.first?.hasPrefix("signed-out \(Worker.jo.username) global true items ") == true, "\(signOut)")
+        try #require(await watcher.waitForExit(timeout: 20), "\(watcher.lines)")
+        #expect(watcher.lines == ["returned", "event subscribed \(Worker.jo.username)", "event signedOut user"], "\(watcher.standardError)")
+        // A uid the policy does not list is no app: refused by name.
+        let stranger = try daemon.start(product: "thin-app", as: Daemon.strangerUID, ["current"])
+        #expect(await stranger.waitForExit(timeout: 30))
+        #expect(stranger.status == 1 && stranger.standardError.contains("error: callerNotInPolicy"), "\(stranger.standardError)")
+        await daemon.cleanUp()
+    }
+
     @Test func accountChangesCarryTheIdleWarningItsCancellationAndTheIdleSignOut() async throws {
         // 60 policy seconds, warning 40 s before, 10x clock: the warning 2 real seconds after the last
         // activity, the sign-out 6.
@@ -160,7 +192,7 @@ import Testing
         let symbols = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", "nm -C '\(binary.path)' | grep -E 'sqlite3_|sodium_|curl_|BoringSSL|JWTKit|GRDB' | head -5"])
         #expect(symbols.status == 0 && symbols.stdout.isEmpty, "the thin client's link holds: \(symbols.stdout) \(symbols.stderr)")
         // Sanity: the same check finds them in an app that links the engine.
-        let engine = DevicectlRunner.productsDirectory.appendingPathComponent("broker-app")
+        let engine = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl")
         let engineSymbols = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", "nm -C '\(engine.path)' | grep -cE 'sqlite3_|sodium_|BoringSSL'"])
         #expect((Int(engineSymbols.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "the check finds nothing anywhere: \(engineSymbols.stderr)")
         let libraries = try await Command.run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path])

@@ -57,6 +57,11 @@ public struct CurrentAccount: Sendable, Equatable, Encodable {
     /// The account this app last saw; kept after a global sign-out wiped its credentials.
     public var previous: DeviceAccount?
 
+    public init(current: DeviceAccount?, previous: DeviceAccount?) {
+        self.current = current
+        self.previous = previous
+    }
+
     /// Whether the account changed since the app's previous call (compare ids, as MSAL advises).
     public var changed: Bool {
         switch (current, previous) {

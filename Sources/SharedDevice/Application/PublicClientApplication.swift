@@ -45,16 +45,10 @@ public import Logging
 public final class PublicClientApplication: Sendable {
     /// The app's registration.
     public let configuration: PublicClientApplicationConfiguration
-    /// The device the app runs on; `nil` when the application goes through the broker daemon (which alone
-    /// opens the store).
-    public var device: ManagedDevice? { storeBackend?.device }
-    /// The device's account manager (shared with every other app on the device through the store); `nil`
-    /// through the broker.
-    public var accountManager: AccountManager? { storeBackend?.accounts }
-    /// The broker daemon the application talks to, when it does (MSAL with the Authenticator broker).
-    public let broker: BrokerClient?
-    /// The store this process opened itself, when it does (no broker).
-    private let storeBackend: (device: ManagedDevice, accounts: AccountManager)?
+    /// The device the app runs on.
+    public let device: ManagedDevice
+    /// The device's account manager (shared with every other app on the device through the store).
+    public let accountManager: AccountManager
     /// The OAuth / OpenID Connect client for the configured authority.
     public let identity: IdentityClient
     /// The app's identity on the device: its entitled access groups.
@@ -80,11 +74,11 @@ public final class PublicClientApplication: Sendable {
                 sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
                 logger: Logger = Logger.current) throws(SharedDeviceError) {
         self.configuration = configuration
-        broker = nil
         var logger = logger
         logger[metadataKey: "app.id"] = "\(configuration.appID)"
         self.logger = logger
-        storeBackend = (device, AccountManager(device: device, logger: logger))
+        self.device = device
+        accountManager = AccountManager(device: device, logger: logger)
         do {
             authority = try Authority(configuration.authority, knownAuthorities: configuration.knownAuthorities)
         } catch {
@@ -105,55 +99,20 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
-    /// Creates the app's client on the broker daemon (`deviced`), which alone opens the store: the app is
-    /// whichever app the device policy gives this process's uid, and `configuration.appID` must name it.
-    /// - Throws: `appNotInPolicy` (the broker knows this process as another app, or as none),
-    ///   `brokerUnavailable`; `.identity` (`invalidAuthority`) for a malformed authority.
-    public init(configuration: PublicClientApplicationConfiguration, broker: BrokerClient,
-                transport: any HTTPTransport = CurlTransport(), logger: Logger = Logger.current) throws(SharedDeviceError) {
-        self.configuration = configuration
-        self.broker = broker
-        storeBackend = nil
-        var logger = logger
-        logger[metadataKey: "app.id"] = "\(configuration.appID)"
-        self.logger = logger
-        do {
-            authority = try Authority(configuration.authority, knownAuthorities: configuration.knownAuthorities)
-        } catch {
-            throw SharedDeviceError(error)
-        }
-        identity = IdentityClient(clientID: configuration.clientID, authority: authority, transport: transport, discoveryCache: discoveryCache,
-                                  logger: logger)
-        let caller = try Self.brokered { () throws(BrokerClientError) in try broker.caller() }
-        guard let appID = caller.appID else {
-            throw SharedDeviceError(.appNotInPolicy,
-                "uid \(caller.uid) is not an app in the device policy, so the broker gives it no access; list the app with its uid (or user) and run `devicectl provision` again")
-        }
-        guard appID == configuration.appID else {
-            throw SharedDeviceError(.appNotInPolicy,
-                "the broker knows this process (uid \(caller.uid)) as app \(appID), not \(configuration.appID); an app may act only as itself")
-        }
-        app = try sharedDeviceErrors { try AppIdentity(appID: appID, accessGroups: caller.accessGroups) }
-    }
-
     /// The device's mode and registration (MSAL's `getDeviceInformation`); on a failure, the default
     /// (private) information together with the error.
     public func deviceInformation() -> (information: DeviceInformation, error: SharedDeviceError?) {
-        if let broker { return Self.brokeredDeviceInformation(broker) }
-        return local.device.information()
+        device.information()
     }
 
     /// The current and previous account (MSAL's `getCurrentAccount`).
     public func currentAccount() throws(SharedDeviceError) -> CurrentAccount {
-        if let broker { return try Self.brokered { () throws(BrokerClientError) in try broker.currentAccount() } }
-        return try local.accounts.currentAccount(for: app)
+        try accountManager.currentAccount(for: app)
     }
 
     /// The accounts this app can see in its token group (MSAL's `allAccounts`); in shared mode at most
     /// the device's current worker.
     public func accounts() throws(SharedDeviceError) -> [DeviceAccount] {
-        if broker != nil { return try currentAccount().current.map { [$0] } ?? [] }
-        let (device, accountManager) = local
         let cached = try sharedDeviceErrors {
             try accountManager.tokenCache.accounts(clientID: configuration.clientID, as: app, accessGroup: tokenGroup, in: device.store)
         }
@@ -168,8 +127,6 @@ public final class PublicClientApplication: Sendable {
     ///   `.identity` with `userCanceled`, `accessDenied`, `deviceCodeExpired`, `invalidIDToken`,
     ///   `serverError` or `authorityUnreachable`.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceError) -> AuthenticationResult {
-        if let broker { return try await brokeredAcquireToken(parameters, broker: broker) }
-        let accountManager = local.accounts
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         logger[metadataKey: "correlation_id"] = "\(correlationID)"
@@ -198,8 +155,6 @@ public final class PublicClientApplication: Sendable {
     ///   sign-out stands then, nobody is signed in, and the message says so.
     public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
                              signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void = { _ in }) async throws(SharedDeviceError) -> AuthenticationResult {
-        if let broker { return try await brokeredSwitchWorker(parameters, reason: reason, broker: broker, signedOut: signedOut) }
-        let accountManager = local.accounts
         let shift = try accountManager.beginSwitch(app: app, reason: reason)
         await signedOut(shift.signedOut)
         var logger = self.logger
@@ -268,14 +223,6 @@ public final class PublicClientApplication: Sendable {
     nonisolated(nonsending)
     public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
                                    forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
-        if let broker {
-            if let account, let current = try currentAccount().current, !current.isSameAccount(as: account) {
-                throw SharedDeviceError(.currentAccountMismatch,
-                    "the call names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
-            }
-            return try Self.brokered { () throws(BrokerClientError) in try broker.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh) }
-        }
-        let accountManager = local.accounts
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         // Tagging the logger copies its handler's metadata: only when its events would be written.
@@ -326,6 +273,12 @@ public final class PublicClientApplication: Sendable {
 
     // MARK: - Sign-out
 
+    /// Account changes on the device committed after this returns (sign-ins, global sign-outs, switches,
+    /// mode changes), from the store's change signal. Call `currentAccount()` again on each, as MSAL advises.
+    public func accountChanges() -> AsyncStream<AccountChange> {
+        accountManager.changes()
+    }
+
     /// Signs the account out (MSAL's `signout`). Shared mode: global — the worker leaves every app on
     /// the device, and every app is notified. Private mode: this app only, unless `wipeAccount`.
     /// With `signOutFromBrowser` the authority's session is ended in the browser too (after the local
@@ -346,7 +299,7 @@ public final class PublicClientApplication: Sendable {
                                                     "signout.from_browser": "\(parameters.signOutFromBrowser)"])
         let outcome: AccountManager.SignOutOutcome
         do {
-            outcome = try broker != nil ? brokeredSignOut(parameters) : local.accounts.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
+            outcome = try accountManager.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
         } catch {
             logger.debug("sign-out failed", metadata: ["error.code": "\(error.code)"])
             throw error
@@ -368,12 +321,6 @@ public final class PublicClientApplication: Sendable {
     }
 
     // MARK: - Helpers
-
-    /// The store backend; only called once the broker case is handled.
-    private var local: (device: ManagedDevice, accounts: AccountManager) {
-        guard let storeBackend else { preconditionFailure("PublicClientApplication: a store call on a brokered application") }
-        return storeBackend
-    }
 
     /// Log metadata of a failed identity call: its code, OAuth error and HTTP status, never its message
     /// (which may hold the user code shown on screen or the server's description).

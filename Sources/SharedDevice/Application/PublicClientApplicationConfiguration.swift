@@ -114,6 +114,17 @@ public struct AuthenticationResult: Sendable, CustomStringConvertible {
         case cache, refresh, interactive
     }
 
+    public init(accessToken: String, scopes: [String], expiresOn: Date?, account: DeviceAccount, idToken: String?, source: Source,
+                correlationID: String) {
+        self.accessToken = accessToken
+        self.scopes = scopes
+        self.expiresOn = expiresOn
+        self.account = account
+        self.idToken = idToken
+        self.source = source
+        self.correlationID = correlationID
+    }
+
     public var description: String {
         "AuthenticationResult(account: \(account.auditName), scopes: \(scopes.joined(separator: " ")), expiresOn: \(expiresOn.map { "\($0)" } ?? "?"), source: \(source.rawValue))"
     }

@@ -1,4 +1,3 @@
-import BrokerContract
 public import Foundation
 public import KeychainStore
 public import Logging
@@ -67,15 +66,9 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
         extraDeviceInformation["clientId"] = policy?.authority.clientId
     }
 
-    /// The device information a broker reported (`GetDeviceInformation`).
-    init(broker information: Broker1.DeviceInformation) {
-        self.init(mode: information.mode == "shared" ? .shared : .private, deviceID: information.deviceId, deviceName: information.deviceName,
-                  policyID: information.policyId, policySHA256: nil, provisionedAt: nil, policyAppliedAt: nil,
-                  extraDeviceInformation: information.extraDeviceInformation)
-    }
-
-    private init(mode: Mode, deviceID: String?, deviceName: String?, policyID: String?, policySHA256: String?,
-                 provisionedAt: Date?, policyAppliedAt: Date?, extraDeviceInformation: [String: String]) {
+    /// Information as given (a broker's report, which carries no policy hash or dates).
+    public init(mode: Mode, deviceID: String?, deviceName: String?, policyID: String?, policySHA256: String? = nil,
+                provisionedAt: Date? = nil, policyAppliedAt: Date? = nil, extraDeviceInformation: [String: String]) {
         self.mode = mode
         self.deviceID = deviceID
         self.deviceName = deviceName

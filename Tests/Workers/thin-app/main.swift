@@ -11,6 +11,13 @@
 //   thin-app [--socket PATH] silent SCOPES     `token <source> <username> <scopes>`
 //   thin-app [--socket PATH] signout           `signed-out <username|none> global <bool> items <n>`
 //   thin-app [--socket PATH] activity          `idle <signOutIn|none>`
+//   thin-app [--socket PATH] poll N MS         asks for the current account N times, MS ms apart (a
+//                                              connection per call): `ok <username|none>` or `error <case>`
+//   thin-app [--socket PATH] soak S TAG        for S seconds, mixed calls in a loop: add an item (service
+//                                              `soak-TAG-<i>`) to the app's last group, read it back, update
+//                                              it, read the update, list, current account, and every 10th
+//                                              item delete it again; any wrong answer fails. Then every kept
+//                                              item must be there with its last secret: `soak <calls> calls <kept> kept`
 //
 // The socket defaults to $DEVICECTL_SOCKET (the executable resolves it; the library reads no environment).
 // Each output line is one write(2). A failure prints `error: <case> <message>` to standard error, exit 1.
@@ -28,17 +35,7 @@ func say(_ line: String) {
 }
 
 func fail(_ error: SharedDeviceClientError) -> Never {
-    let name = switch error {
-    case .brokerUnavailable: "brokerUnavailable"
-    case .untrustedBroker: "untrustedBroker"
-    case .callerNotInPolicy: "callerNotInPolicy"
-    case .keychain: "keychain"
-    case .account: "account"
-    case .limitExceeded: "limitExceeded"
-    case .refused: "refused"
-    case .cancelled: "cancelled"
-    }
-    FileHandle.standardError.write(Data("error: \(name) \(error)\n".utf8))
+    FileHandle.standardError.write(Data("error: \(name(error)) \(error)\n".utf8))
     exit(1)
 }
 
@@ -58,6 +55,55 @@ let scopes = argument.split(separator: " ").map(String.init)
 var logger = Logger(label: "thin-app")
 logger.logLevel = .warning
 let application = PublicClientApplication(endpoint: BrokerEndpoint(socketPath: socket), logger: logger)
+
+func name(_ error: SharedDeviceClientError) -> String {
+    switch error {
+    case .brokerUnavailable: "brokerUnavailable"
+    case .untrustedBroker: "untrustedBroker"
+    case .callerNotInPolicy: "callerNotInPolicy"
+    case .keychain: "keychain"
+    case .account: "account"
+    case .limitExceeded: "limitExceeded"
+    case .refused: "refused"
+    case .cancelled: "cancelled"
+    }
+}
+
+/// The soak loop: every answer checked, every kept item re-read at the end.
+func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
+    guard let group = try await application.caller().accessGroups.last else { fail(.refused(error: "", message: "the app has no access group")) }
+    let deadline = Date().addingTimeInterval(seconds)
+    var calls = 0, index = 0
+    var kept: [String: Data] = [:]
+    func check(_ condition: Bool, _ what: String) {
+        if !condition {
+            FileHandle.standardError.write(Data("error: wrong-answer \(what)\n".utf8))
+            exit(1)
+        }
+    }
+    while Date() < deadline {
+        index += 1
+        let service = "soak-\(tag)-\(index)", first = Data("v1-\(tag)-\(index)".utf8), second = Data("v2-\(tag)-\(index)".utf8)
+        let query = ItemQuery(accessGroup: group, service: service)
+        try await application.addGenericPassword(service: service, account: "soak", secret: first, accessGroup: group)
+        check(try await application.findGenericPassword(query).secret == first, "read after add \(service)")
+        check(try await application.updateGenericPassword(query, secret: second) == 1, "update \(service)")
+        check(try await application.findGenericPassword(ItemQuery(service: service)).secret == second, "read after update \(service)")
+        check(!(try await application.listGenericPasswords(query)).isEmpty, "list \(service)")
+        _ = try await application.currentAccount()
+        calls += 6
+        if index % 10 == 0 {
+            check(try await application.deleteGenericPassword(query) == 1, "delete \(service)")
+            calls += 1
+        } else {
+            kept[service] = second
+        }
+    }
+    for (service, secret) in kept {
+        check(try await application.findGenericPassword(ItemQuery(accessGroup: group, service: service)).secret == secret, "kept \(service)")
+    }
+    say("soak \(calls) calls \(kept.count) kept")
+}
 
 func describe(_ result: AuthenticationResult) -> String {
     "token \(result.source.rawValue) \(result.account.username ?? "-") \(result.scopes.joined(separator: ","))"
@@ -125,6 +171,18 @@ do throws(SharedDeviceClientError) {
     case "activity":
         let idle = try await application.reportActivity()
         say("idle \(idle?.signOutIn.map { String(Int($0.rounded())) } ?? "none")")
+    case "poll":
+        let count = Int(argument) ?? 1, interval = Int(arguments.dropFirst(2).first ?? "") ?? 50
+        for _ in 0..<count {
+            do throws(SharedDeviceClientError) {
+                say("ok \(try await application.currentAccount().current?.username ?? "none")")
+            } catch {
+                say("error \(name(error))")
+            }
+            try? await Task.sleep(for: .milliseconds(interval))
+        }
+    case "soak":
+        try await soak(seconds: Double(argument) ?? 10, tag: arguments.dropFirst(2).first ?? "t")
     default:
         FileHandle.standardError.write(Data("thin-app: unknown mode \(mode)\n".utf8))
         exit(2)

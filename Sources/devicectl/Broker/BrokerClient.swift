@@ -1,6 +1,7 @@
-public import Foundation
-public import IdentityClient
-public import KeychainStore
+import SharedDevice
+import Foundation
+import IdentityClient
+import KeychainStore
 import BrokerContract
 import Synchronization
 import Varlink
@@ -8,26 +9,26 @@ import Varlink
 /// A client of the broker daemon (`deviced`) over its Unix socket, speaking `org.sharedmode.Broker1`.
 /// The broker knows the caller by its uid; nothing here names the app. One connection, opened on first
 /// use and reopened after the broker restarts; calls are serialized.
-public final class BrokerClient: Sendable {
+final class BrokerClient: Sendable {
     /// The interface the client speaks.
-    public static let interface = Broker1.name
+    static let interface = Broker1.name
 
     /// The broker's socket.
-    public let socketPath: String
+    let socketPath: String
     /// The users the broker may run as (`BrokerSocket.trustedUIDs()`): checked on every new connection
     /// before anything is sent.
-    public let trustedUIDs: Set<UInt32>
+    let trustedUIDs: Set<UInt32>
     private let connection = Mutex<VarlinkConnection?>(nil)
 
     /// A client of the broker at `socketPath` (default: `BrokerSocket.resolve()`). Connects lazily, and
     /// talks only to a broker running as one of `trustedUIDs`.
-    public init(socketPath: String = BrokerSocket.resolve(), trustedUIDs: Set<UInt32> = BrokerSocket.trustedUIDs()) {
+    init(socketPath: String = BrokerSocket.resolve(), trustedUIDs: Set<UInt32> = BrokerSocket.trustedUIDs()) {
         self.socketPath = socketPath
         self.trustedUIDs = trustedUIDs
     }
 
     /// Whether a broker answers on the socket now.
-    public static func isRunning(at socketPath: String = BrokerSocket.resolve()) -> Bool {
+    static func isRunning(at socketPath: String = BrokerSocket.resolve()) -> Bool {
         (try? VarlinkConnection(unixSocketPath: socketPath)) != nil
     }
 
@@ -35,13 +36,13 @@ public final class BrokerClient: Sendable {
 
     /// Who the broker takes this process to be: its uid, the policy's app (if any) and its groups, and
     /// the state directory (the store) the broker serves.
-    public func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String], stateDirectory: String?) {
+    func caller() throws(BrokerClientError) -> (uid: UInt32, appID: String?, accessGroups: [String], stateDirectory: String?) {
         let reply = try call(Broker1.GetCaller.self, .init())
         return (UInt32(clamping: reply.uid), reply.appId, reply.accessGroups, reply.stateDirectory)
     }
 
     /// The broker's state (administrators only: root or the policy's administratorsGroup).
-    public func status() throws(BrokerClientError) -> BrokerStatus {
+    func status() throws(BrokerClientError) -> BrokerStatus {
         BrokerStatus(try call(Broker1.GetStatus.self, .init()).status)
     }
 
@@ -49,28 +50,28 @@ public final class BrokerClient: Sendable {
     /// clock starts again and a warning that was out is canceled. Returns the idle clock (`nil` when the
     /// policy sets no idle sign-out).
     @discardableResult
-    public func reportActivity() throws(BrokerClientError) -> IdleState? {
+    func reportActivity() throws(BrokerClientError) -> IdleState? {
         try call(Broker1.ReportActivity.self, .init()).idle.map(IdleState.init)
     }
 
     /// The device's mode and registration (any caller may ask).
-    public func deviceInformation() throws(BrokerClientError) -> DeviceInformation {
+    func deviceInformation() throws(BrokerClientError) -> DeviceInformation {
         DeviceInformation(try call(Broker1.GetDeviceInformation.self, .init()).information)
     }
 
     /// The current and previous account for this app.
-    public func currentAccount() throws(BrokerClientError) -> CurrentAccount {
+    func currentAccount() throws(BrokerClientError) -> CurrentAccount {
         let reply = try call(Broker1.GetCurrentAccount.self, .init())
         return CurrentAccount(current: reply.current.map(DeviceAccount.init), previous: reply.previous.map(DeviceAccount.init))
     }
 
     /// A token without UI: from the cache, else refreshed by the broker.
-    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) throws(BrokerClientError) -> AuthenticationResult {
+    func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) throws(BrokerClientError) -> AuthenticationResult {
         AuthenticationResult(try call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh)).result)
     }
 
     /// Signs in by device code: `showCode` gets the code to show, then the call waits for the worker.
-    public func signInWithDeviceCode(scopes: [String], loginHint: String? = nil,
+    func signInWithDeviceCode(scopes: [String], loginHint: String? = nil,
                                      showCode: (DeviceCodeSession) -> Void) throws(BrokerClientError) -> AuthenticationResult {
         try stream(Broker1.SignInWithDeviceCode.self, .init(scopes: scopes, loginHint: loginHint)) { reply throws(BrokerClientError) -> AuthenticationResult? in
             if let verification = reply.verification {
@@ -82,7 +83,7 @@ public final class BrokerClient: Sendable {
     }
 
     /// How a worker signs in through the broker (`switchWorker`; `PublicClientApplication` maps its flows to it).
-    public enum SignInFlow: Sendable {
+    enum SignInFlow: Sendable {
         /// Device code: `showCode` gets the code to show.
         case deviceCode(showCode: @Sendable (DeviceCodeSession) -> Void)
         /// Browser: the broker listens on the loopback `redirectURI`; `openBrowser` gets the URL to open.
@@ -92,7 +93,7 @@ public final class BrokerClient: Sendable {
     /// A shift change: the broker signs the current worker out of every app (committed first; `signedOut`
     /// gets who left and how many items went, before the sign-in starts), then the next worker in.
     /// If the sign-in fails the device stays signed out and the error says so.
-    public func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SignInFlow,
+    func switchWorker(scopes: [String], reason: SignOutReason = .shiftEnd, loginHint: String? = nil, signIn: SignInFlow,
                              signedOut: (_ account: DeviceAccount?, _ itemsRemoved: Int) -> Void = { _, _ in }) throws(BrokerClientError) -> AuthenticationResult {
         var parameters = Broker1.SwitchWorker.Parameters(scopes: scopes, reason: reason.rawValue, loginHint: loginHint)
         switch signIn {
@@ -142,7 +143,7 @@ public final class BrokerClient: Sendable {
     /// Signs in through the browser: the broker listens on the loopback `redirectURI` (a free port when it
     /// names none); `openBrowser` gets the authorization URL to open; the call returns once the browser
     /// came back (or `timeout` seconds passed: `userCanceled`).
-    public func signInWithBrowser(scopes: [String], redirectURI: String = "http://127.0.0.1/", loginHint: String? = nil,
+    func signInWithBrowser(scopes: [String], redirectURI: String = "http://127.0.0.1/", loginHint: String? = nil,
                                   prompt: String? = nil, timeout: Int = 300,
                                   openBrowser: (URL) -> Void) throws(BrokerClientError) -> AuthenticationResult {
         let parameters = Broker1.SignInWithBrowser.Parameters(scopes: scopes, redirectUri: redirectURI, loginHint: loginHint, prompt: prompt,
@@ -157,50 +158,15 @@ public final class BrokerClient: Sendable {
     }
 
     /// Signs the current worker out (globally on a shared device).
-    public func signOut(reason: SignOutReason = .user) throws(BrokerClientError) -> (account: DeviceAccount?, global: Bool, itemsRemoved: Int) {
+    func signOut(reason: SignOutReason = .user) throws(BrokerClientError) -> (account: DeviceAccount?, global: Bool, itemsRemoved: Int) {
         let reply = try call(Broker1.SignOut.self, .init(reason: reason.rawValue))
         return (reply.account.map(DeviceAccount.init), reply.global, reply.itemsRemoved)
-    }
-
-    /// Account changes, pushed by the broker: `onEvent` gets each (kind, reason, sequence) until it
-    /// returns false or the broker goes away (then this throws `unavailable`). Blocks: run it on a thread
-    /// of its own, with a client of its own.
-    /// `onSubscribed` runs once the subscription is live (every later commit will be reported).
-    /// `onIdle` gets the idle sign-out's warnings (show a countdown) and their cancellations.
-    public func subscribe(onSubscribed: () -> Void = {}, onIdle: (IdleNotice) -> Void = { _ in },
-                          onEvent: (AccountChange) -> Bool) throws(BrokerClientError) {
-        let _: Bool = try stream(Broker1.SubscribeAccountChanges.self, .init()) { reply throws(BrokerClientError) -> Bool? in
-            let event = reply.event
-            switch event.kind {
-            case "idleWarning":
-                onIdle(.warning(secondsLeft: event.secondsLeft ?? 0))
-                return nil
-            case "idleWarningCanceled":
-                onIdle(.canceled)
-                return nil
-            default: break
-            }
-            let kind: AccountChange.Kind? = switch event.kind {
-            case "signedIn": .signedIn
-            case "signedOut": .signedOutGlobally
-            case "switched": .switched
-            case "deviceModeChanged": .deviceModeChanged
-            default: nil  // `subscribed`: the subscription is live
-            }
-            guard let kind else {
-                if event.kind == "subscribed" { onSubscribed() }
-                return nil
-            }
-            let change = AccountChange(kind: kind, account: event.current?.username, sequence: Int64(event.sequence),
-                                       reason: event.reason.flatMap(SignOutReason.init(rawValue:)))
-            return onEvent(change) ? nil : true
-        }
     }
 
     // MARK: - Keychain
 
     /// Adds a generic password in the app's group (or `item.accessGroup`).
-    public func add(_ item: NewItem) throws(BrokerClientError) -> ItemMetadata {
+    func add(_ item: NewItem) throws(BrokerClientError) -> ItemMetadata {
         let parameters = Broker1.AddGenericPassword.Parameters(
             service: item.service, account: item.account, secret: item.secret.base64EncodedString(), accessGroup: item.accessGroup,
             label: item.label, type: item.type.map { Int($0) }, generic: item.generic?.base64EncodedString())
@@ -208,7 +174,7 @@ public final class BrokerClient: Sendable {
     }
 
     /// The first matching item with its secret, or every match with `all`.
-    public func find(_ query: ItemQuery, all: Bool = false) throws(BrokerClientError) -> [KeychainItem] {
+    func find(_ query: ItemQuery, all: Bool = false) throws(BrokerClientError) -> [KeychainItem] {
         let parameters = Broker1.FindGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
                                                                  type: query.type.map { Int($0) }, accessGroup: query.accessGroup, all: all ? true : nil)
         var items: [KeychainItem] = []
@@ -217,7 +183,7 @@ public final class BrokerClient: Sendable {
     }
 
     /// Changes every matching item; returns how many.
-    public func update(_ query: ItemQuery, with changes: ItemChanges) throws(BrokerClientError) -> Int {
+    func update(_ query: ItemQuery, with changes: ItemChanges) throws(BrokerClientError) -> Int {
         let parameters = Broker1.UpdateGenericPassword.Parameters(
             service: query.service, account: query.account, label: query.label, type: query.type.map { Int($0) }, accessGroup: query.accessGroup,
             secret: changes.secret?.base64EncodedString(), setService: changes.service, setAccount: changes.account, setLabel: changes.label,
@@ -226,13 +192,13 @@ public final class BrokerClient: Sendable {
     }
 
     /// Deletes every matching item; returns how many.
-    public func delete(_ query: ItemQuery) throws(BrokerClientError) -> Int {
+    func delete(_ query: ItemQuery) throws(BrokerClientError) -> Int {
         try call(Broker1.DeleteGenericPassword.self, .init(service: query.service, account: query.account, label: query.label,
                                                            type: query.type.map { Int($0) }, accessGroup: query.accessGroup)).deleted
     }
 
     /// The attributes of every matching item (no secrets).
-    public func metadata(matching query: ItemQuery) throws(BrokerClientError) -> [ItemMetadata] {
+    func metadata(matching query: ItemQuery) throws(BrokerClientError) -> [ItemMetadata] {
         let reply = try call(Broker1.ListGenericPasswords.self, .init(service: query.service, account: query.account, label: query.label,
                                                                       type: query.type.map { Int($0) }, accessGroup: query.accessGroup))
         var items: [ItemMetadata] = []

@@ -17,11 +17,3 @@ public struct IdleState: Sendable, Equatable, Encodable {
         self.warning = warning
     }
 }
-
-/// What the broker pushes about the idle sign-out.
-public enum IdleNotice: Sendable, Equatable {
-    /// The worker will be signed out in `secondsLeft` seconds unless there is activity: show a countdown.
-    case warning(secondsLeft: Int)
-    /// There was activity: hide the countdown.
-    case canceled
-}

@@ -1,3 +1,4 @@
+import SharedDevice
 import BrokerContract
 import Foundation
 import KeychainStore
@@ -13,7 +14,10 @@ extension DeviceAccount {
 }
 
 extension DeviceInformation {
-    init(_ information: Broker1.DeviceInformation) { self.init(broker: information) }
+    init(_ information: Broker1.DeviceInformation) {
+        self.init(mode: information.mode == "shared" ? .shared : .private, deviceID: information.deviceId, deviceName: information.deviceName,
+                  policyID: information.policyId, extraDeviceInformation: information.extraDeviceInformation)
+    }
 }
 
 extension AuthenticationResult {

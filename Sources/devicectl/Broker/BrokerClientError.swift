@@ -1,8 +1,9 @@
-public import KeychainStore
+import SharedDevice
+import KeychainStore
 
 /// A broker call that failed, with the library error it stands for where there is one, so a client
 /// handles a refusal through the broker exactly as it would in-process.
-public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
+enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     /// The keychain refused (`KeychainError`, with its OSStatus).
     case keychain(KeychainError)
     /// The account manager or identity provider refused (`SharedDeviceError`, with MSAL's codes).
@@ -17,7 +18,7 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     /// Any other error reply (a malformed request: `org.varlink.service.InvalidParameter`, …).
     case refused(error: String, message: String)
 
-    public var description: String {
+    var description: String {
         switch self {
         case .keychain(let error): error.description
         case .device(let error): error.description
