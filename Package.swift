@@ -243,6 +243,19 @@ let package = Package(
             path: "Tests/Workers/thin-app",
             swiftSettings: strictSettings
         ),
+        // Every method and app-facing error of the broker's interface through the generated contract, run by
+        // the conformance test under an app's uid.
+        .executableTarget(
+            name: "broker-conformance",
+            dependencies: [
+                "SharedDeviceClient",
+                "BrokerContract",
+                "Varlink",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Workers/broker-conformance",
+            swiftSettings: strictSettings
+        ),
         // Test doubles shared by the test targets: the scripted stand-in for Microsoft's endpoints and
         // claim sets for signing test ID tokens. Used by tests only.
         .target(

@@ -1,0 +1,231 @@
+// broker-conformance: drives every method of org.sharedmode.Broker1, and every error an app can meet,
+// through the generated contract (`Broker1.<Method>` over SharedDeviceClient's BrokerInterfaceClient),
+// against a real deviced whose policy's authority is a real identity provider. Run under an app's uid.
+//
+//   broker-conformance app        the whole sequence; prints `<Method> ok <detail>` or
+//                                 `<Method> error <error> <detail>` per step, and `code <user code>` when
+//                                 the device-code sign-in waits for the worker (the test approves it)
+//   broker-conformance stranger   GetCurrentAccount as a uid the policy does not list
+//
+// The socket is $DEVICECTL_SOCKET. Each line is one write(2).
+
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerContract
+import Foundation
+import Logging
+import SharedDeviceClient
+import Varlink
+
+func say(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+/// The varlink error (and its telling detail) a failure stands for.
+func describe(_ error: SharedDeviceClientError) -> String {
+    switch error {
+    case .keychain(let status, _, _): "KeychainError \(status)"
+    case .account(let code, _, _, _): "AccountError \(code)"
+    case .callerNotInPolicy: "CallerNotInPolicy"
+    case .limitExceeded(let limit, _, _): "LimitExceeded \(limit)"
+    case .refused(let name, _): name
+    case .brokerUnavailable(let message): message.contains("already holds") ? "TooManyConnections user" : "brokerUnavailable \(message)"
+    case .untrustedBroker: "untrustedBroker"
+    case .cancelled: "cancelled"
+    }
+}
+
+let socket = ProcessInfo.processInfo.environment["DEVICECTL_SOCKET"] ?? BrokerEndpoint.systemSocketPath
+var logger = Logger(label: "broker-conformance")
+logger.logLevel = .warning
+let broker = BrokerInterfaceClient(endpoint: BrokerEndpoint(socketPath: socket), logger: logger)
+
+/// Runs one step: `name ok <detail>` or `name error <error>`.
+func step(_ name: String, _ body: () async throws(SharedDeviceClientError) -> String) async {
+    do throws(SharedDeviceClientError) {
+        say("\(name) ok \(try await body())")
+    } catch {
+        say("\(name) error \(describe(error))")
+    }
+}
+
+/// Holds a `more` call open in the background once its first reply came (a pending sign-in, a
+/// subscription); cancel the task to close it.
+func holdOpen<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method.Parameters) async -> (Task<Void, Never>, String) {
+    let (first, continuation) = AsyncStream<String>.makeStream()
+    let task = Task {
+        do throws(SharedDeviceClientError) {
+            let _: Never = try await broker.stream(method, parameters) { _, _ throws(SharedDeviceClientError) -> Never? in
+                continuation.yield("ok")
+                return nil
+            }
+        } catch {
+            continuation.yield("error \(describe(error))")
+        }
+        continuation.finish()
+    }
+    var outcome = "closed"
+    for await line in first { outcome = line; break }
+    return (task, outcome)
+}
+
+let mode = CommandLine.arguments.dropFirst().first ?? "app"
+if mode == "stranger" {
+    await step("GetCurrentAccount") { () async throws(SharedDeviceClientError) in
+        _ = try await broker.call(Broker1.GetCurrentAccount.self, .init())
+        return "-"
+    }
+    exit(0)
+}
+
+await step("GetCaller") { () async throws(SharedDeviceClientError) in
+    let reply = try await broker.call(Broker1.GetCaller.self, .init())
+    return "\(reply.appId ?? "-") administrator \(reply.administrator)"
+}
+await step("GetStatus") { () async throws(SharedDeviceClientError) in
+    _ = try await broker.call(Broker1.GetStatus.self, .init())
+    return "-"
+}
+await step("GetDeviceInformation") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.GetDeviceInformation.self, .init()).information.mode
+}
+await step("GetCurrentAccount") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.GetCurrentAccount.self, .init()).current?.username ?? "none"
+}
+await step("ReportActivity") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.ReportActivity.self, .init()).idle == nil ? "no-idle-policy" : "idle"
+}
+await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source
+}
+
+// The keychain methods, and their errors.
+let secret = Data("conformance-secret".utf8).base64EncodedString()
+await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret)).item.service
+}
+await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret)).item.service
+}
+await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.FindGenericPassword.self, .init(service: "conformance")).item.secret == secret ? "secret" : "wrong"
+}
+await step("UpdateGenericPassword") { () async throws(SharedDeviceClientError) in
+    "\(try await broker.call(Broker1.UpdateGenericPassword.self, .init(service: "conformance", setLabel: "updated")).updated)"
+}
+await step("ListGenericPasswords") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.ListGenericPasswords.self, .init(service: "conformance")).items.map { "\($0.label ?? "-")" }.joined(separator: ",")
+}
+await step("DeleteGenericPassword") { () async throws(SharedDeviceClientError) in
+    "\(try await broker.call(Broker1.DeleteGenericPassword.self, .init(service: "conformance")).deleted)"
+}
+await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
+    _ = try await broker.call(Broker1.FindGenericPassword.self, .init(service: "conformance"))
+    return "found"
+}
+// Five 700 KB secrets: their base64 together is over the 4 MiB a reply may be.
+let big = Data(repeating: 0x5a, count: 700_000).base64EncodedString()
+for index in 0..<5 {
+    _ = try? await broker.call(Broker1.AddGenericPassword.self, .init(service: "big", account: "\(index)", secret: big))
+}
+await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
+    "\(try await broker.call(Broker1.FindGenericPassword.self, .init(service: "big", all: true)).items.count)"
+}
+_ = try? await broker.call(Broker1.DeleteGenericPassword.self, .init(service: "big"))
+
+// Only administrators sign the device out with reason admin.
+await step("SignOut") { () async throws(SharedDeviceClientError) in
+    _ = try await broker.call(Broker1.SignOut.self, .init(reason: "admin"))
+    return "-"
+}
+
+// A subscription, live for the rest of the run.
+let events = EventLog()
+let subscription = Task {
+    do throws(SharedDeviceClientError) {
+        let _: Never = try await broker.stream(Broker1.SubscribeAccountChanges.self, .init()) { reply, _ throws(SharedDeviceClientError) -> Never? in
+            events.append(reply.event.kind)
+            return nil
+        }
+    } catch {
+        if error != .cancelled { events.append("error \(describe(error))") }
+    }
+}
+while events.all.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
+say("SubscribeAccountChanges ok \(events.all[0])")
+
+// The browser sign-in's first reply; closing the call drops it.
+await step("SignInWithBrowser") { () async throws(SharedDeviceClientError) in
+    try await broker.stream(Broker1.SignInWithBrowser.self, .init(scopes: ["User.Read"], redirectUri: "http://127.0.0.1/")) {
+        reply, _ throws(SharedDeviceClientError) -> String? in
+        reply.authorizationUrl.map { $0.hasPrefix("http") ? "authorizationUrl" : "bad-url" }
+    }
+}
+// The device-code sign-in, approved by the test.
+await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
+    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) { reply, _ throws(SharedDeviceClientError) -> String? in
+        if let verification = reply.verification { say("code \(verification.userCode)") }
+        return reply.result.map { "\($0.source) \($0.account.username ?? "-")" }
+    }
+}
+await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source
+}
+// A switch: the worker is signed out first, then the next worker's code is shown; closing the call there
+// leaves the device signed out.
+await step("SwitchWorker") { () async throws(SharedDeviceClientError) in
+    let signedOut = SignedOut()
+    return try await broker.stream(Broker1.SwitchWorker.self, .init(scopes: ["User.Read"])) { reply, _ throws(SharedDeviceClientError) -> String? in
+        if let worker = reply.signedOut { signedOut.name = worker.account?.username ?? "none" }
+        return reply.verification.map { _ in "signedOut \(signedOut.name) then verification" }
+    }
+}
+await step("GetCurrentAccount") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.GetCurrentAccount.self, .init()).current?.username ?? "none"
+}
+await step("SignOut") { () async throws(SharedDeviceClientError) in
+    let reply = try await broker.call(Broker1.SignOut.self, .init())
+    return "\(reply.account?.username ?? "none") global \(reply.global)"
+}
+
+// Two sign-ins pending (the policy's default): a third is refused.
+var pending: [Task<Void, Never>] = []
+for _ in 0..<2 {
+    let (task, outcome) = await holdOpen(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"]))
+    pending.append(task)
+    if outcome != "ok" { say("pending \(outcome)") }
+}
+await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
+    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) { _, _ throws(SharedDeviceClientError) -> String? in "pending" }
+}
+for task in pending { task.cancel() }
+for task in pending { await task.value }
+
+// Connections: the app's cap (16 by default) holds; the subscription is one of them.
+var held: [Task<Void, Never>] = []
+var refusal = "none"
+for _ in 0..<20 {
+    let (task, outcome) = await holdOpen(Broker1.SubscribeAccountChanges.self, .init())
+    held.append(task)
+    if outcome != "ok" { refusal = outcome; break }
+}
+say("connections \(held.count) \(refusal)")
+for task in held { task.cancel() }
+for task in held { await task.value }
+
+subscription.cancel()
+await subscription.value
+say("events \(events.all.joined(separator: ","))")
+
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var kinds: [String] = []
+    func append(_ kind: String) { lock.withLock { kinds.append(kind) } }
+    var all: [String] { lock.withLock { kinds } }
+}
+
+final class SignedOut: @unchecked Sendable {
+    var name = "-"
+}
