@@ -24,6 +24,7 @@ let package = Package(
         // do not need: they measure no ARC metric.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Scratch directories, fixture slots and failures shared by the benchmark targets (no timing, no statistics:
@@ -121,6 +122,9 @@ let package = Package(
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),
                 .product(name: "Varlink", package: "SharedDeviceMode"),
+                .product(name: "BrokerContract", package: "SharedDeviceMode"),
+                .product(name: "SharedDeviceClient", package: "SharedDeviceMode"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

@@ -3,7 +3,9 @@
 //
 //   broker-load prepare STATE_DIR POLICY     provision STATE_DIR from POLICY and sign a worker in (root)
 //   broker-load inprocess STATE_DIR N APP    N silent tokens and N currentAccount calls on the store (root)
-//   broker-load broker SOCKET N APP          the same through the broker (run as APP's uid)
+//   broker-load broker SOCKET N APP          the same through the broker (run as APP's uid): SharedDeviceClient's
+//                                            PublicClientApplication (a connection per call), and the generated
+//                                            contract over one blocking connection (`persistent-…`)
 //   broker-load direct STATE_DIR N UID        the broker's service logic alone (no socket): its calls in-process
 //   broker-load load SOCKET SECONDS START    silent tokens through the broker from START (Unix ms) for SECONDS
 //   broker-load watch SOCKET N               subscribes (as an app's uid): `ready`, then `event KIND UNIX_NS` for N events
@@ -26,11 +28,30 @@
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
 import AccountFixtures
+import BrokerContract
 import DeviceBroker
 import Foundation
 import KeychainStore
+import Logging
 import SharedDevice
+import SharedDeviceClient
 import Varlink
+
+/// The thin client's application on the broker at `socket`.
+func thinClient(_ socket: String) -> SharedDeviceClient.PublicClientApplication {
+    SharedDeviceClient.PublicClientApplication(endpoint: BrokerEndpoint(socketPath: socket), logger: Logger(label: "broker-load"))
+}
+
+/// One blocking varlink connection speaking the generated contract (what devicectl's client does).
+struct PersistentBroker {
+    let connection: VarlinkConnection
+    init(_ socket: String) throws { connection = try VarlinkConnection(unixSocketPath: socket) }
+    func call<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method.Parameters) throws -> Method.Reply {
+        let reply = try connection.call(VarlinkCall(method, parameters))
+        if let error = reply.error { throw BrokerLoadError.refused(error) }
+        return try Method.Reply(varlinkFields: reply.parameters)
+    }
+}
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
@@ -144,7 +165,7 @@ case "inprocess":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: inprocess STATE_DIR N APP") }
     do {
         let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
-        let application = try PublicClientApplication(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
+        let application = try SharedDevice.PublicClientApplication(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
         await measure("inprocess-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
         await measure("inprocess-current", count: count) { _ = try application.currentAccount() }
     } catch {
@@ -154,9 +175,12 @@ case "inprocess":
 case "broker":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: broker SOCKET N APP") }
     do {
-        let application = try PublicClientApplication(configuration: registration(arguments[3]), broker: BrokerClient(socketPath: arguments[1]))
+        let application = thinClient(arguments[1])
         await measure("broker-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
-        await measure("broker-current", count: count) { _ = try application.currentAccount() }
+        await measure("broker-current", count: count) { _ = try await application.currentAccount() }
+        let persistent = try PersistentBroker(arguments[1])
+        await measure("persistent-silent", count: count) { _ = try persistent.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes)) }
+        await measure("persistent-current", count: count) { _ = try persistent.call(Broker1.GetCurrentAccount.self, .init()) }
     } catch {
         fail("broker: \(error)")
     }
@@ -184,12 +208,17 @@ case "watch":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: watch SOCKET N") }
     var seen = 0
     do {
-        try BrokerClient(socketPath: arguments[1]).subscribe(onSubscribed: {
-            say("ready")
-        }) { change in
-            say("event \(change.kind.rawValue) \(wallNanoseconds())")
+        for try await event in thinClient(arguments[1]).accountChanges() {
+            switch event {
+            case .subscribed: say("ready"); continue
+            case .signedIn: say("event signed_in \(wallNanoseconds())")
+            case .signedOut: say("event signed_out \(wallNanoseconds())")
+            case .switched: say("event switched \(wallNanoseconds())")
+            case .deviceModeChanged: say("event mode_changed \(wallNanoseconds())")
+            case .idleWarning, .idleWarningCanceled: continue
+            }
             seen += 1
-            return seen < count
+            if seen >= count { break }
         }
     } catch {
         fail("watch: \(error)")
@@ -216,14 +245,14 @@ case "cycle":
 
 case "load":
     guard arguments.count == 4, let seconds = Double(arguments[2]), let start = Double(arguments[3]) else { fail("usage: load SOCKET SECONDS START") }
-    let client = BrokerClient(socketPath: arguments[1])
-    _ = try? client.caller()  // connect before the start
+    let client: PersistentBroker
+    do { client = try PersistentBroker(arguments[1]) } catch { fail("load: \(error)") }  // connect before the start
     let wait = start / 1000 - Date().timeIntervalSince1970
     if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
     let deadline = Date().addingTimeInterval(seconds)
     var calls = 0
     while Date() < deadline {
-        do { _ = try client.acquireTokenSilent(scopes: scopes) } catch { fail("load: \(error)") }
+        do { _ = try client.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes)) } catch { fail("load: \(error)") }
         calls += 1
     }
     print("load \(calls)")
@@ -324,7 +353,7 @@ case "idle-cycle":
         let device = ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
         let accounts = AccountManager(device: device)
         guard let policy = try device.policy(), let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("not provisioned") }
-        let client = BrokerClient(socketPath: arguments[2])
+        let client = try PersistentBroker(arguments[2])
         func signedIn() throws -> Bool { try accounts.accounts().contains { $0.signedIn } }
         for _ in 0..<rounds {
             if try !signedIn() {
@@ -332,7 +361,7 @@ case "idle-cycle":
                 usleep(200_000)  // the broker times the new worker
             }
             let sent = wallNanoseconds()
-            try client.reportActivity()
+            _ = try client.call(Broker1.ReportActivity.self, .init())
             say("deadline \(sent + UInt64(seconds * 1e9))")
             let limit = Date().addingTimeInterval(seconds + 5)
             while try signedIn() {
