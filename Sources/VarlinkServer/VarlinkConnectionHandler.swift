@@ -112,10 +112,20 @@ final class VarlinkConnectionHandler: ChannelInboundHandler {
     }
 
     /// Sends a `protocolError` reply saying why, then closes the connection.
+    /// The close waits for the reply's write (a close with the write still pending would drop it).
     private func refuse(_ channelContext: ChannelHandlerContext, reason: String) {
+        guard !closing else { return }
+        closing = true
+        calls?.finish()
         let reply = VarlinkReply(error: configuration.protocolError, parameters: ["reason": .string(reason)])
-        channelContext.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply.encoded())), promise: nil)
-        close(channelContext)
+        let loopBound = NIOLoopBound(channelContext, eventLoop: channelContext.eventLoop)
+        channelContext.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in
+            loopBound.value.close(promise: nil)
+        }
+        // A peer that reads nothing does not hold the connection open: closed after a second regardless.
+        channelContext.eventLoop.scheduleTask(in: .seconds(1)) {
+            loopBound.value.close(promise: nil)
+        }
     }
 
     /// The peer stopped sending but still reads (`shutdown(SHUT_WR)`, `printf … | socat`): its calls are
