@@ -109,7 +109,7 @@ struct BrokerCall: Sendable {
 
     /// Refuses a listener that runs as a user the endpoint does not trust; nothing has been sent yet.
     private func checkPeer(of channel: any Channel) async throws(SharedDeviceClientError) {
-        let credentials: PeerUCred
+        let credentials: VarlinkPeer
         do {
             guard let provider = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
             credentials = try await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
@@ -144,32 +144,13 @@ struct BrokerCall: Sendable {
         case .limitExceeded(let error)?:
             return .limitExceeded(limit: error.limit, maximum: error.maximum, message: error.message)
         case .tooManyConnections(let error)?:
-            let why = switch error.scope {
-            case "user": "this user already holds \(error.limit) connections to it (the policy's limits); close some or try again later"
-            case "reserved": "its last free connections are kept for administrators; try again later"
-            default: "it is at its limit of \(error.limit) connections; try again later"
-            }
-            return .brokerUnavailable("the broker refused this connection: \(why)")
+            return .brokerUnavailable(error.explanation)
         case .protocolError(let error)?:
             return .refused(error: name, message: error.reason)
         case nil:
-            switch name {
-            case "org.varlink.service.PermissionDenied":
-                return .refused(error: name, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
-            case "org.varlink.service.InvalidParameter":
-                return .refused(error: name, message: "the broker refused the parameter \(reply.parameters["parameter"]?.string ?? "?")")
-            default:
-                return .refused(error: name, message: reply.parameters["message"]?.string ?? "the broker refused the call")
-            }
+            return .refused(error: name, message: Broker1.refusalMessage(reply))
         }
     }
-}
-
-/// `struct ucred` of <sys/socket.h>, which Swift's Glibc does not import.
-private struct PeerUCred: Sendable {
-    var pid: Int32 = 0
-    var uid: UInt32 = .max
-    var gid: UInt32 = .max
 }
 
 /// Splits the bytes of a connection into varlink messages (each ends with a NUL), refusing one larger

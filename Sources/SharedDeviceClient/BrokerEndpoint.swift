@@ -1,12 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BrokerContract
 
 /// Where the broker listens and whom the client trusts to be it. The app (its executable) decides both;
 /// the library reads no environment variable and no configuration file.
 public struct BrokerEndpoint: Sendable, Hashable {
     /// The system broker's socket (`deviced.socket`).
-    public static let systemSocketPath = "/run/devicectl/broker.sock"
+    public static let systemSocketPath = Broker1.defaultSocketPath
 
     /// The broker's Unix socket.
     public var socketPath: String

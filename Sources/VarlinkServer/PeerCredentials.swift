@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import NIOCore
+import Varlink
 import Foundation
 
 /// Who is at the other end of a Unix socket, as the kernel says: the process, user and group that
@@ -29,13 +30,6 @@ public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
 }
 
-/// `struct ucred` of <sys/socket.h>, which Swift's Glibc does not import (it needs _GNU_SOURCE).
-private struct UCred: Sendable {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
-}
-
 /// SO_PEERPIDFD (Linux ≥ 6.5), absent from older headers.
 private let peerPIDFDOption: Int32 = 77
 
@@ -45,7 +39,8 @@ extension PeerCredentials {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
         }
-        let credentials: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
+        // VarlinkPeer has `struct ucred`'s layout (pid, uid, gid).
+        let credentials: EventLoopFuture<VarlinkPeer> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
         return credentials.flatMap { ucred in
             let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(

@@ -16,7 +16,7 @@ import VarlinkServer
 @main
 struct Deviced: AsyncParsableCommand {
     /// The system broker's socket (systemd's `RuntimeDirectory=devicectl`).
-    static let defaultSocketPath = "/run/devicectl/broker.sock"
+    static let defaultSocketPath = Broker1.defaultSocketPath
 
     /// `--socket`, else `$DEVICECTL_SOCKET`, else the system socket.
     static func socketPath(explicit: String?) -> String {

@@ -1,8 +1,8 @@
-import SharedDevice
+import BrokerContract
 import Foundation
 import IdentityClient
 import KeychainStore
-import BrokerContract
+import SharedDevice
 import Synchronization
 import Varlink
 
@@ -333,27 +333,13 @@ final class BrokerClient: Sendable {
         case .callerNotInPolicy(let error)?:
             return .callerNotInPolicy(uid: UInt32(clamping: error.uid), message: error.message)
         case .tooManyConnections(let error)?:
-            switch error.scope {
-            case "user":
-                return .unavailable("the broker refused this connection: this user already holds \(error.limit) connections to it (the policy's limits); close some or try again later")
-            case "reserved":
-                return .unavailable("the broker refused this connection: its last free connections are kept for administrators; try again later")
-            default:
-                return .unavailable("the broker at its limit of \(error.limit) connections refused this one; try again later")
-            }
+            return .unavailable(error.explanation)
         case .limitExceeded(let error)?:
             return .refused(error: name, message: error.message)
         case .protocolError(let error)?:
             return .refused(error: name, message: error.reason)
         case nil:
-            switch name {
-            case "org.varlink.service.PermissionDenied":
-                return .refused(error: name, message: "the broker refused: only an administrator (root, or the policy's administratorsGroup) may do this")
-            case "org.varlink.service.InvalidParameter":
-                return .refused(error: name, message: "the broker refused parameter \(reply.parameters["parameter"]?.string ?? "?")")
-            default:
-                return .refused(error: name, message: reply.parameters["message"]?.string ?? name)
-            }
+            return .refused(error: name, message: Broker1.refusalMessage(reply))
         }
     }
 }

@@ -1,5 +1,5 @@
-import SharedDevice
 import KeychainStore
+import SharedDevice
 
 /// A broker call that failed, with the library error it stands for where there is one, so a client
 /// handles a refusal through the broker exactly as it would in-process.

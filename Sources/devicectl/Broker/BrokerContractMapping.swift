@@ -1,7 +1,7 @@
-import SharedDevice
 import BrokerContract
 import Foundation
 import KeychainStore
+import SharedDevice
 
 // The one place where the client turns the contract's types (what the broker replied) into the
 // library's.

@@ -1,13 +1,13 @@
 #if canImport(Glibc)
-import SharedDevice
 import Glibc
 #endif
+import BrokerContract
 import Foundation
 
 /// Where the broker daemon (`deviced`) listens, for the daemon and for every client alike.
 enum BrokerSocket {
     /// The default socket: systemd's `RuntimeDirectory=devicectl`.
-    static let defaultPath = "/run/devicectl/broker.sock"
+    static let defaultPath = Broker1.defaultSocketPath
 
     /// `explicit` (`--socket`), else `$DEVICECTL_SOCKET`, else `defaultPath`.
     static func resolve(explicit: String? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {

@@ -1,5 +1,5 @@
-import SharedDevice
 import Foundation
+import SharedDevice
 
 /// The broker daemon's state as `GetStatus` reports it (`devicectl status`).
 struct BrokerStatus: Sendable, Equatable, Encodable {
