@@ -187,6 +187,23 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func aReplyOffTheInterfaceIsRefusedNamingTheField() async throws {
+        // A broker the client trusts (root runs it) whose replies lack what the interface requires.
+        let daemon = try await Daemon()
+        let (fake, socket) = try await BrokerTrustTests.fakeBroker(daemon, as: 0, seconds: 6)
+        let current = try daemon.start(product: "thin-app", as: Daemon.scannerUID, ["--socket", socket, "current"])
+        try #require(await current.waitForExit(timeout: 30))
+        #expect(current.status == 1 && current.lines.isEmpty, "\(current.lines)")
+        #expect(current.standardError.contains("error: refused the broker's reply to GetDeviceInformation has the field information missing or mistyped"),
+                "\(current.standardError)")
+        // A sign-out whose reply has every field is taken as it is: the counts are the broker's.
+        let signOut = try daemon.start(product: "thin-app", as: Daemon.scannerUID, ["--socket", socket, "signout"])
+        try #require(await signOut.waitForExit(timeout: 30))
+        #expect(signOut.lines == ["signed-out none global true items 99"], "\(signOut.lines) \(signOut.standardError)")
+        _ = try await BrokerTrustTests.received(by: fake)
+        await daemon.cleanUp()
+    }
+
     @Test func theClientsLinkHoldsNoStoreCryptoOrCurl() async throws {
         let binary = DevicectlRunner.productsDirectory.appendingPathComponent("thin-app")
         let symbols = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", "nm -C '\(binary.path)' | grep -E 'sqlite3_|sodium_|curl_|BoringSSL|JWTKit|GRDB' | head -5"])
