@@ -8,13 +8,16 @@ import NIOCore
 import NIOPosix
 import Varlink
 
-/// One call to the broker on a connection of its own: connect, check who listens (`SO_PEERCRED`),
-/// send, read replies until the handler has what it needs, close. Cancelling the calling task closes the
-/// connection, which the broker takes as the app going away (a sign-in in progress stops).
+/// Calls to the broker. A call with more replies (a sign-in, a subscription) runs on a connection of its
+/// own: connect, check who listens (`SO_PEERCRED`), send, read replies until the handler has what it
+/// needs, close. A single-reply call runs on a pooled connection (checked the same way when opened),
+/// one call at a time on each. Cancelling the calling task closes the call's connection, which the
+/// broker takes as the app going away (a sign-in in progress stops).
 struct BrokerCall: Sendable {
     let endpoint: BrokerEndpoint
     let group: any EventLoopGroup
     let logger: Logger
+    let pool = ConnectionPool()
 
     /// The largest reply read (the broker sends at most 4 MiB).
     static let maximumReplyBytes = 16 << 20
@@ -43,29 +46,24 @@ struct BrokerCall: Sendable {
                 """)
         }
         if Task.isCancelled { throw .cancelled }
-        let channel = try await connect()
+        if !more {
+            return try await single(encoded, member: member) { message throws(SharedDeviceClientError) in
+                let (reply, continues): (Method.Reply, Bool) = try Self.decode(message, member: member)
+                guard let value = try await handle(reply, continues) else {
+                    throw .refused(error: Method.qualifiedName, message: "the broker's reply to \(member) did not carry what the call needs")
+                }
+                return value
+            }
+        }
+        let (channel, peer) = try await connect()
         do {
             return try await channel.executeThenClose { inbound, outbound in
-                try await checkPeer(of: channel.channel)
+                try await checkPeer(peer)
                 try await outbound.write(ByteBuffer(bytes: encoded))
                 for try await message in inbound {
-                    let reply: VarlinkReply
-                    do throws(VarlinkProtocolError) {
-                        reply = try VarlinkReply.decode(Data(message.readableBytesView))
-                    } catch {
-                        throw SharedDeviceClientError.refused(error: "org.varlink.service.InvalidParameter",
-                                                              message: "the broker's reply to \(member) is not a varlink reply: \(error)")
-                    }
-                    if reply.error != nil { throw Self.failure(reply) }
-                    let decoded: Method.Reply
-                    do throws(VarlinkFieldError) {
-                        decoded = try Method.Reply(varlinkFields: reply.parameters)
-                    } catch {
-                        throw SharedDeviceClientError.refused(error: "org.varlink.service.InvalidParameter",
-                                                              message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped")
-                    }
-                    if let value = try await handle(decoded, reply.continues) { return value }
-                    guard reply.continues else {
+                    let (decoded, continues): (Method.Reply, Bool) = try Self.decode(message, member: member)
+                    if let value = try await handle(decoded, continues) { return value }
+                    guard continues else {
                         throw SharedDeviceClientError.refused(error: Method.qualifiedName, message: "the broker's last reply to \(member) was incomplete")
                     }
                 }
@@ -82,37 +80,121 @@ struct BrokerCall: Sendable {
         }
     }
 
-    private func connect() async throws(SharedDeviceClientError) -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
-        do {
-            return try await ClientBootstrap(group: group).connect(unixDomainSocketPath: endpoint.socketPath) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: Self.maximumReplyBytes)))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
+    /// One reply's worth of a message: the reply decoded strictly, and whether more follow.
+    static func decode<Reply: VarlinkStruct>(_ message: ByteBuffer, member: String) throws(SharedDeviceClientError) -> (Reply, Bool) {
+        let reply: VarlinkReply
+        do throws(VarlinkProtocolError) {
+            reply = try VarlinkReply.decode(Data(message.readableBytesView))
         } catch {
-            if Task.isCancelled { throw .cancelled }
-            let code = (error as? IOError)?.errnoCode ?? 0
-            switch code {
-            case EACCES, EPERM:
-                throw .brokerUnavailable("no permission to connect to the broker at \(endpoint.socketPath)")
-            case ENOENT, ECONNREFUSED, ENOTDIR:
-                throw .brokerUnavailable("""
-                    the broker daemon is not running (nothing listens on \(endpoint.socketPath)); start it with \
-                    `systemctl start deviced` (or run deviced), or point the app at the socket of a broker that runs
-                    """)
-            default:
-                throw .brokerUnavailable("cannot reach the broker at \(endpoint.socketPath): \(error)")
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's reply to \(member) is not a varlink reply: \(error)")
+        }
+        if reply.error != nil { throw failure(reply) }
+        do throws(VarlinkFieldError) {
+            return (try Reply(varlinkFields: reply.parameters), reply.continues)
+        } catch {
+            throw .refused(error: "org.varlink.service.InvalidParameter",
+                           message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped")
+        }
+    }
+
+    /// A single-reply call on a pooled connection. A pooled connection the broker closed while it sat
+    /// idle (its idle timeout, a restart) is replaced once: the broker never saw the call on it.
+    private func single<Value: Sendable>(_ request: Data, member: String,
+                                         _ handle: (ByteBuffer) async throws(SharedDeviceClientError) -> Value) async throws(SharedDeviceClientError) -> Value {
+        let buffer = ByteBuffer(bytes: request)
+        var reused = true
+        var connection: PooledConnection
+        if let idle = pool.take() {
+            connection = idle
+        } else {
+            connection = try await openPooled()
+            reused = false
+        }
+        while true {
+            let message: ByteBuffer
+            do {
+                message = try await connection.exchange(buffer)
+            } catch {
+                connection.close()
+                if Task.isCancelled { throw .cancelled }
+                if reused, (error as? ChannelError) == .ioOnClosedChannel || (error as? ChannelError) == .alreadyClosed {
+                    connection = try await openPooled()
+                    reused = false
+                    continue
+                }
+                throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again")
+            }
+            do throws(SharedDeviceClientError) {
+                let value = try await handle(message)
+                pool.give(connection)
+                return value
+            } catch {
+                // An error reply leaves the connection in step; anything else off the interface does not.
+                if case .refused = error { connection.close() } else { pool.give(connection) }
+                throw error
             }
         }
     }
 
+    /// A new connection for the pool, its listener checked before anything is sent.
+    private func openPooled() async throws(SharedDeviceClientError) -> PooledConnection {
+        let connection: PooledConnection
+        do {
+            connection = try await PooledConnection.open(endpoint.socketPath, group: group, maximumReplyBytes: Self.maximumReplyBytes)
+        } catch {
+            throw unreachable(error)
+        }
+        do throws(SharedDeviceClientError) {
+            try await checkPeer(connection.peer)
+        } catch {
+            connection.close()
+            throw error
+        }
+        return connection
+    }
+
+    /// A connection of its own (for a call with more replies), and who listens on it.
+    private func connect() async throws(SharedDeviceClientError) -> (NIOAsyncChannel<ByteBuffer, ByteBuffer>, EventLoopFuture<VarlinkPeer>) {
+        // The connection's own event loop, so the handler completes the promise without a hop.
+        let loop = group.next()
+        let peer = loop.makePromise(of: VarlinkPeer.self)
+        do {
+            let channel = try await ClientBootstrap(group: loop).connect(unixDomainSocketPath: endpoint.socketPath) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        PeerCredentialsCapture(peer), ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: Self.maximumReplyBytes)),
+                    ])
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+            return (channel, peer.futureResult)
+        } catch {
+            peer.fail(error)
+            throw unreachable(error)
+        }
+    }
+
+    /// The client error for a connection that could not be made.
+    private func unreachable(_ error: any Error) -> SharedDeviceClientError {
+        if Task.isCancelled { return .cancelled }
+        switch (error as? IOError)?.errnoCode ?? 0 {
+        case EACCES, EPERM:
+            return .brokerUnavailable("no permission to connect to the broker at \(endpoint.socketPath)")
+        case ENOENT, ECONNREFUSED, ENOTDIR:
+            return .brokerUnavailable("""
+                the broker daemon is not running (nothing listens on \(endpoint.socketPath)); start it with \
+                `systemctl start deviced` (or run deviced), or point the app at the socket of a broker that runs
+                """)
+        default:
+            return .brokerUnavailable("cannot reach the broker at \(endpoint.socketPath): \(error)")
+        }
+    }
+
     /// Refuses a listener that runs as a user the endpoint does not trust; nothing has been sent yet.
-    private func checkPeer(of channel: any Channel) async throws(SharedDeviceClientError) {
+    private func checkPeer(_ peer: EventLoopFuture<VarlinkPeer>) async throws(SharedDeviceClientError) {
         let credentials: VarlinkPeer
         do {
-            guard let provider = channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
-            credentials = try await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+            credentials = try await peer.get()
         } catch {
             throw .untrustedBroker("refusing the broker at \(endpoint.socketPath): the kernel does not say who runs it (\(error)); nothing was sent")
         }

@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
+import NIOPosix
+import Synchronization
+import Varlink
+
+/// A connection to the broker kept open between single-reply calls, one call at a time. Cancelling the
+/// call in flight closes it (so the broker drops that call, and only that one).
+final class PooledConnection: Sendable {
+    let channel: any Channel
+    /// Who listens, as the kernel said when the connection was made.
+    let peer: EventLoopFuture<VarlinkPeer>
+    private let waiter: NIOLoopBound<ReplyWaiter>
+
+    /// Connects to `path` (the caller checks the peer before the first exchange).
+    static func open(_ path: String, group: any EventLoopGroup, maximumReplyBytes: Int) async throws -> PooledConnection {
+        // The connection's own event loop, so the handler completes the promise without a hop.
+        let loop = group.next()
+        let peer = loop.makePromise(of: VarlinkPeer.self)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop).channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        PeerCredentialsCapture(peer),
+                        ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: maximumReplyBytes)), ReplyWaiter(),
+                    ])
+                }
+            }.connect(unixDomainSocketPath: path).get()
+        } catch {
+            peer.fail(error)
+            throw error
+        }
+        let waiter = try await channel.eventLoop.submit {
+            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ReplyWaiter.self), eventLoop: channel.eventLoop)
+        }.get()
+        return PooledConnection(channel: channel, peer: peer.futureResult, waiter: waiter)
+    }
+
+    private init(channel: any Channel, peer: EventLoopFuture<VarlinkPeer>, waiter: NIOLoopBound<ReplyWaiter>) {
+        self.channel = channel
+        self.peer = peer
+        self.waiter = waiter
+    }
+
+    /// Sends `request` (a whole varlink message with its NUL) and returns the next message received.
+    func exchange(_ request: ByteBuffer) async throws -> ByteBuffer {
+        let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
+        let channel = channel, waiter = waiter
+        channel.eventLoop.execute {
+            guard waiter.value.expect(promise) else { return }
+            channel.writeAndFlush(request).whenFailure { promise.fail($0) }
+        }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            channel.close(promise: nil)
+        }
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
+
+/// Hands the next message of the connection to the call waiting for it; fails it when the connection goes.
+private final class ReplyWaiter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private var pending: EventLoopPromise<ByteBuffer>?
+    private var closed = false
+
+    /// Waits for the next message; false (and `promise` failed) when the connection is already closed.
+    func expect(_ promise: EventLoopPromise<ByteBuffer>) -> Bool {
+        guard !closed else {
+            promise.fail(ChannelError.ioOnClosedChannel)
+            return false
+        }
+        pending = promise
+        return true
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let pending else {
+            // Nothing asked for it: the connection is out of step with its calls.
+            context.close(promise: nil)
+            return
+        }
+        self.pending = nil
+        pending.succeed(unwrapInboundIn(data))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        pending?.fail(ChannelError.ioOnClosedChannel)
+        pending = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        pending?.fail(error)
+        pending = nil
+        context.close(promise: nil)
+    }
+}
+
+/// The idle connections of one application, at most `capacity` of them.
+final class ConnectionPool: Sendable {
+    private let idle = Mutex<[PooledConnection]>([])
+    let capacity: Int
+
+    init(capacity: Int = 4) {
+        self.capacity = capacity
+    }
+
+    /// An idle connection still open, if there is one.
+    func take() -> PooledConnection? {
+        while let connection = idle.withLock({ $0.popLast() }) {
+            if connection.channel.isActive { return connection }
+            connection.close()
+        }
+        return nil
+    }
+
+    /// Keeps `connection` for the next call, or closes it when the pool is full.
+    func give(_ connection: PooledConnection) {
+        let kept = idle.withLock { connections in
+            guard connections.count < capacity else { return false }
+            connections.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    deinit {
+        for connection in idle.withLock({ $0 }) { connection.close() }
+    }
+}
+
+/// Reads who listens (`SO_PEERCRED`) the moment the connection is made, before anything is read from it:
+/// a broker that answers and closes at once (a refused connection) is still identified.
+final class PeerCredentialsCapture: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    private let promise: EventLoopPromise<VarlinkPeer>
+    private var completed = false
+
+    init(_ promise: EventLoopPromise<VarlinkPeer>) {
+        self.promise = promise
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        complete(Result {
+            guard let provider = context.channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
+            // On the event loop this reads the option at once. VarlinkPeer has `struct ucred`'s layout.
+            var peer: VarlinkPeer?
+            provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+                .whenSuccess { (value: VarlinkPeer) in peer = value }
+            guard let peer else { throw ChannelError.ioOnClosedChannel }
+            return peer
+        })
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        complete(.failure(ChannelError.ioOnClosedChannel))
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        complete(.failure(ChannelError.ioOnClosedChannel))
+    }
+
+    private func complete(_ result: Result<VarlinkPeer, any Error>) {
+        guard !completed else { return }
+        completed = true
+        promise.completeWith(result)
+    }
+}
