@@ -6,7 +6,8 @@ public import Varlink
 
 /// Any method of the broker's interface with the generated contract's types (`Broker1.<Method>`): what
 /// `PublicClientApplication` does not wrap (`GetStatus`, `GetCaller`'s state directory) and what tests of
-/// the wire drive. The same connection handling as the application: one per call, the listener's uid
+/// the wire drive. The same connection handling as the application: pooled connections for single-reply
+/// calls, one of its own for a call with more replies, the listener's uid
 /// checked first, cancellation closing it, a reply off the interface refused naming the field.
 public struct BrokerInterfaceClient: Sendable {
     private let broker: BrokerCall

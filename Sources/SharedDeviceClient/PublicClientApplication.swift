@@ -10,7 +10,8 @@ import NIOPosix
 ///
 /// Everything goes through the broker; this type holds no token and opens no store. The broker knows the
 /// app by its uid (the kernel tells it), so there is nothing to configure but where the broker listens.
-/// Each call runs on a connection of its own: cancelling the calling task closes it, and the broker stops
+/// A single-reply call runs on one of a few pooled connections, a call with more replies (a sign-in, the
+/// account changes) on a connection of its own: cancelling the calling task closes the call's connection, and the broker stops
 /// the call (a sign-in in progress caches nothing).
 public final class PublicClientApplication: Sendable {
     /// Where the broker listens and whom the client trusts to be it.

@@ -4,7 +4,7 @@
 //   broker-load prepare STATE_DIR POLICY     provision STATE_DIR from POLICY and sign a worker in (root)
 //   broker-load inprocess STATE_DIR N APP    N silent tokens and N currentAccount calls on the store (root)
 //   broker-load broker SOCKET N APP          the same through the broker (run as APP's uid): SharedDeviceClient's
-//                                            PublicClientApplication (a connection per call), and the generated
+//                                            PublicClientApplication (pooled connections), and the generated
 //                                            contract over one blocking connection (`persistent-…`)
 //   broker-load direct STATE_DIR N UID        the broker's service logic alone (no socket): its calls in-process
 //   broker-load load SOCKET SECONDS START    silent tokens through the broker from START (Unix ms) for SECONDS
