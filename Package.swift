@@ -179,6 +179,7 @@ let package = Package(
             name: "KeychainStoreTests",
             dependencies: [
                 "ProcessTestSupport",
+                "StoreTestSupport",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -188,6 +189,7 @@ let package = Package(
             name: "SharedDeviceTests",
             dependencies: [
                 "ProcessTestSupport",
+                "StoreTestSupport",
                 "SharedDevice",
                 "DeviceBroker",
                 "Varlink",
@@ -199,6 +201,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // What the store's and the device's suites share: a scratch state directory, a fake clock, raw SQL
+        // access to a store's file. Used by tests only.
+        .target(
+            name: "StoreTestSupport",
+            dependencies: [
+                "KeychainStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Tests/StoreTestSupport",
             swiftSettings: strictSettings
         ),
         // The child-process plumbing of the multi-process, SIGKILL and CLI tests. Used by tests only.

@@ -59,8 +59,18 @@ struct BrokerCall: Sendable {
         do {
             return try await channel.executeThenClose { inbound, outbound in
                 try await checkPeer(peer)
-                try await outbound.write(ByteBuffer(bytes: encoded))
-                for try await message in inbound {
+                var messages = inbound.makeAsyncIterator()
+                do {
+                    try await outbound.write(ByteBuffer(bytes: encoded))
+                } catch {
+                    // The broker may have refused the connection (TooManyConnections) and closed it before the
+                    // call went out: its reply says why.
+                    if let message = try? await messages.next() {
+                        let _: (Method.Reply, Bool) = try Self.decode(message, member: member)
+                    }
+                    throw error
+                }
+                while let message = try await messages.next() {
                     let (decoded, continues): (Method.Reply, Bool) = try Self.decode(message, member: member)
                     if let value = try await handle(decoded, continues) { return value }
                     guard continues else {

@@ -66,13 +66,22 @@ final class PooledConnection: Sendable {
 }
 
 /// Hands the next message of the connection to the call waiting for it; fails it when the connection goes.
+/// A message that comes before any call (the broker refusing the connection: TooManyConnections, then the
+/// close) is kept for the first call.
 private final class ReplyWaiter: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     private var pending: EventLoopPromise<ByteBuffer>?
+    private var unclaimed: ByteBuffer?
     private var closed = false
 
-    /// Waits for the next message; false (and `promise` failed) when the connection is already closed.
+    /// Waits for the next message; false (and `promise` completed) when it is already known: a message
+    /// that came first, or the connection's end.
     func expect(_ promise: EventLoopPromise<ByteBuffer>) -> Bool {
+        if let unclaimed {
+            self.unclaimed = nil
+            promise.succeed(unclaimed)
+            return false
+        }
         guard !closed else {
             promise.fail(ChannelError.ioOnClosedChannel)
             return false
@@ -82,13 +91,14 @@ private final class ReplyWaiter: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let message = unwrapInboundIn(data)
         guard let pending else {
-            // Nothing asked for it: the connection is out of step with its calls.
-            context.close(promise: nil)
+            // Nothing asked for it yet: kept for the next call; a second one means the connection is out of step.
+            if unclaimed == nil { unclaimed = message } else { context.close(promise: nil) }
             return
         }
         self.pending = nil
-        pending.succeed(unwrapInboundIn(data))
+        pending.succeed(message)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -6,6 +6,7 @@ import Testing
 /// `devicectl signin`, `account`, `accounts`, `signout`, `switch` and `cache export|import` end to end
 /// through the built binary, each test in its own state directory, with token responses written to files
 /// as an identity provider returns them.
+@Suite(.tags(.integration))
 struct AccountCLITests {
     static let kiosk = DevicectlRunner.policy("kiosk.json")
     static let personal = DevicectlRunner.policy("personal.json")
@@ -514,10 +515,7 @@ final class Transcript {
 
     /// Runs `devicectl ARGS` (with `--json` among them), expects exit 0 and parses standard output.
     func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
-        let result = try await run(arguments)
-        #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
-                sourceLocation: sourceLocation)
-        return try parseJSON(result.stdout)
+        try parsedJSON(try await run(arguments), of: arguments, sourceLocation: sourceLocation)
     }
 
     /// Writes the worker's token response to a file and returns its path.

@@ -4,6 +4,7 @@ import Testing
 
 /// `devicectl audit` (show, filters, JSON, JSON Lines, follow) and `devicectl audit verify` end to end,
 /// each test in its own state directory.
+@Suite(.tags(.integration))
 struct AuditCLITests {
     static let kiosk = DevicectlRunner.policy("kiosk.json")
 

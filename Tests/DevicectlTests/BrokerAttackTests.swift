@@ -6,7 +6,7 @@ import Testing
 /// own uid, raw varlink frames on the socket (Tests/Python/broker_attacks.py), while a victim app (the
 /// timeclock) and root keep being served. Each limit is refused or bounded with its documented error, the
 /// daemon's memory stays bounded and comes back, and the store and audit log hold afterwards.
-@Suite(.serialized) struct BrokerAttackTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerAttackTests {
     typealias Daemon = BrokerDaemon
 
     /// Output lines of a finished attacker, as JSON objects by their `step`.
@@ -182,7 +182,7 @@ import Testing
 }
 
 /// Interactive sign-ins an app leaves pending, against the local identity provider.
-@Suite(.serialized) struct BrokerSignInFloodTests {
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct BrokerSignInFloodTests {
     typealias Daemon = BrokerDaemon
 
     @Test func anAppMayHaveOnlyItsShareOfSignInsPendingAndTheOthersStillSignIn() async throws {
@@ -221,7 +221,7 @@ import Testing
 
 /// The token cache belongs to the broker: an app's keychain calls cannot read or rewrite it, whatever
 /// group the policy shares, while apps keep sharing ordinary items there.
-@Suite(.serialized) struct BrokerTokenCacheBoundaryTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerTokenCacheBoundaryTests {
     typealias Daemon = BrokerDaemon
 
     /// One call by `uid` (raw varlink): its error's name and parameters, or its reply's parameters.
@@ -273,7 +273,7 @@ import Testing
 }
 
 /// The store's space: a per-app quota, and a sign-out that works on a full disk.
-@Suite(.serialized) struct BrokerDiskTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerDiskTests {
     typealias Daemon = BrokerDaemon
 
     @Test func anAppOverItsQuotaGetsDiskFullWhileTheOthersKeepWorking() async throws {

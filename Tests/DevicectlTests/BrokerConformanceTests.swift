@@ -7,7 +7,7 @@ import Testing
 /// real daemon with the local identity provider as its authority. (The raw-frame errors — ProtocolError,
 /// InvalidParameter, MethodNotFound, ExpectedMore — need bytes the generated client never sends: the PyPI
 /// client's tests send them.)
-@Suite(.serialized) struct BrokerConformanceTests {
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct BrokerConformanceTests {
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
 

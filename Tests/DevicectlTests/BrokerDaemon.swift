@@ -125,14 +125,28 @@ final class BrokerDaemon: @unchecked Sendable {
         return try #require(try parseJSON(result.stdout) as? [[String: Any]])
     }
 
-    /// A test that stopped early (a failed `#require`) leaves no daemon behind.
+    /// The daemon's lifetime is the test's: one that stopped early (a failed `#require`, a thrown error)
+    /// leaves no daemon, mount or directory behind. `cleanUp()` does the same at the end of a test, after
+    /// letting the daemon stop by itself.
     deinit {
         _ = process?.killIfRunning()
+        removeEverything()
     }
 
     func cleanUp() async {
         await stop()
-        if mounted { _ = try? await Command.run(URL(fileURLWithPath: "/bin/umount"), [cli.stateDirectory.path]) }
+        removeEverything()
+    }
+
+    /// Unmounts the state directory's tmpfs (if any) and removes the scratch directories.
+    private func removeEverything() {
+        if mounted {
+            let umount = Process()
+            umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+            umount.arguments = [cli.stateDirectory.path]
+            if (try? umount.run()) != nil { umount.waitUntilExit() }
+            mounted = false
+        }
         cli.cleanUp()
         try? FileManager.default.removeItem(at: publicDirectory)
     }

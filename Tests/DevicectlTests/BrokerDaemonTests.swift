@@ -4,7 +4,7 @@ import Testing
 
 /// The broker daemon end to end: a real `deviced` on a real socket, clients as separate processes under
 /// the policy's uids (devicectl, and an independent varlink implementation in Python).
-@Suite(.serialized) struct BrokerDaemonTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerDaemonTests {
     typealias Daemon = BrokerDaemon
 
     @Test func eachAppReadsOnlyItsOwnGroupsAndTheSharedOneWhateverItClaims() async throws {

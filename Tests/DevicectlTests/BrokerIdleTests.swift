@@ -6,7 +6,7 @@ import Testing
 /// pushed to a Python subscriber, `devicectl activity` canceling the warning, the clock kept across a
 /// SIGKILL and restart, `devicectl status` showing the clock; once with a 10× clock (`--clock-scale`,
 /// so the policy's 30 s pass in 3 s) and once with the real clock.
-@Suite(.serialized)
+@Suite(.serialized, .tags(.integration, .needsRoot))
 struct BrokerIdleTests {
     typealias Daemon = BrokerDaemon
 

@@ -3,7 +3,7 @@ import ProcessTestSupport
 import Testing
 
 /// The broker under kills, restarts and load: state stays whole, clients reconnect, nothing is lost.
-@Suite(.serialized) struct BrokerResilienceTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerResilienceTests {
     typealias Daemon = BrokerDaemon
 
     /// Every credential item of the device's apps, as root sees them in the store: (group, service, account).

@@ -4,7 +4,7 @@ import Testing
 
 /// Interactive sign-in done by the broker against the local identity provider (glewlwyd), for apps under
 /// their own uids: the tokens stay in the daemon, the apps get them silently through it.
-@Suite(.serialized) struct BrokerSignInTests {
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct BrokerSignInTests {
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
 

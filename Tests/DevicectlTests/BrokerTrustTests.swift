@@ -4,7 +4,7 @@ import Testing
 
 /// Clients check who listens before they send: a fake broker any local user runs on a path a client is
 /// given gets nothing, and a broker serving another store than the one named is refused.
-@Suite(.serialized) struct BrokerTrustTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerTrustTests {
     typealias Daemon = BrokerDaemon
 
     /// A fake broker run by `uid` on a socket in a directory of its own, answering anything with success.

@@ -4,6 +4,7 @@ import Testing
 
 /// `devicectl provision`, `deprovision`, `info` and policy-driven keychain entitlements, end to end through
 /// the built binary, each test in its own state directory.
+@Suite(.tags(.integration))
 struct DeviceCLITests {
     static let kiosk = DevicectlRunner.policy("kiosk.json")
     static let personal = DevicectlRunner.policy("personal.json")

@@ -77,11 +77,15 @@ extension DevicectlRunner {
 
     /// Runs `devicectl ARGS --json` (the caller includes `--json`) and parses standard output.
     func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
-        let result = try await run(arguments)
-        #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
-                sourceLocation: sourceLocation)
-        return try parseJSON(result.stdout)
+        try parsedJSON(try await run(arguments), of: arguments, sourceLocation: sourceLocation)
     }
+}
+
+/// The JSON standard output of `devicectl ARGUMENTS` (with `--json` among them), which must have exited 0.
+func parsedJSON(_ result: DevicectlRunner.Result, of arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
+    #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
+            sourceLocation: sourceLocation)
+    return try parseJSON(result.stdout)
 }
 
 /// Parses a JSON document (objects, arrays, `null` as `NSNull`).

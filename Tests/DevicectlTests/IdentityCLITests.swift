@@ -18,6 +18,7 @@ import Glibc
 /// Isolation between parallel tests: only `refreshTokenRevokedMeansSignInAgainAndTheCacheStillAnswers`
 /// revokes refresh tokens, and it signs in at the provider's ES256 issuer (glewlwyd plugin `oidc-es256`)
 /// and revokes only there, so the other tests' refresh tokens (RS256 issuer) stay valid.
+@Suite(.tags(.integration, .needsIdentityProvider))
 struct IdentityCLITests {
     static let scanner = "com.contoso.kiosk.scanner"
     static let timeclock = "com.contoso.kiosk.timeclock"
@@ -344,10 +345,7 @@ extension IdentityCLITests {
 
         /// Runs `devicectl ARGS` (with `--json` among them), expects exit 0 and parses standard output.
         func json(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> Any {
-            let result = try await run(arguments)
-            #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
-                    sourceLocation: sourceLocation)
-            return try parseJSON(result.stdout)
+            try parsedJSON(try await run(arguments), of: arguments, sourceLocation: sourceLocation)
         }
 
         func provision(policy: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {

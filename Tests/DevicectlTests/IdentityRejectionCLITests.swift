@@ -6,6 +6,7 @@ import Testing
 /// What `devicectl` refuses from the real local provider (glewlwyd on 4599, see `IdentityCLITests`), and
 /// that a refusal leaves the device exactly as it was: an ID token that fails validation (exit 52) and a
 /// refresh that grants fewer scopes than asked for (exit 50).
+@Suite(.tags(.integration, .needsIdentityProvider))
 struct IdentityRejectionCLITests {
     static let scanner = IdentityCLITests.scanner
     static let port = UInt16(IdentityCLITests.port)

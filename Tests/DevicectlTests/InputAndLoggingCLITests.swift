@@ -7,6 +7,7 @@ import Glibc
 
 /// Oversized input is refused with its limit named and nothing changed; logging goes to standard error
 /// at the chosen level and no further; a store that belongs to another user says so.
+@Suite(.tags(.integration, .needsRoot))
 struct InputAndLoggingCLITests {
     static let kiosk = DevicectlRunner.policy("kiosk.json")
     static let scanner = "com.contoso.kiosk.scanner"

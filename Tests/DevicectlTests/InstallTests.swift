@@ -3,6 +3,7 @@ import ProcessTestSupport
 import Testing
 
 /// The systemd units and the install command, as an administrator uses them.
+@Suite(.tags(.integration))
 struct InstallTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 

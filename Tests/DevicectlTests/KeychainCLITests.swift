@@ -3,6 +3,7 @@ import ProcessTestSupport
 import Testing
 
 /// `devicectl keychain …` end to end through the built binary.
+@Suite(.tags(.integration))
 struct KeychainCLITests {
     static let scanner = ["--app", "com.contoso.scanner", "--entitlements", "com.microsoft.adalcache,com.contoso.scanner"]
     static let timeclock = ["--app", "com.contoso.timeclock", "--entitlements", "com.microsoft.adalcache,com.contoso.timeclock"]

@@ -4,6 +4,7 @@ import Testing
 
 /// Values an app, a user or the identity provider chose cannot forge lines or escape sequences on an
 /// administrator's terminal: devicectl's text output escapes control characters; JSON stays exact.
+@Suite(.tags(.integration))
 struct OutputEscapingCLITests {
     /// A fake audit line in red, as an attacker would smuggle it inside a value.
     static let forged = "x\n#999 2026-11-24T00:00:00Z account.signed_out actor=\"devicectl\" \u{1B}[31mSIGNED OUT\u{1B}[0m\u{202E}"
@@ -53,6 +54,7 @@ struct OutputEscapingCLITests {
 }
 
 /// Arguments devicectl cannot take for names: bytes that are not UTF-8 would collide as U+FFFD.
+@Suite(.tags(.integration))
 struct ArgumentEncodingCLITests {
     @Test func anArgumentThatIsNotUTF8IsAUsageErrorNamingIt() async throws {
         let cli = try await AccountCLITests.kioskDevice()

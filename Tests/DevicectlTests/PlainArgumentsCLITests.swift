@@ -5,6 +5,7 @@ import Testing
 /// The keychain read commands' plain parse (which skips ArgumentParser to start faster) against
 /// ArgumentParser's own: for every argument list, the same exit status, output and error with the plain
 /// parse on and off (`DEVICECTL_FULL_PARSE=1`), and the plain parse taken exactly for plain arguments.
+@Suite(.tags(.integration))
 struct PlainArgumentsCLITests {
     static let scanner = ["--app", "com.contoso.scanner", "--entitlements", "com.microsoft.adalcache,com.contoso.scanner"]
     static let marker = "arguments parsed without ArgumentParser"

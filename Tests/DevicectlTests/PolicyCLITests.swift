@@ -3,6 +3,7 @@ import ProcessTestSupport
 import Testing
 
 /// `devicectl policy validate` through the built binary.
+@Suite(.tags(.integration))
 struct PolicyCLITests {
     static let policies = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

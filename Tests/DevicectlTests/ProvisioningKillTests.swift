@@ -15,7 +15,7 @@ import Glibc
 ///
 /// No timing is asserted: the random delay only chooses where the kill lands, and every wait is a
 /// generous bound against a hung child.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(5)), .tags(.integration))
 struct ProvisioningKillTests {
     static let rounds = 15
     static let itemsPerGroup = 100

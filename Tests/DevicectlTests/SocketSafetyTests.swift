@@ -4,7 +4,7 @@ import Testing
 
 /// deviced takes its socket and state directory safely: never in a directory another user can write,
 /// never over something that is not a stale socket, never beside another daemon.
-@Suite(.serialized) struct SocketSafetyTests {
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct SocketSafetyTests {
     typealias Daemon = BrokerDaemon
 
     /// Runs a second deviced to its exit (it should refuse to start): status and standard error.

@@ -5,7 +5,7 @@ import Testing
 /// An app that links only SharedDeviceClient (`thin-app`), run under a policy uid against the real
 /// daemon: account changes with the idle countdown, the device-code callback, cancellation, no broker,
 /// an untrusted broker, and a link free of the engine.
-@Suite(.serialized) struct ThinClientTests {
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct ThinClientTests {
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
 

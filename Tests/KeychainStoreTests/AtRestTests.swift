@@ -1,10 +1,11 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// What an attacker holding the database file (and its WAL) can and cannot learn or do.
 struct AtRestTests {
-    private func fileBytes(_ directory: TemporaryDirectory) -> [String: Data] {
+    private func fileBytes(_ directory: TemporaryStateDirectory) -> [String: Data] {
         var files: [String: Data] = [:]
         for suffix in ["", "-wal", "-shm"] {
             let path = directory.databasePath + suffix
@@ -14,7 +15,7 @@ struct AtRestTests {
     }
 
     @Test func databaseFileAndWALHoldNoCleartextServiceAccountLabelGroupOrSecret() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let needles = ["ServiceNeedleQ7", "AccountNeedleK3", "LabelNeedleZ9", "SecretNeedleW1", "UpdatedSecretNeedleP4", "com.needle.groupX"]
         let app = try AppIdentity(appID: "com.needle.app", accessGroups: ["com.needle.groupX"])
@@ -37,7 +38,7 @@ struct AtRestTests {
     }
 
     @Test func wrongKeyFileIsItsOwnErrorAndChangesNothing() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory)
             try store.add(NewItem(service: "svc", account: "a", secret: Data("kept")), as: Apps.scanner)
@@ -55,7 +56,7 @@ struct AtRestTests {
     }
 
     @Test func wrongPassphraseIsWrongKeyAndTheRightOneStillOpens() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory, key: .passphrase("right passphrase"))
             try store.add(NewItem(service: "svc", account: "a", secret: Data("kept")), as: Apps.scanner)
@@ -69,7 +70,7 @@ struct AtRestTests {
     }
 
     @Test func missingKeyFileOfAnExistingStoreIsWrongKeyAndNoNewKeyIsMade() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory)
             try store.add(NewItem(service: "svc", account: "a", secret: Data("kept")), as: Apps.scanner)
@@ -83,7 +84,7 @@ struct AtRestTests {
     }
 
     @Test func aFileThatIsNotAStoreIsCorruptStoreNotWrongKey() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         _ = try openStore(directory)
         FileManager.default.createFile(atPath: directory.databasePath, contents: Data(repeating: 0x5A, count: 8192))
         try? FileManager.default.removeItem(atPath: directory.databasePath + "-wal")
@@ -92,7 +93,7 @@ struct AtRestTests {
     }
 
     @Test func errorsNeverContainTheSecretOrPassphrase() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory, key: .passphrase("pass-phrase-VALUE"))
         try store.add(NewItem(service: "svc", account: "a", secret: Data("SECRET-VALUE")), as: Apps.scanner)
         let duplicate = caughtError { try store.add(NewItem(service: "svc", account: "a", secret: Data("SECRET-VALUE-2")), as: Apps.scanner) }

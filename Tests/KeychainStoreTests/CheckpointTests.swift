@@ -1,5 +1,6 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// The write-ahead log's checkpoints: off the committing call below the limit (a background queue copies
@@ -23,7 +24,7 @@ struct CheckpointTests {
 
     private func secret(_ index: Int) -> Data { Self.secret(index) }
 
-    private func openSmallLogStore(_ directory: TemporaryDirectory) throws -> KeychainStore {
+    private func openSmallLogStore(_ directory: TemporaryStateDirectory) throws -> KeychainStore {
         var options = StoreOptions(synchronous: .normal)
         options.backgroundCheckpointPages = 100
         options.checkpointLimitPages = 400
@@ -46,7 +47,7 @@ struct CheckpointTests {
     }
 
     @Test func aCommitPastTheBackgroundSizeIsCopiedIntoTheDatabaseFileWithoutAnotherCommit() async throws {
-        let directory = TemporaryDirectory("checkpoint")
+        let directory = TemporaryStateDirectory("checkpoint")
         let store = try openSmallLogStore(directory)
         let before = fileSize(directory.databasePath)
         try await addItems(0..<8, to: store)  // about 140 pages: past 100, below 400
@@ -62,7 +63,7 @@ struct CheckpointTests {
     }
 
     @Test func aCommitPastTheLimitCheckpointsBeforeItReturns() async throws {
-        let directory = TemporaryDirectory("checkpoint")
+        let directory = TemporaryStateDirectory("checkpoint")
         let store = try openSmallLogStore(directory)
         try await addItems(0..<26, to: store)  // about 440 pages in one commit
         // No wait: the committing call copied the log back itself.
@@ -71,7 +72,7 @@ struct CheckpointTests {
     }
 
     @Test func manyCommitsKeepTheLogBoundedAndAStoreClosedWithACheckpointPendingLosesNothing() async throws {
-        let directory = TemporaryDirectory("checkpoint")
+        let directory = TemporaryStateDirectory("checkpoint")
         var store: KeychainStore? = try openSmallLogStore(directory)
         for batch in 0..<40 {  // 40 commits of 2 items (~34 pages each): ~1,400 pages in all
             try await addItems(batch * 2..<(batch + 1) * 2, to: try #require(store))

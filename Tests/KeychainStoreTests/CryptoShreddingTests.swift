@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Crypto-shredding: each access group's items are sealed under the group's own data key, stored wrapped
@@ -12,7 +13,7 @@ struct CryptoShreddingTests {
     static let timeclockGroup = "com.contoso.timeclock"
 
     @Test func deletingOnlyAGroupsKeyRowMakesItsItemsUnreadableAndLeavesOtherGroupsIntact() throws {
-        let directory = TemporaryDirectory("crypto-shred")
+        let directory = TemporaryStateDirectory("crypto-shred")
         let raw: RawDatabase
         let scannerKeyRow: Data
         do {

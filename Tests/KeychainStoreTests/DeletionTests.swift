@@ -1,11 +1,12 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// What a deletion leaves on disk.
 struct DeletionTests {
     @Test func aDeletedItemsCiphertextLeavesTheDatabaseFile() throws {
-        let directory = TemporaryDirectory("deletion")
+        let directory = TemporaryStateDirectory("deletion")
         let store = try openStore(directory)
         let app = try AppIdentity(appID: "com.contoso.deletion", accessGroups: ["com.contoso.deletion"])
         try store.add(NewItem(service: "api", account: "kept", secret: Data(repeating: 0x41, count: 100)), as: app)

@@ -1,11 +1,12 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Access groups keep apps apart the way keychain-access-groups entitlements do.
 struct EntitlementTests {
     @Test func namingAGroupTheCallerIsNotEntitledToIsMissingEntitlementForEveryOperation() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")), as: Apps.scanner)
         let foreign = ItemQuery(accessGroup: "com.contoso.scanner", service: "svc")
@@ -25,7 +26,7 @@ struct EntitlementTests {
     }
 
     @Test func queryWithoutGroupOnlySeesTheCallersGroupsSoOtherAppsItemsAreNotFound() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")), as: Apps.scanner)
         expectError(.itemNotFound) { try store.find(ItemQuery(service: "svc"), as: Apps.timeclock) }
@@ -38,7 +39,7 @@ struct EntitlementTests {
     }
 
     @Test func aSharedGroupIsVisibleToEveryEntitledApp() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "rt", account: "worker", secret: Data("shared")), as: Apps.scanner)
         #expect(try store.find(ItemQuery(service: "rt"), as: Apps.timeclock).secret == Data("shared"))
@@ -49,7 +50,7 @@ struct EntitlementTests {
     }
 
     @Test func anAppWithoutGroupsCannotAdd() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let empty = try AppIdentity(appID: "com.empty", accessGroups: [])
         expectError(.missingEntitlement) {

@@ -2,31 +2,8 @@ import Foundation
 import KeychainStore
 import Synchronization
 import ProcessTestSupport
+import StoreTestSupport
 import Testing
-
-/// A fresh state directory under /tmp, removed when the value is deinitialised.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init(_ name: String = "keychain-test") {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("\(name)-\(UUID().uuidString)", isDirectory: true)
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    var databasePath: String { url.appendingPathComponent(KeychainStore.databaseFileName).path }
-    var keyFile: URL { url.appendingPathComponent(KeychainStore.keyFileName) }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-}
-
-/// A clock that tests move by hand.
-final class FakeClock: Sendable {
-    private let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-    var date: Date { now.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { now.withLock { $0 += seconds } }
-    var function: @Sendable () -> Date { { [self] in date } }
-}
 
 enum Apps {
     static let sharedGroup = AccessGroup.adalCache
@@ -39,7 +16,7 @@ enum Apps {
 }
 
 /// Opens a store in `directory` with fast commits unless a test needs otherwise.
-func openStore(_ directory: TemporaryDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil,
+func openStore(_ directory: TemporaryStateDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil,
                synchronous: StoreOptions.Synchronous = .normal) throws -> KeychainStore {
     var options = StoreOptions(synchronous: synchronous)
     if let clock { options.clock = clock.function }

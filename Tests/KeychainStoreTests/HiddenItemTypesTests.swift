@@ -1,5 +1,6 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Item types hidden from a caller (`AppIdentity.hidingItemTypes`): the token cache a broker keeps in a
@@ -11,7 +12,7 @@ struct HiddenItemTypesTests {
 
     /// A store whose shared group holds two token items (as the broker's token cache writes them, with the
     /// plain identity) and one ordinary item the apps share.
-    static func store(_ directory: TemporaryDirectory) throws -> KeychainStore {
+    static func store(_ directory: TemporaryStateDirectory) throws -> KeychainStore {
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: shared, service: "refreshtoken-kiosk--", account: "jo", secret: Data("rt-secret"),
                               type: refreshToken), as: Apps.scanner)
@@ -22,7 +23,7 @@ struct HiddenItemTypesTests {
     }
 
     @Test func hiddenItemsAreNotFoundByAnyQuery() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try Self.store(directory)
         expectError(.itemNotFound) { try store.find(ItemQuery(accessGroup: Self.shared, type: Self.refreshToken), as: Self.appView) }
         // The whole key (the point read) does not reach it either.
@@ -39,7 +40,7 @@ struct HiddenItemTypesTests {
     }
 
     @Test func hiddenItemsCannotBeAddedRewrittenOrDeleted() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try Self.store(directory)
         expectError(.missingEntitlement) {
             try store.add(NewItem(accessGroup: Self.shared, service: "accesstoken-forged", account: "jo", secret: Data("forged"),

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Glibc
 /// The generic-password rules of the Apple keychain, as the store mirrors them.
 struct KeychainSemanticsTests {
     @Test func addedItemReadsBackWithEveryAttributeAndItsSecret() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let clock = FakeClock()
         let store = try openStore(directory, clock: clock)
         try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "worker-1", secret: Data("s3cret"),
@@ -22,7 +23,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func addWithoutGroupUsesTheCallersFirstGroup() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let stored = try store.add(NewItem(service: "svc", account: "a", secret: Data("x")), as: Apps.timeclock)
         #expect(stored.accessGroup == Apps.timeclock.accessGroups[0])
@@ -30,7 +31,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func secondAddWithSamePrimaryKeyIsDuplicateAndKeepsTheFirstSecret() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(service: "svc", account: "a", secret: Data("first")), as: Apps.scanner)
         expectError(.duplicateItem) {
@@ -43,7 +44,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func noMatchIsItemNotFound() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(service: "svc", account: "a", secret: Data("x")), as: Apps.scanner)
         for query in [ItemQuery(service: "other"), ItemQuery(service: "svc", account: "b"), ItemQuery(label: "none"), ItemQuery(type: 7)] {
@@ -53,7 +54,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func findReturnsOneItemUnlessAskedForAllInTheCallersGroupOrder() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("private")), as: Apps.scanner)
         try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "b", secret: Data("shared")), as: Apps.scanner)
@@ -65,7 +66,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func queriesMatchOnLabelTypeGenericAndCreator() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(service: "at", account: "a", secret: Data("1"), label: "L1", type: 2001, generic: Data("g1"), creator: 1), as: Apps.scanner)
         try store.add(NewItem(service: "rt", account: "a", secret: Data("2"), label: "L2", type: 2002, generic: Data("g2"), creator: 2), as: Apps.scanner)
@@ -77,7 +78,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func updateActsOnAllMatchesAndStampsTheModificationDate() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let clock = FakeClock()
         let store = try openStore(directory, clock: clock)
         let created = clock.date
@@ -98,7 +99,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func updateThatRekeysOntoAnExistingItemIsDuplicateAndChangesNothing() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(service: "svc", account: "a", secret: Data("1")), as: Apps.scanner)
         try store.add(NewItem(service: "svc", account: "b", secret: Data("2")), as: Apps.scanner)
@@ -115,7 +116,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func updateAndDeleteWithoutMatchAreItemNotFound() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         expectError(.itemNotFound) {
             try store.update(ItemQuery(service: "svc"), with: ItemChanges(label: "x"), as: Apps.scanner)
@@ -124,7 +125,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func deleteActsOnAllMatchesAndLeavesTheRest() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         for account in ["a", "b", "c"] {
             try store.add(NewItem(service: "svc", account: account, secret: Data(account)), as: Apps.scanner)
@@ -139,7 +140,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func itemsSurviveReopeningTheStore() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory, synchronous: .full)
             try store.add(NewItem(service: "svc", account: "a", secret: Data("durable")), as: Apps.scanner)
@@ -149,7 +150,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func passphraseProtectedStoreReopensWithTheSamePassphrase() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory, key: .passphrase("correct horse battery staple"))
             try store.add(NewItem(service: "svc", account: "a", secret: Data("pw")), as: Apps.scanner)
@@ -160,7 +161,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func stateDirectoryAndKeyFileAreOwnerOnly() throws {
-        let parent = TemporaryDirectory()
+        let parent = TemporaryStateDirectory()
         let directory = parent.url.appendingPathComponent("nested/state")
         let store = try KeychainStore(directory: directory)
         try store.add(NewItem(service: "svc", account: "a", secret: Data("x")), as: Apps.scanner)
@@ -173,7 +174,7 @@ struct KeychainSemanticsTests {
     }
 
     @Test func keyFileReadableByOthersIsRefused() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         _ = try openStore(directory)
         chmod(directory.keyFile.path, 0o644)
         expectError(.insecureKeyFile) { try openStore(directory) }

@@ -1,5 +1,6 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Synchronization
 import ProcessTestSupport
 import Testing
@@ -17,7 +18,7 @@ struct MultiProcessTests {
     static let mixedSeconds = 6
 
     @Test func fourProcessesAddingReadingAndDeletingLoseNothing() async throws {
-        let directory = TemporaryDirectory("keychain-multiprocess")
+        let directory = TemporaryStateDirectory("keychain-multiprocess")
         // Create the store (and its key file) up front so the workers all open an existing one.
         do { _ = try openStore(directory) }
         try #require(FileManager.default.fileExists(atPath: directory.keyFile.path))
@@ -95,7 +96,7 @@ struct MultiProcessTests {
     }
 
     @Test func writerKilledWithSIGKILLLosesNoAcknowledgedItem() async throws {
-        let directory = TemporaryDirectory("keychain-sigkill")
+        let directory = TemporaryStateDirectory("keychain-sigkill")
         do { _ = try openStore(directory) }
         // Kill points: after at least this many acks, plus a random 50–400 ms.
         let minimumAcks = [1, 4, 16, 40, 2, 100]

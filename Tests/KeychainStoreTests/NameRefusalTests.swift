@@ -1,12 +1,13 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Names no item may have, refused on every path with -50 and nothing stored; a store emptied behind the
 /// key's back is refused as damaged, not taken for a new one.
 struct NameRefusalTests {
     @Test func emptyServiceOrAccountAndNULCharactersAreInvalidParameters() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let cases: [NewItem] = [
             NewItem(service: "", account: "a", secret: Data("s".utf8)),
@@ -27,7 +28,7 @@ struct NameRefusalTests {
     }
 
     @Test func anEmptiedDatabaseBesideItsKeyIsDamagedNotNew() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         do {
             let store = try openStore(directory)
             try store.add(NewItem(service: "svc", account: "a", secret: Data("s".utf8)), as: Apps.scanner)
@@ -41,7 +42,7 @@ struct NameRefusalTests {
         let size = try FileManager.default.attributesOfItem(atPath: database.path)[.size] as? Int
         #expect(size == 0, "the emptied file was written to")
         // A directory without a key file still becomes a new store.
-        let fresh = TemporaryDirectory()
+        let fresh = TemporaryStateDirectory()
         #expect(try openStore(fresh).metadata(as: Apps.scanner).isEmpty)
     }
 }

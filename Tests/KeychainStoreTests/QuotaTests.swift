@@ -1,11 +1,12 @@
 import Foundation
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// A per-app quota on the items an app adds (a broker's `limits.itemsPerApp` / `bytesPerApp`).
 struct QuotaTests {
     @Test func addsOverTheItemQuotaFailWithDiskFullAndAddNothing() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let quota = ItemQuota(items: 3, bytes: 1 << 20)
         for index in 0..<3 {
@@ -25,7 +26,7 @@ struct QuotaTests {
     }
 
     @Test func anUpdateThatGrowsPastTheByteQuotaChangesNothing() throws {
-        let directory = TemporaryDirectory()
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let quota = ItemQuota(items: 100, bytes: 64 << 10)
         try store.add(NewItem(service: "s", account: "a", secret: Data(repeating: 1, count: 1000)), as: Apps.scanner, quota: quota)

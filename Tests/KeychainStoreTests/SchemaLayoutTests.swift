@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Stores created with the first layout (unique key `(group, service, account)` beside `items_by_account`)
@@ -44,7 +45,7 @@ struct SchemaLayoutTests {
     }
 
     @Test func aNewStoreGetsLayoutTwo() throws {
-        let directory = TemporaryDirectory("layout")
+        let directory = TemporaryStateDirectory("layout")
         _ = try openStore(directory)
         #expect(try userVersion(directory.databasePath) == 2)
         let indexes = try RawDatabase(path: directory.databasePath).queue.read { db in
@@ -54,7 +55,7 @@ struct SchemaLayoutTests {
     }
 
     @Test func aLayoutOneStoreOpensUnchangedAndServesEveryOperation() throws {
-        let directory = TemporaryDirectory("layout")
+        let directory = TemporaryStateDirectory("layout")
         do {
             let store = try openStore(directory)
             for index in 0..<20 {

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import KeychainStore
+import StoreTestSupport
 import Synchronization
 import Testing
 
@@ -13,7 +14,7 @@ import Testing
 /// as another process holding the store would.
 struct ShippedDefaultsTests {
     @Test func aStoreOpenedWithDefaultOptionsCommitsWithSynchronousFull() throws {
-        let directory = TemporaryDirectory("defaults-synchronous")
+        let directory = TemporaryStateDirectory("defaults-synchronous")
         let store = try KeychainStore(directory: directory.url)
         // SQLite reports synchronous as a number: 1 NORMAL, 2 FULL.
         let synchronous = try store.readTransaction { tx in try Int.fetchOne(tx.database, sql: "PRAGMA synchronous") }
@@ -22,13 +23,13 @@ struct ShippedDefaultsTests {
         #expect(journal == "wal")
 
         // The same read sees the option when it is not the default, so it reads this store's connection.
-        let fast = try openStore(TemporaryDirectory("defaults-synchronous-normal"), synchronous: .normal)
+        let fast = try openStore(TemporaryStateDirectory("defaults-synchronous-normal"), synchronous: .normal)
         #expect(try fast.readTransaction { tx in try Int.fetchOne(tx.database, sql: "PRAGMA synchronous") } == 1)
     }
 
     @Test func aStoreOpenedWithDefaultOptionsWaitsThirtySecondsForALock() throws {
         #expect(StoreOptions().busyTimeout == 30)
-        let directory = TemporaryDirectory("defaults-busy-timeout")
+        let directory = TemporaryStateDirectory("defaults-busy-timeout")
         let store = try KeychainStore(directory: directory.url)
         let milliseconds = try store.readTransaction { tx in try Int.fetchOne(tx.database, sql: "PRAGMA busy_timeout") }
         #expect(milliseconds == 30_000, "the store's connection waits \(milliseconds.map(String.init) ?? "-") ms for a lock, not 30 s")
@@ -36,7 +37,7 @@ struct ShippedDefaultsTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aWriteWithDefaultOptionsWaitsForALockHeldTwoSecondsAndSucceeds() async throws {
-        let directory = TemporaryDirectory("defaults-busy-wait")
+        let directory = TemporaryStateDirectory("defaults-busy-wait")
         let store = try KeychainStore(directory: directory.url)
         let lock = try WriteLockHolder(databasePath: directory.databasePath)
         lock.hold(releasingAfter: .seconds(2))
@@ -55,7 +56,7 @@ struct ShippedDefaultsTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aLockHeldPastTheBusyTimeoutFailsAWriteWithStoreBusyAndChangesNothing() throws {
-        let directory = TemporaryDirectory("defaults-busy-timeout-exceeded")
+        let directory = TemporaryStateDirectory("defaults-busy-timeout-exceeded")
         let store = try KeychainStore(directory: directory.url, options: StoreOptions(busyTimeout: 0.5))
         try store.add(NewItem(service: "busy", account: "before", secret: Data("kept".utf8)), as: Apps.scanner)
         let raw = try RawDatabase(path: directory.databasePath)

@@ -1,14 +1,15 @@
 import Foundation
 import GRDB
 import KeychainStore
+import StoreTestSupport
 import Testing
 
 /// Edits made with raw SQL must fail authentication, never yield another item's secret, and leave
 /// every other item readable.
 struct TamperTests {
     /// A store with two items in the shared group and one in the scanner's private group.
-    private func populatedStore() throws -> (TemporaryDirectory, KeychainStore, RawDatabase) {
-        let directory = TemporaryDirectory()
+    private func populatedStore() throws -> (TemporaryStateDirectory, KeychainStore, RawDatabase) {
+        let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "a", secret: Data("secret-A"), label: "LA", type: 2001), as: Apps.scanner)
         try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "b", secret: Data("secret-B"), label: "LB", type: 2002), as: Apps.scanner)

@@ -3,6 +3,7 @@ import IdentityClient
 import KeychainStore
 import ProcessTestSupport
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 // MARK: - Fixtures shared by the account manager's tests

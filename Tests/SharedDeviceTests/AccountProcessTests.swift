@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import ProcessTestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// Sign-out: global on a shared device (every group of every app, one transaction, a wipe tombstone, an

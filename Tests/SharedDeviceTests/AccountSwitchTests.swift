@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// The shift switch: the current worker's shift ends (global sign-out) and the next worker signs in, as

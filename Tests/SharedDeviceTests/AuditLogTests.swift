@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// Appending to, reading and checkpointing the audit log of an intact device.

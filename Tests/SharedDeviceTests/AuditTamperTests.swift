@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// Edits to the audit tables made with raw SQL, by someone with the database file but not the master key,

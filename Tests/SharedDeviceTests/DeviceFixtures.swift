@@ -3,49 +3,14 @@ import GRDB
 import KeychainStore
 import ProcessTestSupport
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import Testing
 
-// Test targets cannot import each other: what is needed from Tests/KeychainStoreTests/Fixtures.swift and
-// RawDatabase.swift is copied here, extended for the device records and the audit log.
+// The scratch directory, the fake clock and raw database access come from StoreTestSupport (shared with
+// the store's tests); the audit tables' raw access is added here.
 
 // MARK: - State directory and clock
-
-/// A fresh state directory under /tmp, removed when the value is deinitialised.
-/// With `create: false` only the path is chosen, so a test can see whether anything creates it.
-final class TemporaryStateDirectory: Sendable {
-    let url: URL
-
-    init(_ name: String = "shared-device-test", create: Bool = true) {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("\(name)-\(UUID().uuidString)", isDirectory: true)
-        if create { try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
-    }
-
-    var databasePath: String { url.appendingPathComponent(KeychainStore.databaseFileName).path }
-    var keyFile: URL { url.appendingPathComponent(KeychainStore.keyFileName) }
-    var exists: Bool { FileManager.default.fileExists(atPath: url.path) }
-
-    /// The bytes of the database and its WAL and shared-memory files, by suffix ("db", "-wal", "-shm").
-    func databaseFiles() -> [String: Data] {
-        var files: [String: Data] = [:]
-        for suffix in ["", "-wal", "-shm"] {
-            if let data = FileManager.default.contents(atPath: databasePath + suffix) { files[suffix.isEmpty ? "db" : suffix] = data }
-        }
-        return files
-    }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-}
-
-/// A clock that tests move by hand.
-final class FakeClock: Sendable {
-    static let start = Date(timeIntervalSince1970: 1_800_000_000)
-    private let now = Mutex(FakeClock.start)
-    var date: Date { now.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { now.withLock { $0 += seconds } }
-    var function: @Sendable () -> Date { { [self] in date } }
-}
 
 /// Opens a store in `directory` with fast commits and the fake clock.
 func openStore(_ directory: TemporaryStateDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil) throws -> KeychainStore {
@@ -286,42 +251,8 @@ enum ChainModel {
 
 // MARK: - Raw database
 
-/// Raw SQL access to a store's database file, the way an attacker with file access would edit it.
-struct RawDatabase {
-    let queue: DatabaseQueue
-
-    init(path: String) throws {
-        var configuration = Configuration()
-        configuration.foreignKeysEnabled = false
-        configuration.busyMode = .timeout(10)
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-    }
-
-    func execute(_ sql: String, _ arguments: StatementArguments = []) throws {
-        try queue.write { db in try db.execute(sql: sql, arguments: arguments) }
-    }
-
-    func count(_ table: String) throws -> Int {
-        try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
-    }
-
-    /// Every row of every table, as text: equal dumps mean an unchanged store.
-    func dump() throws -> String {
-        try queue.read { db in
-            var lines: [String] = []
-            let tables = try String.fetchAll(db, sql: """
-                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
-                """)
-            for table in tables {
-                lines.append("table \(table)")
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1") {
-                    lines.append("\(table): \(row.databaseValues.map(\.description).joined(separator: "|"))")
-                }
-            }
-            return lines.joined(separator: "\n")
-        }
-    }
-
+/// The audit tables, read and edited as an attacker with file access would.
+extension RawDatabase {
     // Audit tables.
 
     struct EventRow: Equatable {

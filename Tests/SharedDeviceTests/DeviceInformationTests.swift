@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// What apps learn about the device (MSAL's `getDeviceInformation`), in every state the device can be in.

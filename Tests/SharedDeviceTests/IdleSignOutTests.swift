@@ -2,6 +2,7 @@ import DeviceBroker
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import Testing
 import Varlink

@@ -5,6 +5,7 @@ import InMemoryLogging
 import KeychainStore
 import Logging
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import Testing
 

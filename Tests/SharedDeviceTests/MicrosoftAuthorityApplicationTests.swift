@@ -4,6 +4,7 @@ import IdentityTestSupport
 import JWTKit
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// Provisioning, policy updates, forced mode changes, entitlements and deprovisioning of a device.

@@ -3,6 +3,7 @@ import IdentityClient
 import IdentityTestSupport
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import IdentityClient
 import KeychainStore
 import SharedDevice
+import StoreTestSupport
 import Testing
 
 /// Silent lookups: access tokens by scope and expiry, refresh tokens by client or family, accounts with claims.
