@@ -297,6 +297,26 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "DeviceBrokerTests",
+            dependencies: [
+                "DeviceBroker",
+                "SharedDevice",
+                "KeychainStore",
+                "StoreTestSupport",
+                "Varlink",
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "VarlinkServerTests",
+            dependencies: [
+                "VarlinkServer",
+                "Varlink",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "VarlinkTests",
             dependencies: ["Varlink"],
             swiftSettings: strictSettings
