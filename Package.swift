@@ -106,6 +106,13 @@ let package = Package(
             resources: [.embedInCode("org.sharedmode.Broker1.varlink")],
             swiftSettings: strictSettings
         ),
+        // Where the executables find the store and the broker (options, then environment, then the
+        // system's defaults); libraries are handed the result.
+        .target(
+            name: "DeviceLocations",
+            dependencies: ["BrokerContract"],
+            swiftSettings: strictSettings
+        ),
         // What an app links to reach the broker: the async, MSAL-shaped client over the contract. No store,
         // no crypto, no identity client: the broker holds all of that.
         .target(
@@ -150,6 +157,7 @@ let package = Package(
             name: "deviced",
             dependencies: [
                 "DeviceBroker",
+                "DeviceLocations",
                 "BrokerContract",
                 "VarlinkServer",
                 "KeychainStore",
@@ -166,6 +174,8 @@ let package = Package(
             name: "devicectl",
             dependencies: [
                 "BrokerContract",
+                "DeviceLocations",
+                "SharedDeviceClient",
                 "Varlink",
                 "KeychainStore",
                 "IdentityClient",
@@ -314,6 +324,11 @@ let package = Package(
                 "Varlink",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DeviceLocationsTests",
+            dependencies: ["DeviceLocations"],
             swiftSettings: strictSettings
         ),
         .testTarget(

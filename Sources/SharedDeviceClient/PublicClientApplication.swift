@@ -98,8 +98,10 @@ public final class PublicClientApplication: Sendable {
 
     /// A shift change in one call: the current worker is signed out of every app (committed first), then
     /// the next worker signs in as `parameters.flow` shows. If the sign-in fails or is cancelled, the
-    /// device stays signed out.
-    public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd) async throws(SharedDeviceClientError) -> WorkerSwitch {
+    /// device stays signed out. `signedOut`, if given, hears who left (and how many of their items went)
+    /// as soon as the sign-out is committed, before the next worker's sign-in starts.
+    public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
+                             signedOut reportSignOut: (@Sendable (SignOutResult) async -> Void)? = nil) async throws(SharedDeviceClientError) -> WorkerSwitch {
         var call = Broker1.SwitchWorker.Parameters(scopes: parameters.scopes, reason: reason.rawValue, loginHint: parameters.loginHint)
         let showCode: (@Sendable (DeviceCodeVerification) async -> Void)?, openBrowser: (@Sendable (URL) async -> Void)?
         switch parameters.flow {
@@ -111,7 +113,9 @@ public final class PublicClientApplication: Sendable {
         let signedOut = SignedOutBox()
         return try await broker.run(Broker1.SwitchWorker.self, call, more: true) { reply throws(SharedDeviceClientError) in
             if let worker = reply.signedOut {
-                signedOut.value = SignOutResult(account: worker.account.map(Account.init), global: true, itemsRemoved: worker.itemsRemoved)
+                let result = SignOutResult(account: worker.account.map(Account.init), global: true, itemsRemoved: worker.itemsRemoved)
+                signedOut.value = result
+                await reportSignOut?(result)
             }
             if let verification = reply.verification { await showCode?(DeviceCodeVerification(verification)) }
             if let address = reply.authorizationUrl, let url = URL(string: address) { await openBrowser?(url) }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DeviceLocations
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -44,7 +45,7 @@ enum AccountText {
     }
 }
 
-struct ShowAccount: ParsableCommand {
+struct ShowAccount: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account",
         abstract: "Show the current and previous account (MSAL's getCurrentAccount) for an app, or for the device.")
@@ -54,11 +55,11 @@ struct ShowAccount: ParsableCommand {
     @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
     @OptionGroup var output: OutputOptions
 
-    func run() throws {
-        try runReportingErrors {
+    func run() async throws {
+        try await runReportingErrors {
             let result: CurrentAccount
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
-                result = try reportingBrokerErrors { () throws(BrokerClientError) in try client.currentAccount() }
+            if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+                result = try await broker.currentAccount()
             } else {
                 let context = try AccountContext(store)
                 let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
@@ -100,7 +101,7 @@ struct ListAccounts: ParsableCommand {
     }
 }
 
-struct SignOut: ParsableCommand {
+struct SignOut: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "signout",
         abstract: "Sign the current worker out: globally in shared mode (every app's credentials), else for the app.",
@@ -114,25 +115,26 @@ struct SignOut: ParsableCommand {
     @Flag(help: "Private mode: remove the account from every app, not just this one.") var wipeEverywhere = false
     @OptionGroup var output: OutputOptions
 
-    func run() throws {
-        try runReportingErrors {
+    func run() async throws {
+        try await runReportingErrors {
             let parsedReason = try signOutReason(reason)
             // Root without --app (remote / administrator sign-out) goes through a running broker too.
-            let administratorBroker = StateDirectory.isRoot && app == nil && !wipeEverywhere ? try BrokerRoute.runningBroker(stateDir: store.stateDir) : nil
-            if let client = administratorBroker {
-                let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .admin) }
+            let administratorBroker = DeviceLocations.runsAsRoot && app == nil && !wipeEverywhere
+                ? try await BrokerRoute.runningBroker(stateDir: store.stateDir, logger: store.logger) : nil
+            if let broker = administratorBroker {
+                let outcome = try await broker.signOut(reason: parsedReason ?? .admin)
                 if output.json {
-                    try Output.json(BrokerSignOutSummary(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved))
+                    try Output.json(outcome)
                 } else {
                     Output.print("signed out \(AccountText.line(outcome.account)) from every app (through the broker): \(outcome.itemsRemoved) credential item(s) removed")
                 }
                 return
             }
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
+            if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
                 // Through the broker the app signs out as itself; it may say the worker left or the shift ended.
-                let outcome = try reportingBrokerErrors { () throws(BrokerClientError) in try client.signOut(reason: parsedReason ?? .user) }
+                let outcome = try await broker.signOut(reason: parsedReason ?? .user)
                 if output.json {
-                    try Output.json(BrokerSignOutSummary(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved))
+                    try Output.json(outcome)
                 } else {
                     let scope = outcome.global ? "from every app" : "from this app"
                     Output.print("signed out \(AccountText.line(outcome.account)) \(scope): \(outcome.itemsRemoved) credential item(s) removed")
@@ -153,13 +155,6 @@ struct SignOut: ParsableCommand {
             }
         }
     }
-}
-
-/// `devicectl signout --json` through the broker.
-struct BrokerSignOutSummary: Encodable {
-    var account: DeviceAccount?
-    var global: Bool
-    var itemsRemoved: Int
 }
 
 /// Parses `--reason`.

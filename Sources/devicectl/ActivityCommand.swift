@@ -1,26 +1,28 @@
 import ArgumentParser
+import DeviceLocations
 import Foundation
+import Logging
 import SharedDevice
 
 /// `devicectl activity`: tells the broker the worker is active, for a kiosk shell or launcher that sees
 /// input (e.g. from an idle hook): the idle sign-out clock starts again and a warning is canceled.
-struct Activity: ParsableCommand {
+struct Activity: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "activity",
         abstract: "Tell the broker the worker is active: the idle sign-out clock starts again and a warning that was out is canceled.",
         discussion: "Through the running broker, as the caller's app (or an administrator). Prints the idle clock; exit 69 when no broker runs.")
 
-    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(BrokerSocket.defaultPath)).", valueName: "path"))
+    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket)).", valueName: "path"))
     var socket: String?
     @OptionGroup var output: OutputOptions
 
-    func run() throws {
-        try runReportingErrors {
-            let path = BrokerSocket.resolve(explicit: socket)
-            guard let client = try BrokerRoute.runningBroker(socket: path) else {
+    func run() async throws {
+        try await runReportingErrors {
+            let path = DeviceLocations.brokerSocket(explicit: socket)
+            guard let broker = try await BrokerRoute.runningBroker(socket: path, logger: Logger(label: DevicectlLogging.label)) else {
                 throw CLIError(exitCode: .unavailable, "no broker answers on \(path): start deviced (systemctl start deviced.socket); the idle clock lives in the broker")
             }
-            let idle = try reportingBrokerErrors { () throws(BrokerClientError) in try client.reportActivity() }
+            let idle = try await broker.reportActivity()
             if output.json {
                 try Output.json(idle)
             } else if let idle {

@@ -30,11 +30,11 @@ struct ApplicationContext {
 extension BrokerRoute {
     /// An identity client for the authority the broker's device information names (the policy's issuer
     /// and client id), for calling APIs with the tokens the broker gives.
-    static func identityClient(_ client: BrokerClient, logger: Logger) throws -> IdentityClient {
-        let information = try reportingBrokerErrors { () throws(BrokerClientError) in try client.deviceInformation() }
-        guard let issuer = information.extraDeviceInformation["authority"], let clientID = information.extraDeviceInformation["clientId"] else {
+    static func identityClient(_ broker: BrokerConnection, logger: Logger) async throws -> IdentityClient {
+        let information = try await broker.extraDeviceInformation()
+        guard let issuer = information["authority"], let clientID = information["clientId"] else {
             // Not provisioned, or the caller is no app: the broker's own refusal says which.
-            _ = try reportingBrokerErrors { () throws(BrokerClientError) in try client.currentAccount() }
+            _ = try await broker.currentAccount()
             throw CLIError(exitCode: .unavailable,
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }

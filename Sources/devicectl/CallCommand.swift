@@ -22,10 +22,10 @@ struct Call: AsyncParsableCommand {
             let identity: IdentityClient
             let silentToken: () async throws -> AuthenticationResult
             let scopes = parseScopes(self.scopes)
-            switch try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
-            case .broker(let client, _):
-                identity = try BrokerRoute.identityClient(client, logger: store.logger)
-                silentToken = { try reportingBrokerErrors { () throws(BrokerClientError) in try client.acquireTokenSilent(scopes: scopes) } }
+            switch try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+            case .broker(let broker, _):
+                identity = try await BrokerRoute.identityClient(broker, logger: store.logger)
+                silentToken = { try await broker.acquireTokenSilent(scopes: scopes) }
             case .direct:
                 let application = try ApplicationContext(store, app: app).application
                 identity = application.identity

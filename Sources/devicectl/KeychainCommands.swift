@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import KeychainStore
 
-struct AddGenericPassword: ParsableCommand {
+struct AddGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add-generic-password",
         abstract: "Add an item; the secret is read from standard input (exit 45 if it exists).")
@@ -22,19 +22,19 @@ struct AddGenericPassword: ParsableCommand {
         guard secretStdin else { throw ValidationError("pass the secret on standard input with --secret-stdin") }
     }
 
-    func run() throws {
-        try runReportingErrors {
-            let keychain = try KeychainAccess(caller: caller, location: store)
+    func run() async throws {
+        try await runReportingErrors {
+            let keychain = try await KeychainAccess(caller: caller, location: store)
             let secret = try readSecretFromStandardInput()
             let item = NewItem(accessGroup: accessGroup, service: service, account: account, secret: secret,
                                label: label, type: type, generic: generic.map { Data($0.utf8) })
-            let stored = try keychain.add(item)
+            let stored = try await keychain.add(item)
             if output.json { try Output.json(Output.ItemJSON(stored)) } else { Output.print("added item to \(stored.accessGroup)") }
         }
     }
 }
 
-struct FindGenericPassword: ParsableCommand {
+struct FindGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-generic-password",
         abstract: "Show the first matching item (or all with --all); exit 44 if none.")
@@ -46,10 +46,10 @@ struct FindGenericPassword: ParsableCommand {
     @Flag(help: "Also show the secret (base64 in JSON).") var printSecret = false
     @OptionGroup var output: OutputOptions
 
-    func run() throws {
-        try runReportingErrors {
-            let keychain = try KeychainAccess(caller: caller, location: store)
-            let items = try keychain.find(selection.query, all: all)
+    func run() async throws {
+        try await runReportingErrors {
+            let keychain = try await KeychainAccess(caller: caller, location: store)
+            let items = try await keychain.find(selection.query, all: all)
             if output.json {
                 let shown = items.map { Output.ItemJSON($0.metadata, secret: printSecret ? $0.secret : nil) }
                 if all { try Output.json(shown) } else { try Output.json(shown[0]) }
@@ -60,7 +60,7 @@ struct FindGenericPassword: ParsableCommand {
     }
 }
 
-struct UpdateGenericPassword: ParsableCommand {
+struct UpdateGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update-generic-password",
         abstract: "Change every matching item; a new secret is read from standard input.")
@@ -83,19 +83,19 @@ struct UpdateGenericPassword: ParsableCommand {
         }
     }
 
-    func run() throws {
-        try runReportingErrors {
-            let keychain = try KeychainAccess(caller: caller, location: store)
+    func run() async throws {
+        try await runReportingErrors {
+            let keychain = try await KeychainAccess(caller: caller, location: store)
             let secret = secretStdin ? try readSecretFromStandardInput() : nil
             let changes = ItemChanges(service: setService, account: setAccount, label: setLabel, type: setType,
                                       generic: setGeneric.map { Data($0.utf8) }, secret: secret)
-            let count = try keychain.update(selection.query, with: changes)
+            let count = try await keychain.update(selection.query, with: changes)
             if output.json { try Output.json(["updated": count]) } else { Output.print("updated \(count) item(s)") }
         }
     }
 }
 
-struct DeleteGenericPassword: ParsableCommand {
+struct DeleteGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete-generic-password",
         abstract: "Delete every matching item; exit 44 if none.")
@@ -109,16 +109,16 @@ struct DeleteGenericPassword: ParsableCommand {
         guard !selection.isEmpty else { throw ValidationError("select items with --service, --account, --label, --type or --access-group") }
     }
 
-    func run() throws {
-        try runReportingErrors {
-            let keychain = try KeychainAccess(caller: caller, location: store)
-            let count = try keychain.delete(selection.query)
+    func run() async throws {
+        try await runReportingErrors {
+            let keychain = try await KeychainAccess(caller: caller, location: store)
+            let count = try await keychain.delete(selection.query)
             if output.json { try Output.json(["deleted": count]) } else { Output.print("deleted \(count) item(s)") }
         }
     }
 }
 
-struct ListItems: ParsableCommand {
+struct ListItems: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "List the attributes of the app's items (never secrets).")
@@ -128,10 +128,10 @@ struct ListItems: ParsableCommand {
     @OptionGroup var selection: ItemSelection
     @OptionGroup var output: OutputOptions
 
-    func run() throws {
-        try runReportingErrors {
-            let keychain = try KeychainAccess(caller: caller, location: store)
-            let items = try keychain.metadata(matching: selection.query)
+    func run() async throws {
+        try await runReportingErrors {
+            let keychain = try await KeychainAccess(caller: caller, location: store)
+            let items = try await keychain.metadata(matching: selection.query)
             if output.json {
                 try Output.json(items.map { Output.ItemJSON($0) })
             } else if items.isEmpty {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DeviceLocations
 import Foundation
 import KeychainStore
 import Logging
@@ -28,7 +29,7 @@ struct StoreLocation: ParsableArguments {
         }
     }
 
-    var directory: URL { StateDirectory.resolve(explicit: stateDir) }
+    var directory: URL { DeviceLocations.stateDirectory(explicit: stateDir) }
 
     /// Opens the store, turning every failure into the documented exit code.
     func open() throws -> KeychainStore {

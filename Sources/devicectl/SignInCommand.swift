@@ -30,6 +30,14 @@ struct SignIn: AsyncParsableCommand {
                 .browser(openBrowser: SystemBrowser.open)
             }
         }
+
+        /// The flow as devicectl shows it when the broker signs the worker in.
+        func brokerFlow(prompt: String?, json: Bool) -> BrokerConnection.SignInFlow {
+            switch self {
+            case .deviceCode: .deviceCode { instructions in Output.progress(instructions, json: json) }
+            case .browser: .browser(prompt: prompt, openBrowser: SignIn.openFromBroker)
+            }
+        }
     }
 
     /// Parses `--prompt`.
@@ -54,8 +62,8 @@ struct SignIn: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             if let tokenResponse { return try signInFromFile(tokenResponse) }
-            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app, stateDir: store.stateDir) {
-                return try signInThroughBroker(client)
+            if case .broker(let broker, _) = try await BrokerRoute.choose(app: caller.app, stateDir: store.stateDir, logger: store.logger) {
+                return try await signInThroughBroker(broker)
             }
             let context = try ApplicationContext(store, app: caller.requiredApp())
             guard caller.entitlements == nil else {
@@ -76,18 +84,8 @@ struct SignIn: AsyncParsableCommand {
 
     /// The same sign-in done by the broker, as the caller's own app: the code (or the browser) is shown
     /// here, the tokens stay in the broker.
-    private func signInThroughBroker(_ client: BrokerClient) throws {
-        let json = output.json, scopes = parseScopes(self.scopes), username = self.username, prompt = self.prompt
-        let result = try reportingBrokerErrors { () throws(BrokerClientError) -> AuthenticationResult in
-            switch flow {
-            case .deviceCode:
-                return try client.signInWithDeviceCode(scopes: scopes, loginHint: username) { session in
-                    Output.progress(session.message, json: json)
-                }
-            case .browser:
-                return try client.signInWithBrowser(scopes: scopes, loginHint: username, prompt: prompt, openBrowser: Self.openFromBroker)
-            }
-        }
+    private func signInThroughBroker(_ broker: BrokerConnection) async throws {
+        let result = try await broker.signIn(scopes: parseScopes(scopes), loginHint: username, flow: flow.brokerFlow(prompt: prompt, json: output.json))
         if output.json {
             try Output.json(TokenJSON(result, includeSecret: false))
         } else {
@@ -95,7 +93,7 @@ struct SignIn: AsyncParsableCommand {
         }
     }
 
-    /// Opens the authorization URL the broker sent (from the broker client's thread); when no browser
+    /// Opens the authorization URL the broker sent; when no browser
     /// opens, the URL is printed for the worker.
     @Sendable static func openFromBroker(_ url: URL) {
         do throws(IdentityError) {

@@ -1,18 +1,19 @@
 import ArgumentParser
+import DeviceLocations
 import Foundation
 import KeychainStore
 import SharedDevice
 
 /// `devicectl status`: is the broker running, and the device's state (from the broker when it runs, else
 /// from the store).
-struct Status: ParsableCommand {
+struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Show the broker daemon's state: running or not, socket, policy, current worker and since when, idle clock, connected apps, last audit sequence.",
         discussion: "With the broker running this asks it (root or the policy's administratorsGroup); without it, root reads the store.")
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(BrokerSocket.defaultPath)).", valueName: "path"))
+    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket)).", valueName: "path"))
     var socket: String?
     @OptionGroup var output: OutputOptions
 
@@ -37,12 +38,12 @@ struct Status: ParsableCommand {
         var idle: IdleState?
     }
 
-    func run() throws {
-        try runReportingErrors {
-            let path = BrokerSocket.resolve(explicit: socket)
+    func run() async throws {
+        try await runReportingErrors {
+            let path = DeviceLocations.brokerSocket(explicit: socket)
             let summary: Summary
-            if let client = try BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir) {
-                let status = try reportingBrokerErrors { () throws(BrokerClientError) in try client.status() }
+            if let broker = try await BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir, logger: store.logger) {
+                let status = try await broker.status()
                 summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
                                                 connections: status.connections),
                                   provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,

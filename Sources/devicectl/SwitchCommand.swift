@@ -44,8 +44,8 @@ struct Switch: AsyncParsableCommand {
                 throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
             }
             let json = output.json
-            if case .broker(let client, _) = try BrokerRoute.choose(app: caller.app, stateDir: store.stateDir) {
-                return try switchThroughBroker(client, reason: parsedReason)
+            if case .broker(let broker, _) = try await BrokerRoute.choose(app: caller.app, stateDir: store.stateDir, logger: store.logger) {
+                return try await switchThroughBroker(broker, reason: parsedReason)
             }
             let context = try ApplicationContext(store, app: caller.app)
             let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: json),
@@ -66,21 +66,16 @@ struct Switch: AsyncParsableCommand {
     }
 
     /// The same switch done by the broker: the code (or the browser) is shown here, the tokens stay in the broker.
-    private func switchThroughBroker(_ client: BrokerClient, reason: SignOutReason) throws {
+    private func switchThroughBroker(_ broker: BrokerConnection, reason: SignOutReason) async throws {
         let json = output.json
-        let flow: BrokerClient.SignInFlow = switch self.flow {
-        case .deviceCode: .deviceCode(showCode: { session in Output.progress(session.message, json: json) })
-        case .browser: .browser(prompt: prompt, openBrowser: SignIn.openFromBroker)
-        }
-        var previous: DeviceAccount?
-        let result = try reportingBrokerErrors { () throws(BrokerClientError) in
-            try client.switchWorker(scopes: parseScopes(scopes), reason: reason, loginHint: username, signIn: flow) { account, _ in
-                previous = account
-                Output.progress("signed out: \(AccountText.line(account))", json: json)
-            }
+        let previous = PreviousWorker()
+        let result = try await broker.switchWorker(scopes: parseScopes(scopes), reason: reason, loginHint: username,
+                                                   flow: flow.brokerFlow(prompt: prompt, json: json)) { account in
+            previous.set(account)
+            Output.progress("signed out: \(AccountText.line(account))", json: json)
         }
         if json {
-            try Output.json(Summary(signedOut: previous, signedIn: result.account, correlationId: result.correlationID))
+            try Output.json(Summary(signedOut: previous.account, signedIn: result.account, correlationId: result.correlationID))
         } else {
             Output.print("signed in: \(AccountText.line(result.account))")
         }

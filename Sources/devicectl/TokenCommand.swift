@@ -21,11 +21,8 @@ struct Token: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             let result: AuthenticationResult
-            if case .broker(let client, _) = try BrokerRoute.choose(app: app, stateDir: store.stateDir) {
-                let scopes = parseScopes(self.scopes), forceRefresh = self.forceRefresh
-                result = try reportingBrokerErrors { () throws(BrokerClientError) in
-                    try client.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh)
-                }
+            if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+                result = try await broker.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
             } else {
                 guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
                 let context = try ApplicationContext(store, app: app)

@@ -1,6 +1,7 @@
 public import ArgumentParser
 import BrokerContract
 import DeviceBroker
+import DeviceLocations
 import Foundation
 import KeychainStore
 public import Logging
@@ -15,16 +16,6 @@ import VarlinkServer
 /// socket, and the broker tells them apart by their uid (from the kernel).
 @main
 struct Deviced: AsyncParsableCommand {
-    /// The system broker's socket (systemd's `RuntimeDirectory=devicectl`).
-    static let defaultSocketPath = Broker1.defaultSocketPath
-
-    /// `--socket`, else `$DEVICECTL_SOCKET`, else the system socket.
-    static func socketPath(explicit: String?) -> String {
-        if let explicit, !explicit.isEmpty { return explicit }
-        if let fromEnvironment = ProcessInfo.processInfo.environment["DEVICECTL_SOCKET"], !fromEnvironment.isEmpty { return fromEnvironment }
-        return defaultSocketPath
-    }
-
     static let configuration = CommandConfiguration(
         commandName: "deviced",
         abstract: "The shared-device broker: serves apps over varlink (org.sharedmode.Broker1) on a Unix socket.",
@@ -43,7 +34,7 @@ struct Deviced: AsyncParsableCommand {
     var stateDir: String?
 
     @Option(help: ArgumentHelp("Socket to listen on (ignored when systemd passes one).",
-                               discussion: "Default: $DEVICECTL_SOCKET, else \(Self.defaultSocketPath).", valueName: "path"))
+                               discussion: "Default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket).", valueName: "path"))
     var socket: String?
 
     @Option(help: ArgumentHelp("Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
@@ -86,7 +77,7 @@ struct Deviced: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "deviced")
-        let directory = StateDirectory.resolve(explicit: stateDir)
+        let directory = DeviceLocations.stateDirectory(explicit: stateDir)
         let store: KeychainStore
         do {
             store = try KeychainStore(directory: directory, logger: logger)
@@ -116,7 +107,7 @@ struct Deviced: AsyncParsableCommand {
         if let inherited = SocketActivation.inheritedListener() {
             listener = .inherited(descriptor: inherited)
         } else {
-            let path = Self.socketPath(explicit: socket)
+            let path = DeviceLocations.brokerSocket(explicit: socket)
             try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
                                                      attributes: [.posixPermissions: 0o755])
             listener = .path(path)

@@ -179,12 +179,4 @@ struct KeychainSemanticsTests {
         chmod(directory.keyFile.path, 0o644)
         expectError(.insecureKeyFile) { try openStore(directory) }
     }
-
-    @Test func stateDirectoryResolutionFollowsTheDocumentedOrder() {
-        #expect(StateDirectory.resolve(explicit: "/x", environment: ["DEVICECTL_STATE_DIR": "/y"]).path == "/x")
-        #expect(StateDirectory.resolve(environment: ["DEVICECTL_STATE_DIR": "/y"], isRoot: true).path == "/y")
-        #expect(StateDirectory.resolve(environment: [:], isRoot: true).path == "/var/lib/devicectl")
-        #expect(StateDirectory.resolve(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"], isRoot: false).path == "/s/devicectl")
-        #expect(StateDirectory.resolve(environment: ["HOME": "/h"], isRoot: false).path == "/h/.local/state/devicectl")
-    }
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 public import Foundation
 import Subprocess
 import SystemPackage
@@ -32,14 +35,33 @@ public enum Command {
                            environment: [String: String] = [:]) async throws -> Result {
         var overrides: [Environment.Key: String?] = [:]
         for (name, value) in environment { overrides[Environment.Key(stringLiteral: name)] = value }
+        // Standard input comes from an unlinked file, not a pipe: a command that exits before reading it
+        // (a refusal) must not make the write fail (swift-subprocess stops the process on a pipe it could
+        // not finish writing).
+        let input = try standardInputFile(stdin ?? "")
         let result = try await Subprocess.run(
             .path(FilePath(executable.path)), arguments: Arguments(arguments),
             environment: .inherit.updating(overrides),
-            input: .string(stdin ?? ""), output: .string(limit: outputLimit), error: .string(limit: outputLimit))
+            input: .fileDescriptor(input, closeAfterSpawningProcess: true), output: .string(limit: outputLimit), error: .string(limit: outputLimit))
         let status: Int32 = switch result.terminationStatus {
         case .exited(let code): code
         case .signaled(let signal): 128 + signal
         }
         return Result(status: status, stdout: result.standardOutput ?? "", stderr: result.standardError ?? "")
+    }
+
+    /// A descriptor reading `text` from its start, of a file already removed.
+    private static func standardInputFile(_ text: String) throws -> FileDescriptor {
+        let path = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("stdin-\(UUID().uuidString)").path)
+        let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+        do {
+            _ = unlink(path.string)
+            _ = try descriptor.writeAll(Array(text.utf8))
+            _ = try descriptor.seek(offset: 0, from: .start)
+            return descriptor
+        } catch {
+            try? descriptor.close()
+            throw error
+        }
     }
 }

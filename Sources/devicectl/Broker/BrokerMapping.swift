@@ -1,0 +1,85 @@
+import BrokerContract
+import Foundation
+import KeychainStore
+import SharedDevice
+import SharedDeviceClient
+
+// The one place where what the broker answered (the client's types, and the contract's for `GetStatus`)
+// becomes the library types devicectl prints, so that both routes print the same.
+
+extension DeviceAccount {
+    init(_ account: ClientAccount) {
+        self.init(homeAccountID: account.homeAccountID, environment: account.environment, realm: account.realm,
+                  username: account.username, name: account.name, localAccountID: account.localAccountID)
+    }
+
+    init(_ account: Broker1.Account) {
+        self.init(homeAccountID: account.homeAccountId, environment: account.environment, realm: account.realm,
+                  username: account.username, name: account.name, localAccountID: account.localAccountId)
+    }
+}
+
+extension SharedDevice.CurrentAccount {
+    init(_ accounts: ClientCurrentAccount) {
+        self.init(current: accounts.current.map(DeviceAccount.init), previous: accounts.previous.map(DeviceAccount.init))
+    }
+}
+
+extension SharedDevice.AuthenticationResult {
+    init(_ result: ClientAuthenticationResult) {
+        self.init(accessToken: result.accessToken, scopes: result.scopes, expiresOn: result.expiresOn, account: DeviceAccount(result.account),
+                  idToken: nil, source: Source(rawValue: result.source.rawValue) ?? .cache, correlationID: result.correlationID)
+    }
+}
+
+extension SharedDevice.IdleState {
+    init(_ state: ClientIdleState) {
+        self.init(idleSignOutSeconds: state.idleSignOutSeconds, warningSeconds: state.warningSeconds, idleSeconds: state.idleSeconds,
+                  signOutIn: state.signOutIn, warning: state.warning)
+    }
+
+    init(_ state: Broker1.IdleState) {
+        self.init(idleSignOutSeconds: state.idleSignOutSeconds, warningSeconds: state.warningSeconds, idleSeconds: state.idleSeconds,
+                  signOutIn: state.signOutIn, warning: state.warning)
+    }
+}
+
+extension ItemMetadata {
+    init(_ item: ClientKeychainItem) {
+        self.init(accessGroup: item.accessGroup, service: item.service, account: item.account, type: item.type, generic: item.generic,
+                  label: item.label, creator: nil, creationDate: item.creationDate, modificationDate: item.modificationDate)
+    }
+}
+
+extension StoreKeychainItem {
+    init(_ item: ClientKeychainItem) {
+        self.init(metadata: ItemMetadata(item), secret: item.secret ?? Data())
+    }
+}
+
+extension ClientItemQuery {
+    init(_ query: StoreItemQuery) {
+        self.init(accessGroup: query.accessGroup, service: query.service, account: query.account, label: query.label, type: query.type)
+    }
+}
+
+extension ClientItemChanges {
+    init(_ changes: StoreItemChanges) {
+        self.init(service: changes.service, account: changes.account, label: changes.label, type: changes.type, generic: changes.generic)
+    }
+}
+
+extension ClientDeviceCodeVerification {
+    /// "To sign in, open URL and enter the code CODE", as the engine's device-code session says it.
+    var instructions: String { "To sign in, open \(verificationURI) and enter the code \(userCode)" }
+}
+
+extension BrokerStatus {
+    init(_ status: Broker1.BrokerStatus) {
+        self.init(version: status.version, startedAt: Date(timeIntervalSince1970: status.startedAt), provisioned: status.provisioned,
+                  mode: status.mode, policyID: status.policyId, policySHA256: status.policySha256, current: status.current.map(DeviceAccount.init),
+                  signedInAt: status.signedInAt.map { Date(timeIntervalSince1970: $0) }, lastAuditSequence: Int64(status.lastAuditSequence),
+                  idle: status.idle.map(SharedDevice.IdleState.init),
+                  connections: status.connections.map { Connection(uid: UInt32(clamping: $0.uid), pid: Int32(clamping: $0.pid), appID: $0.appId) })
+    }
+}
