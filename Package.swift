@@ -189,6 +189,7 @@ let package = Package(
             name: "KeychainStoreTests",
             dependencies: [
                 "ProcessTestSupport",
+                "TestTags",
                 "StoreTestSupport",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -199,6 +200,7 @@ let package = Package(
             name: "SharedDeviceTests",
             dependencies: [
                 "ProcessTestSupport",
+                "TestTags",
                 "StoreTestSupport",
                 "SharedDevice",
                 "DeviceBroker",
@@ -222,6 +224,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/StoreTestSupport",
+            swiftSettings: strictSettings
+        ),
+        // The tags of the test suites (integration, needsRoot, needsIdentityProvider), defined once.
+        .target(
+            name: "TestTags",
+            path: "Tests/TestTags",
             swiftSettings: strictSettings
         ),
         // The child-process plumbing of the multi-process, SIGKILL and CLI tests. Used by tests only.
@@ -338,7 +346,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DevicectlTests",
-            dependencies: ["ProcessTestSupport", "IdentityClient"],
+            dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags"],
             swiftSettings: strictSettings
         ),
     ]

@@ -77,7 +77,7 @@ extension Broker {
         }
     }
 
-    private static func deviceCodeSignIn(_ application: PublicClientApplication, scopes: [String], loginHint: String?,
+    private static func deviceCodeSignIn(_ application: ApplicationEngine, scopes: [String], loginHint: String?,
                                          shown: AsyncStream<DeviceCodeSession>.Continuation) async -> Result<SharedDevice.AuthenticationResult, SharedDeviceError> {
         defer { shown.finish() }
         do throws(SharedDeviceError) {
@@ -108,12 +108,12 @@ extension Broker {
     }
 
     /// The caller's app with the caller's loopback redirect URI, on which the broker listens for the browser.
-    func browserApplication(for caller: BrokerCaller, redirectURI: URL) throws(BrokerFailure) -> PublicClientApplication {
+    func browserApplication(for caller: BrokerCaller, redirectURI: URL) throws(BrokerFailure) -> ApplicationEngine {
         let shared = try application(for: caller)
         do {
             var configuration = shared.configuration
             configuration.redirectURI = redirectURI
-            return try PublicClientApplication(configuration: configuration, device: device, transport: transport, logger: logger)
+            return try ApplicationEngine(configuration: configuration, device: device, transport: transport, logger: logger)
         } catch {
             throw BrokerFailure(error)
         }

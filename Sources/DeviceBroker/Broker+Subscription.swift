@@ -39,7 +39,7 @@ extension Broker {
     }
 
     private func event(kind: String, reason: String?, sequence: Int64, secondsLeft: Int? = nil,
-                       application: PublicClientApplication) throws(BrokerFailure) -> Broker1.SubscribeAccountChanges.Reply {
+                       application: ApplicationEngine) throws(BrokerFailure) -> Broker1.SubscribeAccountChanges.Reply {
         let current: DeviceAccount?
         do {
             current = try application.currentAccount().current

@@ -13,7 +13,7 @@ extension Broker {
     func switchWorker(_ parameters: Broker1.SwitchWorker.Parameters, caller: BrokerCaller,
                       replies: ReplyStream<Broker1.SwitchWorker.Reply>) async throws(BrokerFailure) {
         let reason = try ParameterCheck.reason(parameters.reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
-        let application: PublicClientApplication
+        let application: ApplicationEngine
         var interactive: InteractiveTokenParameters
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
         switch parameters.flow ?? "deviceCode" {
@@ -44,7 +44,7 @@ extension Broker {
         }
     }
 
-    private static func switchWorker(_ application: PublicClientApplication, _ parameters: InteractiveTokenParameters, reason: SignOutReason,
+    private static func switchWorker(_ application: ApplicationEngine, _ parameters: InteractiveTokenParameters, reason: SignOutReason,
                                      shown: AsyncStream<DeviceCodeSession>.Continuation,
                                      signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void) async -> Result<SharedDevice.AuthenticationResult, SharedDeviceError> {
         defer { shown.finish() }

@@ -20,7 +20,7 @@ public final class Broker: Sendable {
     let transport: any HTTPTransport
     let logger: Logger
     /// One application per app and policy revision, so each keeps its discovery cache.
-    private let applications = Mutex<[String: (policySHA: String, application: PublicClientApplication)]>([:])
+    private let applications = Mutex<[String: (policySHA: String, application: ApplicationEngine)]>([:])
     private let policies: DevicePolicyCache
     /// Refusals, written to the audit log coalesced per uid, method and reason.
     let refusals: RefusalAudit
@@ -94,6 +94,12 @@ public final class Broker: Sendable {
             try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
             if isActivity { idle.recordActivity() }
         } catch {
+            if Task.isCancelled {
+                // The connection closed during the call (the app went away or cancelled): whatever the call
+                // was doing (a sign-in's polling, a browser's listener) has stopped, and nothing was kept.
+                logger.debug("broker call stopped: the caller went away", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
+                return
+            }
             logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
             // An app's call the keychain or the account manager answered (an item not found, …) was the worker's too.
             if isActivity, error.isAnswerToApp { idle.recordActivity() }
@@ -167,7 +173,7 @@ public final class Broker: Sendable {
     /// The policy's app for the caller's uid.
     /// - Throws: `CallerNotInPolicy` (audited, coalesced per uid: see `RefusalAudit`) when the policy lists no app with
     ///   that uid or the device is not provisioned.
-    func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> PublicClientApplication {
+    func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> ApplicationEngine {
         let (record, policy) = try currentPolicy()
         guard let record, let policy, let app = policy.app(uid: caller.uid) else {
             if audit { auditRefusal(of: caller, provisioned: record != nil) }
@@ -176,9 +182,9 @@ public final class Broker: Sendable {
         if let cached = applications.withLock({ $0[app.id] }), cached.policySHA == record.policySHA256 {
             return cached.application
         }
-        let application: PublicClientApplication
+        let application: ApplicationEngine
         do {
-            application = try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app.id, policy: policy),
+            application = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: app.id, policy: policy),
                                                       device: device, transport: transport, logger: logger)
         } catch {
             throw BrokerFailure(error)

@@ -6,10 +6,10 @@ import Logging
 import SharedDevice
 
 /// The engine side of the commands that talk to the sign-in authority: the app's in-process
-/// `PublicClientApplication` on the store, under the device policy. Used when the command's route
+/// `ApplicationEngine` on the store, under the device policy. Used when the command's route
 /// (`BrokerRoute.choose`, decided once per command) is `.direct`: root, or no broker running.
 struct ApplicationContext {
-    let application: PublicClientApplication
+    let application: ApplicationEngine
 
     /// The context of `app` on the store.
     init(_ location: StoreLocation, app: String?) throws {
@@ -21,7 +21,7 @@ struct ApplicationContext {
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }
         application = try reportingDeviceErrors { () throws(SharedDeviceError) in
-            try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: app, policy: policy), device: device,
+            try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: app, policy: policy), device: device,
                                         logger: location.logger)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import IdentityClient
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// `devicectl signin`, `account`, `accounts`, `signout`, `switch` and `cache export|import` end to end

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// `devicectl audit` (show, filters, JSON, JSON Lines, follow) and `devicectl audit verify` end to end,

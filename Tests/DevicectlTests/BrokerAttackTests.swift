@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// Hostile local apps and users against the real daemon: each attack runs as a real process under its

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// Every method of org.sharedmode.Broker1, and every error an app can meet, driven through the generated

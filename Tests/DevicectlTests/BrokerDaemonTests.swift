@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// The broker daemon end to end: a real `deviced` on a real socket, clients as separate processes under

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// The idle sign-out through the daemon, as apps of other uids see it: the warning and the sign-out

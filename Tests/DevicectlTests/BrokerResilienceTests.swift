@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// The broker under kills, restarts and load: state stays whole, clients reconnect, nothing is lost.

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// Interactive sign-in done by the broker against the local identity provider (glewlwyd), for apps under
@@ -111,11 +112,11 @@ import Testing
     }
 
     @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
-        let daemon = try await Self.daemon()
+        let daemon = try await Self.daemon(logLevel: "debug")
         // The app goes away while the worker is still typing the code; then the worker approves it.
         _ = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1", beforeApproval: Self.kill)
-        // Longer than the provider's polling interval (5 s): had the broker kept polling, it would have signed in by now.
-        try await Task.sleep(for: .seconds(7))
+        // The broker says the call stopped: its polling is over, so the approved code can never sign anyone in.
+        #expect(await Self.waitUntilStopped(daemon, method: "SignInWithDeviceCode"), "\(daemon.logTail())")
         let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
         let accounts = try #require(try parseJSON(account.stdout) as? [String: Any], "\(account.stderr)")
         #expect(accounts["current"] is NSNull || accounts["current"] == nil)
@@ -148,6 +149,20 @@ import Testing
         #expect(approval.status == 0, "\(approval.stderr)")
         #expect(await process.waitForExit(timeout: 60), "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())")
         return process
+    }
+
+    /// Waits until the daemon logged (at debug) that a `method` call stopped because its caller went away:
+    /// the call's task has ended, so nothing it was doing (polling for a device code) can land later.
+    static func waitUntilStopped(_ daemon: Daemon, method: String, timeout: TimeInterval = 30) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let stopped = (daemon.process?.standardError ?? "").split(separator: "\n").contains {
+                $0.contains("broker call stopped: the caller went away") && $0.contains("broker.method=\(method)")
+            }
+            if stopped { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
     }
 
     /// A `beforeApproval` step: the app goes away (SIGKILL) while the worker types the code.
@@ -186,13 +201,13 @@ import Testing
     }
 
     @Test func aSwitchWhoseSignInIsCanceledOrDeclinedLeavesNobodySignedIn() async throws {
-        let daemon = try await Self.daemon()
+        let daemon = try await Self.daemon(logLevel: "debug")
         let first = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1")
         try #require(first.status == 0, "\(first.standardError)")
 
         // Canceled: the switching app goes away while the next worker types the code; the code is approved anyway.
         _ = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2", beforeApproval: Self.kill)
-        try await Task.sleep(for: .seconds(7))  // past the provider's polling interval
+        #expect(await Self.waitUntilStopped(daemon, method: "SwitchWorker"), "\(daemon.logTail())")
         for uid in [Daemon.scannerUID, Daemon.timeclockUID] {
             let accounts = try #require(try parseJSON(try await daemon.devicectl(as: uid, ["account", "--json"]).stdout) as? [String: Any])
             #expect(accounts["current"] is NSNull || accounts["current"] == nil, "uid \(uid): somebody is signed in after a canceled switch")

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// Clients check who listens before they send: a fake broker any local user runs on a path a client is

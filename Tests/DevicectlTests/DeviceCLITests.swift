@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// `devicectl provision`, `deprovision`, `info` and policy-driven keychain entitlements, end to end through

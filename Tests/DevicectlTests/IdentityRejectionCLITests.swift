@@ -1,6 +1,7 @@
 import Foundation
 import IdentityClient
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// What `devicectl` refuses from the real local provider (glewlwyd on 4599, see `IdentityCLITests`), and

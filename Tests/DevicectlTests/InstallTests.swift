@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// The systemd units and the install command, as an administrator uses them.

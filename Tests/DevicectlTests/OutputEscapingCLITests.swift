@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// Values an app, a user or the identity provider chose cannot forge lines or escape sequences on an

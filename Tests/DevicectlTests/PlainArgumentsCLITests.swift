@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// The keychain read commands' plain parse (which skips ArgumentParser to start faster) against

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// deviced takes its socket and state directory safely: never in a directory another user can write,

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessTestSupport
+import TestTags
 import Testing
 
 /// An app that links only SharedDeviceClient (`thin-app`), run under a policy uid against the real

@@ -3,6 +3,7 @@ import KeychainStore
 import StoreTestSupport
 import Synchronization
 import ProcessTestSupport
+import TestTags
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Glibc
 /// Real processes sharing one store: several `keychain-worker mixed` processes at once, and a
 /// `keychain-worker writer` killed with SIGKILL at random points. No timing is asserted; every bound is
 /// a generous safety net against a hung child.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(3)), .tags(.integration))
 struct MultiProcessTests {
     static let workerCount = 4
     static let mixedSeconds = 6

@@ -5,6 +5,7 @@ import SharedDevice
 import StoreTestSupport
 import Synchronization
 import ProcessTestSupport
+import TestTags
 import Testing
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ import Glibc
 /// learns of another process's global sign-out, and a sign-out of hundreds of tokens killed with SIGKILL
 /// at random points is never half done. Every time bound is a generous safety net against a hung child,
 /// not a performance assertion.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(5)), .tags(.integration))
 struct AccountProcessTests {
     static let kioskPolicy = Policies.directory.appendingPathComponent("kiosk.json").path
 

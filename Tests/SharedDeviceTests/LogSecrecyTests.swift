@@ -57,9 +57,9 @@ private final class LoggedKiosk {
         try device.provision(policyDocument: try provider.kioskPolicy(), actor: DeviceFixture.admin)
     }
 
-    func app(_ id: String) throws -> PublicClientApplication {
+    func app(_ id: String) throws -> ApplicationEngine {
         let policy = try #require(try device.policy())
-        return try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: id, policy: policy),
+        return try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
                                            device: device, transport: transport, logger: logger)
     }
 
@@ -71,7 +71,7 @@ private final class LoggedKiosk {
     }
 
     /// The secrets of the run: what crossed the transport, the app's cache export, the master key file.
-    func secrets(of app: PublicClientApplication, also more: [String: Set<String>]) throws -> [String: Set<String>] {
+    func secrets(of app: ApplicationEngine, also more: [String: Set<String>]) throws -> [String: Set<String>] {
         var secrets = transport.secrets.merging(more) { $0.union($1) }
         let export = try TokenCache().exportJSON(as: app.app, in: store)
         let cache = try #require(try JSONSerialization.jsonObject(with: export) as? [String: Any])
@@ -134,11 +134,11 @@ private func debugMessages(_ entries: [InMemoryLogHandler.Entry]) -> [String] {
     entries.filter { $0.level <= .debug }.map(\.message.description)
 }
 
-extension PublicClientApplicationTests {
+extension ApplicationEngineTests {
     /// Whole shifts against the real provider with every layer logging to one in-memory handler at
     /// `.trace`: the logs tell what happened at debug and trace level, and never carry a secret.
     ///
-    /// Nested in `PublicClientApplicationTests`, whose `.serialized` trait keeps these from running beside
+    /// Nested in `ApplicationEngineTests`, whose `.serialized` trait keeps these from running beside
     /// that suite's sign-ins against the same glewlwyd (which fails concurrent sign-ins now and then).
     @Suite struct LogSecrecyTests {
         @Test func aDeviceCodeShiftLogsEveryStepButNoTokenCodeKeyOrPassphrase() async throws {

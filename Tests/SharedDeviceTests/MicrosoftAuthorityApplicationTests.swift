@@ -8,7 +8,7 @@ import StoreTestSupport
 import Synchronization
 import Testing
 
-// `PublicClientApplication` on a kiosk whose policy names a Microsoft Entra tenant. Microsoft cannot be
+// `ApplicationEngine` on a kiosk whose policy names a Microsoft Entra tenant. Microsoft cannot be
 // reached from here, so a scripted transport answers in the documented shapes of the v2.0 endpoints
 // (discovery, /devicecode, /token with `client_info`, AADSTS errors) and records what the app sends.
 
@@ -31,7 +31,7 @@ private final class MicrosoftKiosk {
 
     let fixture: DeviceFixture
     let transport = ScriptedTransport()
-    let app: PublicClientApplication
+    let app: ApplicationEngine
 
     init() throws {
         fixture = try DeviceFixture()
@@ -50,7 +50,7 @@ private final class MicrosoftKiosk {
         ]]]))
         let policy = try #require(try fixture.device.policy())
         let clock = fixture.clock
-        app = try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: ProviderKiosk.scanner, policy: policy),
+        app = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: ProviderKiosk.scanner, policy: policy),
                                           device: fixture.device, transport: transport, now: clock.function, sleep: { _ in })
     }
 

@@ -12,7 +12,7 @@ import SharedDevice
 final class TokenFixture {
     static let scopes = ["User.Read"]
 
-    let app: PublicClientApplication
+    let app: ApplicationEngine
     private let scratch: ScratchDirectory
     private let idp: String
 
@@ -32,7 +32,7 @@ final class TokenFixture {
         policy["authority"] = authority
         _ = try device.provision(policyDocument: try JSONSerialization.data(withJSONObject: policy), actor: "token-benchmarks")
         guard let provisioned = try device.policy() else { throw BenchmarkFailure("the device has no policy after provisioning") }
-        app = try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: "com.contoso.kiosk.scanner", policy: provisioned),
+        app = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: "com.contoso.kiosk.scanner", policy: provisioned),
                                           device: device)
     }
 

@@ -142,8 +142,8 @@ func tokenResponse() throws -> TokenResponse {
     return try TokenResponse.decode(JSONSerialization.data(withJSONObject: json))
 }
 
-func registration(_ app: String) -> PublicClientApplicationConfiguration {
-    PublicClientApplicationConfiguration(clientID: "kiosk-apps", authority: "http://127.0.0.1:4593/api/oidc", appID: app)
+func registration(_ app: String) -> ApplicationEngineConfiguration {
+    ApplicationEngineConfiguration(clientID: "kiosk-apps", authority: "http://127.0.0.1:4593/api/oidc", appID: app)
 }
 
 switch mode {
@@ -165,7 +165,7 @@ case "inprocess":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: inprocess STATE_DIR N APP") }
     do {
         let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
-        let application = try SharedDevice.PublicClientApplication(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
+        let application = try SharedDevice.ApplicationEngine(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
         await measure("inprocess-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
         await measure("inprocess-current", count: count) { _ = try application.currentAccount() }
     } catch {

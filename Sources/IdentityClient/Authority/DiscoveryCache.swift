@@ -5,7 +5,7 @@ import Synchronization
 /// default, as MSAL keeps its authority metadata cache) unless a token names a key the cached set lacks.
 ///
 /// An instance, not process-global state: an `IdentityClient` makes its own unless its caller hands it
-/// one, and `PublicClientApplication` keeps one for its lifetime and gives it to the identity client it
+/// one, and `ApplicationEngine` keeps one for its lifetime and gives it to the identity client it
 /// makes, so an app discovers its authority once a day. Safe to share between clients and tasks.
 public final class DiscoveryCache: Sendable {
     /// How long an entry is used (MSAL's authority metadata lifetime: 24 hours).

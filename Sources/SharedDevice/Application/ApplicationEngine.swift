@@ -3,8 +3,10 @@ public import IdentityClient
 public import KeychainStore
 public import Logging
 
-/// The app-facing API, shaped like MSAL's `MSALPublicClientApplication` in shared device mode: device
-/// information, the current account, interactive and silent token calls, and sign-out.
+/// The engine behind an app's calls, shaped like MSAL's `MSALPublicClientApplication` in shared device
+/// mode: device information, the current account, interactive and silent token calls, and sign-out, on
+/// the device's store. The broker runs one per app (and root's devicectl one for itself); apps never link
+/// it: they reach it through the broker with `SharedDeviceClient`'s `PublicClientApplication`.
 ///
 /// The seed tutorial's flow, in Swift:
 ///
@@ -12,8 +14,8 @@ public import Logging
 /// let store = try KeychainStore(directory: stateDirectory)
 /// let device = ManagedDevice(store: store)
 /// let policy = try device.policy()!                      // provisioned with `devicectl provision`
-/// let application = try PublicClientApplication(
-///     configuration: PublicClientApplicationConfiguration(appID: "com.contoso.kiosk.scanner", policy: policy),
+/// let application = try ApplicationEngine(
+///     configuration: ApplicationEngineConfiguration(appID: "com.contoso.kiosk.scanner", policy: policy),
 ///     device: device)
 ///
 /// // 1. Is this a shared device? Who is signed in?
@@ -42,9 +44,9 @@ public import Logging
 /// The app discovers its authority once a day: the application keeps one `DiscoveryCache` for its
 /// lifetime and gives it to its identity client. Its debug and trace events (and the identity client's)
 /// go to the `logger` it was made with; none carries a token, a code or a secret.
-public final class PublicClientApplication: Sendable {
+public final class ApplicationEngine: Sendable {
     /// The app's registration.
-    public let configuration: PublicClientApplicationConfiguration
+    public let configuration: ApplicationEngineConfiguration
     /// The device the app runs on.
     public let device: ManagedDevice
     /// The device's account manager (shared with every other app on the device through the store).
@@ -68,7 +70,7 @@ public final class PublicClientApplication: Sendable {
     ///   - logger: where the application's and its identity client's debug and trace events go; the
     ///     task-local logger by default.
     /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
-    public init(configuration: PublicClientApplicationConfiguration, device: ManagedDevice,
+    public init(configuration: ApplicationEngineConfiguration, device: ManagedDevice,
                 transport: any HTTPTransport = CurlTransport(),
                 now: @escaping @Sendable () -> Date = Date.init,
                 sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },

@@ -5,6 +5,7 @@ import KeychainStore
 import SharedDevice
 import StoreTestSupport
 import Synchronization
+import TestTags
 import Testing
 
 /// A kiosk provisioned against the tests' real identity provider, and its apps.
@@ -23,9 +24,9 @@ final class ProviderKiosk {
 
     func app(_ id: String = ProviderKiosk.scanner, transport: any HTTPTransport = CurlTransport(),
              now: @escaping @Sendable () -> Date = Date.init,
-             sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws -> PublicClientApplication {
+             sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws -> ApplicationEngine {
         let policy = try #require(try fixture.device.policy())
-        return try PublicClientApplication(configuration: PublicClientApplicationConfiguration(appID: id, policy: policy),
+        return try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
                                            device: fixture.device, transport: transport, now: now, sleep: sleep)
     }
 
@@ -61,12 +62,12 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     }
 }
 
-/// `PublicClientApplication` against a real OpenID Connect provider (glewlwyd on loopback, `tools/idp`):
+/// `ApplicationEngine` against a real OpenID Connect provider (glewlwyd on loopback, `tools/idp`):
 /// the seed tutorial's flow, silent tokens, shared-mode SSO and global sign-out, and the failures.
 ///
 /// Serialized: glewlwyd opens its SQLite database without a busy timeout, so concurrent sign-ins make
 /// it answer `server_error` now and then.
-@Suite(.serialized) struct PublicClientApplicationTests {
+@Suite(.serialized, .tags(.integration, .needsIdentityProvider)) struct ApplicationEngineTests {
     @Test func deviceCodeSignInThenSilentTokensForTwoAPIsAndTheUserinfoCall() async throws {
         let kiosk = try await ProviderKiosk()
         let scanner = try kiosk.app()

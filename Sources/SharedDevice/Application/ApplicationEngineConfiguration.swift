@@ -2,7 +2,7 @@ public import Foundation
 public import IdentityClient
 
 /// How an app registers with its authority (MSAL's `MSALPublicClientApplicationConfig`).
-public struct PublicClientApplicationConfiguration: Sendable {
+public struct ApplicationEngineConfiguration: Sendable {
     /// The app registration's client id.
     public var clientID: String
     /// Where users sign in: a Microsoft tenant, a B2C user flow or an OpenID Connect issuer.
