@@ -51,7 +51,7 @@ extension Broker {
             throw .permissionDenied
         }
         do {
-            return Self.signOutReply(try AccountManager(device: device, logger: logger).signOut(app: nil, reason: reason, actor: caller.actor))
+            return Self.signOutReply(try accounts.signOut(app: nil, reason: reason, actor: caller.actor))
         } catch {
             throw BrokerFailure(error)
         }
@@ -113,7 +113,7 @@ extension Broker {
         do {
             var configuration = shared.configuration
             configuration.redirectURI = redirectURI
-            return try ApplicationEngine(configuration: configuration, device: device, transport: transport, logger: logger)
+            return try ApplicationEngine(configuration: configuration, device: device, transport: transport, accounts: accounts, logger: logger)
         } catch {
             throw BrokerFailure(error)
         }

@@ -12,7 +12,7 @@ extension Broker {
         let statuses: [AccountStatus]
         let lastSequence: Int64
         do {
-            statuses = try AccountManager(device: device, logger: logger).accounts()
+            statuses = try accounts.accounts()
             lastSequence = try device.lastAuditSequence()
         } catch {
             throw BrokerFailure(error)

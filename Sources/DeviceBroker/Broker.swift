@@ -17,6 +17,9 @@ public import Varlink
 public final class Broker: Sendable {
     /// The device whose store the broker owns.
     public let device: ManagedDevice
+    /// The process's one account manager: every app's engine, the account events, the idle sign-out and
+    /// the administrator's calls share its caches and change signal.
+    let accounts: AccountManager
     let transport: any HTTPTransport
     let logger: Logger
     /// One application per app and policy revision, so each keeps its discovery cache.
@@ -53,11 +56,13 @@ public final class Broker: Sendable {
         self.transport = transport
         self.logger = logger
         let policies = DevicePolicyCache(device: device)
-        let events = AccountEventHub(accountManager: AccountManager(device: device, logger: logger))
+        let accounts = AccountManager(device: device, logger: logger)
+        self.accounts = accounts
+        let events = AccountEventHub(accountManager: accounts)
         self.policies = policies
         self.events = events
         refusals = RefusalAudit(device: device)
-        idle = IdleMonitor(clock: idleClock, device: device, events: events,
+        idle = IdleMonitor(clock: idleClock, accounts: accounts, events: events,
                            file: IdleActivityFile(stateDirectory: device.store.databaseURL.deletingLastPathComponent()), logger: logger,
                            policy: { (try? policies.current())?.policy })
     }
@@ -185,7 +190,7 @@ public final class Broker: Sendable {
         let application: ApplicationEngine
         do {
             application = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: app.id, policy: policy),
-                                                      device: device, transport: transport, logger: logger)
+                                                device: device, transport: transport, accounts: accounts, logger: logger)
         } catch {
             throw BrokerFailure(error)
         }

@@ -37,10 +37,10 @@ final class IdleMonitor: Sendable {
     private let logger: Logger
     private let state: Mutex<State>
 
-    init(clock: any IdleClock, device: ManagedDevice, events: AccountEventHub, file: IdleActivityFile, logger: Logger,
+    init(clock: any IdleClock, accounts: AccountManager, events: AccountEventHub, file: IdleActivityFile, logger: Logger,
          policy: @escaping @Sendable () -> DevicePolicy?) {
         self.clock = clock
-        accounts = AccountManager(device: device, logger: logger)
+        self.accounts = accounts
         self.events = events
         self.file = file
         self.logger = logger

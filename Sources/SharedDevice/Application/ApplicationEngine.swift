@@ -67,6 +67,8 @@ public final class ApplicationEngine: Sendable {
     /// - Parameters:
     ///   - transport: the way to the network (tests pass a scripted one).
     ///   - now: the clock; `sleep`: the wait between device-code polls (tests pass fake ones).
+    ///   - accounts: the account manager to use, when the process keeps one for all its apps (the broker
+    ///     does, so that every app shares its caches and change signal); nil: one of the engine's own.
     ///   - logger: where the application's and its identity client's debug and trace events go; the
     ///     task-local logger by default.
     /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
@@ -74,13 +76,13 @@ public final class ApplicationEngine: Sendable {
                 transport: any HTTPTransport = CurlTransport(),
                 now: @escaping @Sendable () -> Date = Date.init,
                 sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
-                logger: Logger = Logger.current) throws(SharedDeviceError) {
+                accounts: AccountManager? = nil, logger: Logger = Logger.current) throws(SharedDeviceError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "app.id"] = "\(configuration.appID)"
         self.logger = logger
         self.device = device
-        accountManager = AccountManager(device: device, logger: logger)
+        accountManager = accounts ?? AccountManager(device: device, logger: logger)
         do {
             authority = try Authority(configuration.authority, knownAuthorities: configuration.knownAuthorities)
         } catch {
