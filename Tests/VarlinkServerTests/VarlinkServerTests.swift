@@ -65,14 +65,15 @@ import VarlinkServer
 
     /// A started server (not yet running) on a socket in a directory of its own: the server, its socket,
     /// and the directory to remove afterwards.
-    static func startServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler()) async throws -> (VarlinkServer, String, URL) {
+    static func startServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(),
+                            handlerThreads: Int = 4) async throws -> (VarlinkServer, String, URL) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
         configuration.maximumMessageBytes = maximumMessageBytes
         let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                       interfaces: [(name: "org.example.Echo", description: interface)])
-        let server = VarlinkServer(configuration: configuration, info: info, handler: handler,
+        let server = VarlinkServer(configuration: configuration, info: info, handler: handler, handlerThreads: handlerThreads,
                                    logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socket = directory.appendingPathComponent("echo.sock").path
         try await server.start(.path(socket))
@@ -81,9 +82,10 @@ import VarlinkServer
 
     /// A server on a socket in a directory of its own, running (its `run()` in a child task) while `body`
     /// runs, then shut down gracefully and removed.
-    static func withServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(),
+    static func withServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
                            _ body: (String) async throws -> Void) async throws {
-        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, handler: handler)
+        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, handler: handler,
+                                                                handlerThreads: handlerThreads)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
@@ -162,7 +164,8 @@ import VarlinkServer
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let blockers = cores + 2
         let handler = GateHandler()
-        try await Self.withServer(handler: handler) { socket in
+        // As many handler threads as blocked calls: every one of them gets as far as blocking.
+        try await Self.withServer(handler: handler, handlerThreads: blockers) { socket in
             let product = try await Self.blocking { () throws -> String? in
                 var connections: [VarlinkConnection] = []
                 // The gate opens whatever happens, so that the server can stop.
@@ -172,7 +175,7 @@ import VarlinkServer
                     try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
                     connections.append(connection)
                 }
-                // Until as many calls block as the cooperative pool has threads (on it, that is all it takes).
+                // Until at least as many calls block as the cooperative pool has threads (all it takes to park it).
                 let deadline = Date().addingTimeInterval(10)
                 while handler.entered.load(ordering: .relaxed) < cores && Date() < deadline { usleep(10_000) }
                 let other = try VarlinkConnection(unixSocketPath: socket)
