@@ -43,7 +43,9 @@ public final class VarlinkServer: Service, Sendable {
     let handler: any VarlinkMethodHandler
     let logger: Logger
     let group: MultiThreadedEventLoopGroup
-    let executor: HandlerExecutor
+    let executor: VarlinkHandlerExecutor
+    /// The server made `executor` (and stops it when it stops), as opposed to being given it.
+    private let ownsExecutor: Bool
     let connections = Mutex<[UInt64: OpenConnection]>([:])
     let nextConnectionID = Atomic<UInt64>(1)
     let usage = ServerUsage()
@@ -57,16 +59,20 @@ public final class VarlinkServer: Service, Sendable {
     /// A server that has not started listening yet.
     /// - Parameters:
     ///   - eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
-    ///   - handlerThreads: threads the handler's calls run on, and admissions are decided on: as many
-    ///     calls may block (on the store, a lock) at once before the next waits for a thread.
+    ///   - handlerThreads: threads the handler's calls run on, and admissions are decided on, when no
+    ///     `handlerExecutor` is given: as many calls may block (on the store, a lock) at once before the
+    ///     next waits for a thread.
+    ///   - handlerExecutor: the executor to run the handler's calls and the admissions on, shared with the
+    ///     caller's other blocking work (the caller stops it); by default the server makes its own.
     public init(configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
-                eventLoopThreads: Int = 1, handlerThreads: Int = 4, logger: Logger) {
+                eventLoopThreads: Int = 1, handlerThreads: Int = 4, handlerExecutor: VarlinkHandlerExecutor? = nil, logger: Logger) {
         self.configuration = configuration
         self.info = info
         self.handler = handler
         self.logger = logger
         group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoopThreads)
-        executor = HandlerExecutor(threads: handlerThreads)
+        executor = handlerExecutor ?? VarlinkHandlerExecutor(threads: handlerThreads)
+        ownsExecutor = handlerExecutor == nil
     }
 
     /// The peers of the connections open now (as the kernel identified them), by connection id.
@@ -188,7 +194,7 @@ public final class VarlinkServer: Service, Sendable {
     private func stopThreads() async {
         phase.withLock { $0 = .stopped }
         try? await group.shutdownGracefully()
-        await executor.shutdown()
+        if ownsExecutor { await executor.shutdown() }
     }
 }
 
