@@ -38,7 +38,9 @@ extension VarlinkServer {
     private func runCalls(_ inbound: NIOAsyncChannelInboundStream<ReceivedCall>, of connection: ServedConnection, writer: ReplyWriter) async {
         do {
             for try await received in inbound {
-                if Task.isCancelled { return }
+                // A call queued on a connection that closed never starts (the close cancels this task too,
+                // a moment later).
+                if Task.isCancelled || !writer.channel.isActive { return }
                 await run(received.call, context: connection.context, writer: writer)
                 connection.ledger.finish(bytes: received.bytes)
             }

@@ -41,12 +41,14 @@ import VarlinkServer
     }
 
     /// `org.example.Echo.Block` blocks its thread (as a store call waiting for SQLite's write lock does)
-    /// until the test opens the gate; counts the calls that got that far.
+    /// until the test opens the gate, and counts the calls that got that far; the other methods are
+    /// `EchoHandler`'s.
     final class GateHandler: VarlinkMethodHandler {
         let entered = Atomic<Int>(0)
         let gate = DispatchSemaphore(value: 0)
 
         func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
+            guard call.member == "Block" else { return await EchoHandler().handle(call, context: context, replies: replies) }
             entered.add(1, ordering: .relaxed)
             blockUntilOpened()
             await replies.send(VarlinkReply(parameters: [:]))
@@ -183,6 +185,26 @@ import VarlinkServer
                 return try? other.nextReply(timeout: .seconds(5)).parameters["product"]?.string
             }
             #expect(product == "echo", "another connection's GetInfo was not answered while handlers blocked their threads")
+        }
+    }
+
+    @Test func callsPipelinedBeyondTheQueueLimitGetTheProtocolErrorAheadOfTheCallRunning() async throws {
+        let handler = GateHandler()
+        try await Self.withServer(handler: handler) { socket in
+            let (first, closed) = try await Self.blocking { () throws -> (VarlinkReply?, Bool) in
+                defer { handler.gate.signal() }
+                let connection = try VarlinkConnection(unixSocketPath: socket)
+                // A call that does not end, then 64 more behind it: one more than the 64 a connection may queue.
+                try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
+                for index in 0..<64 {
+                    try connection.send(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("\(index)")]))
+                }
+                let first = try? connection.nextReply(timeout: .seconds(5))
+                return (first, (try? connection.nextReply(timeout: .seconds(5))) == nil)
+            }
+            #expect(first?.error == "org.example.Echo.ProtocolError", "\(String(describing: first))")
+            #expect(first?.parameters["reason"]?.string == "more than 64 calls queued on one connection (the limit); wait for replies before sending more")
+            #expect(closed, "the connection over its queue limit stayed open")
         }
     }
 
