@@ -127,7 +127,8 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // A varlink server on SwiftNIO: Unix socket (path or inherited from systemd), peer credentials,
-        // message and connection limits, org.varlink.service. Knows nothing of devices or keychains.
+        // message and connection limits, org.varlink.service; a ServiceLifecycle service that quiesces on
+        // shutdown, its handler's calls on threads of their own. Knows nothing of devices or keychains.
         .target(
             name: "VarlinkServer",
             dependencies: [
@@ -135,6 +136,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),

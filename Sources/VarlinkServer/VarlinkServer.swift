@@ -4,14 +4,21 @@ import Glibc
 public import Logging
 import NIOCore
 import NIOPosix
+public import ServiceLifecycle
 import Synchronization
 import Varlink
 
-/// A varlink server on a Unix stream socket (SwiftNIO): one connection per client, the caller's
-/// credentials from the kernel, `org.varlink.service` answered from `info`, every other call handed to
-/// `handler` off the event loops. Limits (message size, idle connections, connection count, queued calls)
-/// come from the configuration; a connection that breaks one is closed and the others keep being served.
-public final class VarlinkServer: Sendable {
+/// A varlink server on a Unix stream socket (SwiftNIO), run as a ServiceLifecycle `Service`: one
+/// connection per client, the caller's credentials from the kernel, `org.varlink.service` answered from
+/// `info`, every other call handed to `handler` on threads of the server's own (so that a handler's
+/// blocking work never holds Swift's cooperative pool). Limits (message size, idle connections,
+/// connection count, queued calls, reply size and pace) come from the configuration; a connection that
+/// breaks one is closed and the others keep being served.
+///
+/// `start(_:)` takes the socket; `run()` serves it until a graceful shutdown (or `shutdown()`), then stops
+/// accepting, lets the calls in progress finish (up to `shutdownGracePeriod`, long-lived calls excepted)
+/// and closes every connection.
+public final class VarlinkServer: Service, Sendable {
     /// Where the server listens.
     public enum Listener: Sendable {
         /// A socket file created at `path`, mode 0666: anyone may connect; the handler decides what each
@@ -23,45 +30,65 @@ public final class VarlinkServer: Sendable {
         case inherited(descriptor: Int32)
     }
 
-    private let configuration: VarlinkServerConfiguration
-    private let info: VarlinkServiceInfo
-    private let handler: any VarlinkMethodHandler
-    private let logger: Logger
-    private let group: MultiThreadedEventLoopGroup
-    private let connections = Mutex<[UInt64: (channel: any Channel, state: ConnectionState, peer: PeerCredentials?)]>([:])
-    private let nextConnectionID = Atomic<UInt64>(1)
-    private let serverChannel = Mutex<(any Channel)?>(nil)
-    private let usage = ServerUsage()
+    /// Where the server is in its life.
+    private enum Phase {
+        case created
+        case listening(NIOAsyncChannel<AcceptedConnection, Never>)
+        case running(any Channel)
+        case stopped
+    }
+
+    let configuration: VarlinkServerConfiguration
+    let info: VarlinkServiceInfo
+    let handler: any VarlinkMethodHandler
+    let logger: Logger
+    let group: MultiThreadedEventLoopGroup
+    let executor: VarlinkHandlerExecutor
+    /// The server made `executor` (and stops it when it stops), as opposed to being given it.
+    private let ownsExecutor: Bool
+    let connections = Mutex<[UInt64: OpenConnection]>([:])
+    let nextConnectionID = Atomic<UInt64>(1)
+    let usage = ServerUsage()
+    let callsInProgress = CallsInProgress()
+    /// A shutdown began: it no longer accepts, and waits for the calls in progress.
+    let stopping = Atomic<Bool>(false)
+    private let phase = Mutex<Phase>(.created)
     /// The socket this server put at a path, removed at shutdown while it is still there.
     private let published = Mutex<(socket: SocketPath, identity: SocketPath.Identity)?>(nil)
 
     /// A server that has not started listening yet.
-    /// - Parameter eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
+    /// - Parameters:
+    ///   - eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
+    ///   - handlerThreads: threads the handler's calls run on, and admissions are decided on, when no
+    ///     `handlerExecutor` is given: as many calls may block (on the store, a lock) at once before the
+    ///     next waits for a thread.
+    ///   - handlerExecutor: the executor to run the handler's calls and the admissions on, shared with the
+    ///     caller's other blocking work (the caller stops it); by default the server makes its own.
     public init(configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
-                eventLoopThreads: Int = 1, logger: Logger) {
+                eventLoopThreads: Int = 1, handlerThreads: Int = 4, handlerExecutor: VarlinkHandlerExecutor? = nil, logger: Logger) {
         self.configuration = configuration
         self.info = info
         self.handler = handler
         self.logger = logger
         group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoopThreads)
+        executor = handlerExecutor ?? VarlinkHandlerExecutor(threads: handlerThreads)
+        ownsExecutor = handlerExecutor == nil
     }
 
     /// The peers of the connections open now (as the kernel identified them), by connection id.
     public var connectedPeers: [(connectionID: UInt64, peer: PeerCredentials)] {
         connections.withLock { open in
-            open.compactMap { id, connection in connection.peer.map { (id, $0) } }.sorted { $0.connectionID < $1.connectionID }
+            open.map { ($0.key, $0.value.peer) }.sorted { $0.connectionID < $1.connectionID }
         }
     }
 
-    /// Starts listening; returns once the socket accepts connections.
+    /// Takes the socket; returns once it accepts connections (the kernel queues them until `run()`).
     public func start(_ listener: Listener) async throws {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { [self] channel in
-                self.initialize(channel)
-            }
-        let channel: any Channel
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in accept(channel) }
+        let channel: NIOAsyncChannel<AcceptedConnection, Never>
         switch listener {
         case .path(let path):
             let socket = SocketPath(path: path)
@@ -69,7 +96,8 @@ public final class VarlinkServer: Sendable {
             let staging = try socket.makeStagingDirectory()
             let staged = socket.staged(in: staging)
             do {
-                channel = try await bootstrap.bind(unixDomainSocketPath: staged, cleanupExistingSocketFile: false).get()
+                channel = try await bootstrap.bind(unixDomainSocketPath: staged, cleanupExistingSocketFile: false,
+                                                   childChannelInitializer: initialize)
             } catch {
                 _ = rmdir(staging)
                 throw VarlinkServerError("cannot listen on \(path): \(error)")
@@ -78,104 +106,96 @@ public final class VarlinkServer: Sendable {
                 let identity = try socket.publish(staged, staging: staging)
                 published.withLock { $0 = (socket, identity) }
             } catch {
-                try? await channel.close()
+                try? await channel.channel.close()
                 throw error
             }
         case .inherited(let descriptor):
-            channel = try await bootstrap.withBoundSocket(descriptor).get()
+            channel = try await bootstrap.bind(descriptor, childChannelInitializer: initialize)
         }
-        serverChannel.withLock { $0 = channel }
+        phase.withLock { $0 = .listening(channel) }
         logger.debug("varlink server listening", metadata: ["varlink.listener": "\(listener)"])
     }
 
-    /// Waits until the listening socket is closed (by `shutdown`).
-    public func waitUntilClosed() async throws {
-        guard let channel = serverChannel.withLock({ $0 }) else { return }
-        try await channel.closeFuture.get()
-    }
-
-    /// Stops accepting, waits (up to the grace period) for calls in progress other than long-lived ones,
-    /// then closes every connection and the event loops.
-    public func shutdown() async {
-        if let channel = serverChannel.withLock({ $0 }) { try? await channel.close() }
-        let deadline = NIODeadline.now() + configuration.shutdownGracePeriod
-        while NIODeadline.now() < deadline {
-            let running = connections.withLock { $0.values.reduce(0) { $0 + $1.state.running.load(ordering: .relaxed) } }
-            if running == 0 { break }
-            try? await Task.sleep(for: .milliseconds(10))
+    /// Serves the socket taken by `start(_:)`: one child task per connection, until a graceful shutdown
+    /// of the service group (or `shutdown()`); then stops accepting, waits up to the grace period for
+    /// calls in progress other than long-lived ones, and closes every connection. Cancelled, it closes
+    /// every connection at once. Returns once every connection is closed and the server's threads are
+    /// stopped.
+    public func run() async throws {
+        let listening = phase.withLock { phase -> NIOAsyncChannel<AcceptedConnection, Never>? in
+            guard case .listening(let channel) = phase else { return nil }
+            phase = .running(channel.channel)
+            return channel
         }
-        let open = connections.withLock { $0.values.map(\.channel) }
-        for channel in open { try? await channel.close() }
-        if let (socket, identity) = published.withLock({ $0 }) { socket.remove(ifStill: identity) }
-        try? await group.shutdownGracefully()
-    }
-
-    private func initialize(_ channel: any Channel) -> EventLoopFuture<Void> {
-        let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
-        let state = ConnectionState()
-        let settings = self.configuration, info = self.info, handler = self.handler, logger = self.logger, usage = self.usage
-        return PeerCredentials.read(from: channel).flatMap { [self] peer in
-            allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance in
-                if let refusal = admit(id, channel: channel, state: state, peer: peer, allowance: allowance) {
-                    logger.debug("varlink connection refused: too many connections",
-                                 metadata: ["peer.uid": "\(peer.uid)", "varlink.limit": "\(refusal.limit)", "varlink.scope": "\(refusal.scope)"])
-                    let reply = VarlinkReply(error: settings.tooManyConnectionsError,
-                                             parameters: ["limit": .int(Int64(refusal.limit)), "scope": .string(refusal.scope)])
-                    try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
-                    return
+        guard let listening else { throw VarlinkServerError("the varlink server is not listening: start it first, once") }
+        defer { logger.debug("varlink server stopped") }
+        do {
+            try await withThrowingDiscardingTaskGroup { connections in
+                try await withGracefulShutdownHandler {
+                    try await listening.executeThenClose { inbound in
+                        for try await accepted in inbound {
+                            guard case .admitted(let connection) = accepted else { continue }
+                            connections.addTask { await self.serve(connection) }
+                        }
+                    }
+                } onGracefulShutdown: {
+                    self.shutdown()
                 }
-                channel.closeFuture.whenComplete { [self] _ in
-                    _ = connections.withLock { $0.removeValue(forKey: id) }
-                }
-                try channel.pipeline.syncOperations.addHandler(VarlinkConnectionHandler(
-                    configuration: settings, info: info, handler: handler,
-                    context: VarlinkCallContext(peer: peer, connectionID: id), state: state, usage: usage, logger: logger))
+                // The socket is closed: the connections open now are the last ones.
+                connections.addTask { await self.closeConnectionsOnceCallsEnd() }
             }
+        } catch is CancellationError {
+            // Cancelled: every connection's task was cancelled, and closed its connection.
+        } catch {
+            removePublishedSocket()
+            await stopThreads()
+            throw error
+        }
+        removePublishedSocket()
+        await stopThreads()
+    }
+
+    /// Stops accepting connections, as a graceful shutdown of the service group does: `run()` then lets
+    /// the calls in progress finish (up to the grace period) and closes every connection before it
+    /// returns. A server that was started and never run is closed here.
+    public func shutdown() {
+        stopping.store(true, ordering: .relaxed)
+        let current = phase.withLock { phase -> Phase in
+            defer { if case .listening = phase { phase = .stopped } }
+            return phase
+        }
+        switch current {
+        case .running(let channel):
+            channel.close(promise: nil)
+        case .listening(let channel):
+            let server = self
+            channel.channel.close().whenComplete { _ in
+                server.removePublishedSocket()
+                Task { await server.stopThreads() }
+            }
+        case .created, .stopped:
+            break
         }
     }
 
-    /// The peer's allowance from the configuration's admission rule (asked off the event loop: it may
-    /// read the service's policy), or every slot when there is no rule.
-    private func allowance(for peer: PeerCredentials, on eventLoop: any EventLoop) -> EventLoopFuture<VarlinkConnectionAllowance> {
-        guard let admission = configuration.admission else {
-            return eventLoop.makeSucceededFuture(VarlinkConnectionAllowance(
-                connectionsPerUser: configuration.maximumConnections, privileged: true, reservedConnections: 0))
-        }
-        return eventLoop.makeFutureWithTask { await admission.allowance(for: peer) }
+    /// Waits (up to the grace period) for the calls in progress other than long-lived ones, then closes
+    /// every connection: their tasks cancel what still runs and end.
+    private func closeConnectionsOnceCallsEnd() async {
+        await callsInProgress.waitUntilNone(atMost: .nanoseconds(configuration.shutdownGracePeriod.nanoseconds))
+        for channel in connections.withLock({ $0.values.map(\.channel) }) { channel.close(promise: nil) }
     }
 
-    /// Takes a slot for connection `id` if `peer` may have one: under the server's limit, outside the
-    /// reserved slots unless privileged, and under its uid's share. Returns the limit that refused it.
-    private func admit(_ id: UInt64, channel: any Channel, state: ConnectionState, peer: PeerCredentials,
-                       allowance: VarlinkConnectionAllowance) -> (limit: Int, scope: String)? {
-        let maximum = configuration.maximumConnections
-        return connections.withLock { open -> (limit: Int, scope: String)? in
-            if open.count >= maximum { return (maximum, "server") }
-            // At most a quarter of the slots are kept: a small server still serves apps.
-            let unreserved = maximum - min(allowance.reservedConnections, maximum / 4)
-            if !allowance.privileged && open.count >= unreserved { return (unreserved, "reserved") }
-            let mine = open.values.reduce(0) { $0 + ($1.peer?.uid == peer.uid ? 1 : 0) }
-            if mine >= allowance.connectionsPerUser { return (allowance.connectionsPerUser, "user") }
-            open[id] = (channel, state, peer)
-            return nil
+    private func removePublishedSocket() {
+        if let (socket, identity) = published.withLock({ published in defer { published = nil }; return published }) {
+            socket.remove(ifStill: identity)
         }
     }
-}
 
-/// Answers a connection over the limit with one error reply, then closes it.
-private final class RefusingHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-    private let reply: VarlinkReply
-
-    init(reply: VarlinkReply) { self.reply = reply }
-
-    func channelActive(context: ChannelHandlerContext) {
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in channel.close(promise: nil) }
+    private func stopThreads() async {
+        phase.withLock { $0 = .stopped }
+        try? await group.shutdownGracefully()
+        if ownsExecutor { await executor.shutdown() }
     }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
 
 /// The server could not start.

@@ -5,13 +5,21 @@ import SharedDevice
 /// Copies every new audit event to the daemon's log at info (sequence number, type, actor, account,
 /// reason, correlation id; an audit event holds no secret), so a journal or any shipper reading the
 /// daemon's standard error gets the shift's events without a server of ours. Every `interval` it reads the
-/// events after the last one it logged (one indexed query), starting after those already there.
+/// events after the last one it logged (one indexed query), starting after those already there. The
+/// queries run on `executor` (the store's threads), never on the cooperative pool.
 struct AuditJournal: Service {
     let device: ManagedDevice
+    let executor: any TaskExecutor
     let logger: Logger
     var interval: Duration = .milliseconds(250)
 
     func run() async {
+        await withTaskExecutorPreference(executor) {
+            await journal()
+        }
+    }
+
+    private func journal() async {
         await cancelWhenGracefulShutdown {
             var last = (try? device.lastAuditSequence()) ?? 0
             while !Task.isCancelled {

@@ -118,12 +118,16 @@ struct Deviced: AsyncParsableCommand {
         configuration.messageTimeout = .seconds(Int64(messageTimeout))
         configuration.replyTimeout = .seconds(Int64(replyTimeout))
         configuration.admission = BrokerAdmission(broker: broker)
+        // The store's blocking work (every call's, the admissions', the audit journal's, the idle sign-out's,
+        // the refusal counts') runs on these few threads, never on Swift's cooperative pool, which the server's
+        // connections keep (its threads end with the process).
+        let storeThreads = VarlinkHandlerExecutor(threads: 4)
         let server = VarlinkServer(
             configuration: configuration,
             info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
                                      url: "urn:sharedmode:deviced",
                                      interfaces: [(Broker1.name, Broker1.description)]),
-            handler: BrokerMethodHandler(broker: broker), logger: logger)
+            handler: BrokerMethodHandler(broker: broker), handlerExecutor: storeThreads, logger: logger)
         broker.setConnectionsProvider { [weak server] in
             (server?.connectedPeers ?? []).map {
                 BrokerCaller(uid: $0.peer.uid, gid: $0.peer.gid, pid: $0.peer.pid, executable: $0.peer.executable, connectionID: $0.connectionID)
@@ -132,9 +136,9 @@ struct Deviced: AsyncParsableCommand {
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
-                       .init(service: AuditJournal(device: device, logger: logger)),
-                       .init(service: IdleSignOut(broker: broker)),
-                       .init(service: RefusalAuditFlush(broker: broker))],
+                       .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger)),
+                       .init(service: IdleSignOut(broker: broker, executor: storeThreads)),
+                       .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()

@@ -3,14 +3,17 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import Varlink
 import VarlinkServer
 
 /// The varlink server alone, on a real Unix socket with a small handler: who calls comes from the
 /// kernel, org.varlink.service is answered by the server, `more` calls stream, and a frame over the limit
-/// is refused with the interface's ProtocolError before the connection closes. The blocking client runs
-/// on a thread of its own (`blocking`), never on the cooperative pool the server's handler needs.
+/// is refused with the interface's ProtocolError before the connection closes, a peer that half-closes
+/// still gets its replies, a graceful shutdown lets the call in progress finish, and handlers that block
+/// their threads leave the cooperative pool to everyone else. The blocking client runs on a thread of its
+/// own (`blocking`), never on the cooperative pool the server needs.
 @Suite struct VarlinkServerTests {
     /// Runs `body` (blocking socket calls) on a thread of its own and returns what it returned.
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -37,32 +40,63 @@ import VarlinkServer
         }
     }
 
+    /// `org.example.Echo.Block` blocks its thread (as a store call waiting for SQLite's write lock does)
+    /// until the test opens the gate, and counts the calls that got that far; the other methods are
+    /// `EchoHandler`'s.
+    final class GateHandler: VarlinkMethodHandler {
+        let entered = Atomic<Int>(0)
+        let gate = DispatchSemaphore(value: 0)
+
+        func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
+            guard call.member == "Block" else { return await EchoHandler().handle(call, context: context, replies: replies) }
+            entered.add(1, ordering: .relaxed)
+            blockUntilOpened()
+            await replies.send(VarlinkReply(parameters: [:]))
+        }
+
+        /// A synchronous wait, like a blocking store call made from async code.
+        private func blockUntilOpened() { gate.wait() }
+    }
+
     static let interface = """
         interface org.example.Echo
         method Echo(text: string) -> (text: string, uid: int)
         method Count(n: int) -> (index: int)
+        method Block() -> ()
         """
 
-    /// A server on a socket in a directory of its own, stopped and removed after `body`.
-    static func withServer(maximumMessageBytes: Int = 1 << 20, _ body: (String) async throws -> Void) async throws {
+    /// A started server (not yet running) on a socket in a directory of its own: the server, its socket,
+    /// and the directory to remove afterwards.
+    static func startServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(),
+                            handlerThreads: Int = 4) async throws -> (VarlinkServer, String, URL) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
         configuration.maximumMessageBytes = maximumMessageBytes
         let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                       interfaces: [(name: "org.example.Echo", description: interface)])
-        let server = VarlinkServer(configuration: configuration, info: info, handler: EchoHandler(),
+        let server = VarlinkServer(configuration: configuration, info: info, handler: handler, handlerThreads: handlerThreads,
                                    logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socket = directory.appendingPathComponent("echo.sock").path
         try await server.start(.path(socket))
-        do {
+        return (server, socket, directory)
+    }
+
+    /// A server on a socket in a directory of its own, running (its `run()` in a child task) while `body`
+    /// runs, then shut down gracefully and removed.
+    static func withServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
+                           _ body: (String) async throws -> Void) async throws {
+        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, handler: handler,
+                                                                handlerThreads: handlerThreads)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await server.run() }
+            // A failing body leaves the group by throwing: the server's task is cancelled and closes everything.
             try await body(socket)
-        } catch {
-            await server.shutdown()
-            throw error
+            server.shutdown()
+            try await group.waitForAll()
         }
-        await server.shutdown()
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket was left behind")
     }
 
     @Test func aCallIsAnsweredWithTheCallersUidFromTheKernel() async throws {
@@ -126,4 +160,122 @@ import VarlinkServer
             #expect(other.parameters["text"]?.string == "still")
         }
     }
+
+    @Test func handlersBlockingTheirThreadsLeaveTheCooperativePoolToTheOtherConnections() async throws {
+        // More blocked calls than Swift's cooperative pool has threads (one per core).
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let blockers = cores + 2
+        let handler = GateHandler()
+        // As many handler threads as blocked calls: every one of them gets as far as blocking.
+        try await Self.withServer(handler: handler, handlerThreads: blockers) { socket in
+            let product = try await Self.blocking { () throws -> String? in
+                var connections: [VarlinkConnection] = []
+                // The gate opens whatever happens, so that the server can stop.
+                defer { for _ in 0..<blockers { handler.gate.signal() } }
+                for _ in 0..<blockers {
+                    let connection = try VarlinkConnection(unixSocketPath: socket)
+                    try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
+                    connections.append(connection)
+                }
+                // Until at least as many calls block as the cooperative pool has threads (all it takes to park it).
+                let deadline = Date().addingTimeInterval(10)
+                while handler.entered.load(ordering: .relaxed) < cores && Date() < deadline { usleep(10_000) }
+                let other = try VarlinkConnection(unixSocketPath: socket)
+                try other.send(VarlinkCall(method: "org.varlink.service.GetInfo"))
+                return try? other.nextReply(timeout: .seconds(5)).parameters["product"]?.string
+            }
+            #expect(product == "echo", "another connection's GetInfo was not answered while handlers blocked their threads")
+        }
+    }
+
+    @Test func callsPipelinedBeyondTheQueueLimitGetTheProtocolErrorAheadOfTheCallRunning() async throws {
+        let handler = GateHandler()
+        try await Self.withServer(handler: handler) { socket in
+            let (first, closed) = try await Self.blocking { () throws -> (VarlinkReply?, Bool) in
+                defer { handler.gate.signal() }
+                let connection = try VarlinkConnection(unixSocketPath: socket)
+                // A call that does not end, then 64 more behind it: one more than the 64 a connection may queue.
+                try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
+                for index in 0..<64 {
+                    try connection.send(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("\(index)")]))
+                }
+                let first = try? connection.nextReply(timeout: .seconds(5))
+                return (first, (try? connection.nextReply(timeout: .seconds(5))) == nil)
+            }
+            #expect(first?.error == "org.example.Echo.ProtocolError", "\(String(describing: first))")
+            #expect(first?.parameters["reason"]?.string == "more than 64 calls queued on one connection (the limit); wait for replies before sending more")
+            #expect(closed, "the connection over its queue limit stayed open")
+        }
+    }
+
+    @Test func aPeerThatStopsSendingGetsEveryReplyThenTheClose() async throws {
+        try await Self.withServer { socket in
+            let received = try await Self.blocking { () throws -> [UInt8] in
+                let descriptor = socket_unix(path: socket)
+                try #require(descriptor >= 0, "cannot connect: \(errno)")
+                defer { close(descriptor) }
+                // Three pipelined calls, then the write side shut (`printf … | socat`).
+                var calls: [UInt8] = []
+                for text in ["one", "two", "three"] {
+                    calls += VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string(text)]).encoded()
+                }
+                _ = calls.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+                _ = shutdown(descriptor, Int32(SHUT_WR))
+                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var received: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                    if count <= 0 { return count == 0 ? received : [] }
+                    received += chunk[..<count]
+                }
+            }
+            let replies = try received.split(separator: 0).map { try VarlinkReply.decode(Data($0)) }
+            #expect(replies.map { $0.parameters["text"]?.string } == ["one", "two", "three"], "the replies before the close: \(replies)")
+        }
+    }
+
+    @Test func aGracefulShutdownLetsTheCallInProgressFinishAndStopsAccepting() async throws {
+        let handler = GateHandler()
+        let (server, socket, directory) = try await Self.startServer(handler: handler)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await server.run() }
+            let (reply, refusedDuringShutdown) = try await Self.blocking { () throws -> (VarlinkReply?, Bool) in
+                defer { handler.gate.signal() }
+                let connection = try VarlinkConnection(unixSocketPath: socket)
+                try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
+                let deadline = Date().addingTimeInterval(10)
+                while handler.entered.load(ordering: .relaxed) < 1 && Date() < deadline { usleep(10_000) }
+                server.shutdown()
+                usleep(200_000)
+                let refused = (try? VarlinkConnection(unixSocketPath: socket)) == nil
+                handler.gate.signal()
+                return (try? connection.nextReply(timeout: .seconds(5)), refused)
+            }
+            #expect(reply != nil && reply?.error == nil, "the call in progress was cut off: \(String(describing: reply))")
+            #expect(refusedDuringShutdown, "a connection was accepted after the shutdown began")
+            try await group.waitForAll()
+        }
+    }
+}
+
+/// A blocking Unix stream socket connected to `path`, or -1.
+private func socket_unix(path: String) -> Int32 {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return -1 }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+        for (index, byte) in path.utf8.prefix(bytes.count - 1).enumerated() { bytes[index] = byte }
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else {
+        close(descriptor)
+        return -1
+    }
+    return descriptor
 }

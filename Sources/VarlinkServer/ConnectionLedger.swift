@@ -1,0 +1,112 @@
+import Synchronization
+import Varlink
+
+/// What one connection holds, shared by its event-loop handlers and its call task: the calls received and
+/// not finished (and their bytes, counted against the uid's share in `ServerUsage` too), whether the
+/// connection is being closed, and how much memory it ever held (past `largeConnectionBytes`, the heap is
+/// handed back to the system once it closes).
+final class ConnectionLedger: Sendable {
+    /// A connection that held this much (queued calls and unfinished message), or wrote a reply this
+    /// large, has its memory returned to the system when it closes.
+    static let largeConnectionBytes = 256 << 10
+
+    private struct State {
+        var queue: VarlinkQueueBudget
+        /// The connection closed: calls still queued will never run, their bytes are no longer the uid's.
+        var released = false
+        /// A refusal or a close is under way: nothing more is read or queued.
+        var closing = false
+        /// Bytes of an unfinished message held by the decoder.
+        var bufferedBytes = 0
+        var peakBytes = 0
+        var wroteLargeReply = false
+    }
+
+    private let state: Mutex<State>
+    private let configuration: VarlinkServerConfiguration
+    private let uid: UInt32
+    private let usage: ServerUsage
+
+    init(configuration: VarlinkServerConfiguration, uid: UInt32, usage: ServerUsage) {
+        state = Mutex(State(queue: VarlinkQueueBudget(maximumCalls: configuration.maximumQueuedCalls,
+                                                      maximumBytes: configuration.maximumQueuedBytes)))
+        self.configuration = configuration
+        self.uid = uid
+        self.usage = usage
+    }
+
+    /// Counts a call of `bytes` against the connection's and the uid's limits; returns the reason (the
+    /// `protocolError`'s text) when it would break one, and counts nothing then.
+    func admit(bytes: Int) -> String? {
+        let refusal = state.withLock { state -> String? in
+            switch state.queue.admit(byteCount: bytes) {
+            case .tooManyCalls?:
+                return "more than \(configuration.maximumQueuedCalls) calls queued on one connection (the limit); wait for replies before sending more"
+            case .tooManyBytes?:
+                return "calls queued on one connection exceed \(configuration.maximumQueuedBytes) bytes (the limit); wait for replies before sending more"
+            case nil:
+                state.peakBytes = max(state.peakBytes, state.queue.bytes + state.bufferedBytes)
+                return nil
+            }
+        }
+        if let refusal { return refusal }
+        guard usage.reserveQueuedBytes(bytes, for: uid, limit: configuration.maximumQueuedBytesPerUser) else {
+            state.withLock { $0.queue.finish(byteCount: bytes) }
+            return "calls queued by uid \(uid) on all its connections exceed \(configuration.maximumQueuedBytesPerUser) bytes (the limit); wait for replies before sending more"
+        }
+        return nil
+    }
+
+    /// A call of `bytes` admitted earlier finished: its bytes leave the connection's and the uid's counts.
+    func finish(bytes: Int) {
+        let released = state.withLock { state -> Bool in
+            state.queue.finish(byteCount: bytes)
+            return state.released
+        }
+        if !released { usage.releaseQueuedBytes(bytes, for: uid) }
+    }
+
+    /// The connection closed: the bytes of calls still queued are given back to the uid at once.
+    func release() {
+        let queued = state.withLock { state -> Int in
+            guard !state.released else { return 0 }
+            state.released = true
+            return state.queue.bytes
+        }
+        usage.releaseQueuedBytes(queued, for: uid)
+    }
+
+    /// Calls received and not finished (queued or running).
+    var queuedCalls: Int { state.withLock { $0.queue.calls } }
+
+    /// Marks the connection as closing; false when it already was.
+    func beginClosing() -> Bool {
+        state.withLock { state in
+            defer { state.closing = true }
+            return !state.closing
+        }
+    }
+
+    /// Whether a refusal or a close is under way.
+    var isClosing: Bool { state.withLock { $0.closing } }
+
+    /// The decoder holds `bytes` of an unfinished message now.
+    func noteBuffered(_ bytes: Int) {
+        state.withLock { state in
+            state.bufferedBytes = bytes
+            state.peakBytes = max(state.peakBytes, state.queue.bytes + bytes)
+        }
+    }
+
+    /// A reply of `bytes` was built for the connection.
+    func noteReply(bytes: Int) {
+        guard bytes >= Self.largeConnectionBytes else { return }
+        state.withLock { $0.wroteLargeReply = true }
+    }
+
+    /// Whether the connection ever held `largeConnectionBytes` or more.
+    var heldMegabytes: Bool {
+        state.withLock { $0.peakBytes >= Self.largeConnectionBytes || $0.wroteLargeReply }
+    }
+}
+

@@ -1,0 +1,73 @@
+import Logging
+import NIOCore
+import Synchronization
+import Varlink
+
+extension VarlinkServer {
+    /// Serves one admitted connection until it closes: its calls run one at a time, in order, on a child
+    /// task. The connection closing (the peer gone, a limit, the server stopping) cancels the call running
+    /// (an interactive sign-in stops); the peer half-closing gets its replies, then the close.
+    func serve(_ connection: ServedConnection) async {
+        let channel = connection.channel.channel
+        do {
+            try await connection.channel.executeThenClose { inbound, outbound in
+                let writer = ReplyWriter(outbound: outbound, channel: channel, maximumBytes: configuration.maximumReplyBytes,
+                                         limitExceededError: configuration.limitExceededError, ledger: connection.ledger)
+                await withTaskCancellationHandler {
+                    await withTaskGroup(of: Void.self) { group in
+                        group.addTask { await self.runCalls(inbound, of: connection, writer: writer) }
+                        group.addTask { try? await channel.closeFuture.get() }
+                        // Whichever ends first: the calls (the peer stopped sending), or the connection.
+                        await group.next()
+                        group.cancelAll()
+                        channel.close(promise: nil)
+                    }
+                } onCancel: {
+                    channel.close(promise: nil)
+                }
+            }
+        } catch {
+            logger.debug("varlink connection ended", metadata: ["peer.uid": "\(connection.context.peer.uid)", "error": "\(error)"])
+        }
+        handler.connectionClosed(connection.context)
+        if connection.ledger.heldMegabytes { usage.returnFreedMemory() }
+    }
+
+    /// Runs the connection's calls in order until the peer stops sending (then waits until every reply is
+    /// taken) or the task is cancelled.
+    private func runCalls(_ inbound: NIOAsyncChannelInboundStream<ReceivedCall>, of connection: ServedConnection, writer: ReplyWriter) async {
+        do {
+            for try await received in inbound {
+                // A call queued on a connection that closed never starts (the close cancels this task too,
+                // a moment later).
+                if Task.isCancelled || !writer.channel.isActive { return }
+                await run(received.call, context: connection.context, writer: writer)
+                connection.ledger.finish(bytes: received.bytes)
+            }
+        } catch {
+            return
+        }
+        if !Task.isCancelled { _ = await writer.flushed() }
+    }
+
+    /// Runs one call: `org.varlink.service` here, everything else by the handler on the handler's threads.
+    private func run(_ call: VarlinkCall, context: VarlinkCallContext, writer: ReplyWriter) async {
+        let replies = VarlinkReplies(oneway: call.oneway, more: call.more) { reply in await writer.write(reply) }
+        if call.interface == "org.varlink.service" {
+            await replies.send(info.answer(call))
+        } else if !info.interfaces.contains(where: { $0.name == call.interface }) {
+            await replies.send(.interfaceNotFound(call.interface))
+        } else {
+            let counted = !handler.isLongLived(call)
+            if counted { callsInProgress.begin() }
+            await withTaskExecutorPreference(executor) {
+                await handler.handle(call, context: context, replies: replies)
+            }
+            guard counted else { return }
+            // A shutdown waits for this call: its replies are taken before it counts as done (and the
+            // connection may be closed).
+            if stopping.load(ordering: .relaxed) { _ = await writer.flushed() }
+            callsInProgress.end()
+        }
+    }
+}
