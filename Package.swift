@@ -333,6 +333,7 @@ let package = Package(
                 "VarlinkServer",
                 "Varlink",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),

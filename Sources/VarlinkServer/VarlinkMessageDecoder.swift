@@ -12,7 +12,8 @@ struct ReceivedCall: Sendable {
 /// Splits a connection's bytes into varlink calls with `VarlinkFrameDecoder` (NUL-terminated messages of
 /// at most `maximumMessageBytes`), and closes the connection when a message that has started is not
 /// complete within `messageTimeout`: later bytes of it never push that deadline back, so a peer that
-/// trickles bytes is closed like a silent one. Bytes that are not a varlink call are thrown as
+/// trickles bytes is closed like a silent one; each message has a deadline of its own, so a peer that
+/// streams complete messages back to back is never cut off. Bytes that are not a varlink call are thrown as
 /// `VarlinkProtocolError` (`CallQueueHandler` answers them); once the connection is closing, bytes are
 /// dropped unread.
 struct VarlinkMessageDecoder: ByteToMessageDecoder {
@@ -36,6 +37,9 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
         buffer.moveReaderIndex(to: buffer.writerIndex)
         do {
             while !ledger.isClosing, let message = try frames.nextMessage() {
+                // The message the deadline was for is complete: the bytes left start the next one, which
+                // gets a deadline of its own.
+                disarm()
                 let call = try VarlinkCall.decode(message)
                 context.fireChannelRead(Self.wrapInboundOut(ReceivedCall(call: call, bytes: message.count)))
             }

@@ -28,7 +28,7 @@ import Testing
     @Test func callsPipelinedBehindASubscriptionAreBoundedPerConnectionAndPerApp() async throws {
         let daemon = try await Daemon()
         try await daemon.signWorkerIn()
-        try await daemon.start()
+        try await daemon.start(["--log-level", "debug"])
         try await Self.victimAndRootAreServed(daemon)
         let baseline = try #require(daemon.residentMiB())
         let memory = daemon.sampleMemory()
@@ -45,7 +45,8 @@ import Testing
         memory.stop()
         #expect(connections.count == 12)
         for connection in connections {
-            #expect(connection["error"] as? String == "org.sharedmode.Broker1.ProtocolError", "\(connection)")
+            #expect(connection["error"] as? String == "org.sharedmode.Broker1.ProtocolError",
+                    "\(connection); the daemon's log ends: \(daemon.logTail(6000))")
             let reason = connection["reason"] as? String ?? ""
             #expect(reason.contains("bytes (the limit)"), "\(reason)")
             #expect(connection["closed"] as? Bool == true)

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Logging
+import NIOCore
 import Synchronization
 import Testing
 import Varlink
@@ -67,12 +68,14 @@ import VarlinkServer
 
     /// A started server (not yet running) on a socket in a directory of its own: the server, its socket,
     /// and the directory to remove afterwards.
-    static func startServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(),
+    static func startServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
+                            handler: any VarlinkMethodHandler = EchoHandler(),
                             handlerThreads: Int = 4) async throws -> (VarlinkServer, String, URL) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
         configuration.maximumMessageBytes = maximumMessageBytes
+        configuration.messageTimeout = messageTimeout
         let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                       interfaces: [(name: "org.example.Echo", description: interface)])
         let server = VarlinkServer(configuration: configuration, info: info, handler: handler, handlerThreads: handlerThreads,
@@ -84,10 +87,11 @@ import VarlinkServer
 
     /// A server on a socket in a directory of its own, running (its `run()` in a child task) while `body`
     /// runs, then shut down gracefully and removed.
-    static func withServer(maximumMessageBytes: Int = 1 << 20, handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
+    static func withServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
+                           handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
                            _ body: (String) async throws -> Void) async throws {
-        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, handler: handler,
-                                                                handlerThreads: handlerThreads)
+        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, messageTimeout: messageTimeout,
+                                                                handler: handler, handlerThreads: handlerThreads)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
@@ -236,6 +240,38 @@ import VarlinkServer
         }
     }
 
+    @Test func aMessageLeftUnfinishedIsCutOffButMessagesStreamedBackToBackAreNot() async throws {
+        try await Self.withServer(messageTimeout: .milliseconds(600)) { socket in
+            let (replies, streamedOpen, trickledClosed) = try await Self.blocking { () throws -> (Int, Bool, Bool) in
+                // Eight calls, each written with the first half of the next, 200 ms apart: at every moment a
+                // message is unfinished, for 1.6 s in all, but none for longer than 200 ms.
+                let streaming = socket_unix(path: socket)
+                try #require(streaming >= 0, "cannot connect: \(errno)")
+                defer { close(streaming) }
+                let call = VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string(String(repeating: "x", count: 64))]).encoded()
+                let half = call.count / 2
+                var pending = Array(call[..<half])
+                for _ in 0..<8 {
+                    let chunk = pending + call[half...] + call[..<half]
+                    _ = chunk.withUnsafeBytes { write(streaming, $0.baseAddress, $0.count) }
+                    pending = []
+                    usleep(200_000)
+                }
+                _ = Array(call[half...]).withUnsafeBytes { write(streaming, $0.baseAddress, $0.count) }
+                let streamed = readReplies(streaming, count: 9, timeout: 5)
+                // One call's first half, and nothing more: cut off after the deadline.
+                let trickling = socket_unix(path: socket)
+                try #require(trickling >= 0, "cannot connect: \(errno)")
+                defer { close(trickling) }
+                _ = Array(call[..<half]).withUnsafeBytes { write(trickling, $0.baseAddress, $0.count) }
+                let cutOff = readReplies(trickling, count: 1, timeout: 5)
+                return (streamed.replies, !streamed.closed, cutOff.closed && cutOff.replies == 0)
+            }
+            #expect(replies == 9 && streamedOpen, "a peer streaming whole messages was cut off after \(replies) replies")
+            #expect(trickledClosed, "a message left unfinished past the deadline kept its connection open")
+        }
+    }
+
     @Test func aGracefulShutdownLetsTheCallInProgressFinishAndStopsAccepting() async throws {
         let handler = GateHandler()
         let (server, socket, directory) = try await Self.startServer(handler: handler)
@@ -259,6 +295,21 @@ import VarlinkServer
             try await group.waitForAll()
         }
     }
+}
+
+/// Reads replies from `descriptor` until `count` arrived, the peer closed, or `timeout` seconds passed.
+private func readReplies(_ descriptor: Int32, count: Int, timeout: Int) -> (replies: Int, closed: Bool) {
+    var wait = timeval(tv_sec: timeout, tv_usec: 0)
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+    var replies = 0
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while replies < count {
+        let read = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        if read == 0 { return (replies, true) }
+        if read < 0 { return (replies, false) }
+        replies += chunk[..<read].filter { $0 == 0 }.count
+    }
+    return (replies, false)
 }
 
 /// A blocking Unix stream socket connected to `path`, or -1.
