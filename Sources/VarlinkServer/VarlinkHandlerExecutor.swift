@@ -1,9 +1,10 @@
 public import NIOPosix
 
-/// Where a `VarlinkServer`'s handler runs its calls: a few threads of their own (a `NIOThreadPool`), set as
-/// the task executor preference of each call. A handler that blocks its thread (SQLite, libsodium, a lock
-/// another call holds) then blocks one of these, never a thread of Swift's cooperative pool, which the
-/// server's accept loop, its connections and `org.varlink.service` keep using. A service may run its other
+/// Where a `VarlinkServer` runs its connections' calls: a few threads of their own (a `NIOThreadPool`), the
+/// task executor preference of each connection's call task (from the moment a call comes off the wire to
+/// its reply, with no hop through the cooperative pool). A handler that blocks its thread (SQLite,
+/// libsodium, a lock another call holds) then blocks one of these, never a thread of Swift's cooperative
+/// pool, which the server's accept loop and the rest of the process keep using. A service may run its other
 /// blocking work here too (`withTaskExecutorPreference`), so that all of it shares the same few threads.
 public final class VarlinkHandlerExecutor: TaskExecutor, Sendable {
     private let pool: NIOThreadPool

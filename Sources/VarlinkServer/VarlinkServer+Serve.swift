@@ -15,7 +15,9 @@ extension VarlinkServer {
                                          limitExceededError: configuration.limitExceededError, ledger: connection.ledger)
                 await withTaskCancellationHandler {
                     await withTaskGroup(of: Void.self) { group in
-                        group.addTask { await self.runCalls(inbound, of: connection, writer: writer) }
+                        // The calls run on the handler's threads from the moment they come off the wire: no hop to
+                        // and from the cooperative pool per call.
+                        group.addTask(executorPreference: executor) { await self.runCalls(inbound, of: connection, writer: writer) }
                         group.addTask { try? await channel.closeFuture.get() }
                         // Whichever ends first: the calls (the peer stopped sending), or the connection.
                         await group.next()
@@ -50,7 +52,8 @@ extension VarlinkServer {
         if !Task.isCancelled { _ = await writer.flushed() }
     }
 
-    /// Runs one call: `org.varlink.service` here, everything else by the handler on the handler's threads.
+    /// Runs one call (on the handler's threads, like the rest of the connection's calls): `org.varlink.service`
+    /// here, everything else by the handler.
     private func run(_ call: VarlinkCall, context: VarlinkCallContext, writer: ReplyWriter) async {
         let replies = VarlinkReplies(oneway: call.oneway, more: call.more) { reply in await writer.write(reply) }
         if call.interface == "org.varlink.service" {
@@ -60,9 +63,7 @@ extension VarlinkServer {
         } else {
             let counted = !handler.isLongLived(call)
             if counted { callsInProgress.begin() }
-            await withTaskExecutorPreference(executor) {
-                await handler.handle(call, context: context, replies: replies)
-            }
+            await handler.handle(call, context: context, replies: replies)
             guard counted else { return }
             // A shutdown waits for this call: its replies are taken before it counts as done (and the
             // connection may be closed).

@@ -165,14 +165,15 @@ import VarlinkServer
         }
     }
 
-    @Test func handlersBlockingTheirThreadsLeaveTheCooperativePoolToTheOtherConnections() async throws {
-        // More blocked calls than Swift's cooperative pool has threads (one per core).
+    @Test func handlersBlockingTheirThreadsLeaveTheCooperativePoolFree() async throws {
+        // More blocked calls than Swift's cooperative pool has threads (one per core): on that pool they
+        // would park it, and with it everything else of the process.
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let blockers = cores + 2
         let handler = GateHandler()
-        // As many handler threads as blocked calls: every one of them gets as far as blocking.
-        try await Self.withServer(handler: handler, handlerThreads: blockers) { socket in
-            let product = try await Self.blocking { () throws -> String? in
+        // Every blocked call gets as far as blocking on a handler thread of its own; one thread is spare.
+        try await Self.withServer(handler: handler, handlerThreads: blockers + 1) { socket in
+            let (poolRan, product) = try await Self.blocking { () throws -> (Bool, String?) in
                 var connections: [VarlinkConnection] = []
                 // The gate opens whatever happens, so that the server can stop.
                 defer { for _ in 0..<blockers { handler.gate.signal() } }
@@ -181,13 +182,19 @@ import VarlinkServer
                     try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
                     connections.append(connection)
                 }
-                // Until at least as many calls block as the cooperative pool has threads (all it takes to park it).
                 let deadline = Date().addingTimeInterval(10)
-                while handler.entered.load(ordering: .relaxed) < cores && Date() < deadline { usleep(10_000) }
+                while handler.entered.load(ordering: .relaxed) < blockers && Date() < deadline { usleep(10_000) }
+                // A task of this process (the server's process) still runs on the cooperative pool...
+                let ran = DispatchSemaphore(value: 0)
+                Task.detached { ran.signal() }
+                let poolRan = ran.wait(timeout: .now() + 5) == .success
+                // ...and another connection is served.
                 let other = try VarlinkConnection(unixSocketPath: socket)
                 try other.send(VarlinkCall(method: "org.varlink.service.GetInfo"))
-                return try? other.nextReply(timeout: .seconds(5)).parameters["product"]?.string
+                return (poolRan, try? other.nextReply(timeout: .seconds(5)).parameters["product"]?.string)
             }
+            #expect(handler.entered.load(ordering: .relaxed) >= blockers, "not every call reached its handler")
+            #expect(poolRan, "the cooperative pool was parked by handlers blocking their threads")
             #expect(product == "echo", "another connection's GetInfo was not answered while handlers blocked their threads")
         }
     }
