@@ -5,9 +5,10 @@ import Testing
 
 /// Every method of org.sharedmode.Broker1, and every error an app can meet, driven through the generated
 /// contract by a Swift app (`broker-conformance`, linking only the client) under the app's uid, against the
-/// real daemon with the local identity provider as its authority. (The raw-frame errors — ProtocolError,
-/// InvalidParameter, MethodNotFound, ExpectedMore — need bytes the generated client never sends: the PyPI
-/// client's tests send them.)
+/// real daemon with the local identity provider as its authority. ProtocolError comes twice: the client's
+/// own refusal of a request over the broker's limit, and the broker's when the generated call is sent
+/// anyway. (The other raw-frame errors — InvalidParameter, MethodNotFound, ExpectedMore — need bytes the
+/// generated contract never encodes: the PyPI client's tests send them.)
 @Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct BrokerConformanceTests {
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
@@ -46,6 +47,8 @@ import Testing
             "ListGenericPasswords ok updated",
             "DeleteGenericPassword ok 1",
             "FindGenericPassword error KeychainError -25300",
+            "AddGenericPassword error org.sharedmode.Broker1.ProtocolError",
+            "ProtocolError ok names-limit",
             "FindGenericPassword error LimitExceeded replyBytes",
             "SignOut error org.varlink.service.PermissionDenied",
             "SubscribeAccountChanges ok subscribed",

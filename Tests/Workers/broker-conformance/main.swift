@@ -1,5 +1,6 @@
 // broker-conformance: drives every method of org.sharedmode.Broker1, and every error an app can meet,
-// through the generated contract (`Broker1.<Method>` over SharedDeviceClient's BrokerInterfaceClient),
+// through the generated contract (`Broker1.<Method>` over SharedDeviceClient's BrokerInterfaceClient, and
+// once over the varlink codec's blocking connection, for a request the client would not send),
 // against a real deviced whose policy's authority is a real identity provider. Run under an app's uid.
 //
 //   broker-conformance app        the whole sequence; prints `<Method> ok <detail>` or
@@ -124,6 +125,28 @@ await step("DeleteGenericPassword") { () async throws(SharedDeviceClientError) i
 await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
     _ = try await broker.call(Broker1.FindGenericPassword.self, .init(service: "conformance"))
     return "found"
+}
+// A request over the broker's 1 MiB message limit: the client refuses it before sending (the same error
+// name as the broker's); sent anyway, with the generated call over the varlink codec, the broker answers
+// ProtocolError naming its limit and closes the connection.
+let oversized = Broker1.AddGenericPassword.Parameters(service: "oversized", account: "a",
+                                                      secret: Data(repeating: 0x5a, count: 900_000).base64EncodedString())
+await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
+    _ = try await broker.call(Broker1.AddGenericPassword.self, oversized)
+    return "added"
+}
+do {
+    let connection = try VarlinkConnection(unixSocketPath: socket)
+    // The broker stops reading at its limit: the rest of the message may not go out.
+    try? connection.send(VarlinkCall(Broker1.AddGenericPassword.self, oversized))
+    let reply = try connection.nextReply(timeout: .seconds(10))
+    if case .protocolError(let error)? = try Broker1.ErrorReply(reply) {
+        say("ProtocolError ok \(error.reason.contains("\(1 << 20) bytes (the limit)") ? "names-limit" : error.reason)")
+    } else {
+        say("ProtocolError error \(reply.error ?? "no error")")
+    }
+} catch {
+    say("ProtocolError error \(error)")
 }
 // Five 700 KB secrets: their base64 together is over the 4 MiB a reply may be.
 let big = Data(repeating: 0x5a, count: 700_000).base64EncodedString()
