@@ -137,6 +137,34 @@ struct PolicyDecodingTests {
         #expect(repeated?.path == "apps[0].accessGroups[1]")
     }
 
+    @Test func anAppListsTheMSALClientIdsItMayUse() throws {
+        var document = try Self.kiosk()
+        var apps = document["apps"] as! [[String: Any]]
+        apps[0]["msalClientIds"] = ["04b07795-8ddb-461a-bbee-02f9e1bf7b46", "kiosk-apps"]
+        document["apps"] = apps
+        let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
+        #expect(policy.apps[0].msalClientIds == ["04b07795-8ddb-461a-bbee-02f9e1bf7b46", "kiosk-apps"])
+        #expect(policy.apps[1].msalClientIds == nil)
+
+        let cases: [(Any, String, String)] = [
+            ("kiosk-apps", "apps[0].msalClientIds", "expected an array"),
+            (["kiosk-apps", "kiosk-apps"], "apps[0].msalClientIds[1]", "listed twice"),
+            (["kiosk apps"], "apps[0].msalClientIds[0]", "malformed client id"),
+            ([""], "apps[0].msalClientIds[0]", "non-empty"),
+            ([7], "apps[0].msalClientIds[0]", "expected a string"),
+            (Array(repeating: "x", count: 65), "apps[0].msalClientIds", "at most 64"),
+        ]
+        for (value, path, problem) in cases {
+            let error = try Self.error { document in
+                var apps = document["apps"] as! [[String: Any]]
+                apps[0]["msalClientIds"] = value
+                document["apps"] = apps
+            }
+            #expect(error?.path == path, "\(value)")
+            #expect(error?.problem.contains(problem) == true, "\(value): \(String(describing: error?.problem))")
+        }
+    }
+
     @Test func unknownModeSaysWhatIsExpected() throws {
         let error = try Self.error { $0["device"] = ["name": "k", "mode": "kiosk"] }
         #expect(error == PolicyError(path: "device.mode", problem: "unknown mode \"kiosk\"; expected \"shared\" or \"private\""))

@@ -10,6 +10,8 @@ public enum InputLimits {
     public static let nameCharacters = 255
     /// Apps in one device policy: 1,000.
     public static let apps = 1_000
+    /// MSAL client ids one app of the policy may list.
+    public static let msalClientIDsPerApp = 64
 
     /// `bytes` for people: `1 MiB (1048576 bytes)`, or `N bytes` when not a whole number of MiB.
     public static func describe(bytes: Int) -> String {

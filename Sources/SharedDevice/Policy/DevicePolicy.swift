@@ -45,6 +45,10 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         /// The app's Unix user by name (policy key `user`), when the policy named it so; `uid` is then
         /// that user's uid in the system's user database.
         public var user: String?
+        /// The MSAL client ids (application ids) the app may use when it reaches the device through
+        /// Microsoft's broker protocol (an unmodified MSAL app); nil when the policy lists none, and then
+        /// every such request of the app is refused.
+        public var msalClientIds: [String]?
     }
 
     /// Idle sign-out.

@@ -143,7 +143,7 @@ private struct PolicyReader {
     }
 
     private func app(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.App {
-        let fields = try object(value, at: path, required: ["id", "accessGroups"], optional: ["uid", "user"])
+        let fields = try object(value, at: path, required: ["id", "accessGroups"], optional: ["uid", "user", "msalClientIds"])
         let id = try boundedName(fields["id"]!, at: path.key("id"), what: "an app id")
         guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
             throw PolicyError(path.key("id"), "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)")
@@ -174,7 +174,28 @@ private struct PolicyReader {
         guard resolved != 0 else {
             throw PolicyError(path.key(user == nil ? "uid" : "user"), "uid 0 is root, the device's administrator; run the app as a user of its own")
         }
-        return .init(id: id, accessGroups: groups, uid: resolved, user: user)
+        let clientIDs = try fields["msalClientIds"].map { v throws(PolicyError) in try msalClientIDs(v, at: path.key("msalClientIds")) }
+        return .init(id: id, accessGroups: groups, uid: resolved, user: user, msalClientIds: clientIDs)
+    }
+
+    /// `apps[].msalClientIds`: at most `InputLimits.msalClientIDsPerApp` distinct client ids, each a bounded
+    /// name of letters, digits, '.', '-' and '_' (an Entra application id is a GUID; a local provider's may
+    /// be a name).
+    private func msalClientIDs(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [String] {
+        if case .array(let elements) = value, elements.count > InputLimits.msalClientIDsPerApp {
+            throw PolicyError(path, "\(elements.count) client ids; an app may list at most \(InputLimits.msalClientIDsPerApp)")
+        }
+        let ids = try array(value, at: path) { v, at throws(PolicyError) -> String in
+            let id = try boundedName(v, at: at, what: "a client id")
+            guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+                throw PolicyError(at, "malformed client id \"\(id)\"; expected the app registration's application id (a GUID) or letters, digits, '.', '-' and '_'")
+            }
+            return id
+        }
+        if let duplicate = ids.indices.first(where: { ids[..<$0].contains(ids[$0]) }) {
+            throw PolicyError(path.index(duplicate), "client id \"\(ids[duplicate])\" is listed twice")
+        }
+        return ids
     }
 
     private func accessGroup(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
