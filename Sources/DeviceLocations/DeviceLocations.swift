@@ -21,10 +21,7 @@ public enum DeviceLocations {
     public static func stateDirectory(explicit: String? = nil,
                                       environment: [String: String] = ProcessInfo.processInfo.environment,
                                       isRoot: Bool = DeviceLocations.runsAsRoot) -> URL {
-        if let explicit, !explicit.isEmpty { return URL(fileURLWithPath: explicit) }
-        if let fromEnvironment = environment["DEVICECTL_STATE_DIR"], !fromEnvironment.isEmpty {
-            return URL(fileURLWithPath: fromEnvironment)
-        }
+        if let named = namedStateDirectory(explicit: explicit, environment: environment) { return URL(fileURLWithPath: named) }
         if isRoot { return URL(fileURLWithPath: "/var/lib/devicectl") }
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") {
             return URL(fileURLWithPath: xdg).appendingPathComponent("devicectl")

@@ -213,4 +213,6 @@ public struct CallerIdentity: Sendable, Hashable {
     public var accessGroups: [String]
     /// Root, or a member of the policy's administratorsGroup.
     public var administrator: Bool
+    /// The state directory (the store) the broker serves, when it says.
+    public var stateDirectory: String?
 }

@@ -30,7 +30,8 @@ public final class PublicClientApplication: Sendable {
     /// Who the broker takes this process for (by its uid, from the kernel) and the access groups it has.
     public func caller() async throws(SharedDeviceClientError) -> CallerIdentity {
         try await broker.run(Broker1.GetCaller.self, .init()) { reply throws(SharedDeviceClientError) in
-            CallerIdentity(uid: reply.uid, appID: reply.appId, accessGroups: reply.accessGroups, administrator: reply.administrator)
+            CallerIdentity(uid: reply.uid, appID: reply.appId, accessGroups: reply.accessGroups, administrator: reply.administrator,
+                           stateDirectory: reply.stateDirectory)
         }
     }
 

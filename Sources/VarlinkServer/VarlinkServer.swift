@@ -129,6 +129,7 @@ public final class VarlinkServer: Service, Sendable {
         }
         guard let listening else { throw VarlinkServerError("the varlink server is not listening: start it first, once") }
         defer { logger.debug("varlink server stopped") }
+        var failure: (any Error)?
         do {
             try await withThrowingDiscardingTaskGroup { connections in
                 try await withGracefulShutdownHandler {
@@ -147,12 +148,11 @@ public final class VarlinkServer: Service, Sendable {
         } catch is CancellationError {
             // Cancelled: every connection's task was cancelled, and closed its connection.
         } catch {
-            removePublishedSocket()
-            await stopThreads()
-            throw error
+            failure = error
         }
         removePublishedSocket()
         await stopThreads()
+        if let failure { throw failure }
     }
 
     /// Stops accepting connections, as a graceful shutdown of the service group does: `run()` then lets

@@ -1,4 +1,3 @@
-import BrokerContract
 import DeviceLocations
 import Foundation
 import KeychainStore
@@ -29,11 +28,11 @@ enum BrokerRoute {
         let caller = try await broker.caller()
         try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
         // A uid the policy does not list goes on to its call, which the broker refuses and audits.
-        if let app, let own = caller.appId, app != own {
+        if let app, let own = caller.appID, app != own {
             throw CLIError(exitCode: .permissionDenied,
                 "--app \(app) names another app: the broker knows this process (uid \(caller.uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user")
         }
-        return .broker(broker, appID: caller.appId)
+        return .broker(broker, appID: caller.appID)
     }
 
     /// The running broker, for an administrator's command that goes through it (so that every app hears of

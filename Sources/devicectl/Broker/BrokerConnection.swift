@@ -8,8 +8,8 @@ import SharedDeviceClient
 import Varlink
 
 /// The running broker as devicectl reaches it, with the client an app links: the app-facing
-/// `PublicClientApplication` for the app commands, and the interface client for what the application
-/// does not wrap (`GetStatus` for administrators, the state directory `GetCaller` names, an
+/// `PublicClientApplication` for the app commands (and `GetCaller`, on the same pooled connection), and
+/// the interface client for what the application does not wrap (`GetStatus` for administrators, an
 /// administrator's sign-out). Every call answers in the library's types, so both routes print alike, and
 /// a refusal is the `CLIError` the same failure is in-process.
 struct BrokerConnection: Sendable {
@@ -36,8 +36,9 @@ struct BrokerConnection: Sendable {
     // MARK: - The broker
 
     /// Who the broker takes this process to be, and the store it serves.
-    func caller() async throws -> Broker1.GetCaller.Reply {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await interface.call(Broker1.GetCaller.self, .init()) }
+    func caller() async throws -> (uid: Int, appID: String?, stateDirectory: String?) {
+        let caller = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.caller() }
+        return (caller.uid, caller.appID, caller.stateDirectory)
     }
 
     /// The broker's state (administrators only: root or the policy's administratorsGroup).
