@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "varlink-generate", targets: ["varlink-generate"]),
         .executable(name: "devicectl", targets: ["devicectl"]),
         .executable(name: "deviced", targets: ["deviced"]),
+        .executable(name: "msal-bridge", targets: ["msal-bridge"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -41,6 +42,12 @@ let package = Package(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
+        ),
+        // sd-bus (libsystemd), the D-Bus library of a systemd system: the MSAL bridge's session-bus service.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
         ),
         .target(
             name: "KeychainStore",
@@ -169,6 +176,32 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Microsoft's Linux broker protocol (com.microsoft.identity.broker1) answered from deviced: the calls
+        // MSALRuntime makes, mapped onto SharedDeviceClient; the session-bus service on sd-bus; the Secret
+        // Service clean-up at a sign-out.
+        .target(
+            name: "MSALBridge",
+            dependencies: [
+                "CSystemd",
+                "SharedDeviceClient",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The session bridge: D-Bus-activated on an app user's session bus, it owns
+        // com.microsoft.identity.broker1 and forwards each call to deviced as that user.
+        .executableTarget(
+            name: "msal-bridge",
+            dependencies: [
+                "MSALBridge",
+                "DeviceLocations",
+                "SharedDeviceClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
@@ -340,6 +373,11 @@ let package = Package(
         .testTarget(
             name: "DeviceLocationsTests",
             dependencies: ["DeviceLocations"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "MSALBridgeTests",
+            dependencies: ["MSALBridge", "SharedDeviceClient"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -143,15 +143,19 @@ extension Broker1 {
         public var account: Account
         /// Ties the call to its audit events.
         public var correlationId: String
+        /// The ID token the identity provider issued for the account (a JWT), only for a call that names an
+        /// `msalClientId` (MSAL's result carries it); null otherwise, or when the provider issued none.
+        public var idToken: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(accessToken: String, expiresOn: Int? = nil, scopes: [String], source: String, account: Account, correlationId: String) {
+        public init(accessToken: String, expiresOn: Int? = nil, scopes: [String], source: String, account: Account, correlationId: String, idToken: String? = nil) {
             self.accessToken = accessToken
             self.expiresOn = expiresOn
             self.scopes = scopes
             self.source = source
             self.account = account
             self.correlationId = correlationId
+            self.idToken = idToken
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -161,6 +165,7 @@ extension Broker1 {
             source = try VarlinkField.string(fields, "source", path)
             account = try VarlinkField.struct(fields, "account", path, as: Account.self)
             correlationId = try VarlinkField.string(fields, "correlationId", path)
+            idToken = VarlinkField.isAbsent(fields, "idToken") ? nil : try VarlinkField.string(fields, "idToken", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -175,6 +180,11 @@ extension Broker1 {
                 fields["expiresOn"] = .int(Int64(expiresOn))
             } else if !omittingAbsent {
                 fields["expiresOn"] = .null
+            }
+            if let idToken = self.idToken {
+                fields["idToken"] = .string(idToken)
+            } else if !omittingAbsent {
+                fields["idToken"] = .null
             }
             return fields
         }
@@ -453,6 +463,55 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// An MSAL client id an app used through Microsoft's broker protocol (the MSAL bridge) since the broker
+    /// started: which app, how many calls, the last one when (Unix seconds), and how many were refused because
+    /// the policy's `msalClientIds` for the app does not list it.
+    public struct MsalClient: VarlinkStruct, Hashable {
+        public var appId: String?
+        public var uid: Int
+        public var clientId: String
+        public var calls: Int
+        public var refused: Int
+        public var lastCall: Double
+
+        /// A value with every field given (optional ones default to nil).
+        public init(appId: String? = nil, uid: Int, clientId: String, calls: Int, refused: Int, lastCall: Double) {
+            self.appId = appId
+            self.uid = uid
+            self.clientId = clientId
+            self.calls = calls
+            self.refused = refused
+            self.lastCall = lastCall
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            appId = VarlinkField.isAbsent(fields, "appId") ? nil : try VarlinkField.string(fields, "appId", path)
+            uid = try VarlinkField.int(fields, "uid", path)
+            clientId = try VarlinkField.string(fields, "clientId", path)
+            calls = try VarlinkField.int(fields, "calls", path)
+            refused = try VarlinkField.int(fields, "refused", path)
+            lastCall = try VarlinkField.float(fields, "lastCall", path)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "uid": .int(Int64(uid)),
+                "clientId": .string(clientId),
+                "calls": .int(Int64(calls)),
+                "refused": .int(Int64(refused)),
+                "lastCall": .double(lastCall),
+            ]
+            if let appId = self.appId {
+                fields["appId"] = .string(appId)
+            } else if !omittingAbsent {
+                fields["appId"] = .null
+            }
+            return fields
+        }
+    }
+}
+
+extension Broker1 {
     /// The broker's state, for administrators.
     public struct BrokerStatus: VarlinkStruct, Hashable {
         public var version: String
@@ -470,9 +529,11 @@ extension Broker1 {
         /// Null when the policy sets no idle sign-out (or the device is private).
         public var idle: IdleState?
         public var connections: [Connection]
+        /// MSAL client ids seen through the MSAL bridge (at most 256, the most recent).
+        public var msalClients: [MsalClient]
 
         /// A value with every field given (optional ones default to nil).
-        public init(version: String, startedAt: Double, provisioned: Bool, mode: String, policyId: String? = nil, policySha256: String? = nil, current: Account? = nil, signedInAt: Double? = nil, lastAuditSequence: Int, idle: IdleState? = nil, connections: [Connection]) {
+        public init(version: String, startedAt: Double, provisioned: Bool, mode: String, policyId: String? = nil, policySha256: String? = nil, current: Account? = nil, signedInAt: Double? = nil, lastAuditSequence: Int, idle: IdleState? = nil, connections: [Connection], msalClients: [MsalClient]) {
             self.version = version
             self.startedAt = startedAt
             self.provisioned = provisioned
@@ -484,6 +545,7 @@ extension Broker1 {
             self.lastAuditSequence = lastAuditSequence
             self.idle = idle
             self.connections = connections
+            self.msalClients = msalClients
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -498,6 +560,7 @@ extension Broker1 {
             lastAuditSequence = try VarlinkField.int(fields, "lastAuditSequence", path)
             idle = VarlinkField.isAbsent(fields, "idle") ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
             connections = try VarlinkField.array(fields, "connections", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Connection.self) }
+            msalClients = try VarlinkField.array(fields, "msalClients", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: MsalClient.self) }
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -508,6 +571,7 @@ extension Broker1 {
                 "mode": .string(mode),
                 "lastAuditSequence": .int(Int64(lastAuditSequence)),
                 "connections": .array(connections.map { .object($0.varlinkFields) }),
+                "msalClients": .array(msalClients.map { .object($0.varlinkFields) }),
             ]
             if let policyId = self.policyId {
                 fields["policyId"] = .string(policyId)
@@ -745,22 +809,31 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// The current and previous account for the caller (MSAL's getCurrentAccount).
+    /// The current and previous account for the caller (MSAL's getCurrentAccount). `msalClientId`: see below.
     public enum GetCurrentAccount: VarlinkMethod {
         public static let qualifiedName = "org.sharedmode.Broker1.GetCurrentAccount"
 
         /// The parameters of a call of GetCurrentAccount.
         public struct Parameters: VarlinkStruct, Hashable {
+            public var msalClientId: String?
+
             /// A value with every field given (optional ones default to nil).
-            public init() {}
+            public init(msalClientId: String? = nil) {
+                self.msalClientId = msalClientId
+            }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                _ = (fields, path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                _ = omittingAbsent
-                return [:]
+                var fields: [String: VarlinkValue] = [:]
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
+                }
+                return fields
             }
         }
 
@@ -808,16 +881,19 @@ extension Broker1 {
         public struct Parameters: VarlinkStruct, Hashable {
             public var scopes: [String]
             public var loginHint: String?
+            public var msalClientId: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], loginHint: String? = nil) {
+            public init(scopes: [String], loginHint: String? = nil, msalClientId: String? = nil) {
                 self.scopes = scopes
                 self.loginHint = loginHint
+                self.msalClientId = msalClientId
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
                 loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -828,6 +904,11 @@ extension Broker1 {
                     fields["loginHint"] = .string(loginHint)
                 } else if !omittingAbsent {
                     fields["loginHint"] = .null
+                }
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
                 }
                 return fields
             }
@@ -882,14 +963,16 @@ extension Broker1 {
             public var loginHint: String?
             public var prompt: String?
             public var timeout: Int?
+            public var msalClientId: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], redirectUri: String, loginHint: String? = nil, prompt: String? = nil, timeout: Int? = nil) {
+            public init(scopes: [String], redirectUri: String, loginHint: String? = nil, prompt: String? = nil, timeout: Int? = nil, msalClientId: String? = nil) {
                 self.scopes = scopes
                 self.redirectUri = redirectUri
                 self.loginHint = loginHint
                 self.prompt = prompt
                 self.timeout = timeout
+                self.msalClientId = msalClientId
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -898,6 +981,7 @@ extension Broker1 {
                 loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
                 prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -919,6 +1003,11 @@ extension Broker1 {
                     fields["timeout"] = .int(Int64(timeout))
                 } else if !omittingAbsent {
                     fields["timeout"] = .null
+                }
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
                 }
                 return fields
             }
@@ -1129,16 +1218,19 @@ extension Broker1 {
         public struct Parameters: VarlinkStruct, Hashable {
             public var scopes: [String]
             public var forceRefresh: Bool?
+            public var msalClientId: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], forceRefresh: Bool? = nil) {
+            public init(scopes: [String], forceRefresh: Bool? = nil, msalClientId: String? = nil) {
                 self.scopes = scopes
                 self.forceRefresh = forceRefresh
+                self.msalClientId = msalClientId
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
                 forceRefresh = VarlinkField.isAbsent(fields, "forceRefresh") ? nil : try VarlinkField.bool(fields, "forceRefresh", path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1149,6 +1241,11 @@ extension Broker1 {
                     fields["forceRefresh"] = .bool(forceRefresh)
                 } else if !omittingAbsent {
                     fields["forceRefresh"] = .null
+                }
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
                 }
                 return fields
             }
@@ -1871,7 +1968,9 @@ extension Broker1 {
 
 extension Broker1 {
     /// The account manager refused (`code`: notProvisioned, appNotInPolicy, accountAlreadySignedIn,
-    /// noCurrentAccount, currentAccountMismatch, tokenCache, identity, …; a store failure is KeychainError).
+    /// noCurrentAccount, currentAccountMismatch, tokenCache, identity, msalClientNotAllowed (the call's
+    /// `msalClientId` is not in the app's `msalClientIds`), noIdToken (the call names an `msalClientId` but the
+    /// provider issued no ID token for the account), …; a store failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's

@@ -6,8 +6,8 @@ import Varlink
 
 // The MSAL-shaped methods: current account, interactive and silent tokens, sign-out.
 extension Broker {
-    func currentAccount(_ caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetCurrentAccount.Reply {
-        let application = try application(for: caller)
+    func currentAccount(_ parameters: Broker1.GetCurrentAccount.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetCurrentAccount.Reply {
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "GetCurrentAccount")
         do {
             let pair = try application.currentAccount()
             return Broker1.GetCurrentAccount.Reply(current: pair.current.map(Broker1.Account.init), previous: pair.previous.map(Broker1.Account.init))
@@ -17,13 +17,15 @@ extension Broker {
     }
 
     func acquireTokenSilent(_ parameters: Broker1.AcquireTokenSilent.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.AcquireTokenSilent.Reply {
-        let application = try application(for: caller)
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "AcquireTokenSilent")
+        let result: SharedDevice.AuthenticationResult
         do {
-            let result = try await application.acquireTokenSilent(scopes: parameters.scopes, forceRefresh: parameters.forceRefresh ?? false)
-            return Broker1.AcquireTokenSilent.Reply(result: Broker1.AuthenticationResult(result))
+            result = try await application.acquireTokenSilent(scopes: parameters.scopes, forceRefresh: parameters.forceRefresh ?? false,
+                                                              includeIDToken: parameters.msalClientId != nil)
         } catch {
             throw BrokerFailure(error)
         }
+        return Broker1.AcquireTokenSilent.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
     }
 
     func signOut(_ parameters: Broker1.SignOut.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignOut.Reply {
@@ -65,24 +67,25 @@ extension Broker {
     /// away the task is cancelled, the polling stops, and nothing is cached.
     func signInWithDeviceCode(_ parameters: Broker1.SignInWithDeviceCode.Parameters, caller: BrokerCaller,
                               replies: ReplyStream<Broker1.SignInWithDeviceCode.Reply>) async throws(BrokerFailure) {
-        let application = try application(for: caller)
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithDeviceCode")
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
-        async let outcome = Self.deviceCodeSignIn(application, scopes: parameters.scopes, loginHint: parameters.loginHint, shown: shown)
+        async let outcome = Self.deviceCodeSignIn(application, scopes: parameters.scopes, loginHint: parameters.loginHint,
+                                                  msalClientID: parameters.msalClientId, shown: shown)
         for await session in sessions {
             await replies.next(Broker1.SignInWithDeviceCode.Reply(verification: Broker1.DeviceCodeVerification(session)))
         }
         switch await outcome {
-        case .success(let result): await replies.last(Broker1.SignInWithDeviceCode.Reply(result: Broker1.AuthenticationResult(result)))
+        case .success(let result): await replies.last(Broker1.SignInWithDeviceCode.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId)))
         case .failure(let error): throw BrokerFailure(error)
         }
     }
 
-    private static func deviceCodeSignIn(_ application: ApplicationEngine, scopes: [String], loginHint: String?,
+    private static func deviceCodeSignIn(_ application: ApplicationEngine, scopes: [String], loginHint: String?, msalClientID: String?,
                                          shown: AsyncStream<DeviceCodeSession>.Continuation) async -> Result<SharedDevice.AuthenticationResult, SharedDeviceError> {
         defer { shown.finish() }
         do throws(SharedDeviceError) {
             return .success(try await application.acquireToken(InteractiveTokenParameters(
-                scopes: scopes, flow: .deviceCode(showCode: { shown.yield($0) }), loginHint: loginHint)))
+                scopes: scopes, flow: .deviceCode(showCode: { shown.yield($0) }), loginHint: loginHint, msalClientID: msalClientID)))
         } catch {
             return .failure(error)
         }
@@ -95,21 +98,22 @@ extension Broker {
         let redirectURI = try ParameterCheck.redirectURI(parameters.redirectUri)
         let prompt = try ParameterCheck.prompt(parameters.prompt)
         let timeout = try ParameterCheck.browserTimeout(parameters.timeout)
-        let application = try browserApplication(for: caller, redirectURI: redirectURI)
+        let application = try browserApplication(for: caller, redirectURI: redirectURI, msalClientID: parameters.msalClientId)
+        let result: SharedDevice.AuthenticationResult
         do {
-            let result = try await application.acquireToken(InteractiveTokenParameters(
+            result = try await application.acquireToken(InteractiveTokenParameters(
                 scopes: parameters.scopes,
                 flow: Self.browserFlow { url in await replies.next(Broker1.SignInWithBrowser.Reply(authorizationUrl: url.absoluteString)) },
-                prompt: prompt, loginHint: parameters.loginHint, browserTimeout: timeout))
-            await replies.last(Broker1.SignInWithBrowser.Reply(result: Broker1.AuthenticationResult(result)))
+                prompt: prompt, loginHint: parameters.loginHint, browserTimeout: timeout, msalClientID: parameters.msalClientId))
         } catch {
             throw BrokerFailure(error)
         }
+        await replies.last(Broker1.SignInWithBrowser.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId)))
     }
 
     /// The caller's app with the caller's loopback redirect URI, on which the broker listens for the browser.
-    func browserApplication(for caller: BrokerCaller, redirectURI: URL) throws(BrokerFailure) -> ApplicationEngine {
-        let shared = try application(for: caller)
+    func browserApplication(for caller: BrokerCaller, redirectURI: URL, msalClientID: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
+        let shared = try application(for: caller, msalClientID: msalClientID, method: "SignInWithBrowser")
         do {
             var configuration = shared.configuration
             configuration.redirectURI = redirectURI

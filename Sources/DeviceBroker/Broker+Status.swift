@@ -25,6 +25,7 @@ extension Broker {
             version: SharedDevice.DeviceInformation.brokerVersion, startedAt: startedAt.timeIntervalSince1970, provisioned: record != nil,
             mode: device.information().information.mode.rawValue, policyId: record?.policyID, policySha256: record?.policySHA256,
             current: current.map { Broker1.Account($0.account) }, signedInAt: current?.signedInAt?.timeIntervalSince1970,
-            lastAuditSequence: Int(lastSequence), idle: idleState(), connections: connections))
+            lastAuditSequence: Int(lastSequence), idle: idleState(), connections: connections,
+            msalClients: msalClientsStatus))
     }
 }

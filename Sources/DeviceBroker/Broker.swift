@@ -27,6 +27,8 @@ public final class Broker: Sendable {
     private let policies: DevicePolicyCache
     /// Refusals, written to the audit log coalesced per uid, method and reason.
     let refusals: RefusalAudit
+    /// The MSAL client ids used through the MSAL bridge (for `GetStatus`).
+    let msalClients = MSALClientLedger()
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
     let pendingSignIns = Mutex<[UInt32: Int]>([:])
     let events: AccountEventHub
@@ -136,8 +138,8 @@ public final class Broker: Sendable {
             _ = await reply(VarlinkReply(try reportActivity(caller)))
         case .getDeviceInformation:
             _ = await reply(VarlinkReply(Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))))
-        case .getCurrentAccount:
-            _ = await reply(VarlinkReply(try currentAccount(caller)))
+        case .getCurrentAccount(let parameters):
+            _ = await reply(VarlinkReply(try currentAccount(parameters, caller: caller)))
         case .acquireTokenSilent(let parameters):
             _ = await reply(VarlinkReply(try await acquireTokenSilent(parameters, caller: caller)))
         case .signInWithDeviceCode(let parameters):

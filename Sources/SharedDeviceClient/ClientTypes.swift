@@ -60,6 +60,9 @@ public struct AuthenticationResult: Sendable, Hashable, CustomStringConvertible 
     public var source: Source
     /// Ties the call to its audit events.
     public var correlationID: String
+    /// The ID token the identity provider issued for the account (a JWT), for a call that named an MSAL
+    /// client id; nil otherwise. Never log it.
+    public var idToken: String?
 
     public var description: String {
         "AuthenticationResult(account: \(account.username ?? account.homeAccountID), scopes: \(scopes), source: \(source.rawValue), accessToken: <redacted>)"
@@ -92,11 +95,15 @@ public struct InteractiveTokenParameters: Sendable {
     public var scopes: [String]
     public var flow: InteractiveFlow
     public var loginHint: String?
+    /// The MSAL client id of a request that came through Microsoft's broker protocol (the MSAL bridge):
+    /// it must be among the app's `msalClientIds` in the device policy; the result then carries the ID token.
+    public var msalClientID: String?
 
-    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil) {
+    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil, msalClientID: String? = nil) {
         self.scopes = scopes
         self.flow = flow
         self.loginHint = loginHint
+        self.msalClientID = msalClientID
     }
 }
 

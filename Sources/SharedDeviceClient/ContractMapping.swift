@@ -27,7 +27,7 @@ extension AuthenticationResult {
         }
         self.init(accessToken: result.accessToken, scopes: result.scopes,
                   expiresOn: result.expiresOn.map { Date(timeIntervalSince1970: TimeInterval($0)) },
-                  account: Account(result.account), source: source, correlationID: result.correlationId)
+                  account: Account(result.account), source: source, correlationID: result.correlationId, idToken: result.idToken)
     }
 }
 

@@ -43,8 +43,9 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The device's current worker for this app and the one before (MSAL's getCurrentAccount).
-    public func currentAccount() async throws(SharedDeviceClientError) -> CurrentAccount {
-        try await broker.run(Broker1.GetCurrentAccount.self, .init()) { reply throws(SharedDeviceClientError) in
+    /// `msalClientID`: as in `acquireTokenSilent`.
+    public func currentAccount(msalClientID: String? = nil) async throws(SharedDeviceClientError) -> CurrentAccount {
+        try await broker.run(Broker1.GetCurrentAccount.self, .init(msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
             CurrentAccount(current: reply.current.map(Account.init), previous: reply.previous.map(Account.init))
         }
     }
@@ -62,8 +63,11 @@ public final class PublicClientApplication: Sendable {
 
     /// A token for `scopes` without UI (MSAL's acquireTokenSilent): the broker's cached access token, else
     /// a refresh. Throws `account` with `interactionRequired` (-50002) when a sign-in is needed.
-    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) async throws(SharedDeviceClientError) -> AuthenticationResult {
-        try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil)) {
+    /// `msalClientID`: the MSAL client id of a request that came through Microsoft's broker protocol (see
+    /// `InteractiveTokenParameters.msalClientID`); the result then carries the ID token.
+    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false,
+                                   msalClientID: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil, msalClientId: msalClientID)) {
             reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
@@ -75,7 +79,8 @@ public final class PublicClientApplication: Sendable {
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceClientError) -> AuthenticationResult {
         switch parameters.flow {
         case .deviceCode(let showCode):
-            return try await broker.run(Broker1.SignInWithDeviceCode.self, .init(scopes: parameters.scopes, loginHint: parameters.loginHint),
+            return try await broker.run(Broker1.SignInWithDeviceCode.self, .init(scopes: parameters.scopes, loginHint: parameters.loginHint,
+                                                                                      msalClientId: parameters.msalClientID),
                                         more: true) { reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let verification = reply.verification { await showCode(DeviceCodeVerification(verification)) }
@@ -83,7 +88,7 @@ public final class PublicClientApplication: Sendable {
             }
         case .browser(let redirectURI, let prompt, let timeout, let openBrowser):
             let call = Broker1.SignInWithBrowser.Parameters(scopes: parameters.scopes, redirectUri: redirectURI, loginHint: parameters.loginHint,
-                                                            prompt: prompt, timeout: timeout)
+                                                            prompt: prompt, timeout: timeout, msalClientId: parameters.msalClientID)
             return try await broker.run(Broker1.SignInWithBrowser.self, call, more: true) { reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let address = reply.authorizationUrl {

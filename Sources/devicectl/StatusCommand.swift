@@ -25,6 +25,8 @@ struct Status: AsyncParsableCommand {
             var version: String?
             var startedAt: Date?
             var connections: [BrokerStatus.Connection]
+            /// MSAL apps' client ids seen through the MSAL bridge.
+            var msalClients: [BrokerStatus.MSALClient]
         }
         var broker: Broker
         var provisioned: Bool
@@ -45,7 +47,7 @@ struct Status: AsyncParsableCommand {
             if let broker = try await BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir, logger: store.logger) {
                 let status = try await broker.status()
                 summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
-                                                connections: status.connections),
+                                                connections: status.connections, msalClients: status.msalClients),
                                   provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,
                                   policySha256: status.policySHA256, current: status.current, signedInAt: status.signedInAt,
                                   lastAuditSequence: status.lastAuditSequence, idle: status.idle)
@@ -58,7 +60,7 @@ struct Status: AsyncParsableCommand {
 
     /// The state from the store itself (the broker is not running).
     private func storeSummary(socket: String) throws -> Summary {
-        let notRunning = Summary.Broker(socket: socket, running: false, version: nil, startedAt: nil, connections: [])
+        let notRunning = Summary.Broker(socket: socket, running: false, version: nil, startedAt: nil, connections: [], msalClients: [])
         let database = store.directory.appendingPathComponent(KeychainStore.databaseFileName)
         guard FileManager.default.fileExists(atPath: database.path) else {
             return Summary(broker: notRunning, provisioned: false, mode: DeviceInformation.Mode.private.rawValue, policyId: nil,
@@ -83,6 +85,12 @@ struct Status: AsyncParsableCommand {
             lines.append("connections: \(summary.broker.connections.count)")
             for connection in summary.broker.connections {
                 lines.append("  uid \(connection.uid) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)")
+            }
+            lines.append("MSAL clients (through the MSAL bridge): \(summary.broker.msalClients.count)")
+            for client in summary.broker.msalClients {
+                lines.append("  \(client.clientID.forTerminal) uid \(client.uid) \(client.appID?.forTerminal ?? "(no app)"): \(client.calls) calls"
+                             + (client.refused > 0 ? ", \(client.refused) refused (not in the policy's msalClientIds)" : "")
+                             + ", last \(time.string(from: client.lastCall))")
             }
         } else {
             lines.append("broker: not running (no broker answers on \(summary.broker.socket))")

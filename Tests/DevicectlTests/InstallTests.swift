@@ -50,13 +50,16 @@ struct InstallTests {
             "--build-path", DevicectlRunner.productsDirectory.path, "--destdir", destination.path, "--prefix", "/usr/local", "--no-man"])
         #expect(result.status == 0, "\(result.stderr)")
         let prefix = destination.appendingPathComponent("usr/local")
-        for file in ["bin/deviced", "bin/devicectl", "lib/systemd/system/deviced.service", "lib/systemd/system/deviced.socket",
+        for file in ["bin/deviced", "bin/devicectl", "bin/msal-bridge", "share/dbus-1/services/com.microsoft.identity.broker1.service",
+                     "lib/systemd/system/deviced.service", "lib/systemd/system/deviced.socket",
                      "lib/systemd/system/devicectl-audit-journal.service", "share/devicectl/org.sharedmode.Broker1.varlink", "share/bash-completion/completions/devicectl",
                      "share/zsh/site-functions/_deviced", "share/fish/vendor_completions.d/devicectl.fish"] {
             #expect(FileManager.default.fileExists(atPath: prefix.appendingPathComponent(file).path), "\(file) was not installed")
         }
         let unit = try String(contentsOf: prefix.appendingPathComponent("lib/systemd/system/deviced.service"), encoding: .utf8)
         #expect(unit.contains("ExecStart=/usr/local/bin/deviced") && !unit.contains("@BINDIR@"))
+        let activation = try String(contentsOf: prefix.appendingPathComponent("share/dbus-1/services/com.microsoft.identity.broker1.service"), encoding: .utf8)
+        #expect(activation.contains("Name=com.microsoft.identity.broker1") && activation.contains("Exec=/usr/local/bin/msal-bridge"), "\(activation)")
         let installed = try String(contentsOf: prefix.appendingPathComponent("share/devicectl/org.sharedmode.Broker1.varlink"), encoding: .utf8)
         #expect(installed == (try String(contentsOf: Self.root.appendingPathComponent("Sources/BrokerContract/org.sharedmode.Broker1.varlink"), encoding: .utf8)))
         let completion = try String(contentsOf: prefix.appendingPathComponent("share/bash-completion/completions/devicectl"), encoding: .utf8)

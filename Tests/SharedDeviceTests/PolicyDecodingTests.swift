@@ -141,9 +141,11 @@ struct PolicyDecodingTests {
         var document = try Self.kiosk()
         var apps = document["apps"] as! [[String: Any]]
         apps[0]["msalClientIds"] = ["04b07795-8ddb-461a-bbee-02f9e1bf7b46", "kiosk-apps"]
+        apps[1]["msalClientIds"] = nil
         document["apps"] = apps
         let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
         #expect(policy.apps[0].msalClientIds == ["04b07795-8ddb-461a-bbee-02f9e1bf7b46", "kiosk-apps"])
+        // Absent: the app may use no MSAL client id through the bridge.
         #expect(policy.apps[1].msalClientIds == nil)
 
         let cases: [(Any, String, String)] = [

@@ -6,17 +6,19 @@ extension AccountManager {
     /// Signs an account in for `app` from a token response (the flows that obtain one validate it; this
     /// trusts it): caches the tokens in the app's token group, makes the account current (shared mode)
     /// and the app's principal, and audits `account.signed_in` when the device's account changes.
+    /// `auditDetails` are added to that event's details (never a secret: e.g. the MSAL client id).
     ///
     /// - Throws: `accountAlreadySignedIn` in shared mode while another worker is signed in;
     ///   `tokenCache` for an unusable response. A failure changes nothing.
     @discardableResult
     public func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity,
-                       accessGroup: String? = nil, correlationID: String? = nil) throws(SharedDeviceError) -> DeviceAccount {
+                       accessGroup: String? = nil, correlationID: String? = nil,
+                       auditDetails: [String: String] = [:]) throws(SharedDeviceError) -> DeviceAccount {
         let (account, isNew): (DeviceAccount, Bool)
         do {
             (account, isNew) = try write { tx -> (DeviceAccount, Bool) in
                 try self.signIn(response, context: context, app: app, accessGroup: accessGroup,
-                                correlationID: correlationID ?? Self.newCorrelationID(), in: tx)
+                                correlationID: correlationID ?? Self.newCorrelationID(), auditDetails: auditDetails, in: tx)
             }
         } catch {
             logger.debug("sign-in refused", metadata: ["app": "\(app.appID)", "error.code": "\(error.code)"])
@@ -29,7 +31,7 @@ extension AccountManager {
     }
 
     func signIn(_ response: TokenResponse, context: TokenRequestContext, app: AppIdentity, accessGroup: String?,
-                        correlationID: String, in tx: StoreTransaction) throws -> (DeviceAccount, Bool) {
+                        correlationID: String, auditDetails: [String: String] = [:], in tx: StoreTransaction) throws -> (DeviceAccount, Bool) {
         // The device record is read (decrypted) once: for the mode here and for the audit event below.
         let deviceRecord = try device.record(in: tx)
         let shared = deviceRecord?.mode == .shared
@@ -55,7 +57,7 @@ extension AccountManager {
             try device.append(AuditEntry(type: .accountSignedIn, actor: app.appID, account: account.auditName, reason: "sign-in",
                                          correlationID: correlationID,
                                          details: ["homeAccountId": account.homeAccountID, "environment": account.environment,
-                                                   "mode": shared ? "shared" : "private"]),
+                                                   "mode": shared ? "shared" : "private"].merging(auditDetails) { own, _ in own }),
                               in: tx, record: deviceRecord, checkpoint: false)
         }
         return (account, isNew)

@@ -62,6 +62,15 @@ extension AccountManager {
         return found
     }
 
+    /// The cached ID token of `account` for `clientID` in the account's tenant, or `nil` when the identity
+    /// provider issued none (MSAL returns it beside a cached access token).
+    public func idToken(of account: DeviceAccount, clientID: String, app: AppIdentity) throws(SharedDeviceError) -> String? {
+        try read { tx in
+            try self.tokenCache.idToken(homeAccountID: account.homeAccountID, environment: account.environment, clientID: clientID,
+                                        realm: account.realm, as: app, in: tx)?.secret
+        }
+    }
+
     /// Caches the tokens a silent refresh returned for `account`, only if it is still the app's signed-in
     /// account: a global sign-out that lands while the refresh is on the network wins, and the new
     /// tokens are dropped (`noCurrentAccount`). No audit event: the account did not change.

@@ -138,7 +138,8 @@ public final class ApplicationEngine: Sendable {
         let account: DeviceAccount
         do {
             account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
-                                                accessGroup: tokenGroup, correlationID: correlationID)
+                                                accessGroup: tokenGroup, correlationID: correlationID,
+                                                auditDetails: parameters.msalClientID.map { ["msalClientId": $0] } ?? [:])
         } catch {
             logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
             throw error
@@ -217,6 +218,8 @@ public final class ApplicationEngine: Sendable {
     /// - Parameters:
     ///   - account: the account the app believes is signed in; `nil` means the current one.
     ///   - forceRefresh: skip the cached access token.
+    ///   - includeIDToken: return the account's ID token with a cached access token too (from the cache;
+    ///     MSAL's result carries it); `idToken` is nil when the provider issued none.
     /// - Throws: `noCurrentAccount` (nobody signed in — on a shared device, the shift ended),
     ///   `currentAccountMismatch`; `.identity` with `interactionRequired` (no refresh token, or the
     ///   authority refused it: expired, revoked, scopes not granted) — call `acquireToken`;
@@ -226,7 +229,7 @@ public final class ApplicationEngine: Sendable {
     /// another thread, even from the main actor.
     nonisolated(nonsending)
     public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
-                                   forceRefresh: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
+                                   forceRefresh: Bool = false, includeIDToken: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         // Tagging the logger copies its handler's metadata: only when its events would be written.
@@ -242,8 +245,9 @@ public final class ApplicationEngine: Sendable {
         if let cached = cachedAccessToken {
             logger.debug("silent token from the cache", metadata: ["oauth.scopes": "\(cached.scopes.joined(separator: " "))",
                                                                     "oauth.expires_on": "\(cached.expiresOn)"])
+            let idToken = includeIDToken ? try accountManager.idToken(of: current, clientID: configuration.clientID, app: app) : nil
             return AuthenticationResult(accessToken: cached.secret, scopes: cached.scopes, expiresOn: cached.expiresOn, account: current,
-                                        idToken: nil, source: .cache, correlationID: correlationID)
+                                        idToken: idToken, source: .cache, correlationID: correlationID)
         }
         guard let refreshToken else {
             logger.debug("silent token needs interaction: no refresh token is cached", metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))"])
@@ -271,8 +275,12 @@ public final class ApplicationEngine: Sendable {
         try accountManager.saveRefreshedTokens(response, context: context(scopes: grant.scopes), for: current, app: app, accessGroup: tokenGroup)
         logger.debug("silent token refreshed and cached", metadata: ["oauth.scopes": "\(grant.scopes.joined(separator: " "))",
                                                                       "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
+        // A refresh response may carry no ID token; the one the sign-in cached stands for the account then.
+        let idToken = if let raw = grant.idToken?.raw { raw } else if includeIDToken {
+            try accountManager.idToken(of: current, clientID: configuration.clientID, app: app)
+        } else { String?.none }
         return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: current,
-                                    idToken: grant.idToken?.raw, source: .refresh, correlationID: correlationID)
+                                    idToken: idToken, source: .refresh, correlationID: correlationID)
     }
 
     // MARK: - Sign-out

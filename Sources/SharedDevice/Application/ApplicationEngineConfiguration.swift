@@ -61,14 +61,18 @@ public struct InteractiveTokenParameters: Sendable {
     public var loginHint: String?
     /// How long the browser flow waits for the user before it gives up (`userCanceled`).
     public var browserTimeout: TimeInterval
+    /// The MSAL client id of a request that came through Microsoft's broker protocol (the MSAL bridge):
+    /// named in the sign-in's audit event (`msalClientId`).
+    public var msalClientID: String?
 
     public init(scopes: [String], flow: InteractiveFlow, prompt: Prompt? = nil, loginHint: String? = nil,
-                browserTimeout: TimeInterval = 300) {
+                browserTimeout: TimeInterval = 300, msalClientID: String? = nil) {
         self.scopes = scopes
         self.flow = flow
         self.prompt = prompt
         self.loginHint = loginHint
         self.browserTimeout = browserTimeout
+        self.msalClientID = msalClientID
     }
 }
 

@@ -65,6 +65,18 @@ extension TokenCache {
         }
     }
 
+    /// The ID token of an account for a client and tenant (key `…-idtoken-<client_id>-<realm>-`), or `nil`.
+    public func idToken(homeAccountID: String, environment: String, clientID: String, realm: String, as caller: AppIdentity,
+                        accessGroup: String? = nil, in transaction: StoreTransaction) throws(TokenCacheError) -> IdTokenCacheItem? {
+        try tokenCacheErrors {
+            try CacheItems(transaction: transaction, caller: caller)
+                .entries(IdTokenCacheItem.self,
+                         account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
+                         service: "idtoken-\(clientID)-\(realm)-".lowercased(), group: accessGroup)
+                .first?.entry
+        }
+    }
+
     /// The app metadata of a client (its FOCI family), or `nil`.
     public func appMetadata(clientID: String, environment: String, as caller: AppIdentity, accessGroup: String? = nil,
                             in transaction: StoreTransaction) throws(TokenCacheError) -> AppMetadataCacheItem? {

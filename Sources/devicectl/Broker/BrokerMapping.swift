@@ -80,6 +80,10 @@ extension BrokerStatus {
                   mode: status.mode, policyID: status.policyId, policySHA256: status.policySha256, current: status.current.map(DeviceAccount.init),
                   signedInAt: status.signedInAt.map { Date(timeIntervalSince1970: $0) }, lastAuditSequence: Int64(status.lastAuditSequence),
                   idle: status.idle.map(SharedDevice.IdleState.init),
-                  connections: status.connections.map { Connection(uid: UInt32(clamping: $0.uid), pid: Int32(clamping: $0.pid), appID: $0.appId) })
+                  connections: status.connections.map { Connection(uid: UInt32(clamping: $0.uid), pid: Int32(clamping: $0.pid), appID: $0.appId) },
+                  msalClients: status.msalClients.map { client in
+                      MSALClient(appID: client.appId, uid: UInt32(clamping: client.uid), clientID: client.clientId, calls: client.calls,
+                                 refused: client.refused, lastCall: Date(timeIntervalSince1970: client.lastCall))
+                  })
     }
 }

@@ -13,6 +13,19 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
         enum CodingKeys: String, CodingKey { case uid, pid, appID = "appId" }
     }
 
+    /// An MSAL client id an app used through the MSAL bridge since the broker started.
+    struct MSALClient: Sendable, Equatable, Encodable {
+        var appID: String?
+        var uid: UInt32
+        var clientID: String
+        var calls: Int
+        /// Calls refused because the policy does not list the client id for the app.
+        var refused: Int
+        var lastCall: Date
+
+        enum CodingKeys: String, CodingKey { case appID = "appId", uid, clientID = "clientId", calls, refused, lastCall }
+    }
+
     var version: String
     var startedAt: Date
     var provisioned: Bool
@@ -27,9 +40,11 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     /// The idle sign-out clock (`nil` when the policy sets none or the device is private).
     var idle: IdleState?
     var connections: [Connection]
+    /// MSAL clients seen through the MSAL bridge, the most recent first.
+    var msalClients: [MSALClient]
 
     enum CodingKeys: String, CodingKey {
         case version, startedAt, provisioned, mode, policyID = "policyId", policySHA256 = "policySha256", current, signedInAt
-        case lastAuditSequence, idle, connections
+        case lastAuditSequence, idle, connections, msalClients
     }
 }

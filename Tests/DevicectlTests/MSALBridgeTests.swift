@@ -1,0 +1,155 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+/// Unmodified MSAL Python apps (PyPI msal 1.39.0 + pymsalruntime 0.20.7, `enable_broker_on_linux=True`) on
+/// the shared device: Microsoft's broker protocol on each app user's session bus, answered by the MSAL
+/// bridge from the real daemon, against the local identity provider. See `MSALSession` for the sandbox.
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct MSALBridgeTests {
+    typealias Daemon = BrokerDaemon
+    typealias Provider = IdentityCLITests.Provider
+
+    /// The MSAL client ids policies/kiosk.json lists for the scanner and the timeclock.
+    static let scannerClientID = "6a1b9c3e-5d2f-4e8a-b7c0-2f4d6e8a0b1c", timeclockClientID = "c7e2d4f6-8a0b-4c1d-9e3f-5a7b9c1d3e5f"
+
+    /// Signs `user` in through devicectl as `uid` (device code, approved through the provider's API).
+    static func signIn(_ daemon: Daemon, as uid: UInt32, user: String) async throws {
+        let signIn = try await BrokerSignInTests.approvingDeviceCode(daemon, as: uid, ["signin"], user: user)
+        try #require(signIn.status == 0, "\(user)'s sign-in failed: \(signIn.standardError)")
+    }
+
+    /// The provider's userinfo for `accessToken` (the token goes on standard input, never on a command line).
+    static func userinfo(_ accessToken: String) async throws -> [String: Any] {
+        let provider = try await Provider.shared()
+        let fetch = "import sys, urllib.request; print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
+            + "headers={'Authorization': 'Bearer ' + sys.stdin.read().strip()})).read().decode())"
+        let result = try await Command.run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", fetch, provider.issuer + "/userinfo"], stdin: accessToken)
+        try #require(result.status == 0, "userinfo refused the token: \(result.stderr)")
+        return try #require(try parseJSON(result.stdout) as? [String: Any])
+    }
+
+    /// Waits until `condition` holds (every 100 ms, within `timeout`).
+    static func eventually(timeout: TimeInterval = 15, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return try await condition()
+    }
+
+    @Test func aStockMSALPythonAppTakesPartInTheShiftChange() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        let timeclock = try await MSALSession(daemon, uid: Daemon.timeclockUID)
+
+        // One app process across the shift: sign in, (sign-out), silent with force_refresh, (worker 2), sign in.
+        let app = try scanner.startApp(clientID: Self.scannerClientID, [
+            "signin", "wait", "--for", scanner.signalFile("signed-out"), "silent", "--force-refresh",
+            "wait", "--for", scanner.signalFile("next-worker"), "signin"])
+        defer { _ = app.killIfRunning() }
+        try #require(await app.waitForLines(atLeast: 1, prefix: "{", timeout: 60), "no sign-in: \(app.standardError)\n\(scanner.bridgeLog)")
+        let first = try #require(try parseJSON(app.lines[0]) as? [String: Any])
+        #expect(first["token_source"] as? String == "broker", "\(first)\n\(app.standardError)")
+        #expect(first["username"] as? String == "worker1", "\(first)")
+        // The bridge's 290 s rule: MSAL asks again before it uses the token longer.
+        #expect((first["expires_in"] as? Int).map { $0 <= 290 && $0 > 200 } == true, "\(first)")
+        // The token the provider issued to worker 1 for the device.
+        let token = try #require(first["access_token"] as? String)
+        #expect(try await Self.userinfo(token)["preferred_username"] as? String == "worker1")
+
+        // A second MSAL app under another uid: single sign-on, no sign-in.
+        let other = try await timeclock.runApp(clientID: Self.timeclockClientID, ["signin"])
+        #expect(other.first?["token_source"] as? String == "broker" && other.first?["username"] as? String == "worker1", "\(other)\n\(timeclock.bridgeLog)")
+        #expect(try await scanner.keyringItems() > 0, "pymsalruntime cached nothing in the Secret Service")
+
+        // The administrator sees both MSAL clients.
+        let status = try await daemon.devicectl(as: 0, ["status", "--json"])
+        let broker = try #require((try parseJSON(status.stdout) as? [String: Any])?["broker"] as? [String: Any], "\(status.stdout) \(status.stderr)")
+        let clients = try #require(broker["msalClients"] as? [[String: Any]])
+        #expect(Set(clients.compactMap { $0["clientId"] as? String }) == [Self.scannerClientID, Self.timeclockClientID], "\(clients)")
+
+        // End of shift: a global sign-out. The bridge clears pymsalruntime's items; the app gets no token.
+        let signOut = try await daemon.devicectl(as: Daemon.timeclockUID, ["signout", "--reason", "shift-end"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        #expect(try await Self.eventually { try await scanner.keyringItems() == 0 }, "the keyring still holds MSAL items: \(scanner.bridgeLog)")
+        scanner.signal("signed-out")
+        try #require(await app.waitForLines(atLeast: 3, prefix: "{", timeout: 60), "\(app.standardError)")
+        let afterSignOut = try #require(try parseJSON(app.lines[2]) as? [String: Any])
+        #expect(afterSignOut["step"] as? String == "silent" && afterSignOut["access_token"] is NSNull, "\(afterSignOut)")
+
+        // Worker 2 signs in (through devicectl, in the other app); the same app process then gets worker 2's token.
+        try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker2")
+        scanner.signal("next-worker")
+        #expect(await app.waitForExit(timeout: 60), "\(app.standardError)")
+        let last = try #require(try app.lines.last.map { try parseJSON($0) } as? [String: Any])
+        #expect(last["step"] as? String == "signin" && last["username"] as? String == "worker2" && last["token_source"] as? String == "broker",
+                "\(last)\n\(app.standardError)\n\(scanner.bridgeLog)")
+        let secondToken = try #require(last["access_token"] as? String)
+        #expect(try await Self.userinfo(secondToken)["preferred_username"] as? String == "worker2")
+
+        // The bridge logs no token, ID token or code.
+        for secret in [token, secondToken] { #expect(!scanner.bridgeLog.contains(secret) && !timeclock.bridgeLog.contains(secret)) }
+        await scanner.stop()
+        await timeclock.stop()
+        await daemon.cleanUp()
+    }
+
+    @Test func anUnlistedClientIDAndAUidThePolicyDoesNotListGetNothing() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        let stranger = try await MSALSession(daemon, uid: Daemon.strangerUID)
+
+        // The scanner's user runs an MSAL app whose client id the policy does not list for it (the timeclock's).
+        let unlisted = try await scanner.runApp(clientID: Self.timeclockClientID, ["signin"])
+        let refused = try #require(unlisted.first)
+        #expect(refused["access_token"] is NSNull && refused["error"] as? String == "broker_error", "\(refused)")
+        #expect((refused["error_description"] as? String)?.contains("msalClientIds") == true, "\(refused)")
+        let denials = try await daemon.auditEvents().filter {
+            $0["type"] as? String == "keychain.access_denied" && ($0["details"] as? [String: String])?["msalClientId"] == Self.timeclockClientID
+        }
+        #expect(!denials.isEmpty, "no audited refusal of the unlisted client id")
+        #expect(denials.first?["actor"] as? String == Daemon.scanner)
+
+        // A user the policy does not list: its bridge gets no account and no token while worker 1 is signed in.
+        let nothing = try await stranger.runApp(clientID: Self.scannerClientID, ["signin"])
+        let strangers = try #require(nothing.first)
+        #expect(strangers["access_token"] is NSNull && strangers["username"] is NSNull, "\(strangers)")
+        #expect((strangers["error_description"] as? String)?.contains("not an app in the device policy") == true, "\(strangers)")
+        #expect(!stranger.bridgeLog.isEmpty, "the stranger's bridge never ran")
+        await scanner.stop()
+        await stranger.stop()
+        await daemon.cleanUp()
+    }
+
+    @Test func anMSALAppSignsTheFirstWorkerInByDeviceCodeAndTheAuditNamesItsClientID() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        // Nobody is signed in: the app's acquire_token_interactive reaches the bridge, which runs the device's
+        // device-code sign-in and shows the code (a desktop notification, and the session's log).
+        let app = try scanner.startApp(clientID: Self.scannerClientID, ["signin", "--interactive-timeout", "0"])
+        defer { _ = app.killIfRunning() }
+        var code: String?
+        _ = try await Self.eventually(timeout: 60) {
+            code = IdentityCLITests.Device.userCode(in: scanner.bridgeLog)
+            return code != nil || app.hasExited
+        }
+        let shown = try #require(code, "the bridge showed no code: \(app.standardError)\n\(scanner.bridgeLog)")
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", shown, "--user", "worker1"])
+        lock.release()
+        #expect(approval.status == 0, "\(approval.stderr)")
+        #expect(await app.waitForExit(timeout: 60), "\(app.standardError)")
+        let result = try #require(try app.lines.first.map { try parseJSON($0) } as? [String: Any])
+        #expect(result["token_source"] as? String == "broker" && result["username"] as? String == "worker1", "\(result)\n\(scanner.bridgeLog)")
+        let signIns = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
+        #expect(signIns.count == 1)
+        #expect((signIns.first?["details"] as? [String: String])?["msalClientId"] == Self.scannerClientID, "\(signIns)")
+        #expect(signIns.first?["actor"] as? String == Daemon.scanner)
+        await scanner.stop()
+        await daemon.cleanUp()
+    }
+}

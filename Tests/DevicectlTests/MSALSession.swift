@@ -1,0 +1,95 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// A sandbox where stock MSAL Python apps (PyPI msal + pymsalruntime, `enable_broker_on_linux=True`) run as
+/// `uid` (Tests/MSAL/msal-session): their own mount and network namespaces, where login.microsoftonline.com
+/// is a local TLS server answering MSAL's two discovery requests; a private session bus on which the MSAL
+/// bridge (our `msal-bridge`, a copy any user can run) is D-Bus-activated as `com.microsoft.identity.broker1`
+/// and talks to the test's daemon; an unlocked gnome-keyring (the Secret Service pymsalruntime caches in).
+final class MSALSession: @unchecked Sendable {
+    /// The venv tools/setup (tools/msal-python-setup) makes: msal 1.39.0 and pymsalruntime 0.20.7.
+    static let python = "/opt/sharedmode-msal-python/bin/python"
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("MSAL/msal-session")
+
+    let uid: UInt32
+    let directory: URL
+    private var stopped = false
+
+    /// Starts the sandbox for `uid`, its bridge pointed at `daemon`'s socket.
+    init(_ daemon: BrokerDaemon, uid: UInt32) async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.python),
+                     "\(Self.python) is missing; run tools/setup (it runs tools/msal-python-setup)")
+        self.uid = uid
+        directory = daemon.publicDirectory.appendingPathComponent("msal-\(uid)")
+        let bridge = daemon.publicDirectory.appendingPathComponent("msal-bridge").path
+        if !FileManager.default.fileExists(atPath: bridge) {
+            try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent("msal-bridge").path, to: bridge)
+        }
+        let services = daemon.publicDirectory.appendingPathComponent("dbus-services-\(uid)")
+        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        // The service file tools/install puts in /usr/share/dbus-1/services, with the test's paths.
+        let service = """
+            [D-BUS Service]
+            Name=com.microsoft.identity.broker1
+            Exec=\(bridge) --socket \(daemon.socketPath) --flow deviceCode --log-level debug
+
+            """
+        try Data(service.utf8).write(to: services.appendingPathComponent("com.microsoft.identity.broker1.service"))
+        let start = try await Command.run(Self.script, ["start", directory.path, "--uid", "\(uid)", "--service-dir", services.path])
+        try #require(start.status == 0, "msal-session start failed: \(start.stderr)")
+    }
+
+    deinit {
+        guard !stopped else { return }
+        let process = Process()
+        process.executableURL = Self.script
+        process.arguments = ["stop", directory.path]
+        try? process.run()
+        process.waitUntilExit()
+    }
+
+    /// Stops everything the sandbox runs (the bridge with it).
+    func stop() async {
+        guard !stopped else { return }
+        stopped = true
+        _ = try? await Command.run(Self.script, ["stop", directory.path])
+    }
+
+    /// Starts the stock app (Tests/MSAL/msal_app.py) with `clientID` and `steps` in the background; each
+    /// step prints one JSON line.
+    func startApp(clientID: String, scopes: [String] = ["User.Read"], _ steps: [String]) throws -> ChildProcess {
+        let app = directory.appendingPathComponent("bin/msal_app.py").path
+        return try ChildProcess(Self.script, ["run", directory.path, "--", Self.python, app, "--client-id", clientID]
+                                + scopes.flatMap { ["--scope", $0] } + steps)
+    }
+
+    /// Runs the stock app to the end and returns each step's JSON object.
+    func runApp(clientID: String, scopes: [String] = ["User.Read"], _ steps: [String]) async throws -> [[String: Any]] {
+        let app = try startApp(clientID: clientID, scopes: scopes, steps)
+        try #require(await app.waitForExit(timeout: 120), "the MSAL app did not finish: \(app.standardError)")
+        return try app.lines.map { try #require(try parseJSON($0) as? [String: Any], "\($0)") }
+    }
+
+    /// The items of pymsalruntime's schema (`com.microsoft.identity.secret`) in the uid's Secret Service.
+    func keyringItems() async throws -> Int {
+        let result = try await Command.run(Self.script, ["run", directory.path, "--", "/usr/bin/python3",
+                                                        directory.appendingPathComponent("bin/keyring_items.py").path])
+        try #require(result.status == 0, "keyring_items.py failed: \(result.stderr)")
+        let object = try #require(try parseJSON(result.stdout) as? [String: Any])
+        return try #require(object["items"] as? Int)
+    }
+
+    /// What the session bus's services (the bridge) wrote to standard error.
+    var bridgeLog: String {
+        (try? String(contentsOf: directory.appendingPathComponent("log/dbus-daemon.log"), encoding: .utf8)) ?? ""
+    }
+
+    /// A file the app's `wait --for` step can wait for (the test creates it with `signal`).
+    func signalFile(_ name: String) -> String { directory.appendingPathComponent("go-\(name)").path }
+
+    func signal(_ name: String) {
+        _ = FileManager.default.createFile(atPath: signalFile(name), contents: Data())
+    }
+}
