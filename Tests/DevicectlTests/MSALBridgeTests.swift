@@ -120,8 +120,54 @@ import Testing
         #expect(strangers["access_token"] is NSNull && strangers["username"] is NSNull, "\(strangers)")
         #expect((strangers["error_description"] as? String)?.contains("not an app in the device policy") == true, "\(strangers)")
         #expect(!stranger.bridgeLog.isEmpty, "the stranger's bridge never ran")
+        #expect(try await stranger.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#) == #"{"accounts":[]}"#)
         await scanner.stop()
         await stranger.stop()
+        await daemon.cleanUp()
+    }
+
+    @Test func theRestOfTheProtocolAnswersInJSONAndBadRequestsGetAReadableError() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        func error(_ reply: String) throws -> [String: Any] {
+            let object = try #require(try parseJSON(reply) as? [String: Any], "\(reply)")
+            return try #require((object["brokerTokenResponse"] as? [String: Any])?["error"] as? [String: Any], "\(reply)")
+        }
+        let version = try await scanner.callBroker("getLinuxBrokerVersion", #"{"msalCppVersion":"1.0"}"#)
+        #expect((try parseJSON(version) as? [String: Any])?["linuxBrokerVersion"] as? String == "1.0.0", "\(version)")
+        // The app forgets the account itself; the device's worker stays signed in.
+        #expect(try await scanner.callBroker("removeAccount", #"{"clientId":"\#(Self.scannerClientID)"}"#) == "{}")
+        #expect(try await scanner.callBroker("cancelInteractiveFlow", "{}") == "{}")
+        for method in ["generateSignedHttpRequest", "acquirePrtSsoCookie", "noSuchMethod"] {
+            let refused = try error(try await scanner.callBroker(method, "{}"))
+            #expect(refused["status"] as? Int == 13 && refused["errorCode"] as? Int == 0 && refused["tag"] as? Int == 0, "\(method): \(refused)")
+        }
+        for request in ["not json", "[]", #"{"authParameters":{"requestedScopes":["User.Read"]}}"#] {
+            let refused = try error(try await scanner.callBroker("acquireTokenSilently", request))
+            #expect(refused["status"] as? Int == 13 && (refused["context"] as? String)?.contains("cannot read the request") == true, "\(refused)")
+        }
+        // Still serving, and the worker is still signed in: the account MSAL would list, with GUID-shaped ids.
+        let accounts = try #require((try parseJSON(try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#))
+                                     as? [String: Any])?["accounts"] as? [[String: Any]])
+        #expect(accounts.count == 1 && accounts.first?["username"] as? String == "worker1", "\(accounts)")
+        let home = try #require(accounts.first?["homeAccountId"] as? String).split(separator: ".")
+        #expect(home.count == 2 && home.allSatisfy { UUID(uuidString: String($0)) != nil }, "\(home)")
+        // A silent call straight over D-Bus: a token that lives at most 290 s, and an ID token with preferred_username.
+        let token = try #require((try parseJSON(try await scanner.callBroker("acquireTokenSilently",
+            #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#)) as? [String: Any])?["brokerTokenResponse"] as? [String: Any])
+        let expiresOn = try #require(token["expiresOn"] as? Int)
+        #expect(Double(expiresOn) / 1000 <= Date().timeIntervalSince1970 + 291, "\(expiresOn)")
+        #expect(token["accessToken"] is String && token["idToken"] is String && token["clientInfo"] is String)
+        #expect(!scanner.bridgeLog.contains(try #require(token["accessToken"] as? String)))
+        // After a global sign-out every token call is status 2 (interaction required) and nobody is listed.
+        let signOut = try await daemon.devicectl(as: Daemon.scannerUID, ["signout"])
+        #expect(signOut.status == 0, "\(signOut.stderr)")
+        let afterSignOut = try error(try await scanner.callBroker("acquireTokenSilently",
+            #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#))
+        #expect(afterSignOut["status"] as? Int == 2 && (afterSignOut["context"] as? String)?.contains("no account is signed in") == true, "\(afterSignOut)")
+        #expect(try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#) == #"{"accounts":[]}"#)
+        await scanner.stop()
         await daemon.cleanUp()
     }
 
@@ -149,6 +195,27 @@ import Testing
         #expect(signIns.count == 1)
         #expect((signIns.first?["details"] as? [String: String])?["msalClientId"] == Self.scannerClientID, "\(signIns)")
         #expect(signIns.first?["actor"] as? String == Daemon.scanner)
+        await scanner.stop()
+        await daemon.cleanUp()
+    }
+
+    @Test func aSignInNobodyFinishesEndsWithUserCanceledBeforeMSALGivesUpAndCachesNothing() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        // The bridge's deadline, shortened from 240 s (MSALRuntime gives up on a call after 300 s).
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID, bridgeArguments: ["--interactive-timeout", "10"])
+        let started = Date()
+        let results = try await scanner.runApp(clientID: Self.scannerClientID, ["signin", "--interactive-timeout", "0"])
+        let result = try #require(results.first)
+        #expect(IdentityCLITests.Device.userCode(in: scanner.bridgeLog) != nil, "no code was shown: \(scanner.bridgeLog)")
+        #expect(result["access_token"] is NSNull && result["error"] as? String == "broker_error", "\(result)")
+        #expect((result["error_description"] as? String)?.contains("UserCanceled") == true, "\(result)")
+        #expect(Date().timeIntervalSince(started) < 60)
+        // The broker stopped the sign-in: nobody is signed in, nothing was audited as a sign-in.
+        #expect(await BrokerSignInTests.waitUntilStopped(daemon, method: "SignInWithDeviceCode"), "\(daemon.logTail())")
+        let signIns = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
+        #expect(signIns.isEmpty)
+        let account = try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"])
+        #expect((try parseJSON(account.stdout) as? [String: Any])?["current"] is NSNull, "\(account.stdout) \(account.stderr)")
         await scanner.stop()
         await daemon.cleanUp()
     }

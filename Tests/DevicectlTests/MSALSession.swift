@@ -17,8 +17,8 @@ final class MSALSession: @unchecked Sendable {
     let directory: URL
     private var stopped = false
 
-    /// Starts the sandbox for `uid`, its bridge pointed at `daemon`'s socket.
-    init(_ daemon: BrokerDaemon, uid: UInt32) async throws {
+    /// Starts the sandbox for `uid`, its bridge pointed at `daemon`'s socket (with `bridgeArguments` added).
+    init(_ daemon: BrokerDaemon, uid: UInt32, bridgeArguments: [String] = []) async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.python),
                      "\(Self.python) is missing; run tools/setup (it runs tools/msal-python-setup)")
         self.uid = uid
@@ -33,7 +33,7 @@ final class MSALSession: @unchecked Sendable {
         let service = """
             [D-BUS Service]
             Name=com.microsoft.identity.broker1
-            Exec=\(bridge) --socket \(daemon.socketPath) --flow deviceCode --log-level debug
+            Exec=\(([bridge, "--socket", daemon.socketPath, "--flow", "deviceCode", "--log-level", "debug"] + bridgeArguments).joined(separator: " "))
 
             """
         try Data(service.utf8).write(to: services.appendingPathComponent("com.microsoft.identity.broker1.service"))
@@ -70,6 +70,17 @@ final class MSALSession: @unchecked Sendable {
         let app = try startApp(clientID: clientID, scopes: scopes, steps)
         try #require(await app.waitForExit(timeout: 120), "the MSAL app did not finish: \(app.standardError)")
         return try app.lines.map { try #require(try parseJSON($0) as? [String: Any], "\($0)") }
+    }
+
+    /// Calls `method` of com.microsoft.identity.Broker1 on the session bus with `busctl` (protocol version
+    /// 0.0, a correlation id, `request`) and returns the JSON string the bridge answered.
+    func callBroker(_ method: String, _ request: String) async throws -> String {
+        let result = try await Command.run(Self.script, ["run", directory.path, "--", "/usr/bin/busctl", "--user", "--json=short", "call",
+                                                        "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
+                                                        "com.microsoft.identity.Broker1", method, "sss", "0.0", UUID().uuidString, request])
+        try #require(result.status == 0, "busctl \(method) failed: \(result.stderr)")
+        let reply = try #require(try parseJSON(result.stdout) as? [String: Any], "\(result.stdout)")
+        return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
     }
 
     /// The items of pymsalruntime's schema (`com.microsoft.identity.secret`) in the uid's Secret Service.
