@@ -1048,6 +1048,79 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// Signs a worker in with their username and password (the resource-owner password grant, RFC 6749 §4.3):
+    /// the app's own screen took them. Only where the policy's `authority.flows` lists `password` (else
+    /// AccountError `flowNotAllowed`). The password is sent to the identity provider and nowhere else: never
+    /// logged, audited or echoed in an error. A wrong username or password is AccountError `identity` with
+    /// `identityCode` `invalid_credentials`, audited as `account.sign_in_failed` (the username, never the
+    /// password); nothing is cached. After the policy's `limits.passwordFailuresBeforeBackoff` failures in a row
+    /// on the device, every password sign-in is refused for `limits.passwordBackoffSeconds` (doubling with each
+    /// further failure, up to an hour) with LimitExceeded `passwordBackoff`, without asking the provider; one
+    /// password sign-in runs at a time on the device (another gets LimitExceeded `passwordSignInInProgress`).
+    public enum SignInWithPassword: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.SignInWithPassword"
+
+        /// The parameters of a call of SignInWithPassword.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var scopes: [String]
+            public var username: String
+            public var password: String
+            public var msalClientId: String?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(scopes: [String], username: String, password: String, msalClientId: String? = nil) {
+                self.scopes = scopes
+                self.username = username
+                self.password = password
+                self.msalClientId = msalClientId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                username = try VarlinkField.string(fields, "username", path)
+                password = try VarlinkField.string(fields, "password", path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "scopes": .array(scopes.map { .string($0) }),
+                    "username": .string(username),
+                    "password": .string(password),
+                ]
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
+                }
+                return fields
+            }
+        }
+
+        /// A reply of SignInWithPassword.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var result: AuthenticationResult
+
+            /// A value with every field given (optional ones default to nil).
+            public init(result: AuthenticationResult) {
+                self.result = result
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                result = try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "result": .object(result.varlinkFields),
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
     /// A worker signed out by a shift switch, and how many of their keychain items went.
     public struct SignedOutWorker: VarlinkStruct, Hashable {
         public var account: Account?
@@ -1083,7 +1156,8 @@ extension Broker1 {
     /// app and commits that first (the first reply carries `signedOut`; `account` null when nobody was signed
     /// in), then signs the next worker in by device code (`flow` deviceCode, the default: a `verification`
     /// reply) or through the browser (`flow` browser with `redirectUri`, `prompt` and `timeout` as in
-    /// SignInWithBrowser: an `authorizationUrl` reply); the last reply carries `result`. The sign-out, the
+    /// SignInWithBrowser: an `authorizationUrl` reply) or with a password (`flow` password: `loginHint` is the
+    /// username, `password` the password, as in SignInWithPassword); the last reply carries `result`. The sign-out, the
     /// sign-in and `account.switched` share the result's correlationId in the audit log. If the sign-in fails
     /// or the caller goes away, the device stays signed out and nothing of the next worker is cached (the
     /// error's message says nobody is signed in). `reason`: `shift-end` (default) or `user`.
@@ -1099,9 +1173,10 @@ extension Broker1 {
             public var redirectUri: String?
             public var prompt: String?
             public var timeout: Int?
+            public var password: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], reason: String? = nil, flow: String? = nil, loginHint: String? = nil, redirectUri: String? = nil, prompt: String? = nil, timeout: Int? = nil) {
+            public init(scopes: [String], reason: String? = nil, flow: String? = nil, loginHint: String? = nil, redirectUri: String? = nil, prompt: String? = nil, timeout: Int? = nil, password: String? = nil) {
                 self.scopes = scopes
                 self.reason = reason
                 self.flow = flow
@@ -1109,6 +1184,7 @@ extension Broker1 {
                 self.redirectUri = redirectUri
                 self.prompt = prompt
                 self.timeout = timeout
+                self.password = password
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -1119,6 +1195,7 @@ extension Broker1 {
                 redirectUri = VarlinkField.isAbsent(fields, "redirectUri") ? nil : try VarlinkField.string(fields, "redirectUri", path)
                 prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
+                password = VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1154,6 +1231,11 @@ extension Broker1 {
                     fields["timeout"] = .int(Int64(timeout))
                 } else if !omittingAbsent {
                     fields["timeout"] = .null
+                }
+                if let password = self.password {
+                    fields["password"] = .string(password)
+                } else if !omittingAbsent {
+                    fields["password"] = .null
                 }
                 return fields
             }
@@ -1968,14 +2050,15 @@ extension Broker1 {
 
 extension Broker1 {
     /// The account manager refused (`code`: notProvisioned, appNotInPolicy, accountAlreadySignedIn,
-    /// noCurrentAccount, currentAccountMismatch, tokenCache, identity, msalClientNotAllowed (the call's
+    /// noCurrentAccount, currentAccountMismatch, tokenCache, identity, flowNotAllowed (the policy's
+    /// `authority.flows` does not list the sign-in's flow), msalClientNotAllowed (the call's
     /// `msalClientId` is not in the app's `msalClientIds`), noIdToken (the call names an `msalClientId` but the
     /// provider issued no ID token for the account), …; a store failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's
     /// (interaction_required, user_canceled, access_denied, device_code_expired, server_error,
-    /// declined_scopes, authority_unreachable, invalid_authority, invalid_id_token, …).
+    /// declined_scopes, authority_unreachable, invalid_authority, invalid_id_token, invalid_credentials, …).
     public struct AccountError: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.AccountError"
 
@@ -2058,7 +2141,10 @@ extension Broker1 {
 extension Broker1 {
     /// A limit refused the call; `limit` names it, `maximum` is its value, `message` says what to do:
     /// `replyBytes` (a reply would be over 4 MiB: narrow the query), `pendingSignInsPerApp` (the app has that
-    /// many interactive sign-ins pending already; policy key limits.pendingSignInsPerApp, default 2).
+    /// many interactive sign-ins pending already; policy key limits.pendingSignInsPerApp, default 2),
+    /// `passwordBackoff` (too many failed password sign-ins on the device: `maximum` is the seconds left;
+    /// policy keys limits.passwordFailuresBeforeBackoff and limits.passwordBackoffSeconds),
+    /// `passwordSignInInProgress` (another password sign-in runs on the device: try again when it ends).
     public struct LimitExceeded: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.LimitExceeded"
 
@@ -2100,6 +2186,7 @@ extension Broker1 {
         case getCurrentAccount(GetCurrentAccount.Parameters)
         case signInWithDeviceCode(SignInWithDeviceCode.Parameters)
         case signInWithBrowser(SignInWithBrowser.Parameters)
+        case signInWithPassword(SignInWithPassword.Parameters)
         case switchWorker(SwitchWorker.Parameters)
         case acquireTokenSilent(AcquireTokenSilent.Parameters)
         case signOut(SignOut.Parameters)
@@ -2122,6 +2209,7 @@ extension Broker1 {
             case GetCurrentAccount.qualifiedName: self = .getCurrentAccount(try VarlinkField.parameters(of: call))
             case SignInWithDeviceCode.qualifiedName: self = .signInWithDeviceCode(try VarlinkField.parameters(of: call))
             case SignInWithBrowser.qualifiedName: self = .signInWithBrowser(try VarlinkField.parameters(of: call))
+            case SignInWithPassword.qualifiedName: self = .signInWithPassword(try VarlinkField.parameters(of: call))
             case SwitchWorker.qualifiedName: self = .switchWorker(try VarlinkField.parameters(of: call))
             case AcquireTokenSilent.qualifiedName: self = .acquireTokenSilent(try VarlinkField.parameters(of: call))
             case SignOut.qualifiedName: self = .signOut(try VarlinkField.parameters(of: call))
@@ -2145,6 +2233,7 @@ extension Broker1 {
             case .getCurrentAccount: "GetCurrentAccount"
             case .signInWithDeviceCode: "SignInWithDeviceCode"
             case .signInWithBrowser: "SignInWithBrowser"
+            case .signInWithPassword: "SignInWithPassword"
             case .switchWorker: "SwitchWorker"
             case .acquireTokenSilent: "AcquireTokenSilent"
             case .signOut: "SignOut"

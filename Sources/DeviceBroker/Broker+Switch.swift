@@ -28,6 +28,20 @@ extension Broker {
             let flow = Self.browserFlow { url in await replies.next(Broker1.SwitchWorker.Reply(authorizationUrl: url.absoluteString)) }
             interactive = InteractiveTokenParameters(scopes: parameters.scopes, flow: flow, prompt: prompt, loginHint: parameters.loginHint)
             interactive.browserTimeout = try ParameterCheck.browserTimeout(parameters.timeout)
+        case "password":
+            application = try self.application(for: caller)
+            let credentials = try ParameterCheck.credentials(username: parameters.loginHint ?? "", password: parameters.password ?? "")
+            interactive = InteractiveTokenParameters(scopes: parameters.scopes,
+                                                     flow: .password(username: credentials.username, password: credentials.password))
+            shown.finish()
+            let result = try await withPasswordThrottle(caller, application) { () async throws(SharedDeviceError) in
+                try await application.switchWorker(interactive, reason: reason) { signedOut in
+                    await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
+                        account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
+                }
+            }
+            await replies.last(Broker1.SwitchWorker.Reply(result: Broker1.AuthenticationResult(result)))
+            return
         default:
             throw .invalidParameter("flow")
         }

@@ -29,6 +29,8 @@ public final class Broker: Sendable {
     let refusals: RefusalAudit
     /// The MSAL client ids used through the MSAL bridge (for `GetStatus`).
     let msalClients = MSALClientLedger()
+    /// The device-wide back-off of failed password sign-ins.
+    let passwordThrottle = PasswordThrottle()
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
     let pendingSignIns = Mutex<[UInt32: Int]>([:])
     let events: AccountEventHub
@@ -119,7 +121,7 @@ public final class Broker: Sendable {
     /// sign-out. A caller the policy does not list does not count.
     static func isActivity(_ call: Broker1.Call) -> Bool {
         switch call {
-        case .getCurrentAccount, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .switchWorker,
+        case .getCurrentAccount, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .switchWorker,
              .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
             true
         case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
@@ -151,6 +153,10 @@ public final class Broker: Sendable {
             guard more else { throw .expectedMore }
             try await inSignInSlot(caller) { () async throws(BrokerFailure) in
                 try await signInWithBrowser(parameters, caller: caller, replies: ReplyStream(send: reply))
+            }
+        case .signInWithPassword(let parameters):
+            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+                _ = await reply(VarlinkReply(try await signInWithPassword(parameters, caller: caller)))
             }
         case .signOut(let parameters):
             _ = await reply(VarlinkReply(try await signOut(parameters, caller: caller)))

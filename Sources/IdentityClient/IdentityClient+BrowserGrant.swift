@@ -76,8 +76,8 @@ extension IdentityClient {
         guard let code = fields["code"], !code.isEmpty else {
             throw IdentityError(.invalidResponse, "the browser returned neither a code nor an error")
         }
-        var exchange = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
-                        ("client_id", clientID), ("code_verifier", pkce.verifier)]
+        var exchange = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI)] + clientFields
+            + [("code_verifier", pkce.verifier)]
         if authority.sendsClientInfo { exchange.append(("client_info", "1")) }
         let response = try await post(.form(configuration.tokenEndpoint, exchange))
         guard response.isSuccess else {

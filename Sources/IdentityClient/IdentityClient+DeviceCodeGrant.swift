@@ -11,7 +11,7 @@ extension IdentityClient {
             throw IdentityError(.unsupported, "the authority does not offer the device code flow (no device_authorization_endpoint); use the browser flow")
         }
         let requested = authority.requestScopes(scopes)
-        var fields = [("client_id", clientID), ("scope", requested.joined(separator: " "))]
+        var fields = clientFields + [("scope", requested.joined(separator: " "))]
         if let loginHint { fields.append(("login_hint", loginHint)) }
         if authority.sendsClientInfo { fields.append(("client_info", "1")) }
         let started = now()
@@ -68,8 +68,7 @@ extension IdentityClient {
                 throw IdentityError(.userCanceled, "the device-code sign-in was canceled")
             }
             polls += 1
-            var fields = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", session.deviceCode),
-                          ("client_id", clientID)]
+            var fields = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", session.deviceCode)] + clientFields
             if authority.sendsClientInfo { fields.append(("client_info", "1")) }
             let response = try await post(.form(configuration.tokenEndpoint, fields))
             if response.isSuccess {

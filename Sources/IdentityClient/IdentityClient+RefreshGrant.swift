@@ -22,8 +22,8 @@ extension IdentityClient {
 
     private func redeem(refreshToken: String, requested: [String], scopes: [String]) async throws(IdentityError) -> TokenGrant {
         let configuration = try await configuration()
-        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID),
-                      ("scope", requested.joined(separator: " "))]
+        var fields = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)] + clientFields
+            + [("scope", requested.joined(separator: " "))]
         if authority.sendsClientInfo { fields.append(("client_info", "1")) }
         let response = try await post(.form(configuration.tokenEndpoint, fields))
         guard response.isSuccess else {

@@ -23,6 +23,10 @@ public import Logging
 public final class IdentityClient: Sendable {
     /// The app registration's client id.
     public let clientID: String
+    /// The client secret of a confidential client (RFC 6749 §2.3.1, sent as `client_secret` in the body of
+    /// every token-endpoint and device-authorization request), for providers that issue tokens of some
+    /// grants (the password grant, at glewlwyd) only to a client that authenticates. Never logged.
+    let clientSecret: String?
     /// Where the app signs in.
     public let authority: Authority
     /// The way to the network.
@@ -45,13 +49,14 @@ public final class IdentityClient: Sendable {
     ///   - discoveryCache: where discovery documents and keys are kept; a fresh one by default. Pass one
     ///     cache to every client of an app so that the authority is discovered once a day.
     ///   - logger: where the flows' debug and trace events go; the task-local logger by default.
-    public init(clientID: String, authority: Authority, transport: any HTTPTransport = CurlTransport(),
+    public init(clientID: String, clientSecret: String? = nil, authority: Authority, transport: any HTTPTransport = CurlTransport(),
                 allowedClockSkew: TimeInterval = 300,
                 now: @escaping @Sendable () -> Date = Date.init,
                 sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
                 discoveryCache: DiscoveryCache = DiscoveryCache(),
                 logger: Logger = Logger.current) {
         self.clientID = clientID
+        self.clientSecret = clientSecret
         self.authority = authority
         self.transport = transport
         self.allowedClockSkew = allowedClockSkew
@@ -62,5 +67,13 @@ public final class IdentityClient: Sendable {
         logger[metadataKey: "oidc.authority"] = "\(authority.url.absoluteString)"
         logger[metadataKey: "oidc.client_id"] = "\(clientID)"
         self.logger = logger
+    }
+}
+
+extension IdentityClient {
+    /// The client's fields of a token-endpoint or device-authorization request: `client_id`, and
+    /// `client_secret` for a confidential client.
+    var clientFields: [(String, String)] {
+        [("client_id", clientID)] + (clientSecret.map { [("client_secret", $0)] } ?? [])
     }
 }

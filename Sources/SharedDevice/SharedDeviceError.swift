@@ -12,14 +12,14 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case notProvisioned, invalidPolicy, modeChangeRequiresForce, appNotInPolicy, deviceRecordDamaged
             case auditLogTampered, store
             case accountAlreadySignedIn, noCurrentAccount, currentAccountMismatch, tokenCache, identity
-            case brokerUnavailable
+            case brokerUnavailable, flowNotAllowed
         }
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
 
         static let all: [Code] = [.notProvisioned, .invalidPolicy, .modeChangeRequiresForce, .appNotInPolicy, .deviceRecordDamaged,
                                   .auditLogTampered, .store, .accountAlreadySignedIn, .noCurrentAccount, .currentAccountMismatch,
-                                  .tokenCache, .identity, .brokerUnavailable]
+                                  .tokenCache, .identity, .brokerUnavailable, .flowNotAllowed]
 
         /// The code's stable identifier (`noCurrentAccount`), as IPC error replies carry it.
         public var name: String { "\(kind)" }
@@ -57,6 +57,8 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         public static let identity = Code(.identity)
         /// The broker daemon is not running, went away, or refused the connection (MSAL: broker not available).
         public static let brokerUnavailable = Code(.brokerUnavailable)
+        /// The device policy does not list the sign-in flow (`authority.flows`): the administrator decides.
+        public static let flowNotAllowed = Code(.flowNotAllowed)
 
         /// Lets `catch SharedDeviceError.Code.notProvisioned { … }` match.
         public static func ~= (code: Code, error: any Error) -> Bool {
@@ -78,6 +80,7 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
             case .tokenCache: "token cache error"
             case .identity: "identity provider error"
             case .brokerUnavailable: "broker not available"
+            case .flowNotAllowed: "sign-in flow not allowed"
             }
         }
     }

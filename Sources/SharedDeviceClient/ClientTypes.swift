@@ -88,6 +88,9 @@ public enum InteractiveFlow: Sendable {
     /// `openBrowser` gets the authorization URL to open; `timeout` seconds to wait for the browser.
     case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300,
                  openBrowser: @Sendable (URL) async -> Void)
+    /// The worker's username and password, taken on the app's own screen (only where the device policy's
+    /// `authority.flows` lists `password`): the broker sends them to the identity provider, and nowhere else.
+    case password(username: String, password: String)
 }
 
 /// An interactive sign-in's parameters (MSALInteractiveTokenParameters).

@@ -78,6 +78,8 @@ public final class PublicClientApplication: Sendable {
     /// to every app on the device.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceClientError) -> AuthenticationResult {
         switch parameters.flow {
+        case .password(let username, let password):
+            return try await signIn(username: username, password: password, scopes: parameters.scopes, msalClientID: parameters.msalClientID)
         case .deviceCode(let showCode):
             return try await broker.run(Broker1.SignInWithDeviceCode.self, .init(scopes: parameters.scopes, loginHint: parameters.loginHint,
                                                                                       msalClientId: parameters.msalClientID),
@@ -102,6 +104,20 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
+    /// Signs a worker in with the username and password the app's own screen took (MSAL native auth's
+    /// `signIn(username:password:)`; the resource-owner password grant at an OpenID Connect provider).
+    /// Only where the device policy's `authority.flows` lists `password`. Throws `account` with
+    /// `identityCode` `invalid_credentials` for a wrong username or password (nothing cached, the failure
+    /// audited), `limitExceeded` `passwordBackoff` while the device holds password sign-ins back after
+    /// repeated failures, `account` `flowNotAllowed` where the policy does not allow it.
+    public func signIn(username: String, password: String, scopes: [String],
+                       msalClientID: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(Broker1.SignInWithPassword.self, .init(scopes: scopes, username: username, password: password,
+                                                                    msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
+            try AuthenticationResult(reply.result)
+        }
+    }
+
     /// A shift change in one call: the current worker is signed out of every app (committed first), then
     /// the next worker signs in as `parameters.flow` shows. If the sign-in fails or is cancelled, the
     /// device stays signed out. `signedOut`, if given, hears who left (and how many of their items went)
@@ -115,6 +131,8 @@ public final class PublicClientApplication: Sendable {
             (call.flow, showCode, openBrowser) = ("deviceCode", show, nil)
         case .browser(let redirectURI, let prompt, let timeout, let open):
             (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = ("browser", redirectURI, prompt, timeout, nil, open)
+        case .password(let username, let password):
+            (call.flow, call.loginHint, call.password, showCode, openBrowser) = ("password", username, password, nil, nil)
         }
         let signedOut = SignedOutBox()
         return try await broker.run(Broker1.SwitchWorker.self, call, more: true) { reply throws(SharedDeviceClientError) in

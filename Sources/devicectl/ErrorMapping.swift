@@ -77,6 +77,7 @@ extension DevicectlExit {
         case .accountAlreadySignedIn: .accountAlreadySignedIn
         case .noCurrentAccount, .currentAccountMismatch: .noCurrentAccount
         case .tokenCache: .badInput
+        case .flowNotAllowed: .configuration
         default: nil
         }
     }
@@ -92,6 +93,7 @@ extension DevicectlExit {
         case .authorityUnreachable: .unavailable
         case .invalidAuthority: .configuration
         case .serverError, .invalidResponse, .unsupported: .protocolError
+        case .invalidCredentials: .invalidCredentials
         default: .protocolError
         }
     }

@@ -15,6 +15,10 @@ enum DevicectlExit: Int32 {
     case apiError = 53
     /// The app's keychain quota is full (-34, the policy's limits.itemsPerApp or bytesPerApp).
     case quotaExceeded = 54
+    /// The identity provider refused the username or password (a password sign-in's `invalid_grant`).
+    case invalidCredentials = 55
+    /// Too many failed password sign-ins on the device: the policy's back-off is running.
+    case tryLater = 75
     case usage = 64
     case badInput = 65
     case unavailable = 69

@@ -21,6 +21,7 @@ struct Switch: AsyncParsableCommand {
     @OptionGroup var caller: CallerOptions
     @Option(help: "How the next worker signs in.") var flow: SignIn.Flow = .deviceCode
     @Option(help: ArgumentHelp("Prefill the next worker's username at the authority (login hint).", valueName: "hint")) var username: String?
+    @Flag(help: "--flow password: read the next worker's password from standard input (else it is typed at the terminal without echo).") var passwordStdin = false
     @Option(help: ArgumentHelp("Prompt: select_account, login, consent or none (browser flow).", valueName: "prompt")) var prompt: String?
     @Option(help: ArgumentHelp("Scopes, space- or comma-separated, repeatable (default: the policy's).", valueName: "scopes")) var scopes: [String] = []
     @Option(help: ArgumentHelp("Sign the next worker in from this token endpoint response (JSON) instead.", valueName: "file"))
@@ -44,11 +45,12 @@ struct Switch: AsyncParsableCommand {
                 throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
             }
             let json = output.json
+            let credentials = try flow.credentials(username: username, passwordStdin: passwordStdin)
             if case .broker(let broker, _) = try await BrokerRoute.choose(app: caller.app, stateDir: store.stateDir, logger: store.logger) {
-                return try await switchThroughBroker(broker, reason: parsedReason)
+                return try await switchThroughBroker(broker, reason: parsedReason, credentials: credentials)
             }
             let context = try ApplicationContext(store, app: caller.app)
-            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: json),
+            let parameters = InteractiveTokenParameters(scopes: parseScopes(scopes), flow: flow.interactiveFlow(json: json, credentials: credentials),
                                                         prompt: try SignIn.prompt(prompt), loginHint: username)
             let previous = PreviousWorker()
             let result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
@@ -66,11 +68,11 @@ struct Switch: AsyncParsableCommand {
     }
 
     /// The same switch done by the broker: the code (or the browser) is shown here, the tokens stay in the broker.
-    private func switchThroughBroker(_ broker: BrokerConnection, reason: SignOutReason) async throws {
+    private func switchThroughBroker(_ broker: BrokerConnection, reason: SignOutReason, credentials: SignIn.Credentials?) async throws {
         let json = output.json
         let previous = PreviousWorker()
         let result = try await broker.switchWorker(scopes: parseScopes(scopes), reason: reason, loginHint: username,
-                                                   flow: flow.brokerFlow(prompt: prompt, json: json)) { account in
+                                                   flow: flow.brokerFlow(prompt: prompt, json: json, credentials: credentials)) { account in
             previous.set(account)
             Output.progress("signed out: \(AccountText.line(account))", json: json)
         }

@@ -605,3 +605,67 @@ private func deliver(_ redirect: String, _ fields: [String: String]) {
         #expect(entra.transport.requests(to: entra.tokenPath).isEmpty)
     }
 }
+
+/// The resource-owner password grant (RFC 6749 §4.3) against Microsoft's token endpoint (scripted from its
+/// documented ROPC exchanges; Microsoft is unreachable here) and a provider that refuses with a bare 403
+/// (glewlwyd). The password goes in the request body only, and into no error.
+@Suite struct PasswordGrantTests {
+    static let password = "Correct-Horse-7"
+
+    static func tenant() throws -> (ScriptedTransport, String, String) {
+        let tenant = UUID().uuidString.lowercased(), transport = ScriptedTransport()
+        let issuer = "\(Entra.host)/\(tenant)/v2.0"
+        transport.always(Entra.discoveryPath(tenant), .json(Entra.discovery(tenant: tenant, issuer: issuer)))
+        transport.always(Entra.keysPath(tenant), try Entra.keys([(TestProvider.rsaKey, "entra-key-1")], issuer: issuer))
+        return (transport, tenant, Entra.tokenPath(tenant))
+    }
+
+    static func client(_ transport: ScriptedTransport, _ tenant: String, secret: String? = nil) throws -> IdentityClient {
+        IdentityClient(clientID: Entra.clientID, clientSecret: secret, authority: try Authority("\(Entra.host)/\(tenant)"), transport: transport,
+                       now: { Entra.now })
+    }
+
+    static func failure(_ body: () async throws(IdentityError) -> TokenGrant) async -> IdentityError? {
+        do { _ = try await body(); return nil } catch { return error }
+    }
+
+    @Test func aPasswordGrantSendsTheCredentialsInTheBodyAndReturnsTheValidatedGrant() async throws {
+        let (transport, tenant, tokenPath) = try Self.tenant()
+        let idToken = try await TestProvider.rs256(Entra.idTokenClaims(tenantID: tenant), kid: "entra-key-1")
+        transport.enqueue(tokenPath, .json(body: Entra.tokenResponse(scope: "User.Read", idToken: idToken)))
+        let grant = try await Self.client(transport, tenant, secret: "client-secret-1")
+            .acquireTokenByPassword(username: "ana@contoso.onmicrosoft.com", password: Self.password, scopes: ["User.Read"])
+        #expect(grant.idToken?.preferredUsername == "ana@contoso.onmicrosoft.com")
+        let form = try #require(transport.requests(to: tokenPath).first).form
+        #expect(form["grant_type"] == "password" && form["username"] == "ana@contoso.onmicrosoft.com" && form["password"] == Self.password)
+        #expect(form["client_id"] == Entra.clientID && form["client_secret"] == "client-secret-1")
+        #expect(form["scope"]?.split(separator: " ").contains("User.Read") == true)
+    }
+
+    @Test func aWrongPasswordIsInvalidCredentialsAndNoErrorRepeatsIt() async throws {
+        // Microsoft's answer to a wrong password (AADSTS50126), and a server that echoes the request.
+        for response in [Entra.error("invalid_grant", code: 50126, "Error validating credentials due to invalid username or password."),
+                         Entra.error("invalid_grant", code: 50126, "bad password \(Self.password) for ana"),
+                         HTTPResponse(status: 403, headers: [:], body: Data())] {
+            let (transport, tenant, tokenPath) = try Self.tenant()
+            transport.enqueue(tokenPath, response)
+            let client = try Self.client(transport, tenant)
+            let error = await Self.failure { () async throws(IdentityError) in
+                try await client.acquireTokenByPassword(username: "ana", password: Self.password, scopes: ["User.Read"])
+            }
+            #expect(error?.code == .invalidCredentials, "\(String(describing: error))")
+            #expect(error?.description.contains(Self.password) == false, "\(String(describing: error))")
+            #expect(error?.message.contains("username or password") == true)
+        }
+    }
+
+    @Test func aProviderThatDoesNotAllowTheGrantSaysSo() async throws {
+        let (transport, tenant, tokenPath) = try Self.tenant()
+        transport.enqueue(tokenPath, Entra.error("unauthorized_client", code: 700016, "The client is not allowed to use the password grant."))
+        let client = try Self.client(transport, tenant)
+        let error = await Self.failure { () async throws(IdentityError) in
+            try await client.acquireTokenByPassword(username: "ana", password: Self.password, scopes: ["User.Read"])
+        }
+        #expect(error?.code == .unsupported && error?.message.contains("device code") == true, "\(String(describing: error))")
+    }
+}

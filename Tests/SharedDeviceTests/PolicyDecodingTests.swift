@@ -167,6 +167,47 @@ struct PolicyDecodingTests {
         }
     }
 
+    @Test func theSignInFlowsDefaultToDeviceCodeAndBrowserAndThePasswordFlowIsOptIn() throws {
+        let kiosk = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: try Self.kiosk()))
+        #expect(kiosk.authority.flows == [.deviceCode, .browser])
+        #expect(kiosk.limits.passwordFailuresBeforeBackoff == 3 && kiosk.limits.passwordBackoffSeconds == 30)
+        var document = try Self.kiosk()
+        var authority = document["authority"] as! [String: Any]
+        authority["flows"] = ["password", "deviceCode"]
+        authority["clientSecret"] = "s3cret-of-the-client"
+        document["authority"] = authority
+        document["limits"] = ["passwordFailuresBeforeBackoff": 5, "passwordBackoffSeconds": 60]
+        let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
+        #expect(policy.authority.flows == [.password, .deviceCode] && policy.authority.clientSecret == "s3cret-of-the-client")
+        #expect(policy.limits.passwordFailuresBeforeBackoff == 5 && policy.limits.passwordBackoffSeconds == 60)
+        // `devicectl policy validate --json` prints the decoded policy: never the client secret.
+        let encoded = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
+        #expect(!encoded.contains("s3cret-of-the-client") && encoded.contains("\"flows\""), "\(encoded)")
+
+        let cases: [(String, Any, String, String)] = [
+            ("flows", [], "authority.flows", "at least one sign-in flow"),
+            ("flows", ["password", "sms"], "authority.flows[1]", "unknown sign-in flow \"sms\""),
+            ("flows", ["browser", "browser"], "authority.flows[1]", "listed twice"),
+            ("flows", "password", "authority.flows", "expected an array"),
+            ("clientSecret", "", "authority.clientSecret", "1 to 512 printable characters"),
+            ("clientSecret", "line\nbreak-secret", "authority.clientSecret", "1 to 512 printable characters"),
+        ]
+        for (key, value, path, problem) in cases {
+            let error = try Self.error { document in
+                var authority = document["authority"] as! [String: Any]
+                authority[key] = value
+                document["authority"] = authority
+            }
+            #expect(error?.path == path, "\(value)")
+            #expect(error?.problem.contains(problem) == true, "\(value): \(String(describing: error?.problem))")
+            #expect(error?.problem.contains("break-secret") != true, "the error repeats the secret")
+        }
+        for (key, value) in [("passwordFailuresBeforeBackoff", 0), ("passwordBackoffSeconds", 3601)] {
+            let error = try Self.error { $0["limits"] = [key: value] }
+            #expect(error?.path == "limits.\(key)", "\(key)")
+        }
+    }
+
     @Test func unknownModeSaysWhatIsExpected() throws {
         let error = try Self.error { $0["device"] = ["name": "k", "mode": "kiosk"] }
         #expect(error == PolicyError(path: "device.mode", problem: "unknown mode \"kiosk\"; expected \"shared\" or \"private\""))

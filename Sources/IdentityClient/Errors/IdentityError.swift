@@ -24,6 +24,7 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
             case invalidResponse = "invalid_response"
             case stateMismatch = "state_mismatch"
             case unsupported
+            case invalidCredentials = "invalid_credentials"
         }
 
         private let kind: Kind
@@ -54,6 +55,9 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
         public static let stateMismatch = Code(.stateMismatch)
         /// The authority does not offer what the flow needs (no device authorization endpoint, say).
         public static let unsupported = Code(.unsupported)
+        /// The username or the password is wrong (a password grant's `invalid_grant`, MSAL's
+        /// `invalid_grant` with its user-facing message): nothing was cached.
+        public static let invalidCredentials = Code(.invalidCredentials)
 
         /// The code's stable snake_case name (`interaction_required`), for logs and JSON; the raw value
         /// it had when `Code` was an enum.

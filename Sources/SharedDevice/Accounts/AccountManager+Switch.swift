@@ -56,13 +56,14 @@ extension AccountManager {
 
     /// The second half: signs the next worker in and audits `account.switched`, in one transaction, under
     /// the switch's correlation id. If it fails nothing is cached and the device stays signed out.
+    /// `auditDetails` go into the sign-in's audit event (the flow).
     public func completeSwitch(_ shift: ShiftSwitch, response: TokenResponse, context: TokenRequestContext, app: AppIdentity,
-                               accessGroup: String? = nil) throws(SharedDeviceError) -> DeviceAccount {
+                               accessGroup: String? = nil, auditDetails: [String: String] = [:]) throws(SharedDeviceError) -> DeviceAccount {
         let from = shift.signedOut?.account?.auditName ?? "(nobody)"
         do {
             let account = try write { tx -> DeviceAccount in
                 let (account, _) = try self.signIn(response, context: context, app: app, accessGroup: accessGroup,
-                                                   correlationID: shift.correlationID, in: tx)
+                                                   correlationID: shift.correlationID, auditDetails: auditDetails, in: tx)
                 try self.device.append(AuditEntry(type: .accountSwitched, actor: app.appID, account: account.auditName, reason: shift.reason.rawValue,
                                                   correlationID: shift.correlationID, details: ["from": from, "to": account.auditName]),
                                        in: tx)

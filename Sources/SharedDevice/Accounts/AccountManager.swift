@@ -95,6 +95,9 @@ public final class AccountManager: Sendable {
 extension AuditEventType {
     /// A worker signed in (shared mode: the device's account changed).
     public static let accountSignedIn = AuditEventType("account.signed_in")
+    /// A password sign-in the identity provider refused (wrong username or password); the account is the
+    /// username as typed, never the password.
+    public static let accountSignInFailed = AuditEventType("account.sign_in_failed")
     /// An account was signed out; `details.scope` is `global` or `local`.
     public static let accountSignedOut = AuditEventType("account.signed_out")
     /// A shift switch completed (with its sign-out and sign-in under the same correlation id).

@@ -88,7 +88,8 @@ public final class ApplicationEngine: Sendable {
         } catch {
             throw SharedDeviceError(error)
         }
-        identity = IdentityClient(clientID: configuration.clientID, authority: authority, transport: transport, now: now, sleep: sleep,
+        identity = IdentityClient(clientID: configuration.clientID, clientSecret: configuration.clientSecret, authority: authority,
+                                  transport: transport, now: now, sleep: sleep,
                                   discoveryCache: discoveryCache, logger: logger)
         if let entitled = try device.appIdentity(configuration.appID, actor: configuration.appID) {
             app = entitled
@@ -137,9 +138,10 @@ public final class ApplicationEngine: Sendable {
         let (grant, response) = try await interactiveGrant(parameters, logger: logger)
         let account: DeviceAccount
         do {
+            var details = ["flow": parameters.flow.policyFlow.rawValue]
+            details["msalClientId"] = parameters.msalClientID
             account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
-                                                accessGroup: tokenGroup, correlationID: correlationID,
-                                                auditDetails: parameters.msalClientID.map { ["msalClientId": $0] } ?? [:])
+                                                accessGroup: tokenGroup, correlationID: correlationID, auditDetails: details)
         } catch {
             logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
             throw error
@@ -167,7 +169,7 @@ public final class ApplicationEngine: Sendable {
         do throws(SharedDeviceError) {
             let (grant, response) = try await interactiveGrant(parameters, logger: logger)
             let account = try accountManager.completeSwitch(shift, response: response, context: context(scopes: grant.scopes), app: app,
-                                                            accessGroup: tokenGroup)
+                                                            accessGroup: tokenGroup, auditDetails: ["flow": parameters.flow.policyFlow.rawValue])
             return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
                                         idToken: grant.idToken?.raw, source: .interactive, correlationID: shift.correlationID)
         } catch {
@@ -180,12 +182,22 @@ public final class ApplicationEngine: Sendable {
     private func interactiveGrant(_ parameters: InteractiveTokenParameters, logger: Logger) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
+        guard configuration.allowedFlows.contains(parameters.flow.policyFlow) else {
+            throw SharedDeviceError(.flowNotAllowed,
+                "the device policy does not allow \(parameters.flow.policyFlow.rawValue) sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add it")
+        }
         var parameters = parameters
-        parameters.loginHint = try loginHint(for: parameters.loginHint)
+        if case .password(let username, _) = parameters.flow {
+            // The worker the password is for: in shared mode with a worker signed in, no one else.
+            parameters.loginHint = try loginHint(for: username)
+        } else {
+            parameters.loginHint = try loginHint(for: parameters.loginHint)
+        }
         let flowName: String
         switch parameters.flow {
         case .deviceCode: flowName = "device_code"
         case .browser: flowName = "browser"
+        case .password: flowName = "password"
         }
         logger.debug("interactive sign-in started", metadata: ["signin.flow": "\(flowName)", "oauth.scopes": "\(scopes.joined(separator: " "))",
                                                                "oauth.login_hint": "\(parameters.loginHint != nil)"])
@@ -200,9 +212,14 @@ public final class ApplicationEngine: Sendable {
                 grant = try await identity.acquireTokenInBrowser(scopes: scopes, prompt: parameters.prompt, loginHint: parameters.loginHint,
                                                                  redirectURI: configuration.redirectURI, timeout: parameters.browserTimeout,
                                                                  openBrowser: openBrowser)
+            case .password(let username, let password):
+                grant = try await identity.acquireTokenByPassword(username: username, password: password, scopes: scopes)
             }
         } catch {
             logger.debug("interactive sign-in failed", metadata: Self.failure(error))
+            if case .password(let username, _) = parameters.flow, error.code == .invalidCredentials {
+                auditFailedPasswordSignIn(username: username, msalClientID: parameters.msalClientID)
+            }
             throw SharedDeviceError(error)
         }
         // The caller went away (a broker client disconnected) while the user signed in: cache nothing.
@@ -333,6 +350,20 @@ public final class ApplicationEngine: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Audits a password sign-in the provider refused (`account.sign_in_failed`): the username as typed
+    /// (at most 256 characters), never the password.
+    private func auditFailedPasswordSignIn(username: String, msalClientID: String?) {
+        var details = ["flow": DevicePolicy.SignInFlow.password.rawValue]
+        details["msalClientId"] = msalClientID
+        let entry = AuditEntry(type: .accountSignInFailed, actor: app.appID, account: String(username.prefix(256)),
+                               reason: "wrong username or password", details: details)
+        do {
+            _ = try device.record(entry)
+        } catch {
+            logger.debug("the failed sign-in could not be audited", metadata: ["error.code": "\(error.code)"])
+        }
+    }
 
     /// Log metadata of a failed identity call: its code, OAuth error and HTTP status, never its message
     /// (which may hold the user code shown on screen or the server's description).

@@ -19,6 +19,12 @@ public struct ApplicationEngineConfiguration: Sendable {
     public var appID: String
     /// Scopes every sign-in asks for besides the call's own (the policy's default scopes).
     public var defaultScopes: [String]
+    /// The interactive sign-ins the app may run (the policy's `authority.flows`; device code and browser
+    /// by default: the password flow only where the policy lists it).
+    public var allowedFlows: [DevicePolicy.SignInFlow] = DevicePolicy.SignInFlow.defaults
+    /// The client secret of a confidential client (the policy's `authority.clientSecret`); nil for a public
+    /// client, as MSAL apps are.
+    public var clientSecret: String?
 
     public init(clientID: String, authority: String, appID: String, redirectURI: URL = URL(string: "http://127.0.0.1/")!,
                 knownAuthorities: [String] = [], keychainAccessGroup: String? = nil, defaultScopes: [String] = []) {
@@ -37,6 +43,8 @@ public struct ApplicationEngineConfiguration: Sendable {
         self.init(clientID: policy.authority.clientId, authority: policy.authority.issuer.absoluteString, appID: appID,
                   knownAuthorities: policy.authority.knownAuthorities.compactMap(\.host),
                   defaultScopes: policy.authority.scopes)
+        allowedFlows = policy.authority.flows
+        clientSecret = policy.authority.clientSecret
     }
 }
 
@@ -47,6 +55,18 @@ public enum InteractiveFlow: Sendable {
     case deviceCode(showCode: @Sendable (DeviceCodeSession) -> Void, progress: @Sendable (DeviceCodeProgress) -> Void = { _ in })
     /// The system browser on a loopback redirect; `openBrowser` opens (or prints) the URL.
     case browser(openBrowser: @Sendable (URL) async throws(IdentityError) -> Void)
+    /// The resource-owner password grant: the app's screen took the worker's username and password
+    /// (only where the policy's `authority.flows` lists `password`). Never logged or audited.
+    case password(username: String, password: String)
+
+    /// The policy's name of the flow.
+    public var policyFlow: DevicePolicy.SignInFlow {
+        switch self {
+        case .deviceCode: .deviceCode
+        case .browser: .browser
+        case .password: .password
+        }
+    }
 }
 
 /// The parameters of an interactive token call (MSAL's `MSALInteractiveTokenParameters`).

@@ -20,6 +20,22 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var mode: Mode
     }
 
+    /// An interactive sign-in the device may run (policy key `authority.flows`).
+    public enum SignInFlow: String, Sendable, Equatable, Encodable, CaseIterable {
+        /// The device code flow (RFC 8628): the worker signs in on another device.
+        case deviceCode
+        /// The authorization code flow with PKCE in the browser.
+        case browser
+        /// The resource-owner password grant (RFC 6749 §4.3): the kiosk's own screen takes the password.
+        /// Off unless the policy lists it: for kiosks whose provider requires it.
+        case password
+        /// Microsoft Entra External ID native authentication (`ciamlogin.com` authorities).
+        case nativeAuth
+
+        /// The flows of a policy without `authority.flows`.
+        public static let defaults: [SignInFlow] = [.deviceCode, .browser]
+    }
+
     /// The sign-in authority apps on the device use.
     public struct Authority: Sendable, Equatable, Encodable {
         /// The OpenID Connect issuer URL (https, or http on loopback for a local provider).
@@ -30,6 +46,14 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var scopes: [String]
         /// Further authorities apps may use (B2C user flows, other tenants), as URLs.
         public var knownAuthorities: [URL]
+        /// The interactive sign-ins the device may run (default device code and browser).
+        public var flows: [SignInFlow] = SignInFlow.defaults
+        /// The client secret, when the provider has the device's apps authenticate as a confidential client
+        /// (some issue tokens for the password grant only to one). Kept with the policy in the device's
+        /// encrypted store; never encoded (printed) with the policy.
+        public var clientSecret: String?
+
+        enum CodingKeys: String, CodingKey { case issuer, clientId, scopes, knownAuthorities, flows }
     }
 
     /// An app allowed on the device.
@@ -75,6 +99,11 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var itemsPerApp: Int
         /// Bytes of secrets and attributes one app's items may take (its quota). Default 8 MiB.
         public var bytesPerApp: Int
+        /// Failed password sign-ins in a row on the device before the back-off starts. Default 3.
+        public var passwordFailuresBeforeBackoff: Int
+        /// The first back-off after those failures, in seconds; it doubles with every further failure, up
+        /// to an hour, and a successful password sign-in ends it. Default 30.
+        public var passwordBackoffSeconds: Int
 
         /// The defaults of a policy with no `limits` key.
         public static let defaults = Limits(connectionsPerApp: 16, connectionsPerOtherUser: 2, administratorConnections: 16,
@@ -82,13 +111,15 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
 
         /// Limits as given.
         public init(connectionsPerApp: Int, connectionsPerOtherUser: Int, administratorConnections: Int, pendingSignInsPerApp: Int,
-                    itemsPerApp: Int, bytesPerApp: Int) {
+                    itemsPerApp: Int, bytesPerApp: Int, passwordFailuresBeforeBackoff: Int = 3, passwordBackoffSeconds: Int = 30) {
             self.connectionsPerApp = connectionsPerApp
             self.connectionsPerOtherUser = connectionsPerOtherUser
             self.administratorConnections = administratorConnections
             self.pendingSignInsPerApp = pendingSignInsPerApp
             self.itemsPerApp = itemsPerApp
             self.bytesPerApp = bytesPerApp
+            self.passwordFailuresBeforeBackoff = passwordFailuresBeforeBackoff
+            self.passwordBackoffSeconds = passwordBackoffSeconds
         }
     }
 

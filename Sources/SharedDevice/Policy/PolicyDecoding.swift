@@ -100,7 +100,7 @@ private struct PolicyReader {
     }
 
     private func authority(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Authority {
-        let fields = try object(value, at: path, required: ["issuer", "clientId"], optional: ["scopes", "knownAuthorities"])
+        let fields = try object(value, at: path, required: ["issuer", "clientId"], optional: ["scopes", "knownAuthorities", "flows", "clientSecret"])
         let scopes = try fields["scopes"].map { v throws(PolicyError) in try array(v, at: path.key("scopes"), element: scope) } ?? []
         let known = try fields["knownAuthorities"].map { v throws(PolicyError) in
             try array(v, at: path.key("knownAuthorities"), element: url)
@@ -114,7 +114,35 @@ private struct PolicyReader {
         }
         return .init(issuer: issuer,
                      clientId: try nonEmptyString(fields["clientId"]!, at: path.key("clientId")),
-                     scopes: scopes, knownAuthorities: known)
+                     scopes: scopes, knownAuthorities: known,
+                     flows: try fields["flows"].map { v throws(PolicyError) in try flows(v, at: path.key("flows")) } ?? DevicePolicy.SignInFlow.defaults,
+                     clientSecret: try fields["clientSecret"].map { v throws(PolicyError) in try clientSecret(v, at: path.key("clientSecret")) })
+    }
+
+    /// `authority.clientSecret`: 1 to 512 printable characters. The error never repeats the value.
+    private func clientSecret(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        guard case .string(let text) = value, !text.isEmpty, text.utf8.count <= 512,
+              text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            throw PolicyError(path, "expected the client secret as a string of 1 to 512 printable characters")
+        }
+        return text
+    }
+
+    /// `authority.flows`: at least one of the flows, each at most once.
+    private func flows(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [DevicePolicy.SignInFlow] {
+        let names = DevicePolicy.SignInFlow.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+        let flows = try array(value, at: path) { (element, position) throws(PolicyError) -> DevicePolicy.SignInFlow in
+            let name = try string(element, at: position)
+            guard let flow = DevicePolicy.SignInFlow(rawValue: name) else {
+                throw PolicyError(position, "unknown sign-in flow \"\(name)\"; expected one of \(names)")
+            }
+            return flow
+        }
+        guard !flows.isEmpty else { throw PolicyError(path, "expected at least one sign-in flow (\(names))") }
+        for (position, flow) in flows.enumerated() where flows[..<position].contains(flow) {
+            throw PolicyError(path.index(position), "\"\(flow.rawValue)\" is listed twice")
+        }
+        return flows
     }
 
     private func apps(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [DevicePolicy.App] {
@@ -243,6 +271,7 @@ private struct PolicyReader {
         guard let value else { return limits }
         let fields = try object(value, at: path, required: [], optional: [
             "connectionsPerApp", "connectionsPerOtherUser", "administratorConnections", "pendingSignInsPerApp", "itemsPerApp", "bytesPerApp",
+            "passwordFailuresBeforeBackoff", "passwordBackoffSeconds",
         ])
         func read(_ key: String, _ range: ClosedRange<Int>) throws(PolicyError) -> Int? {
             try fields[key].map { v throws(PolicyError) in try integer(v, at: path.key(key), in: range) }
@@ -253,6 +282,8 @@ private struct PolicyReader {
         limits.pendingSignInsPerApp = try read("pendingSignInsPerApp", 1...64) ?? limits.pendingSignInsPerApp
         limits.itemsPerApp = try read("itemsPerApp", 1...10_000_000) ?? limits.itemsPerApp
         limits.bytesPerApp = try read("bytesPerApp", 4096...(1 << 40)) ?? limits.bytesPerApp
+        limits.passwordFailuresBeforeBackoff = try read("passwordFailuresBeforeBackoff", 1...100) ?? limits.passwordFailuresBeforeBackoff
+        limits.passwordBackoffSeconds = try read("passwordBackoffSeconds", 1...3600) ?? limits.passwordBackoffSeconds
         return limits
     }
 

@@ -79,11 +79,13 @@ struct BrokerConnection: Sendable {
     enum SignInFlow: Sendable {
         case deviceCode(showCode: @Sendable (String) -> Void)
         case browser(prompt: String?, openBrowser: @Sendable (URL) -> Void)
+        case password(username: String, password: String)
 
         var clientFlow: ClientInteractiveFlow {
             switch self {
             case .deviceCode(let showCode): .deviceCode { verification in showCode(verification.instructions) }
             case .browser(let prompt, let openBrowser): .browser(prompt: prompt) { url in openBrowser(url) }
+            case .password(let username, let password): .password(username: username, password: password)
             }
         }
     }

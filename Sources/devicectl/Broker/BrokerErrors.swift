@@ -35,7 +35,9 @@ extension CLIError {
                 \(message). Use the system's socket (\(DeviceLocations.systemBrokerSocket)), or trust that user with \
                 DEVICECTL_BROKER_UID=<uid> if it is yours
                 """)
-        case .limitExceeded(_, _, let message):
+        case .limitExceeded(let limit, _, let message):
+            // The device holds password sign-ins back after repeated failures: try again later.
+            if limit == "passwordBackoff" || limit == "passwordSignInInProgress" { return CLIError(exitCode: .tryLater, message) }
             // A limit of the broker or the policy: the service cannot take this call now.
             return CLIError(exitCode: .unavailable, message)
         case .refused(let name, let message):

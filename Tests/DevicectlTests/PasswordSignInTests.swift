@@ -1,0 +1,116 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+/// The password flow (`authority.flows` lists `password`: the resource-owner password grant) through the
+/// broker, against the local provider's confidential client (glewlwyd issues password-grant tokens only to
+/// a client that authenticates): policies/kiosk-password.json with the test provider's issuer.
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct PasswordSignInTests {
+    typealias Daemon = BrokerDaemon
+    typealias Provider = IdentityCLITests.Provider
+
+    static let password1 = "worker1-password", password2 = "worker2-password"
+
+    /// A daemon on policies/kiosk-password.json (issuer: the test provider), with the back-off shortened
+    /// to `failures` failures and `backoff` seconds.
+    static func daemon(failures: Int = 3, backoff: Int = 30) async throws -> Daemon {
+        let provider = try await Provider.shared()
+        var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk-password.json"))))
+                                  as? [String: Any])
+        var authority = try #require(policy["authority"] as? [String: Any])
+        authority["issuer"] = provider.issuer
+        policy["authority"] = authority
+        policy["limits"] = ["passwordFailuresBeforeBackoff": failures, "passwordBackoffSeconds": backoff]
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("password-policy-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: policy).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let daemon = try await Daemon(policy: file.path)
+        try await daemon.start(["--log-level", "trace"])
+        return daemon
+    }
+
+    /// `devicectl signin --flow password` as `uid` with the password on standard input.
+    static func signIn(_ daemon: Daemon, as uid: UInt32, user: String, password: String, _ extra: [String] = []) async throws -> Command.Result {
+        try await daemon.devicectl(as: uid, ["signin", "--flow", "password", "--username", user, "--password-stdin", "--json"] + extra,
+                                   stdin: password + "\n")
+    }
+
+    /// Every byte of the daemon's store and its other files, as text (the password must be in none).
+    static func storeBytes(_ daemon: Daemon) throws -> String {
+        let files = try FileManager.default.contentsOfDirectory(atPath: daemon.cli.stateDirectory.path)
+        return try files.map { name in
+            String(decoding: try Data(contentsOf: daemon.cli.stateDirectory.appendingPathComponent(name)), as: UTF8.self)
+        }.joined()
+    }
+
+    @Test func aPasswordSignInGivesTwoAPIsSilentlySingleSignOnAndASwitchAndThePasswordGoesNowhere() async throws {
+        let daemon = try await Self.daemon()
+        let signIn = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+        try #require(signIn.status == 0, "\(signIn.stderr)")
+        let result = try #require(try parseJSON(signIn.stdout) as? [String: Any])
+        #expect((result["account"] as? [String: Any])?["username"] as? String == "worker1", "\(result)")
+        // Two APIs from that one sign-in, silently; the other app gets single sign-on.
+        for (uid, scope) in [(Daemon.scannerUID, "User.Read"), (Daemon.scannerUID, "Files.Read"), (Daemon.timeclockUID, "Files.Read")] {
+            let token = try await daemon.devicectl(as: uid, ["token", "--scopes", scope, "--json"])
+            #expect(token.status == 0, "\(token.stderr)")
+            #expect((try parseJSON(token.stdout) as? [String: Any])?["source"] as? String == "cache", "\(token.stdout)")
+        }
+        // The shift switch with a password: worker 1 out of every app, worker 2 in.
+        let switched = try await daemon.devicectl(as: Daemon.timeclockUID, ["switch", "--flow", "password", "--username", "worker2", "--password-stdin", "--json"],
+                                                  stdin: Self.password2 + "\n")
+        #expect(switched.status == 0, "\(switched.stderr)")
+        #expect(switched.stdout.contains("\"worker2\"") && switched.stdout.contains("\"worker1\""), "\(switched.stdout)")
+
+        let events = try await daemon.auditEvents()
+        let signIns = events.filter { $0["type"] as? String == "account.signed_in" }
+        #expect(signIns.count == 2 && signIns.allSatisfy { ($0["details"] as? [String: String])?["flow"] == "password" }, "\(signIns)")
+        #expect(events.contains { $0["type"] as? String == "account.switched" })
+        // The password is in no log line (trace level), audit event, output or byte of the store.
+        let audit = try await daemon.cli.run(["audit", "--json"])
+        for password in [Self.password1, Self.password2] {
+            for (place, text) in [("the daemon's log", daemon.logTail(Int.max)), ("the audit log", audit.stdout),
+                                  ("devicectl's output", signIn.stdout + signIn.stderr + switched.stdout + switched.stderr),
+                                  ("the store", try Self.storeBytes(daemon))] {
+                #expect(!text.contains(password), "the password is in \(place)")
+            }
+        }
+        await daemon.cleanUp()
+    }
+
+    @Test func aWrongPasswordIsRefusedCachesNothingIsAuditedAndRepeatedFailuresBackOff() async throws {
+        let daemon = try await Self.daemon(failures: 2, backoff: 3)
+        let wrong = "not-the-password-\(UUID().uuidString.prefix(8))"
+        let first = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: wrong)
+        #expect(first.status == 55, "\(first.stdout) \(first.stderr)")
+        #expect(first.stderr.contains("username or password") && !first.stderr.contains(wrong), "\(first.stderr)")
+        let nobody = try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"])
+        #expect((try parseJSON(nobody.stdout) as? [String: Any])?["current"] is NSNull, "\(nobody.stdout)")
+        let failures = try await daemon.auditEvents().filter { $0["type"] as? String == "account.sign_in_failed" }
+        #expect(failures.count == 1 && failures.first?["account"] as? String == "worker1", "\(failures)")
+
+        // The second failure in a row starts the back-off: even the right password is held back, without
+        // asking the provider, until it is over.
+        let second = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker1", password: wrong)
+        #expect(second.status == 55, "\(second.stderr)")
+        let held = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+        #expect(held.status == 75 && held.stderr.contains("try again in"), "\(held.status) \(held.stderr)")
+        try await Task.sleep(for: .seconds(3.5))
+        let after = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+        #expect(after.status == 0, "\(after.stderr)")
+        let audit = try await daemon.cli.run(["audit", "--json"])
+        let store = try Self.storeBytes(daemon)
+        #expect(!audit.stdout.contains(wrong) && !daemon.logTail(Int.max).contains(wrong) && !store.contains(wrong))
+        #expect(audit.stdout.contains("password back-off"), "the held-back attempt is not audited")
+        await daemon.cleanUp()
+    }
+
+    @Test func aPolicyWithoutThePasswordFlowRefusesIt() async throws {
+        let daemon = try await BrokerSignInTests.daemon()
+        let refused = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+        #expect(refused.status == 78 && refused.stderr.contains("authority.flows"), "\(refused.status) \(refused.stderr)")
+        let events = try await daemon.auditEvents()
+        #expect(!events.contains { ($0["type"] as? String)?.hasPrefix("account.") == true })
+        await daemon.cleanUp()
+    }
+}
