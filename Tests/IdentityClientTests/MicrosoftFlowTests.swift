@@ -669,3 +669,119 @@ private func deliver(_ redirect: String, _ fields: [String: String]) {
         #expect(error?.code == .unsupported && error?.message.contains("device code") == true, "\(String(describing: error))")
     }
 }
+
+/// Microsoft Entra External ID native authentication (API V1): the client against a stand-in that replays
+/// the exchanges of Microsoft's native authentication API reference (`/oauth2/v2.0/initiate`, `/challenge`,
+/// `/token` with continuation tokens; its documented errors). Microsoft is unreachable here.
+@Suite struct NativeAuthTests {
+    static let tenant = "aaaabbbb-0000-cccc-1111-dddd2222eeee"
+    static let authority = "https://contoso.ciamlogin.com/\(tenant)"
+    static var initiatePath: String { "/\(tenant)/oauth2/v2.0/initiate" }
+    static var challengePath: String { "/\(tenant)/oauth2/v2.0/challenge" }
+    static var tokenPath: String { "/\(tenant)/oauth2/v2.0/token" }
+
+    /// The stand-in: discovery and keys always; the test queues the native-auth answers.
+    static func standIn() throws -> (ScriptedTransport, IdentityClient) {
+        let transport = ScriptedTransport()
+        let issuer = "\(Entra.host)/\(tenant)/v2.0"
+        transport.always(Entra.discoveryPath(tenant), .json(Entra.discovery(tenant: tenant, issuer: issuer)))
+        transport.always(Entra.keysPath(tenant), try Entra.keys([(TestProvider.rsaKey, "entra-key-1")], issuer: issuer))
+        let client = IdentityClient(clientID: Entra.clientID, authority: try Authority(authority), transport: transport, now: { Entra.now })
+        return (transport, client)
+    }
+
+    static func tokenResponse() async throws -> HTTPResponse {
+        let idToken = try await TestProvider.rs256(Entra.idTokenClaims(tenantID: tenant), kid: "entra-key-1")
+        return .json(body: Entra.tokenResponse(scope: "openid profile offline_access User.Read", idToken: idToken))
+    }
+
+    /// A documented error body: 400 with error, description, codes, trace and correlation ids.
+    static func error(_ error: String, codes: [Int], suberror: String? = nil, _ text: String) -> HTTPResponse {
+        var body: [String: Any] = ["error": error, "error_description": "AADSTS\(codes.first ?? 0): \(text)\r\nTrace ID: 0000aaaa-11bb-cccc-dd22-eeeeee333333",
+                                   "error_codes": codes, "timestamp": "2026-11-26 10:15:00Z",
+                                   "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333", "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd"]
+        body["suberror"] = suberror
+        return .json(body, status: 400)
+    }
+
+    static func failure<T>(_ body: () async throws(IdentityError) -> T) async -> IdentityError? {
+        do { _ = try await body(); return nil } catch { return error }
+    }
+
+    @Test func aCIAMAuthorityIsItsTenantAtCiamlogin() throws {
+        #expect(try Authority("https://contoso.ciamlogin.com/").kind == .ciam(tenant: "contoso.onmicrosoft.com"))
+        #expect(try Authority("https://contoso.ciamlogin.com/contoso.onmicrosoft.com").url.absoluteString
+                == "https://contoso.ciamlogin.com/contoso.onmicrosoft.com")
+        #expect(try Authority(Self.authority).realm == Self.tenant)
+    }
+
+    @Test func aPasswordSignInGoesInitiateChallengeToken() async throws {
+        let (transport, client) = try Self.standIn()
+        transport.enqueue(Self.initiatePath, .json(["continuation_token": "uY29tL2F1dGhlbnRpY-1"]))
+        transport.enqueue(Self.challengePath, .json(["continuation_token": "uY29tL2F1dGhlbnRpY-2", "challenge_type": "password"]))
+        transport.enqueue(Self.tokenPath, try await Self.tokenResponse())
+        let step = try await client.startNativeSignIn(username: "contoso-consumer@contoso.com")
+        #expect(step.challenge == .password && !step.description.contains("uY29t"))
+        let grant = try await client.submitNativeSignInPassword(step, password: "Secure-Pass-1", scopes: ["User.Read"])
+        #expect(grant.idToken?.preferredUsername == "ana@contoso.onmicrosoft.com")
+
+        let initiate = try #require(transport.requests(to: Self.initiatePath).first).form
+        #expect(initiate["client_id"] == Entra.clientID && initiate["username"] == "contoso-consumer@contoso.com")
+        #expect(initiate["challenge_type"] == "oob password redirect", "the API requires redirect among the challenge types")
+        let challenge = try #require(transport.requests(to: Self.challengePath).first).form
+        #expect(challenge["continuation_token"] == "uY29tL2F1dGhlbnRpY-1" && challenge["challenge_type"]?.contains("redirect") == true)
+        let token = try #require(transport.requests(to: Self.tokenPath).first).form
+        #expect(token["grant_type"] == "password" && token["password"] == "Secure-Pass-1" && token["continuation_token"] == "uY29tL2F1dGhlbnRpY-2")
+        #expect(token["scope"]?.split(separator: " ").contains("openid") == true && token["client_info"] == "1")
+    }
+
+    @Test func aOneTimeCodeSaysWhereItWentAWrongCodeCanBeRetypedAndANewOneSent() async throws {
+        let (transport, client) = try Self.standIn()
+        let sent: [String: Any] = ["continuation_token": "ct-2", "challenge_type": "oob", "binding_method": "prompt", "challenge_channel": "email",
+                                   "challenge_target_label": "c***r@co**o**o.com", "code_length": 8]
+        transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
+        transport.enqueue(Self.challengePath, .json(sent), .json(sent.merging(["continuation_token": "ct-3"]) { $1 }))
+        transport.enqueue(Self.tokenPath, Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the one-time code."),
+                          try await Self.tokenResponse())
+        let step = try await client.startNativeSignIn(username: "contoso-consumer@contoso.com")
+        #expect(step.challenge == .code(length: 8, sentTo: "c***r@co**o**o.com", channel: "email"))
+        let wrong = await Self.failure { () async throws(IdentityError) in try await client.submitNativeSignInCode(step, code: "11111111", scopes: ["User.Read"]) }
+        #expect(wrong?.code == .invalidCode && wrong?.description.contains("11111111") == false, "\(String(describing: wrong))")
+        let resent = try await client.resendNativeSignInCode(step)
+        _ = try await client.submitNativeSignInCode(resent, code: "22222222", scopes: ["User.Read"])
+        let tokens = transport.requests(to: Self.tokenPath).map(\.form)
+        #expect(tokens.map { $0["grant_type"] } == ["oob", "oob"] && tokens.map { $0["oob"] } == ["11111111", "22222222"])
+        // The resend goes to /challenge with the waiting step's continuation token; the code then uses the new one.
+        #expect(transport.requests(to: Self.challengePath).last?.form["continuation_token"] == "ct-2" && tokens.last?["continuation_token"] == "ct-3")
+    }
+
+    @Test func theDocumentedErrorsSayWhatToDo() async throws {
+        let cases: [(String, HTTPResponse, IdentityError.Code)] = [
+            (Self.initiatePath, Self.error("user_not_found", codes: [50034], "The user account does not exist."), .userNotFound),
+            (Self.initiatePath, .json(["challenge_type": "redirect"]), .browserRequired),
+            (Self.initiatePath, Self.error("unsupported_challenge_type", codes: [550022], "The challenge type is not supported."), .browserRequired),
+            (Self.initiatePath, Self.error("unauthorized_client", codes: [700016], "Application not found."), .unsupported),
+            (Self.tokenPath, Self.error("invalid_grant", codes: [50126], "Error validating credentials due to invalid username or password."), .invalidCredentials),
+            (Self.tokenPath, Self.error("expired_token", codes: [552003], "The continuation_token is expired."), .signInExpired),
+            (Self.tokenPath, .json(["challenge_type": "redirect", "redirect_reason": "Client is missing registration_required capability"]), .browserRequired),
+        ]
+        for (path, response, code) in cases {
+            let (transport, client) = try Self.standIn()
+            transport.always(Self.initiatePath, .json(["continuation_token": "ct-1"]))
+            transport.always(Self.challengePath, .json(["continuation_token": "ct-2", "challenge_type": "password"]))
+            transport.enqueue(path, response)
+            let error = await Self.failure { () async throws(IdentityError) in
+                let step = try await client.startNativeSignIn(username: "contoso-consumer@contoso.com")
+                return try await client.submitNativeSignInPassword(step, password: "Secure-Pass-1", scopes: ["User.Read"])
+            }
+            #expect(error?.code == code, "\(path): \(String(describing: error))")
+            #expect(error?.description.contains("Secure-Pass-1") == false)
+        }
+    }
+
+    @Test func anAuthorityOtherThanCiamloginHasNoNativeSignIn() async throws {
+        let client = IdentityClient(clientID: "kiosk-apps", authority: try Authority("http://127.0.0.1:4593/api/oidc"), transport: ScriptedTransport())
+        let error = await Self.failure { () async throws(IdentityError) in try await client.startNativeSignIn(username: "worker1") }
+        #expect(error?.code == .unsupported && error?.message.contains("ciamlogin.com") == true)
+    }
+}

@@ -8,6 +8,9 @@ public import Foundation
 ///   a trailing `/v2.0` or `/` is accepted and dropped.
 /// - Azure AD B2C: `https://{tenant}.b2clogin.com/tfp/{tenant}/{policy}` or the same without `tfp`; the
 ///   host must be one of the app's known authorities (MSAL's `knownAuthorities`). One authority per user flow.
+/// - Microsoft Entra External ID (CIAM): `https://{subdomain}.ciamlogin.com/{tenant}` (a tenant id or
+///   `{subdomain}.onmicrosoft.com`; without a path, `{subdomain}.onmicrosoft.com`, as MSAL does), where
+///   native authentication (`IdentityClient+NativeAuth`) signs users in without a browser.
 /// - Any other OpenID Connect provider: its issuer URL, kept as given minus a trailing slash.
 ///
 /// `https` is required, except `http` on loopback (`127.0.0.1`, `::1`, `localhost`) for a local test provider.
@@ -20,6 +23,8 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         /// Azure AD B2C (MSAL's B2C authority): the tenant (`fabrikamb2c.onmicrosoft.com`) and the
         /// user flow or custom policy (`B2C_1_SUSI`).
         case b2c(tenant: String, policy: String)
+        /// Microsoft Entra External ID (MSAL's CIAM authority, `*.ciamlogin.com`): the tenant.
+        case ciam(tenant: String)
         /// A generic OpenID Connect issuer (MSAL's OIDC authority).
         case oidc
     }
@@ -70,6 +75,19 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
             return
         }
 
+        if parts.host.hasSuffix(".ciamlogin.com") {
+            let subdomain = String(parts.host.dropLast(".ciamlogin.com".count))
+            var tenantPath = components
+            if tenantPath.count == 2, tenantPath[1].lowercased() == "v2.0" { tenantPath.removeLast() }
+            if tenantPath.isEmpty, !subdomain.isEmpty { tenantPath = ["\(subdomain).onmicrosoft.com"] }
+            guard tenantPath.count == 1 else {
+                throw IdentityError(.invalidAuthority, "the authority `\(url.absoluteString)` is not of the form https://\(parts.host)/{tenant}; name the tenant (its id or \(subdomain).onmicrosoft.com)")
+            }
+            self.kind = .ciam(tenant: tenantPath[0])
+            self.url = try parts.url(path: [tenantPath[0]])
+            return
+        }
+
         let isKnown = Self.knownHosts(knownAuthorities).contains(parts.host)
         let hasTFP = components.first?.lowercased() == "tfp"
         if parts.host.hasSuffix(".b2clogin.com") || (isKnown && hasTFP) {
@@ -101,7 +119,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// `…/tfp/{tenant}/{policy}/v2.0/.well-known/openid-configuration`; OIDC: `{issuer}/.well-known/openid-configuration`.
     public var openIDConfigurationURL: URL {
         switch kind {
-        case .microsoft, .b2c:
+        case .microsoft, .b2c, .ciam:
             url.appending(path: "v2.0/.well-known/openid-configuration")
         case .oidc:
             url.appending(path: ".well-known/openid-configuration")
@@ -120,7 +138,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// path component (or `common` when it has none) for OIDC, as `TokenRequestContext` in SharedDevice.
     public var realm: String {
         switch kind {
-        case .microsoft(let tenant), .b2c(let tenant, _):
+        case .microsoft(let tenant), .b2c(let tenant, _), .ciam(let tenant):
             tenant
         case .oidc:
             url.pathComponents.dropFirst().first ?? "common"
@@ -131,7 +149,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// authorities so the response names the home account (`uid.utid`).
     var sendsClientInfo: Bool {
         switch kind {
-        case .microsoft, .b2c: true
+        case .microsoft, .b2c, .ciam: true
         case .oidc: false
         }
     }

@@ -25,6 +25,10 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
             case stateMismatch = "state_mismatch"
             case unsupported
             case invalidCredentials = "invalid_credentials"
+            case userNotFound = "user_not_found"
+            case invalidCode = "invalid_code"
+            case signInExpired = "sign_in_expired"
+            case browserRequired = "browser_required"
         }
 
         private let kind: Kind
@@ -58,6 +62,17 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
         /// The username or the password is wrong (a password grant's `invalid_grant`, MSAL's
         /// `invalid_grant` with its user-facing message): nothing was cached.
         public static let invalidCredentials = Code(.invalidCredentials)
+        /// Native authentication: the authority knows no user with that username (`user_not_found`).
+        public static let userNotFound = Code(.userNotFound)
+        /// Native authentication: the one-time code is wrong (`invalid_grant` / `invalid_oob_value`); the
+        /// sign-in stands, and the worker may type it again or ask for a new one.
+        public static let invalidCode = Code(.invalidCode)
+        /// Native authentication: the sign-in took too long (`expired_token`, or its continuation token is no
+        /// longer valid); start again.
+        public static let signInExpired = Code(.signInExpired)
+        /// Native authentication: the authority needs the browser for this user or app (`challenge_type`
+        /// `redirect`, `unsupported_challenge_type`); sign in with the browser or the device code instead.
+        public static let browserRequired = Code(.browserRequired)
 
         /// The code's stable snake_case name (`interaction_required`), for logs and JSON; the raw value
         /// it had when `Code` was an enum.
