@@ -1121,6 +1121,242 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// What a native sign-in needs next: `challenge` `password`, or `code` (the authority emailed a one-time
+    /// code of `codeLength` characters to `sentTo`, a masked address, over `channel`).
+    public struct NativeSignInChallenge: VarlinkStruct, Hashable {
+        public var signInId: String
+        public var challenge: String
+        public var codeLength: Int?
+        public var sentTo: String?
+        public var channel: String?
+
+        /// A value with every field given (optional ones default to nil).
+        public init(signInId: String, challenge: String, codeLength: Int? = nil, sentTo: String? = nil, channel: String? = nil) {
+            self.signInId = signInId
+            self.challenge = challenge
+            self.codeLength = codeLength
+            self.sentTo = sentTo
+            self.channel = channel
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            signInId = try VarlinkField.string(fields, "signInId", path)
+            challenge = try VarlinkField.string(fields, "challenge", path)
+            codeLength = VarlinkField.isAbsent(fields, "codeLength") ? nil : try VarlinkField.int(fields, "codeLength", path)
+            sentTo = VarlinkField.isAbsent(fields, "sentTo") ? nil : try VarlinkField.string(fields, "sentTo", path)
+            channel = VarlinkField.isAbsent(fields, "channel") ? nil : try VarlinkField.string(fields, "channel", path)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "signInId": .string(signInId),
+                "challenge": .string(challenge),
+            ]
+            if let codeLength = self.codeLength {
+                fields["codeLength"] = .int(Int64(codeLength))
+            } else if !omittingAbsent {
+                fields["codeLength"] = .null
+            }
+            if let sentTo = self.sentTo {
+                fields["sentTo"] = .string(sentTo)
+            } else if !omittingAbsent {
+                fields["sentTo"] = .null
+            }
+            if let channel = self.channel {
+                fields["channel"] = .string(channel)
+            } else if !omittingAbsent {
+                fields["channel"] = .null
+            }
+            return fields
+        }
+    }
+}
+
+extension Broker1 {
+    /// Native authentication (Microsoft Entra External ID, `*.ciamlogin.com` authorities; only where the policy's
+    /// `authority.flows` lists `nativeAuth`): the app's own screen takes the worker's username, then the password
+    /// or the one-time code the authority emails. Two steps: StartNativeSignIn says what is next (and where the
+    /// code went), SubmitNativeSignIn finishes it. The sign-in belongs to the caller's uid and waits at most 10
+    /// minutes; a wrong code leaves it open (submit again, or ResendNativeSignInCode); success or any other
+    /// failure ends it; an app may have limits.pendingSignInsPerApp open. AccountError `identity` with
+    /// `identityCode` `user_not_found`, `invalid_credentials` (wrong password: audited, counted by the device's
+    /// password back-off like SignInWithPassword), `invalid_code`, `sign_in_expired`, `browser_required` (the
+    /// authority needs the browser: use SignInWithBrowser or the device code); `signInNotFound` for an id that is
+    /// not (or no longer) the caller's.
+    public enum StartNativeSignIn: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.StartNativeSignIn"
+
+        /// The parameters of a call of StartNativeSignIn.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var username: String
+            public var msalClientId: String?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(username: String, msalClientId: String? = nil) {
+                self.username = username
+                self.msalClientId = msalClientId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                username = try VarlinkField.string(fields, "username", path)
+                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "username": .string(username),
+                ]
+                if let msalClientId = self.msalClientId {
+                    fields["msalClientId"] = .string(msalClientId)
+                } else if !omittingAbsent {
+                    fields["msalClientId"] = .null
+                }
+                return fields
+            }
+        }
+
+        /// A reply of StartNativeSignIn.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var next: NativeSignInChallenge
+
+            /// A value with every field given (optional ones default to nil).
+            public init(next: NativeSignInChallenge) {
+                self.next = next
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                next = try VarlinkField.struct(fields, "next", path, as: NativeSignInChallenge.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "next": .object(next.varlinkFields),
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// Sends a new one-time code (the previous one stops working).
+    public enum ResendNativeSignInCode: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.ResendNativeSignInCode"
+
+        /// The parameters of a call of ResendNativeSignInCode.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var signInId: String
+
+            /// A value with every field given (optional ones default to nil).
+            public init(signInId: String) {
+                self.signInId = signInId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                signInId = try VarlinkField.string(fields, "signInId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "signInId": .string(signInId),
+                ]
+            }
+        }
+
+        /// A reply of ResendNativeSignInCode.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var next: NativeSignInChallenge
+
+            /// A value with every field given (optional ones default to nil).
+            public init(next: NativeSignInChallenge) {
+                self.next = next
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                next = try VarlinkField.struct(fields, "next", path, as: NativeSignInChallenge.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "next": .object(next.varlinkFields),
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// Finishes a native sign-in with the `password` or the `code` (one of them), as SignInWithPassword does.
+    public enum SubmitNativeSignIn: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.SubmitNativeSignIn"
+
+        /// The parameters of a call of SubmitNativeSignIn.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var signInId: String
+            public var scopes: [String]
+            public var password: String?
+            public var code: String?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(signInId: String, scopes: [String], password: String? = nil, code: String? = nil) {
+                self.signInId = signInId
+                self.scopes = scopes
+                self.password = password
+                self.code = code
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                signInId = try VarlinkField.string(fields, "signInId", path)
+                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                password = VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
+                code = VarlinkField.isAbsent(fields, "code") ? nil : try VarlinkField.string(fields, "code", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "signInId": .string(signInId),
+                    "scopes": .array(scopes.map { .string($0) }),
+                ]
+                if let password = self.password {
+                    fields["password"] = .string(password)
+                } else if !omittingAbsent {
+                    fields["password"] = .null
+                }
+                if let code = self.code {
+                    fields["code"] = .string(code)
+                } else if !omittingAbsent {
+                    fields["code"] = .null
+                }
+                return fields
+            }
+        }
+
+        /// A reply of SubmitNativeSignIn.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var result: AuthenticationResult
+
+            /// A value with every field given (optional ones default to nil).
+            public init(result: AuthenticationResult) {
+                self.result = result
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                result = try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "result": .object(result.varlinkFields),
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
     /// A worker signed out by a shift switch, and how many of their keychain items went.
     public struct SignedOutWorker: VarlinkStruct, Hashable {
         public var account: Account?
@@ -2187,6 +2423,9 @@ extension Broker1 {
         case signInWithDeviceCode(SignInWithDeviceCode.Parameters)
         case signInWithBrowser(SignInWithBrowser.Parameters)
         case signInWithPassword(SignInWithPassword.Parameters)
+        case startNativeSignIn(StartNativeSignIn.Parameters)
+        case resendNativeSignInCode(ResendNativeSignInCode.Parameters)
+        case submitNativeSignIn(SubmitNativeSignIn.Parameters)
         case switchWorker(SwitchWorker.Parameters)
         case acquireTokenSilent(AcquireTokenSilent.Parameters)
         case signOut(SignOut.Parameters)
@@ -2210,6 +2449,9 @@ extension Broker1 {
             case SignInWithDeviceCode.qualifiedName: self = .signInWithDeviceCode(try VarlinkField.parameters(of: call))
             case SignInWithBrowser.qualifiedName: self = .signInWithBrowser(try VarlinkField.parameters(of: call))
             case SignInWithPassword.qualifiedName: self = .signInWithPassword(try VarlinkField.parameters(of: call))
+            case StartNativeSignIn.qualifiedName: self = .startNativeSignIn(try VarlinkField.parameters(of: call))
+            case ResendNativeSignInCode.qualifiedName: self = .resendNativeSignInCode(try VarlinkField.parameters(of: call))
+            case SubmitNativeSignIn.qualifiedName: self = .submitNativeSignIn(try VarlinkField.parameters(of: call))
             case SwitchWorker.qualifiedName: self = .switchWorker(try VarlinkField.parameters(of: call))
             case AcquireTokenSilent.qualifiedName: self = .acquireTokenSilent(try VarlinkField.parameters(of: call))
             case SignOut.qualifiedName: self = .signOut(try VarlinkField.parameters(of: call))
@@ -2234,6 +2476,9 @@ extension Broker1 {
             case .signInWithDeviceCode: "SignInWithDeviceCode"
             case .signInWithBrowser: "SignInWithBrowser"
             case .signInWithPassword: "SignInWithPassword"
+            case .startNativeSignIn: "StartNativeSignIn"
+            case .resendNativeSignInCode: "ResendNativeSignInCode"
+            case .submitNativeSignIn: "SubmitNativeSignIn"
             case .switchWorker: "SwitchWorker"
             case .acquireTokenSilent: "AcquireTokenSilent"
             case .signOut: "SignOut"

@@ -9,7 +9,7 @@ extension Broker {
     func signInWithPassword(_ parameters: Broker1.SignInWithPassword.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignInWithPassword.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword")
         let credentials = try ParameterCheck.credentials(username: parameters.username, password: parameters.password)
-        let result = try await withPasswordThrottle(caller, application) { () async throws(SharedDeviceError) in
+        let result = try await withPasswordThrottle(caller, application, flow: .password) { () async throws(SharedDeviceError) in
             try await application.acquireToken(InteractiveTokenParameters(
                 scopes: parameters.scopes, flow: .password(username: credentials.username, password: credentials.password),
                 msalClientID: parameters.msalClientId))
@@ -17,14 +17,15 @@ extension Broker {
         return Broker1.SignInWithPassword.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
     }
 
-    /// Runs a password sign-in (`body`) under the device's throttle: refused without asking the provider
-    /// while the back-off runs or another password sign-in does; a refused password counts toward it.
-    func withPasswordThrottle<T>(_ caller: BrokerCaller, _ application: ApplicationEngine,
+    /// Runs a sign-in that takes a password or code the worker typed (`body`, a `flow` the policy must
+    /// list) under the device's throttle: refused without asking the provider while the back-off runs or
+    /// another such sign-in does; a refused password or code counts toward it.
+    func withPasswordThrottle<T>(_ caller: BrokerCaller, _ application: ApplicationEngine, flow: DevicePolicy.SignInFlow,
                                  _ body: () async throws(SharedDeviceError) -> T) async throws(BrokerFailure) -> T {
         // The policy must allow the flow before the throttle counts anything.
-        guard application.configuration.allowedFlows.contains(.password) else {
+        guard application.configuration.allowedFlows.contains(flow) else {
             throw BrokerFailure(SharedDeviceError(.flowNotAllowed,
-                "the device policy does not allow password sign-in (authority.flows lists \(application.configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use the device code or the browser, or ask the administrator to add \"password\""))
+                "the device policy does not allow \(flow.rawValue) sign-in (authority.flows lists \(application.configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"\(flow.rawValue)\""))
         }
         let limits = self.limits
         do {
@@ -47,7 +48,7 @@ extension Broker {
             passwordThrottle.end(failed: false, succeeded: true, limits: limits)
             return value
         } catch {
-            let refused = error.identityError?.code == .invalidCredentials
+            let refused = [.invalidCredentials, .invalidCode].contains(error.identityError?.code)
             if let backoff = passwordThrottle.end(failed: refused, succeeded: false, limits: limits) {
                 logger.notice("password sign-ins are held back after repeated failures", metadata: ["password.backoff_seconds": "\(backoff)"])
             }

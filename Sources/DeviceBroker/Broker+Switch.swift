@@ -34,7 +34,7 @@ extension Broker {
             interactive = InteractiveTokenParameters(scopes: parameters.scopes,
                                                      flow: .password(username: credentials.username, password: credentials.password))
             shown.finish()
-            let result = try await withPasswordThrottle(caller, application) { () async throws(SharedDeviceError) in
+            let result = try await withPasswordThrottle(caller, application, flow: .password) { () async throws(SharedDeviceError) in
                 try await application.switchWorker(interactive, reason: reason) { signedOut in
                     await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
                         account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))

@@ -31,6 +31,8 @@ public final class Broker: Sendable {
     let msalClients = MSALClientLedger()
     /// The device-wide back-off of failed password sign-ins.
     let passwordThrottle = PasswordThrottle()
+    /// Native sign-ins waiting for the worker's password or code.
+    let nativeSignIns = NativeSignIns()
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
     let pendingSignIns = Mutex<[UInt32: Int]>([:])
     let events: AccountEventHub
@@ -122,6 +124,7 @@ public final class Broker: Sendable {
     static func isActivity(_ call: Broker1.Call) -> Bool {
         switch call {
         case .getCurrentAccount, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .switchWorker,
+             .startNativeSignIn, .resendNativeSignInCode, .submitNativeSignIn,
              .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
             true
         case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
@@ -158,6 +161,12 @@ public final class Broker: Sendable {
             try await inSignInSlot(caller) { () async throws(BrokerFailure) in
                 _ = await reply(VarlinkReply(try await signInWithPassword(parameters, caller: caller)))
             }
+        case .startNativeSignIn(let parameters):
+            _ = await reply(VarlinkReply(try await startNativeSignIn(parameters, caller: caller)))
+        case .resendNativeSignInCode(let parameters):
+            _ = await reply(VarlinkReply(try await resendNativeSignInCode(parameters, caller: caller)))
+        case .submitNativeSignIn(let parameters):
+            _ = await reply(VarlinkReply(try await submitNativeSignIn(parameters, caller: caller)))
         case .signOut(let parameters):
             _ = await reply(VarlinkReply(try await signOut(parameters, caller: caller)))
         case .switchWorker(let parameters):

@@ -226,3 +226,20 @@ public struct CallerIdentity: Sendable, Hashable {
     /// The state directory (the store) the broker serves, when it says.
     public var stateDirectory: String?
 }
+
+/// A native sign-in waiting for the worker (Microsoft Entra External ID native authentication through the
+/// broker): what they must type next. Finish it with `PublicClientApplication.submitNativeSignIn`.
+public struct NativeSignIn: Sendable, Hashable {
+    /// What the worker must type.
+    public enum Next: Sendable, Hashable {
+        /// Their password.
+        case password
+        /// The one-time code the authority sent: `length` characters, to `sentTo` (a masked address), by `channel`.
+        case code(length: Int, sentTo: String, channel: String)
+    }
+
+    /// The broker's id of the sign-in (it belongs to this app's uid and waits 10 minutes at most).
+    public var id: String
+    public var next: Next
+}
+

@@ -88,3 +88,20 @@ extension KeychainItem {
                   modificationDate: Date(timeIntervalSince1970: item.modificationDate), secret: try bytes(item.secret, "secret"))
     }
 }
+
+extension NativeSignIn {
+    init(_ challenge: Broker1.NativeSignInChallenge) throws(SharedDeviceClientError) {
+        switch challenge.challenge {
+        case "password":
+            self.init(id: challenge.signInId, next: .password)
+        case "code":
+            guard let length = challenge.codeLength, let sentTo = challenge.sentTo, let channel = challenge.channel else {
+                throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's code challenge lacks its length, target or channel")
+            }
+            self.init(id: challenge.signInId, next: .code(length: length, sentTo: sentTo, channel: channel))
+        default:
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's native sign-in challenge \(challenge.challenge) is not password or code")
+        }
+    }
+}
+

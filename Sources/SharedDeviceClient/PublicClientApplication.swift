@@ -118,6 +118,32 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
+    /// Starts a native sign-in (MSAL native auth's `signIn(username:)`; only where the device policy's
+    /// `authority.flows` lists `nativeAuth`, at a Microsoft Entra External ID authority): says whether the
+    /// password or the emailed code is next, and where the code went.
+    public func startNativeSignIn(username: String, msalClientID: String? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
+        try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
+            try NativeSignIn(reply.next)
+        }
+    }
+
+    /// Sends a new one-time code for a native sign-in waiting for one (the previous code stops working).
+    public func resendNativeSignInCode(_ signIn: NativeSignIn) async throws(SharedDeviceClientError) -> NativeSignIn {
+        try await broker.run(Broker1.ResendNativeSignInCode.self, .init(signInId: signIn.id)) { reply throws(SharedDeviceClientError) in
+            try NativeSignIn(reply.next)
+        }
+    }
+
+    /// Finishes a native sign-in with what the worker typed (`password` or `code`, as `signIn.next` asks).
+    /// A wrong code is `account` with `identityCode` `invalid_code`, and the sign-in stays open.
+    public func submitNativeSignIn(_ signIn: NativeSignIn, password: String? = nil, code: String? = nil,
+                                   scopes: [String]) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(Broker1.SubmitNativeSignIn.self, .init(signInId: signIn.id, scopes: scopes, password: password, code: code)) {
+            reply throws(SharedDeviceClientError) in
+            try AuthenticationResult(reply.result)
+        }
+    }
+
     /// A shift change in one call: the current worker is signed out of every app (committed first), then
     /// the next worker signs in as `parameters.flow` shows. If the sign-in fails or is cancelled, the
     /// device stays signed out. `signedOut`, if given, hears who left (and how many of their items went)

@@ -93,7 +93,8 @@ extension DevicectlExit {
         case .authorityUnreachable: .unavailable
         case .invalidAuthority: .configuration
         case .serverError, .invalidResponse, .unsupported: .protocolError
-        case .invalidCredentials: .invalidCredentials
+        case .invalidCredentials, .userNotFound, .invalidCode: .invalidCredentials
+        case .signInExpired, .browserRequired: .signInNotCompleted
         default: .protocolError
         }
     }

@@ -46,12 +46,12 @@ import VarlinkGenerator
             case .type: break
             }
         }
-        #expect(methods.count == 17)
+        #expect(methods.count == 20)
         // Every method decodes through the method enum, which names it back.
         for method in methods {
             let call = VarlinkCall(method: "\(Broker1.name).\(method)", parameters: ["scopes": .array([]), "redirectUri": .string("http://127.0.0.1/"),
                                                                                      "service": .string("s"), "account": .string("a"), "secret": .string(""),
-                                                                                     "username": .string("u"), "password": .string("p")])
+                                                                                     "username": .string("u"), "password": .string("p"), "signInId": .string("i")])
             #expect(try Broker1.Call(call).member == method)
         }
         // Every error decodes through the error enum and encodes back to the same reply.

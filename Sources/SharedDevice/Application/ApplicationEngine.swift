@@ -218,7 +218,7 @@ public final class ApplicationEngine: Sendable {
         } catch {
             logger.debug("interactive sign-in failed", metadata: Self.failure(error))
             if case .password(let username, _) = parameters.flow, error.code == .invalidCredentials {
-                auditFailedPasswordSignIn(username: username, msalClientID: parameters.msalClientID)
+                auditFailedSignIn(username: username, flow: .password, msalClientID: parameters.msalClientID)
             }
             throw SharedDeviceError(error)
         }
@@ -353,8 +353,8 @@ public final class ApplicationEngine: Sendable {
 
     /// Audits a password sign-in the provider refused (`account.sign_in_failed`): the username as typed
     /// (at most 256 characters), never the password.
-    private func auditFailedPasswordSignIn(username: String, msalClientID: String?) {
-        var details = ["flow": DevicePolicy.SignInFlow.password.rawValue]
+    func auditFailedSignIn(username: String, flow: DevicePolicy.SignInFlow, msalClientID: String?) {
+        var details = ["flow": flow.rawValue]
         details["msalClientId"] = msalClientID
         let entry = AuditEntry(type: .accountSignInFailed, actor: app.appID, account: String(username.prefix(256)),
                                reason: "wrong username or password", details: details)
@@ -389,6 +389,16 @@ public final class ApplicationEngine: Sendable {
         return requested
     }
 
+    /// The native sign-in's username checked as a login hint (shared mode: only the signed-in worker).
+    func loginHintForNativeSignIn(_ username: String) throws(SharedDeviceError) -> String? {
+        try loginHint(for: username)
+    }
+
+    /// `decode(_:)` for the extensions.
+    func decodeGrant(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
+        try decode(grant)
+    }
+
     /// The group the app's tokens live in.
     var tokenGroup: String {
         configuration.keychainAccessGroup ?? AccountManager.tokenGroup(of: app)
@@ -416,5 +426,70 @@ public final class ApplicationEngine: Sendable {
         } catch {
             throw SharedDeviceError(.tokenCache, "the authority's token response cannot be cached: \(error)")
         }
+    }
+}
+
+// MARK: - Native authentication
+
+extension ApplicationEngine {
+    /// What the worker types to finish a native sign-in.
+    public enum NativeSignInCredential: Sendable {
+        case password(String)
+        case code(String)
+    }
+
+    /// Starts a native sign-in (Microsoft Entra External ID, the app's own screen): the step says whether
+    /// the password or the emailed one-time code is next. Only where the policy's `authority.flows` lists
+    /// `nativeAuth`; in shared mode with a worker signed in, only for that worker.
+    /// - Throws: `flowNotAllowed`, `accountAlreadySignedIn`; `.identity` with `userNotFound`,
+    ///   `browserRequired`, `unsupported` (not a ciamlogin.com authority), …
+    public func startNativeSignIn(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
+        guard configuration.allowedFlows.contains(.nativeAuth) else {
+            throw SharedDeviceError(.flowNotAllowed,
+                "the device policy does not allow native sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"nativeAuth\"")
+        }
+        _ = try loginHintForNativeSignIn(username)
+        do {
+            return try await identity.startNativeSignIn(username: username)
+        } catch {
+            throw SharedDeviceError(error)
+        }
+    }
+
+    /// Sends a new one-time code for a native sign-in waiting for one.
+    public func resendNativeSignInCode(_ step: NativeSignInStep) async throws(SharedDeviceError) -> NativeSignInStep {
+        do {
+            return try await identity.resendNativeSignInCode(step)
+        } catch {
+            throw SharedDeviceError(error)
+        }
+    }
+
+    /// Finishes a native sign-in with the password or the code and caches the tokens (in shared mode the
+    /// worker becomes the device's current worker); `account.signed_in` names the flow `nativeAuth`. A
+    /// wrong password is audited as `account.sign_in_failed`; a wrong code leaves the step usable.
+    public func completeNativeSignIn(_ step: NativeSignInStep, credential: NativeSignInCredential, scopes: [String],
+                                     msalClientID: String? = nil) async throws(SharedDeviceError) -> AuthenticationResult {
+        let requested = requestScopes(scopes + configuration.defaultScopes)
+        let grant: TokenGrant
+        do {
+            switch credential {
+            case .password(let password): grant = try await identity.submitNativeSignInPassword(step, password: password, scopes: requested)
+            case .code(let code): grant = try await identity.submitNativeSignInCode(step, code: code, scopes: requested)
+            }
+        } catch {
+            if error.code == .invalidCredentials { auditFailedSignIn(username: step.username, flow: .nativeAuth, msalClientID: msalClientID) }
+            throw SharedDeviceError(error)
+        }
+        if Task.isCancelled {
+            throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
+        }
+        let correlationID = AccountManager.newCorrelationID()
+        var details = ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue]
+        details["msalClientId"] = msalClientID
+        let account = try accountManager.signIn(try decodeGrant(grant), context: context(scopes: grant.scopes), app: app,
+                                                accessGroup: tokenGroup, correlationID: correlationID, auditDetails: details)
+        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
+                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
     }
 }

@@ -1,0 +1,81 @@
+import BrokerContract
+import Foundation
+import IdentityClient
+import SharedDevice
+import Varlink
+
+// Native authentication through the broker: StartNativeSignIn, ResendNativeSignInCode, SubmitNativeSignIn.
+extension Broker {
+    func startNativeSignIn(_ parameters: Broker1.StartNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.StartNativeSignIn.Reply {
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "StartNativeSignIn")
+        guard !parameters.username.isEmpty, parameters.username.count <= 256 else { throw .invalidParameter("username") }
+        let step: NativeSignInStep
+        do {
+            step = try await application.startNativeSignIn(username: parameters.username)
+        } catch {
+            throw BrokerFailure(error)
+        }
+        let maximum = limits.pendingSignInsPerApp
+        guard let id = nativeSignIns.open(step, uid: caller.uid, msalClientID: parameters.msalClientId, maximum: maximum) else {
+            throw .limitExceeded("pendingSignInsPerApp", maximum: maximum,
+                "uid \(caller.uid) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp); finish one or wait 10 minutes")
+        }
+        return Broker1.StartNativeSignIn.Reply(next: Self.challenge(step, id: id))
+    }
+
+    func resendNativeSignInCode(_ parameters: Broker1.ResendNativeSignInCode.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.ResendNativeSignInCode.Reply {
+        let application = try application(for: caller)
+        let entry = try openSignIn(parameters.signInId, caller: caller)
+        do {
+            let step = try await application.resendNativeSignInCode(entry.step)
+            nativeSignIns.update(parameters.signInId, step: step)
+            return Broker1.ResendNativeSignInCode.Reply(next: Self.challenge(step, id: parameters.signInId))
+        } catch {
+            if error.identityError?.code != .unsupported { nativeSignIns.close(parameters.signInId) }
+            throw BrokerFailure(error)
+        }
+    }
+
+    func submitNativeSignIn(_ parameters: Broker1.SubmitNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SubmitNativeSignIn.Reply {
+        let application = try application(for: caller)
+        let entry = try openSignIn(parameters.signInId, caller: caller)
+        let credential: ApplicationEngine.NativeSignInCredential
+        switch (parameters.password, parameters.code, entry.step.challenge) {
+        case (let password?, nil, .password) where !password.isEmpty && password.utf8.count <= 1024: credential = .password(password)
+        case (nil, let code?, .code) where !code.isEmpty && code.count <= 64: credential = .code(code)
+        case (_, _, .password): throw .invalidParameter("password")
+        case (_, _, .code): throw .invalidParameter("code")
+        }
+        do {
+            let result = try await withPasswordThrottle(caller, application, flow: .nativeAuth) { () async throws(SharedDeviceError) in
+                try await application.completeNativeSignIn(entry.step, credential: credential, scopes: parameters.scopes, msalClientID: entry.msalClientID)
+            }
+            nativeSignIns.close(parameters.signInId)
+            return Broker1.SubmitNativeSignIn.Reply(result: try Self.result(result, msalClientID: entry.msalClientID))
+        } catch {
+            // A wrong code leaves the sign-in open (type it again, or resend); a held-back attempt too.
+            let retryable = error.reply.parameters["identityCode"]?.string == IdentityError.Code.invalidCode.rawValue
+                || error.reply.error == Broker1.LimitExceeded.qualifiedName
+            if !retryable { nativeSignIns.close(parameters.signInId) }
+            throw error
+        }
+    }
+
+    private func openSignIn(_ id: String, caller: BrokerCaller) throws(BrokerFailure) -> NativeSignIns.Entry {
+        guard let entry = nativeSignIns.entry(id, uid: caller.uid) else {
+            throw BrokerFailure(Broker1.AccountError(code: "signInNotFound",
+                message: "no native sign-in with that id is open for this app (it finished, failed, or waited more than 10 minutes); start again",
+                msalStatus: nil, identityCode: nil))
+        }
+        return entry
+    }
+
+    private static func challenge(_ step: NativeSignInStep, id: String) -> Broker1.NativeSignInChallenge {
+        switch step.challenge {
+        case .password:
+            Broker1.NativeSignInChallenge(signInId: id, challenge: "password")
+        case .code(let length, let sentTo, let channel):
+            Broker1.NativeSignInChallenge(signInId: id, challenge: "code", codeLength: length, sentTo: sentTo, channel: channel)
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import DeviceBroker
+import Foundation
+import IdentityClient
+import IdentityTestSupport
+import JWTKit
+import KeychainStore
+import SharedDevice
+import StoreTestSupport
+import Synchronization
+import Testing
+import Varlink
+
+/// Native authentication through the broker (StartNativeSignIn, ResendNativeSignInCode, SubmitNativeSignIn)
+/// on a kiosk whose policy names a Microsoft Entra External ID tenant (`contoso.ciamlogin.com`). Microsoft is
+/// unreachable here: a stand-in transport replays the exchanges of Microsoft's native authentication API
+/// reference (V1: initiate, challenge, token with continuation tokens; its documented errors).
+@Suite struct NativeAuthBrokerTests {
+    static let tenantID = "aaaabbbb-0000-cccc-1111-dddd2222eeee"
+    static let host = "https://login.microsoftonline.com"
+    static let kid = "contoso-key-1"
+    static let scannerUID: UInt32 = 1001, timeclockUID: UInt32 = 1002
+    static var initiatePath: String { "/\(tenantID)/oauth2/v2.0/initiate" }
+    static var challengePath: String { "/\(tenantID)/oauth2/v2.0/challenge" }
+    static var tokenPath: String { "/\(tenantID)/oauth2/v2.0/token" }
+
+    final class Kiosk: @unchecked Sendable {
+        let fixture: DeviceFixture
+        let transport = ScriptedTransport()
+        let broker: Broker
+
+        init(flows: [String] = ["deviceCode", "browser", "nativeAuth"]) throws {
+            fixture = try DeviceFixture()
+            try fixture.provision(try Policies.edited { document in
+                var authority = document["authority"] as! [String: Any]
+                authority["issuer"] = "https://contoso.ciamlogin.com/\(NativeAuthBrokerTests.tenantID)"
+                authority["flows"] = flows
+                document["authority"] = authority
+            })
+            let tenant = NativeAuthBrokerTests.tenantID, host = NativeAuthBrokerTests.host
+            transport.always("/\(tenant)/v2.0/.well-known/openid-configuration",
+                             .json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0")))
+            let primitives = try IDTokenForger.strangerKey.publicKey.getKeyPrimitives()
+            transport.always("/\(tenant)/discovery/v2.0/keys", .json(["keys": [[
+                "kty": "RSA", "use": "sig", "kid": NativeAuthBrokerTests.kid, "x5t": NativeAuthBrokerTests.kid,
+                "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent), "issuer": "\(host)/\(tenant)/v2.0",
+            ]]]))
+            broker = Broker(device: fixture.device, transport: transport)
+        }
+
+        /// The one reply to `member` from `uid`.
+        func call(_ member: String, _ parameters: [String: VarlinkValue], as uid: UInt32) async -> VarlinkReply? {
+            let replies = Mutex<[VarlinkReply]>([])
+            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+                                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)) { reply in
+                replies.withLock { $0.append(reply) }
+                return true
+            }
+            return replies.withLock { $0.first }
+        }
+
+        /// The token response of a successful sign-in of Ana, signed with the tenant's key.
+        func tokens() async throws -> HTTPResponse {
+            // The broker's identity client checks ID-token times on the real clock (the store runs on a fake one).
+            let seconds = Int(Date().timeIntervalSince1970)
+            let tenant = NativeAuthBrokerTests.tenantID
+            let claims = TestClaims([
+                "aud": .string("kiosk-apps"), "iss": .string("\(NativeAuthBrokerTests.host)/\(tenant)/v2.0"),
+                "iat": .int(seconds), "nbf": .int(seconds), "exp": .int(seconds + 3600), "name": .string("Ana Shift"),
+                "oid": .string("00000000-0000-0000-66f3-3332eca7ea81"), "preferred_username": .string("ana@contoso.com"),
+                "sub": .string("AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ"), "tid": .string(tenant), "ver": .string("2.0"),
+            ])
+            let keys = JWTKeyCollection()
+            await keys.add(rsa: IDTokenForger.strangerKey, digestAlgorithm: .sha256)
+            let idToken = try await keys.sign(claims, kid: JWKIdentifier(string: NativeAuthBrokerTests.kid))
+            let clientInfo = Base64URL.encode(Data("{\"uid\":\"00000000-0000-0000-66f3-3332eca7ea81\",\"utid\":\"\(tenant)\"}".utf8))
+            return .json(["token_type": "Bearer", "scope": "User.Read Files.Read openid profile offline_access", "expires_in": 4783,
+                          "access_token": "at-native", "refresh_token": "rt-native", "id_token": idToken, "client_info": clientInfo])
+        }
+    }
+
+    static func error(_ error: String, codes: [Int], suberror: String? = nil, _ text: String) -> HTTPResponse {
+        var body: [String: Any] = ["error": error, "error_description": "AADSTS\(codes[0]): \(text)", "error_codes": codes,
+                                   "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333", "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd"]
+        body["suberror"] = suberror
+        return .json(body, status: 400)
+    }
+
+    static var codeSent: [String: Any] { ["continuation_token": "ct-2", "challenge_type": "oob", "binding_method": "prompt",
+                                          "challenge_channel": "email", "challenge_target_label": "a***@co**o.com", "code_length": 8] }
+
+    @Test func aCodeSignInTellsWhereTheCodeWentLetsTheWorkerRetypeAndResendAndSignsInForEveryApp() async throws {
+        let kiosk = try Kiosk()
+        kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
+        kiosk.transport.enqueue(Self.challengePath, .json(Self.codeSent), .json(Self.codeSent.merging(["continuation_token": "ct-3"]) { $1 }))
+        // The last answer is the other app's silent refresh (the store's fake clock is past the token's expiry).
+        kiosk.transport.enqueue(Self.tokenPath, Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
+                                try await kiosk.tokens(), try await kiosk.tokens())
+        let started = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        let next = try #require(started?.parameters["next"]?.object, "\(String(describing: started))")
+        #expect(next["challenge"]?.string == "code" && next["codeLength"]?.int == 8 && next["sentTo"]?.string == "a***@co**o.com"
+                && next["channel"]?.string == "email", "\(next)")
+        let id = try #require(next["signInId"]?.string)
+        // Another app cannot finish (or even see) this sign-in.
+        let stolen = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "code": .string("12345678")], as: Self.timeclockUID)
+        #expect(stolen?.parameters["code"]?.string == "signInNotFound", "\(String(describing: stolen))")
+        // A wrong code: the sign-in stays open; a new code; then the right one.
+        let wrong = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("11111111")],
+                                     as: Self.scannerUID)
+        #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
+        let resent = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.scannerUID)
+        #expect(resent?.parameters["next"]?.object?["challenge"]?.string == "code", "\(String(describing: resent))")
+        let done = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("22222222")],
+                                    as: Self.scannerUID)
+        #expect(done?.parameters["result"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com", "\(String(describing: done))")
+        #expect(kiosk.transport.requests(to: Self.tokenPath).last?.form["continuation_token"] == "ct-3")
+        // The worker is the device's: the other app gets a token silently; the sign-in is closed.
+        let silent = await kiosk.call("AcquireTokenSilent", ["scopes": .array([.string("Files.Read")])], as: Self.timeclockUID)
+        #expect(silent?.parameters["result"]?.object?["accessToken"]?.string == "at-native", "\(String(describing: silent))")
+        let again = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "code": .string("22222222")], as: Self.scannerUID)
+        #expect(again?.parameters["code"]?.string == "signInNotFound")
+        let events = try kiosk.fixture.device.auditEvents()
+        let signedIn = events.filter { $0.type == .accountSignedIn }
+        #expect(signedIn.count == 1 && signedIn.first?.details["flow"] == "nativeAuth", "\(signedIn)")
+        #expect(!events.contains { "\($0)".contains("22222222") || "\($0)".contains("ct-3") })
+    }
+
+    @Test func aWrongPasswordIsAuditedEndsTheSignInAndCachesNothing() async throws {
+        let kiosk = try Kiosk()
+        kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
+        kiosk.transport.enqueue(Self.challengePath, .json(["continuation_token": "ct-2", "challenge_type": "password"]))
+        kiosk.transport.enqueue(Self.tokenPath, Self.error("invalid_grant", codes: [50126], "Error validating credentials due to invalid username or password."))
+        let started = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        let id = try #require(started?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: started))")
+        #expect(started?.parameters["next"]?.object?["challenge"]?.string == "password")
+        let refused = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "password": .string("Wrong-Pass-9")],
+                                       as: Self.scannerUID)
+        #expect(refused?.parameters["identityCode"]?.string == "invalid_credentials", "\(String(describing: refused))")
+        #expect(refused.map { "\($0)" }?.contains("Wrong-Pass-9") == false)
+        let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
+        #expect(current?.parameters["current"] == nil || current?.parameters["current"] == .null, "\(String(describing: current))")
+        let failed = try kiosk.fixture.device.auditEvents().filter { $0.type == .accountSignInFailed }
+        #expect(failed.count == 1 && failed.first?.details["flow"] == "nativeAuth" && failed.first?.account == "ana@contoso.com")
+        let closed = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "password": .string("x")], as: Self.scannerUID)
+        #expect(closed?.parameters["code"]?.string == "signInNotFound")
+    }
+
+    @Test func aPolicyWithoutNativeAuthRefusesItAndARedirectMeansTheBrowser() async throws {
+        let closed = try Kiosk(flows: ["deviceCode", "browser"])
+        let refused = await closed.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        #expect(refused?.parameters["code"]?.string == "flowNotAllowed", "\(String(describing: refused))")
+        #expect(closed.transport.requests(to: Self.initiatePath).isEmpty)
+
+        let open = try Kiosk()
+        open.transport.enqueue(Self.initiatePath, .json(["challenge_type": "redirect"]))
+        let redirect = await open.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        #expect(redirect?.parameters["identityCode"]?.string == "browser_required", "\(String(describing: redirect))")
+    }
+}
