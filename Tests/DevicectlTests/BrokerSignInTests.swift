@@ -132,7 +132,7 @@ import Testing
 
     /// Runs `devicectl ARGS --json` as `uid` through the broker, approves the device code it shows as
     /// `user`, and returns the finished process. `beforeApproval` runs once the code is shown.
-    static func approvingDeviceCode(_ daemon: Daemon, as uid: UInt32, _ arguments: [String], user: String,
+    static func approvingDeviceCode(_ daemon: Daemon, as uid: UInt32, _ arguments: [String], user: String, plugin: String = "oidc",
                                     beforeApproval: (ChildProcess) async throws -> Void = { _ in }) async throws -> ChildProcess {
         let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
         let process = try daemon.startDevicectl(as: uid, arguments + ["--json"])
@@ -144,7 +144,7 @@ import Testing
             return process
         }
         try await beforeApproval(process)
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user])
+        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user, "--plugin", plugin])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
         #expect(await process.waitForExit(timeout: 60), "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())")

@@ -279,6 +279,9 @@ extension IdentityCLITests {
     struct Provider: Sendable {
         let issuer: String
         let issuerES256: String
+        /// The B2C-shaped authorities of the two user flows, through tools/idp's proxy.
+        var b2cSignUpOrSignIn: String?
+        var b2cEditProfile: String?
 
         static let packageRoot = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -299,7 +302,8 @@ extension IdentityCLITests {
                 guard let issuer = values["ISSUER"], let es256 = values["ISSUER_ES256"] else {
                     return .failure(BackgroundProcessError(message: "tools/idp start printed no issuers: \(start.stdout)"))
                 }
-                return .success(Provider(issuer: issuer, issuerES256: es256))
+                return .success(Provider(issuer: issuer, issuerES256: es256, b2cSignUpOrSignIn: values["B2C_SUSI"],
+                                         b2cEditProfile: values["B2C_EDIT_PROFILE"]))
             } catch {
                 return .failure(BackgroundProcessError(message: "cannot run tools/idp: \(error)"))
             }
