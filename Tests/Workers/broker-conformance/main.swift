@@ -179,6 +179,20 @@ let subscription = Task {
 while events.all.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
 say("SubscribeAccountChanges ok \(events.all[0])")
 
+// The kiosk policy allows neither the password flow nor native authentication; an unknown native sign-in is not found.
+await step("SignInWithPassword") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.SignInWithPassword.self, .init(scopes: ["User.Read"], username: "worker1", password: "worker1-password")).result.source
+}
+await step("StartNativeSignIn") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.StartNativeSignIn.self, .init(username: "worker1")).next.challenge
+}
+await step("ResendNativeSignInCode") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.ResendNativeSignInCode.self, .init(signInId: "no-such-sign-in")).next.challenge
+}
+await step("SubmitNativeSignIn") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.SubmitNativeSignIn.self, .init(signInId: "no-such-sign-in", scopes: [], code: "12345678")).result.source
+}
+
 // The browser sign-in's first reply; closing the call drops it.
 await step("SignInWithBrowser") { () async throws(SharedDeviceClientError) in
     try await broker.stream(Broker1.SignInWithBrowser.self, .init(scopes: ["User.Read"], redirectUri: "http://127.0.0.1/")) {
