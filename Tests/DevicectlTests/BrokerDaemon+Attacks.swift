@@ -82,7 +82,8 @@ extension BrokerDaemon {
     /// tokens per group: the victim then gets tokens silently from the broker's cache.
     func signWorkerIn(tokens: Int = 3) async throws {
         let fill = try ChildProcess(product: "account-worker", ["fill", cli.stateDirectory.path, "\(tokens)"])
-        try #require(await fill.waitForExit(timeout: 60) && fill.status == 0, "fill: \(fill.standardError)")
+        try #require(await fill.waitForExit(timeout: 60) && fill.status == 0,
+                     "fill: \(fill.reasonDescription) \(fill.status): \(fill.standardError) \(fill.standardOutput)")
     }
 
     /// `keychain verify` and `audit verify` as root, straight on the store: both must hold after an attack.

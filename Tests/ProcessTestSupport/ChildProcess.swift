@@ -205,9 +205,14 @@ public final class ChildProcess: @unchecked Sendable {
         output.withLock { index < $0.lineArrivals.count ? $0.lineArrivals[index] : nil }
     }
 
-    /// Sends `signal` to the child; `false` if it could not be delivered (the child is gone).
+    /// Sends `signal` to the child; `false` if it could not be delivered (the child is gone). A child that
+    /// has exited gets nothing: its pid may already belong to another process (pids wrap at
+    /// /proc/sys/kernel/pid_max, 32768 here, and a full test run starts thousands of processes).
     @discardableResult
-    public func send(_ signal: Int32) -> Bool { kill(pid, signal) == 0 }
+    public func send(_ signal: Int32) -> Bool {
+        guard !hasExited else { return false }
+        return kill(pid, signal) == 0
+    }
 
     /// Whether the child has exited (its output may still be draining).
     public var hasExited: Bool { output.withLock { $0.exited } }

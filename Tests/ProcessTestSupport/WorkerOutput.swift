@@ -11,7 +11,12 @@ public enum WorkerOutput {
     /// Writes `line` and a newline to standard output with one write(2). Exits 1 if nobody reads the
     /// pipe any more (there is no one left to report to).
     public static func say(_ line: String) {
-        guard write(line + "\n", to: STDOUT_FILENO) else { exit(1) }
+        guard write(line + "\n", to: STDOUT_FILENO) else {
+            // Say why on standard error (a test's failure message shows it), then stop.
+            let reason = String(cString: strerror(errno))
+            _ = write("error: cannot write to standard output (\(reason))\n", to: STDERR_FILENO)
+            exit(1)
+        }
     }
 
     /// Writes `error: <message>` to standard error and exits with status 1.
