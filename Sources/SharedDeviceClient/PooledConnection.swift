@@ -19,23 +19,28 @@ final class PooledConnection: Sendable {
         // The connection's own event loop, so the handler completes the promise without a hop.
         let loop = group.next()
         let peer = loop.makePromise(of: VarlinkPeer.self)
+        // The waiter is kept from the initializer, not looked up in the pipeline afterwards: a broker that
+        // refuses the connection (TooManyConnections, then the close) may have closed it by then, and its
+        // handlers are gone from the pipeline while the refusal waits in the waiter for the first call.
+        let installed = loop.makePromise(of: NIOLoopBound<ReplyWaiter>.self)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: loop).channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let waiter = ReplyWaiter()
                     try channel.pipeline.syncOperations.addHandlers([
                         PeerCredentialsCapture(peer),
-                        ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: maximumReplyBytes)), ReplyWaiter(),
+                        ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: maximumReplyBytes)), waiter,
                     ])
+                    installed.succeed(NIOLoopBound(waiter, eventLoop: channel.eventLoop))
                 }
             }.connect(unixDomainSocketPath: path).get()
         } catch {
             peer.fail(error)
+            installed.fail(error)
             throw error
         }
-        let waiter = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ReplyWaiter.self), eventLoop: channel.eventLoop)
-        }.get()
+        let waiter = try await installed.futureResult.get()
         return PooledConnection(channel: channel, peer: peer.futureResult, waiter: waiter)
     }
 
