@@ -47,7 +47,7 @@ extension Broker {
         case (_, _, .code): throw .invalidParameter("code")
         }
         do {
-            let result = try await withPasswordThrottle(caller, application, flow: .nativeAuth) { () async throws(SharedDeviceError) in
+            let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
                 try await application.completeNativeSignIn(entry.step, credential: credential, scopes: parameters.scopes, msalClientID: entry.msalClientID)
             }
             nativeSignIns.close(parameters.signInId)

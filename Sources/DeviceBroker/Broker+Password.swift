@@ -9,7 +9,7 @@ extension Broker {
     func signInWithPassword(_ parameters: Broker1.SignInWithPassword.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignInWithPassword.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword")
         let credentials = try ParameterCheck.credentials(username: parameters.username, password: parameters.password)
-        let result = try await withPasswordThrottle(caller, application, flow: .password) { () async throws(SharedDeviceError) in
+        let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
             try await application.acquireToken(InteractiveTokenParameters(
                 scopes: parameters.scopes, flow: .password(username: credentials.username, password: credentials.password),
                 msalClientID: parameters.msalClientId))
@@ -17,16 +17,10 @@ extension Broker {
         return Broker1.SignInWithPassword.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
     }
 
-    /// Runs a sign-in that takes a password or code the worker typed (`body`, a `flow` the policy must
-    /// list) under the device's throttle: refused without asking the provider while the back-off runs or
-    /// another such sign-in does; a refused password or code counts toward it.
-    func withPasswordThrottle<T>(_ caller: BrokerCaller, _ application: ApplicationEngine, flow: DevicePolicy.SignInFlow,
-                                 _ body: () async throws(SharedDeviceError) -> T) async throws(BrokerFailure) -> T {
-        // The policy must allow the flow before the throttle counts anything.
-        guard application.configuration.allowedFlows.contains(flow) else {
-            throw BrokerFailure(SharedDeviceError(.flowNotAllowed,
-                "the device policy does not allow \(flow.rawValue) sign-in (authority.flows lists \(application.configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"\(flow.rawValue)\""))
-        }
+    /// Runs a sign-in that takes a password or code the worker typed (`body`) under the device's throttle:
+    /// refused without asking the provider while the back-off runs or another such sign-in does; a refused
+    /// password or code counts toward it. (The engine refuses a flow the policy does not list.)
+    func withPasswordThrottle<T>(_ caller: BrokerCaller, _ body: () async throws(SharedDeviceError) -> T) async throws(BrokerFailure) -> T {
         let limits = self.limits
         do {
             try passwordThrottle.begin()
@@ -45,11 +39,11 @@ extension Broker {
         }
         do {
             let value = try await body()
-            passwordThrottle.end(failed: false, succeeded: true, limits: limits)
+            passwordThrottle.end(.succeeded, limits: limits)
             return value
         } catch {
             let refused = [.invalidCredentials, .invalidCode].contains(error.identityError?.code)
-            if let backoff = passwordThrottle.end(failed: refused, succeeded: false, limits: limits) {
+            if let backoff = passwordThrottle.end(refused ? .refused : .failed, limits: limits) {
                 logger.notice("password sign-ins are held back after repeated failures", metadata: ["password.backoff_seconds": "\(backoff)"])
             }
             throw BrokerFailure(error)

@@ -16,6 +16,10 @@ extension Broker {
         let application: ApplicationEngine
         var interactive: InteractiveTokenParameters
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
+        let reportSignOut: @Sendable (AccountManager.SignOutOutcome?) async -> Void = { signedOut in
+            await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
+                account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
+        }
         switch parameters.flow ?? "deviceCode" {
         case "deviceCode":
             application = try self.application(for: caller)
@@ -34,21 +38,15 @@ extension Broker {
             interactive = InteractiveTokenParameters(scopes: parameters.scopes,
                                                      flow: .password(username: credentials.username, password: credentials.password))
             shown.finish()
-            let result = try await withPasswordThrottle(caller, application, flow: .password) { () async throws(SharedDeviceError) in
-                try await application.switchWorker(interactive, reason: reason) { signedOut in
-                    await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
-                        account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
-                }
+            let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
+                try await application.switchWorker(interactive, reason: reason, signedOut: reportSignOut)
             }
             await replies.last(Broker1.SwitchWorker.Reply(result: Broker1.AuthenticationResult(result)))
             return
         default:
             throw .invalidParameter("flow")
         }
-        async let outcome = Self.switchWorker(application, interactive, reason: reason, shown: shown) { signedOut in
-            await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
-                account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
-        }
+        async let outcome = Self.switchWorker(application, interactive, reason: reason, shown: shown, signedOut: reportSignOut)
         for await session in sessions {
             await replies.next(Broker1.SwitchWorker.Reply(verification: Broker1.DeviceCodeVerification(session)))
         }

@@ -44,19 +44,32 @@ final class PasswordThrottle: Sendable {
         }
     }
 
-    /// Ends the attempt begun last: `failed` (the provider refused the password) counts toward the back-off;
-    /// a success ends it; anything else (the provider unreachable, a cancellation) changes nothing.
+    /// How an attempt ended.
+    enum Outcome {
+        /// Signed in: the back-off ends.
+        case succeeded
+        /// The provider refused the password or code: counts toward the back-off.
+        case refused
+        /// Anything else (the provider unreachable, a cancellation): changes nothing.
+        case failed
+    }
+
+    /// Ends the attempt begun last.
     /// - Returns: the back-off that starts now, in seconds, if one does.
     @discardableResult
-    func end(failed: Bool, succeeded: Bool, limits: DevicePolicy.Limits) -> Int? {
+    func end(_ outcome: Outcome, limits: DevicePolicy.Limits) -> Int? {
         let now = clock()
         return state.withLock { state -> Int? in
             state.running = false
-            if succeeded {
+            switch outcome {
+            case .succeeded:
                 state = State()
                 return nil
+            case .failed:
+                return nil
+            case .refused:
+                break
             }
-            guard failed else { return nil }
             state.failures += 1
             let beyond = state.failures - limits.passwordFailuresBeforeBackoff
             guard beyond >= 0 else { return nil }

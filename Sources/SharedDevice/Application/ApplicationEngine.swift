@@ -136,10 +136,18 @@ public final class ApplicationEngine: Sendable {
         var logger = self.logger
         logger[metadataKey: "correlation_id"] = "\(correlationID)"
         let (grant, response) = try await interactiveGrant(parameters, logger: logger)
+        return try signIn(grant, response, flow: parameters.flow.policyFlow, msalClientID: parameters.msalClientID,
+                          correlationID: correlationID, logger: logger)
+    }
+
+    /// Caches the tokens of an interactive grant (`account.signed_in` names the flow and the MSAL client id)
+    /// and returns the call's result.
+    private func signIn(_ grant: TokenGrant, _ response: TokenResponse, flow: DevicePolicy.SignInFlow, msalClientID: String?,
+                        correlationID: String, logger: Logger) throws(SharedDeviceError) -> AuthenticationResult {
         let account: DeviceAccount
         do {
-            var details = ["flow": parameters.flow.policyFlow.rawValue]
-            details["msalClientId"] = parameters.msalClientID
+            var details = ["flow": flow.rawValue]
+            details["msalClientId"] = msalClientID
             account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
                                                 accessGroup: tokenGroup, correlationID: correlationID, auditDetails: details)
         } catch {
@@ -162,6 +170,8 @@ public final class ApplicationEngine: Sendable {
     ///   sign-out stands then, nobody is signed in, and the message says so.
     public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
                              signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void = { _ in }) async throws(SharedDeviceError) -> AuthenticationResult {
+        // A flow the policy does not list is refused before anyone is signed out.
+        try checkAllowed(parameters.flow.policyFlow)
         let shift = try accountManager.beginSwitch(app: app, reason: reason)
         await signedOut(shift.signedOut)
         var logger = self.logger
@@ -182,10 +192,7 @@ public final class ApplicationEngine: Sendable {
     private func interactiveGrant(_ parameters: InteractiveTokenParameters, logger: Logger) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
-        guard configuration.allowedFlows.contains(parameters.flow.policyFlow) else {
-            throw SharedDeviceError(.flowNotAllowed,
-                "the device policy does not allow \(parameters.flow.policyFlow.rawValue) sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add it")
-        }
+        try checkAllowed(parameters.flow.policyFlow)
         var parameters = parameters
         if case .password(let username, _) = parameters.flow {
             // The worker the password is for: in shared mode with a worker signed in, no one else.
@@ -378,7 +385,7 @@ public final class ApplicationEngine: Sendable {
     /// that worker (after `interactionRequired`), so their username is the hint when the app gives none;
     /// a hint naming another worker is refused before anyone spends time at the authority. (The check
     /// that counts comes when the tokens arrive: whoever signs in, only the current worker is accepted.)
-    private func loginHint(for requested: String?) throws(SharedDeviceError) -> String? {
+    func loginHint(for requested: String?) throws(SharedDeviceError) -> String? {
         guard deviceInformation().information.mode == .shared, let current = try currentAccount().current,
               let username = current.username else { return requested }
         guard let requested else { return username }
@@ -389,14 +396,12 @@ public final class ApplicationEngine: Sendable {
         return requested
     }
 
-    /// The native sign-in's username checked as a login hint (shared mode: only the signed-in worker).
-    func loginHintForNativeSignIn(_ username: String) throws(SharedDeviceError) -> String? {
-        try loginHint(for: username)
-    }
-
-    /// `decode(_:)` for the extensions.
-    func decodeGrant(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
-        try decode(grant)
+    /// - Throws: `flowNotAllowed` unless the policy's `authority.flows` lists `flow`.
+    func checkAllowed(_ flow: DevicePolicy.SignInFlow) throws(SharedDeviceError) {
+        guard configuration.allowedFlows.contains(flow) else {
+            throw SharedDeviceError(.flowNotAllowed,
+                "the device policy does not allow \(flow.rawValue) sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"\(flow.rawValue)\"")
+        }
     }
 
     /// The group the app's tokens live in.
@@ -420,7 +425,7 @@ public final class ApplicationEngine: Sendable {
                             requestedScopes: scopes)
     }
 
-    private func decode(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
+    func decode(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
         do {
             return try TokenResponse.decode(grant.body)
         } catch {
@@ -444,11 +449,8 @@ extension ApplicationEngine {
     /// - Throws: `flowNotAllowed`, `accountAlreadySignedIn`; `.identity` with `userNotFound`,
     ///   `browserRequired`, `unsupported` (not a ciamlogin.com authority), …
     public func startNativeSignIn(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
-        guard configuration.allowedFlows.contains(.nativeAuth) else {
-            throw SharedDeviceError(.flowNotAllowed,
-                "the device policy does not allow native sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"nativeAuth\"")
-        }
-        _ = try loginHintForNativeSignIn(username)
+        try checkAllowed(.nativeAuth)
+        _ = try loginHint(for: username)
         do {
             return try await identity.startNativeSignIn(username: username)
         } catch {
@@ -485,11 +487,8 @@ extension ApplicationEngine {
             throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
         }
         let correlationID = AccountManager.newCorrelationID()
-        var details = ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue]
-        details["msalClientId"] = msalClientID
-        let account = try accountManager.signIn(try decodeGrant(grant), context: context(scopes: grant.scopes), app: app,
-                                                accessGroup: tokenGroup, correlationID: correlationID, auditDetails: details)
-        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
-                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
+        var logger = self.logger
+        logger[metadataKey: "correlation_id"] = "\(correlationID)"
+        return try signIn(grant, try decode(grant), flow: .nativeAuth, msalClientID: msalClientID, correlationID: correlationID, logger: logger)
     }
 }
