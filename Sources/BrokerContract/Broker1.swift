@@ -872,6 +872,51 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// The accounts the caller's app holds (MSAL's allAccounts). Shared mode: the signed-in worker's — one, or
+    /// one per Azure AD B2C user flow they signed in through (pick one by its policy, as MSAL's
+    /// getAccountByPolicy: the home account id `<oid>-<policy>.<tenant>`); none when nobody is signed in.
+    public enum GetAccounts: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.GetAccounts"
+
+        /// The parameters of a call of GetAccounts.
+        public struct Parameters: VarlinkStruct, Hashable {
+            /// A value with every field given (optional ones default to nil).
+            public init() {}
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                _ = (fields, path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [:]
+            }
+        }
+
+        /// A reply of GetAccounts.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var accounts: [Account]
+
+            /// A value with every field given (optional ones default to nil).
+            public init(accounts: [Account]) {
+                self.accounts = accounts
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                accounts = try VarlinkField.array(fields, "accounts", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Account.self) }
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "accounts": .array(accounts.map { .object($0.varlinkFields) }),
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
     /// Signs a worker in by device code; call with `more`. The first reply carries `verification` (show it to
     /// the worker); the last carries `result`. Closing the connection cancels the sign-in; nothing is cached.
     public enum SignInWithDeviceCode: VarlinkMethod {
@@ -882,18 +927,21 @@ extension Broker1 {
             public var scopes: [String]
             public var loginHint: String?
             public var msalClientId: String?
+            public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], loginHint: String? = nil, msalClientId: String? = nil) {
+            public init(scopes: [String], loginHint: String? = nil, msalClientId: String? = nil, authority: String? = nil) {
                 self.scopes = scopes
                 self.loginHint = loginHint
                 self.msalClientId = msalClientId
+                self.authority = authority
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
                 loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
                 msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -909,6 +957,11 @@ extension Broker1 {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
                     fields["msalClientId"] = .null
+                }
+                if let authority = self.authority {
+                    fields["authority"] = .string(authority)
+                } else if !omittingAbsent {
+                    fields["authority"] = .null
                 }
                 return fields
             }
@@ -964,15 +1017,17 @@ extension Broker1 {
             public var prompt: String?
             public var timeout: Int?
             public var msalClientId: String?
+            public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], redirectUri: String, loginHint: String? = nil, prompt: String? = nil, timeout: Int? = nil, msalClientId: String? = nil) {
+            public init(scopes: [String], redirectUri: String, loginHint: String? = nil, prompt: String? = nil, timeout: Int? = nil, msalClientId: String? = nil, authority: String? = nil) {
                 self.scopes = scopes
                 self.redirectUri = redirectUri
                 self.loginHint = loginHint
                 self.prompt = prompt
                 self.timeout = timeout
                 self.msalClientId = msalClientId
+                self.authority = authority
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -982,6 +1037,7 @@ extension Broker1 {
                 prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
                 msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1008,6 +1064,11 @@ extension Broker1 {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
                     fields["msalClientId"] = .null
+                }
+                if let authority = self.authority {
+                    fields["authority"] = .string(authority)
+                } else if !omittingAbsent {
+                    fields["authority"] = .null
                 }
                 return fields
             }
@@ -1066,13 +1127,15 @@ extension Broker1 {
             public var username: String
             public var password: String
             public var msalClientId: String?
+            public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], username: String, password: String, msalClientId: String? = nil) {
+            public init(scopes: [String], username: String, password: String, msalClientId: String? = nil, authority: String? = nil) {
                 self.scopes = scopes
                 self.username = username
                 self.password = password
                 self.msalClientId = msalClientId
+                self.authority = authority
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -1080,6 +1143,7 @@ extension Broker1 {
                 username = try VarlinkField.string(fields, "username", path)
                 password = try VarlinkField.string(fields, "password", path)
                 msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1092,6 +1156,11 @@ extension Broker1 {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
                     fields["msalClientId"] = .null
+                }
+                if let authority = self.authority {
+                    fields["authority"] = .string(authority)
+                } else if !omittingAbsent {
+                    fields["authority"] = .null
                 }
                 return fields
             }
@@ -1537,18 +1606,21 @@ extension Broker1 {
             public var scopes: [String]
             public var forceRefresh: Bool?
             public var msalClientId: String?
+            public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], forceRefresh: Bool? = nil, msalClientId: String? = nil) {
+            public init(scopes: [String], forceRefresh: Bool? = nil, msalClientId: String? = nil, authority: String? = nil) {
                 self.scopes = scopes
                 self.forceRefresh = forceRefresh
                 self.msalClientId = msalClientId
+                self.authority = authority
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
                 forceRefresh = VarlinkField.isAbsent(fields, "forceRefresh") ? nil : try VarlinkField.bool(fields, "forceRefresh", path)
                 msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1564,6 +1636,11 @@ extension Broker1 {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
                     fields["msalClientId"] = .null
+                }
+                if let authority = self.authority {
+                    fields["authority"] = .string(authority)
+                } else if !omittingAbsent {
+                    fields["authority"] = .null
                 }
                 return fields
             }
@@ -2289,7 +2366,8 @@ extension Broker1 {
     /// noCurrentAccount, currentAccountMismatch, tokenCache, identity, flowNotAllowed (the policy's
     /// `authority.flows` does not list the sign-in's flow), msalClientNotAllowed (the call's
     /// `msalClientId` is not in the app's `msalClientIds`), noIdToken (the call names an `msalClientId` but the
-    /// provider issued no ID token for the account), …; a store failure is KeychainError).
+    /// provider issued no ID token for the account), authorityNotAllowed (the call's `authority` is neither the
+    /// policy's issuer nor one of its knownAuthorities), …; a store failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's
@@ -2420,6 +2498,7 @@ extension Broker1 {
         case reportActivity(ReportActivity.Parameters)
         case getDeviceInformation(GetDeviceInformation.Parameters)
         case getCurrentAccount(GetCurrentAccount.Parameters)
+        case getAccounts(GetAccounts.Parameters)
         case signInWithDeviceCode(SignInWithDeviceCode.Parameters)
         case signInWithBrowser(SignInWithBrowser.Parameters)
         case signInWithPassword(SignInWithPassword.Parameters)
@@ -2446,6 +2525,7 @@ extension Broker1 {
             case ReportActivity.qualifiedName: self = .reportActivity(try VarlinkField.parameters(of: call))
             case GetDeviceInformation.qualifiedName: self = .getDeviceInformation(try VarlinkField.parameters(of: call))
             case GetCurrentAccount.qualifiedName: self = .getCurrentAccount(try VarlinkField.parameters(of: call))
+            case GetAccounts.qualifiedName: self = .getAccounts(try VarlinkField.parameters(of: call))
             case SignInWithDeviceCode.qualifiedName: self = .signInWithDeviceCode(try VarlinkField.parameters(of: call))
             case SignInWithBrowser.qualifiedName: self = .signInWithBrowser(try VarlinkField.parameters(of: call))
             case SignInWithPassword.qualifiedName: self = .signInWithPassword(try VarlinkField.parameters(of: call))
@@ -2473,6 +2553,7 @@ extension Broker1 {
             case .reportActivity: "ReportActivity"
             case .getDeviceInformation: "GetDeviceInformation"
             case .getCurrentAccount: "GetCurrentAccount"
+            case .getAccounts: "GetAccounts"
             case .signInWithDeviceCode: "SignInWithDeviceCode"
             case .signInWithBrowser: "SignInWithBrowser"
             case .signInWithPassword: "SignInWithPassword"

@@ -17,7 +17,8 @@ extension Broker {
     }
 
     func acquireTokenSilent(_ parameters: Broker1.AcquireTokenSilent.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.AcquireTokenSilent.Reply {
-        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "AcquireTokenSilent")
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "AcquireTokenSilent",
+                                          authority: parameters.authority)
         let result: SharedDevice.AuthenticationResult
         do {
             result = try await application.acquireTokenSilent(scopes: parameters.scopes, forceRefresh: parameters.forceRefresh ?? false,
@@ -26,6 +27,15 @@ extension Broker {
             throw BrokerFailure(error)
         }
         return Broker1.AcquireTokenSilent.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
+    }
+
+    func accounts(caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetAccounts.Reply {
+        let application = try application(for: caller)
+        do {
+            return Broker1.GetAccounts.Reply(accounts: try application.accounts().map(Broker1.Account.init))
+        } catch {
+            throw BrokerFailure(error)
+        }
     }
 
     func signOut(_ parameters: Broker1.SignOut.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignOut.Reply {
@@ -67,7 +77,8 @@ extension Broker {
     /// away the task is cancelled, the polling stops, and nothing is cached.
     func signInWithDeviceCode(_ parameters: Broker1.SignInWithDeviceCode.Parameters, caller: BrokerCaller,
                               replies: ReplyStream<Broker1.SignInWithDeviceCode.Reply>) async throws(BrokerFailure) {
-        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithDeviceCode")
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithDeviceCode",
+                                          authority: parameters.authority)
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
         async let outcome = Self.deviceCodeSignIn(application, scopes: parameters.scopes, loginHint: parameters.loginHint,
                                                   msalClientID: parameters.msalClientId, shown: shown)
@@ -98,7 +109,8 @@ extension Broker {
         let redirectURI = try ParameterCheck.redirectURI(parameters.redirectUri)
         let prompt = try ParameterCheck.prompt(parameters.prompt)
         let timeout = try ParameterCheck.browserTimeout(parameters.timeout)
-        let application = try browserApplication(for: caller, redirectURI: redirectURI, msalClientID: parameters.msalClientId)
+        let application = try browserApplication(for: caller, redirectURI: redirectURI, msalClientID: parameters.msalClientId,
+                                                 authority: parameters.authority)
         let result: SharedDevice.AuthenticationResult
         do {
             result = try await application.acquireToken(InteractiveTokenParameters(
@@ -112,8 +124,9 @@ extension Broker {
     }
 
     /// The caller's app with the caller's loopback redirect URI, on which the broker listens for the browser.
-    func browserApplication(for caller: BrokerCaller, redirectURI: URL, msalClientID: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
-        let shared = try application(for: caller, msalClientID: msalClientID, method: "SignInWithBrowser")
+    func browserApplication(for caller: BrokerCaller, redirectURI: URL, msalClientID: String? = nil,
+                            authority: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
+        let shared = try application(for: caller, msalClientID: msalClientID, method: "SignInWithBrowser", authority: authority)
         do {
             var configuration = shared.configuration
             configuration.redirectURI = redirectURI

@@ -14,8 +14,8 @@ extension Broker {
     /// app's `msalClientIds`.
     /// - Throws: `CallerNotInPolicy`; `InvalidParameter` for an id that is empty, too long or not printable;
     ///   `AccountError` `msalClientNotAllowed` (audited, coalesced) for an id the policy does not list.
-    func application(for caller: BrokerCaller, msalClientID: String?, method: String) throws(BrokerFailure) -> ApplicationEngine {
-        let application = try application(for: caller)
+    func application(for caller: BrokerCaller, msalClientID: String?, method: String, authority: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
+        let application = try application(for: caller, authority: authority)
         guard let msalClientID else { return application }
         guard !msalClientID.isEmpty, msalClientID.count <= Self.maximumMSALClientIDLength,
               msalClientID.unicodeScalars.allSatisfy({ $0.properties.generalCategory != .control && $0 != " " }) else {

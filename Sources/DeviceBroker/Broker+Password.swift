@@ -7,7 +7,8 @@ import SharedDevice
 // `SignInWithPassword`: the kiosk's own screen took the worker's username and password.
 extension Broker {
     func signInWithPassword(_ parameters: Broker1.SignInWithPassword.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignInWithPassword.Reply {
-        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword")
+        let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword",
+                                          authority: parameters.authority)
         let credentials = try ParameterCheck.credentials(username: parameters.username, password: parameters.password)
         let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
             try await application.acquireToken(InteractiveTokenParameters(

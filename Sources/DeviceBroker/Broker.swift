@@ -123,7 +123,7 @@ public final class Broker: Sendable {
     /// sign-out. A caller the policy does not list does not count.
     static func isActivity(_ call: Broker1.Call) -> Bool {
         switch call {
-        case .getCurrentAccount, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .switchWorker,
+        case .getCurrentAccount, .getAccounts, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .switchWorker,
              .startNativeSignIn, .resendNativeSignInCode, .submitNativeSignIn,
              .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
             true
@@ -145,6 +145,8 @@ public final class Broker: Sendable {
             _ = await reply(VarlinkReply(Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))))
         case .getCurrentAccount(let parameters):
             _ = await reply(VarlinkReply(try currentAccount(parameters, caller: caller)))
+        case .getAccounts:
+            _ = await reply(VarlinkReply(try accounts(caller: caller)))
         case .acquireTokenSilent(let parameters):
             _ = await reply(VarlinkReply(try await acquireTokenSilent(parameters, caller: caller)))
         case .signInWithDeviceCode(let parameters):
@@ -192,27 +194,44 @@ public final class Broker: Sendable {
 
     // MARK: - Who is calling
 
-    /// The policy's app for the caller's uid.
+    /// The policy's app for the caller's uid, signing in at `authority` (one of the policy's
+    /// `knownAuthorities`: `callAuthority`) or at the policy's issuer. One engine per app and authority.
     /// - Throws: `CallerNotInPolicy` (audited, coalesced per uid: see `RefusalAudit`) when the policy lists no app with
-    ///   that uid or the device is not provisioned.
-    func application(for caller: BrokerCaller, audit: Bool = true) throws(BrokerFailure) -> ApplicationEngine {
+    ///   that uid or the device is not provisioned; AccountError `authorityNotAllowed`.
+    func application(for caller: BrokerCaller, audit: Bool = true, authority requested: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
         let (record, policy) = try currentPolicy()
         guard let record, let policy, let app = policy.app(uid: caller.uid) else {
             if audit { auditRefusal(of: caller, provisioned: record != nil) }
             throw .callerNotInPolicy(caller, provisioned: record != nil)
         }
-        if let cached = applications.withLock({ $0[app.id] }), cached.policySHA == record.policySHA256 {
+        let authority = try Self.callAuthority(requested, policy: policy)
+        let key = authority.map { "\(app.id) \($0)" } ?? app.id
+        if let cached = applications.withLock({ $0[key] }), cached.policySHA == record.policySHA256 {
             return cached.application
         }
+        var configuration = ApplicationEngineConfiguration(appID: app.id, policy: policy)
+        if let authority { configuration.authority = authority }
         let application: ApplicationEngine
         do {
-            application = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: app.id, policy: policy),
-                                                device: device, transport: transport, accounts: accounts, logger: logger)
+            application = try ApplicationEngine(configuration: configuration, device: device, transport: transport, accounts: accounts, logger: logger)
         } catch {
             throw BrokerFailure(error)
         }
-        applications.withLock { $0[app.id] = (record.policySHA256, application) }
+        applications.withLock { $0[key] = (record.policySHA256, application) }
         return application
+    }
+
+    /// The canonical form of a call's `authority`, which must be the policy's issuer or one of its
+    /// `knownAuthorities` (MSAL's rule for B2C authorities); nil for the policy's issuer (or none given).
+    /// - Throws: `InvalidParameter` for an overlong value; AccountError `authorityNotAllowed`.
+    static func callAuthority(_ requested: String?, policy: DevicePolicy) throws(BrokerFailure) -> String? {
+        guard let requested, !requested.isEmpty else { return nil }
+        guard requested.utf8.count <= 2048 else { throw .invalidParameter("authority") }
+        guard let listed = policy.authority.listedAuthority(requested) else {
+            throw BrokerFailure(Broker1.AccountError(code: "authorityNotAllowed", message: policy.authority.unlistedAuthorityMessage(requested),
+                                                     msalStatus: nil, identityCode: nil))
+        }
+        return policy.authority.isIssuer(listed) ? nil : listed.absoluteString
     }
 
     /// The device record and its policy, decrypted and decoded again only when the store changed.

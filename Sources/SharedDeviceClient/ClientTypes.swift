@@ -21,6 +21,13 @@ public struct Account: Sendable, Hashable {
         self.name = name
         self.localAccountID = localAccountID
     }
+
+    /// Whether this is the account of the Azure AD B2C user flow `policy` (`B2C_1_susi`): its home account
+    /// id is `<oid>-<policy>.<tenant>`, compared case-insensitively (MSAL's `getAccountByPolicy`).
+    public func isAccount(ofPolicy policy: String) -> Bool {
+        guard let oid = localAccountID?.lowercased() else { return false }
+        return homeAccountID.lowercased().hasPrefix("\(oid)-\(policy.lowercased()).")
+    }
 }
 
 /// The device's current worker for this app, and the one before (MSAL's getCurrentAccount).
@@ -101,12 +108,16 @@ public struct InteractiveTokenParameters: Sendable {
     /// The MSAL client id of a request that came through Microsoft's broker protocol (the MSAL bridge):
     /// it must be among the app's `msalClientIds` in the device policy; the result then carries the ID token.
     public var msalClientID: String?
+    /// The authority to sign in at (MSAL's `parameters.authority`) when it is not the device policy's
+    /// issuer: one of the policy's `knownAuthorities`, such as an Azure AD B2C edit-profile user flow.
+    public var authority: String?
 
-    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil, msalClientID: String? = nil) {
+    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil, msalClientID: String? = nil, authority: String? = nil) {
         self.scopes = scopes
         self.flow = flow
         self.loginHint = loginHint
         self.msalClientID = msalClientID
+        self.authority = authority
     }
 }
 

@@ -50,6 +50,20 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
+    /// The accounts this app holds (MSAL's allAccounts): on a shared device the signed-in worker's, one per
+    /// Azure AD B2C user flow they signed in through; empty when nobody is signed in.
+    public func accounts() async throws(SharedDeviceClientError) -> [Account] {
+        try await broker.run(Broker1.GetAccounts.self, .init()) { reply throws(SharedDeviceClientError) in
+            reply.accounts.map(Account.init)
+        }
+    }
+
+    /// The account of the Azure AD B2C user flow `policy` (MSAL's sample `getAccountByPolicy`), nil when
+    /// the worker has not signed in through it.
+    public func account(forPolicy policy: String) async throws(SharedDeviceClientError) -> Account? {
+        try await accounts().first { $0.isAccount(ofPolicy: policy) }
+    }
+
     /// Tells the broker the worker is active (input on the kiosk): the idle sign-out's clock starts over
     /// and a warning out is canceled. Returns the clock, nil when the policy has no idle sign-out.
     @discardableResult
@@ -64,10 +78,13 @@ public final class PublicClientApplication: Sendable {
     /// A token for `scopes` without UI (MSAL's acquireTokenSilent): the broker's cached access token, else
     /// a refresh. Throws `account` with `interactionRequired` (-50002) when a sign-in is needed.
     /// `msalClientID`: the MSAL client id of a request that came through Microsoft's broker protocol (see
-    /// `InteractiveTokenParameters.msalClientID`); the result then carries the ID token.
-    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false,
-                                   msalClientID: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
-        try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil, msalClientId: msalClientID)) {
+    /// `InteractiveTokenParameters.msalClientID`); the result then carries the ID token. `authority`: one of
+    /// the device policy's `knownAuthorities` (an Azure AD B2C user flow, MSAL's `parameters.authority`):
+    /// that flow's token, under the worker's account of that flow.
+    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false, msalClientID: String? = nil,
+                                   authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil, msalClientId: msalClientID,
+                                                                    authority: authority)) {
             reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
@@ -79,10 +96,11 @@ public final class PublicClientApplication: Sendable {
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceClientError) -> AuthenticationResult {
         switch parameters.flow {
         case .password(let username, let password):
-            return try await signIn(username: username, password: password, scopes: parameters.scopes, msalClientID: parameters.msalClientID)
+            return try await signIn(username: username, password: password, scopes: parameters.scopes, msalClientID: parameters.msalClientID,
+                                    authority: parameters.authority)
         case .deviceCode(let showCode):
             return try await broker.run(Broker1.SignInWithDeviceCode.self, .init(scopes: parameters.scopes, loginHint: parameters.loginHint,
-                                                                                      msalClientId: parameters.msalClientID),
+                                                                                      msalClientId: parameters.msalClientID, authority: parameters.authority),
                                         more: true) { reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let verification = reply.verification { await showCode(DeviceCodeVerification(verification)) }
@@ -90,7 +108,8 @@ public final class PublicClientApplication: Sendable {
             }
         case .browser(let redirectURI, let prompt, let timeout, let openBrowser):
             let call = Broker1.SignInWithBrowser.Parameters(scopes: parameters.scopes, redirectUri: redirectURI, loginHint: parameters.loginHint,
-                                                            prompt: prompt, timeout: timeout, msalClientId: parameters.msalClientID)
+                                                            prompt: prompt, timeout: timeout, msalClientId: parameters.msalClientID,
+                                                            authority: parameters.authority)
             return try await broker.run(Broker1.SignInWithBrowser.self, call, more: true) { reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let address = reply.authorizationUrl {
@@ -110,10 +129,10 @@ public final class PublicClientApplication: Sendable {
     /// `identityCode` `invalid_credentials` for a wrong username or password (nothing cached, the failure
     /// audited), `limitExceeded` `passwordBackoff` while the device holds password sign-ins back after
     /// repeated failures, `account` `flowNotAllowed` where the policy does not allow it.
-    public func signIn(username: String, password: String, scopes: [String],
-                       msalClientID: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
+    public func signIn(username: String, password: String, scopes: [String], msalClientID: String? = nil,
+                       authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
         try await broker.run(Broker1.SignInWithPassword.self, .init(scopes: scopes, username: username, password: password,
-                                                                    msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
+                                                                    msalClientId: msalClientID, authority: authority)) { reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
     }

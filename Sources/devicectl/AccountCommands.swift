@@ -48,15 +48,21 @@ enum AccountText {
 struct ShowAccount: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "account",
-        abstract: "Show the current and previous account (MSAL's getCurrentAccount) for an app, or for the device.")
+        abstract: "Show the current and previous account (MSAL's getCurrentAccount) for an app, or for the device.",
+        discussion: """
+        --all lists the accounts the app holds instead (MSAL's allAccounts: on a shared device the worker's, one per         B2C user flow they signed in through); --policy P only the one of user flow P (MSAL's getAccountByPolicy).
+        """)
 
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("The app asking (its previous account is the one it saw last).", valueName: "id")) var app: String?
     @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
+    @Flag(help: "List the accounts the app holds (one per B2C user flow).") var all = false
+    @Option(help: ArgumentHelp("With --all: only the account of this B2C user flow (B2C_1_edit_profile).", valueName: "policy")) var policy: String?
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         try await runReportingErrors {
+            if all || policy != nil { return try await listAppAccounts() }
             let result: CurrentAccount
             if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
                 result = try await broker.currentAccount()
@@ -72,6 +78,24 @@ struct ShowAccount: AsyncParsableCommand {
                 Output.print("current: \(AccountText.line(result.current))")
                 Output.print("previous: \(AccountText.line(result.previous))")
             }
+        }
+    }
+
+    /// `--all` / `--policy`: the app's accounts, through the broker or in-process.
+    private func listAppAccounts() async throws {
+        var accounts: [DeviceAccount]
+        if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+            accounts = try await broker.accounts()
+        } else {
+            let application = try ApplicationContext(store, app: app).application
+            accounts = try reportingDeviceErrors { () throws(SharedDeviceError) in try application.accounts() }
+        }
+        if let policy { accounts = accounts.filter { $0.b2cPolicy == policy.lowercased() } }
+        if output.json {
+            try Output.json(accounts)
+        } else {
+            if accounts.isEmpty { Output.print("no accounts") }
+            for account in accounts { Output.print(AccountText.line(account)) }
         }
     }
 }

@@ -11,8 +11,8 @@ import SharedDevice
 struct ApplicationContext {
     let application: ApplicationEngine
 
-    /// The context of `app` on the store.
-    init(_ location: StoreLocation, app: String?) throws {
+    /// The context of `app` on the store, signing in at `authority` (one the policy lists) or its issuer.
+    init(_ location: StoreLocation, app: String?, authority: String? = nil) throws {
         guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
         let store = try location.open()
         let device = ManagedDevice(store: store, logger: location.logger)
@@ -20,9 +20,15 @@ struct ApplicationContext {
             throw CLIError(exitCode: .unavailable,
                 "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
         }
+        var configuration = ApplicationEngineConfiguration(appID: app, policy: policy)
+        if let authority {
+            guard let listed = policy.authority.listedAuthority(authority) else {
+                throw CLIError(exitCode: .configuration, policy.authority.unlistedAuthorityMessage(authority))
+            }
+            configuration.authority = listed.absoluteString
+        }
         application = try reportingDeviceErrors { () throws(SharedDeviceError) in
-            try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: app, policy: policy), device: device,
-                                        logger: location.logger)
+            try ApplicationEngine(configuration: configuration, device: device, logger: location.logger)
         }
     }
 }
@@ -30,9 +36,10 @@ struct ApplicationContext {
 extension BrokerRoute {
     /// An identity client for the authority the broker's device information names (the policy's issuer
     /// and client id), for calling APIs with the tokens the broker gives.
-    static func identityClient(_ broker: BrokerConnection, logger: Logger) async throws -> IdentityClient {
+    /// `authority`: the call's own (one of the policy's known authorities, which the broker checks).
+    static func identityClient(_ broker: BrokerConnection, authority called: String? = nil, logger: Logger) async throws -> IdentityClient {
         let information = try await broker.extraDeviceInformation()
-        guard let issuer = information["authority"], let clientID = information["clientId"] else {
+        guard let issuer = called ?? information["authority"], let clientID = information["clientId"] else {
             // Not provisioned, or the caller is no app: the broker's own refusal says which.
             _ = try await broker.currentAccount()
             throw CLIError(exitCode: .unavailable,

@@ -14,7 +14,8 @@ struct Call: AsyncParsableCommand {
     @OptionGroup var store: StoreLocation
     @Option(help: CallerOptions.appHelp) var app: String?
     @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
-    @Argument(help: ArgumentHelp("The API URL, or `userinfo`.", valueName: "url")) var url: String
+    @OptionGroup var authority: AuthorityOption
+    @Argument(help: ArgumentHelp("The API URL, or `userinfo` (the authority's).", valueName: "url")) var url: String
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
@@ -24,25 +25,22 @@ struct Call: AsyncParsableCommand {
             let scopes = parseScopes(self.scopes)
             switch try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
             case .broker(let broker, _):
-                identity = try await BrokerRoute.identityClient(broker, logger: store.logger)
-                silentToken = { try await broker.acquireTokenSilent(scopes: scopes) }
+                identity = try await BrokerRoute.identityClient(broker, authority: authority.authority, logger: store.logger)
+                silentToken = { [authority] in try await broker.acquireTokenSilent(scopes: scopes, authority: authority.authority) }
             case .direct:
-                let application = try ApplicationContext(store, app: app).application
+                let application = try ApplicationContext(store, app: app, authority: authority.authority).application
                 identity = application.identity
                 silentToken = {
                     try await reportingAsyncErrors { () async throws(SharedDeviceError) in try await application.acquireTokenSilent(scopes: scopes) }
                 }
             }
-            let target: URL
-            if url == "userinfo" {
-                target = try await reportingIdentityErrors { () async throws(IdentityError) in try await identity.userInfoEndpoint() }
-            } else {
-                guard let parsed = URL(string: url), parsed.scheme == "https" || parsed.scheme == "http", parsed.host != nil else {
-                    throw CLIError(exitCode: .usage, "\(url) is not an http(s) URL")
-                }
-                target = parsed
-            }
+            // nil: the authority's userinfo endpoint.
+            let apiURL: URL? = url == "userinfo" ? nil : try Self.apiURL(url)
+            // The token first: it checks the call's authority (one the policy lists) before anything reaches it.
             let result = try await silentToken()
+            let target = if let apiURL { apiURL } else {
+                try await reportingIdentityErrors { () async throws(IdentityError) in try await identity.userInfoEndpoint() }
+            }
             let response = try await reportingIdentityErrors { () async throws(IdentityError) in
                 try await identity.get(target, accessToken: result.accessToken)
             }
@@ -55,6 +53,14 @@ struct Call: AsyncParsableCommand {
             Output.print("HTTP \(response.status)")
             Output.print(body)
         }
+    }
+
+    /// `url` as an http(s) URL, else a usage error.
+    static func apiURL(_ url: String) throws -> URL {
+        guard let parsed = URL(string: url), parsed.scheme == "https" || parsed.scheme == "http", parsed.host != nil else {
+            throw CLIError(exitCode: .usage, "\(url) is not an http(s) URL")
+        }
+        return parsed
     }
 
     static func prettyJSON(_ data: Data) -> String {

@@ -150,6 +150,12 @@ struct ItemSelection: ParsableArguments {
 }
 
 /// `--json` output.
+/// `--authority` of the token and sign-in commands (MSAL's per-call `parameters.authority`).
+struct AuthorityOption: ParsableArguments {
+    @Option(help: ArgumentHelp("Sign in or get the token at this authority instead of the policy's issuer: one of the policy's knownAuthorities (a B2C user flow such as …/tfp/{tenant}/B2C_1_edit_profile).", valueName: "url"))
+    var authority: String?
+}
+
 struct OutputOptions: ParsableArguments {
     @Flag(help: "Print JSON for scripts instead of text.")
     var json = false

@@ -79,6 +79,7 @@ struct SignIn: AsyncParsableCommand {
     @Flag(help: "--flow password: read the password from standard input (else it is typed at the terminal without echo).") var passwordStdin = false
     @Option(help: ArgumentHelp("Prompt: select_account, login, consent or none (browser flow).", valueName: "prompt")) var prompt: String?
     @Option(help: ArgumentHelp("Scopes, space- or comma-separated, repeatable (default: the policy's).", valueName: "scopes")) var scopes: [String] = []
+    @OptionGroup var authority: AuthorityOption
     @Option(help: ArgumentHelp("Cache this token endpoint response (JSON) instead of signing in.", valueName: "file")) var tokenResponse: String?
     @OptionGroup var output: OutputOptions
 
@@ -89,7 +90,7 @@ struct SignIn: AsyncParsableCommand {
             if case .broker(let broker, _) = try await BrokerRoute.choose(app: caller.app, stateDir: store.stateDir, logger: store.logger) {
                 return try await signInThroughBroker(broker, credentials: credentials)
             }
-            let context = try ApplicationContext(store, app: caller.requiredApp())
+            let context = try ApplicationContext(store, app: caller.requiredApp(), authority: authority.authority)
             guard caller.entitlements == nil else {
                 throw CLIError(exitCode: .usage, "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
             }
@@ -110,7 +111,8 @@ struct SignIn: AsyncParsableCommand {
     /// here, the tokens stay in the broker.
     private func signInThroughBroker(_ broker: BrokerConnection, credentials: Credentials?) async throws {
         let result = try await broker.signIn(scopes: parseScopes(scopes), loginHint: username,
-                                             flow: flow.brokerFlow(prompt: prompt, json: output.json, credentials: credentials))
+                                             flow: flow.brokerFlow(prompt: prompt, json: output.json, credentials: credentials),
+                                             authority: authority.authority)
         if output.json {
             try Output.json(TokenJSON(result, includeSecret: false))
         } else {

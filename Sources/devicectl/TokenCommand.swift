@@ -15,6 +15,7 @@ struct Token: AsyncParsableCommand {
     @Option(help: CallerOptions.appHelp) var app: String?
     @Option(help: ArgumentHelp("Scopes of the API, space- or comma-separated, repeatable.", valueName: "scopes")) var scopes: [String]
     @Flag(help: "Skip the cached access token and redeem the refresh token.") var forceRefresh = false
+    @OptionGroup var authority: AuthorityOption
     @Flag(help: "Print the access token (it is a secret).") var printSecret = false
     @OptionGroup var output: OutputOptions
 
@@ -22,10 +23,10 @@ struct Token: AsyncParsableCommand {
         try await runReportingErrors {
             let result: AuthenticationResult
             if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
-                result = try await broker.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
+                result = try await broker.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh, authority: authority.authority)
             } else {
                 guard let app else { throw CLIError(exitCode: .usage, "missing --app: name the calling app") }
-                let context = try ApplicationContext(store, app: app)
+                let context = try ApplicationContext(store, app: app, authority: authority.authority)
                 result = try await reportingAsyncErrors { () async throws(SharedDeviceError) in
                     try await context.application.acquireTokenSilent(scopes: parseScopes(scopes), forceRefresh: forceRefresh)
                 }

@@ -59,8 +59,11 @@ import Testing
             "SignInWithBrowser ok authorizationUrl",
             "SignInWithDeviceCode ok interactive worker1",
             "AcquireTokenSilent ok cache",
+            "GetAccounts ok worker1",
+            "AcquireTokenSilent error AccountError authorityNotAllowed",
             "SwitchWorker ok signedOut worker1 then verification",
             "GetCurrentAccount ok none",
+            "GetAccounts ok 0",
             "SignOut error AccountError noCurrentAccount",
             "SignInWithDeviceCode error LimitExceeded pendingSignInsPerApp",
             // The app's cap is 16: the subscription and the client's pooled connection are two of them, so

@@ -80,6 +80,13 @@ import Testing
         #expect(steps["GetDeviceInformation"]?["mode"] as? String == "shared")
         #expect(steps["ItemNotFound"]?["error"] as? String == "org.sharedmode.Broker1.KeychainError")
         #expect((steps["ItemNotFound"]?["parameters"] as? [String: Any])?["status"] as? Int == -25300)
+        // Nobody is signed in: the app holds no account.
+        #expect((steps["GetAccounts"]?["accounts"] as? [Any])?.isEmpty == true, "\(steps["GetAccounts"] ?? [:])")
+        // A call's authority the policy does not list: refused, naming the list.
+        #expect(steps["UnlistedAuthority"]?["error"] as? String == "org.sharedmode.Broker1.AccountError")
+        let refusal = steps["UnlistedAuthority"]?["parameters"] as? [String: Any]
+        #expect(refusal?["code"] as? String == "authorityNotAllowed" && (refusal?["message"] as? String)?.contains("knownAuthorities") == true,
+                "\(refusal ?? [:])")
         await daemon.cleanUp()
     }
 

@@ -85,6 +85,11 @@ def conformance(path):
                 broker.FindGenericPassword(service="no-such-service", account="nobody")
             except varlink.VarlinkError as error:
                 emit(step="ItemNotFound", error=error.error(), parameters=error.parameters())
+            emit(step="GetAccounts", **broker.GetAccounts())
+            try:
+                broker.AcquireTokenSilent(scopes=["User.Read"], authority="https://attacker.example/tfp/t/B2C_1_x")
+            except varlink.VarlinkError as error:
+                emit(step="UnlistedAuthority", error=error.error(), parameters=error.parameters())
 
 
 def subscribe(path, count):

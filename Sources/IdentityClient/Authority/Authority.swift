@@ -145,6 +145,12 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The user flow of a B2C authority, lowercased as B2C writes it into account ids (`b2c_1_susi`); nil
+    /// for other kinds.
+    public var b2cPolicy: String? {
+        if case .b2c(_, let policy) = kind { policy.lowercased() } else { nil }
+    }
+
     /// Whether requests to this authority carry `client_info=1`, as MSAL sends to Microsoft and B2C
     /// authorities so the response names the home account (`uid.utid`).
     var sendsClientInfo: Bool {

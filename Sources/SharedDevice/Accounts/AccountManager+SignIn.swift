@@ -8,6 +8,10 @@ extension AccountManager {
     /// and the app's principal, and audits `account.signed_in` when the device's account changes.
     /// `auditDetails` are added to that event's details (never a secret: e.g. the MSAL client id).
     ///
+    /// In shared mode, the signed-in worker signing in through another Azure AD B2C user flow (an account
+    /// that differs only by policy: `DeviceAccount.isSameWorker`) is no new worker: the tokens are cached
+    /// under that flow's account, and the current account, its status and the audit log stay as they are.
+    ///
     /// - Throws: `accountAlreadySignedIn` in shared mode while another worker is signed in;
     ///   `tokenCache` for an unusable response. A failure changes nothing.
     @discardableResult
@@ -43,10 +47,13 @@ extension AccountManager {
             .map(DeviceAccount.init)
             ?? DeviceAccount(homeAccountID: homeAccountID, environment: environment, realm: record.accessToken.realm,
                              username: nil, name: nil, localAccountID: nil)
-        if let current, !current.isSameAccount(as: account) {
+        if let current, !current.isSameWorker(as: account) {
             throw SharedDeviceError(.accountAlreadySignedIn,
                 "an account is already signed in on this shared device (\(current.auditName)); end the shift with `devicectl signout` or `devicectl switch` first")
         }
+        // The signed-in worker through another B2C user flow (edit profile): that flow's tokens are cached
+        // under its own account, and the device's worker stays as they are.
+        if let current, !current.isSameAccount(as: account) { return (account, false) }
         let previousStatus = try AccountRecords.status(of: account, in: tx)
         let isNew = shared ? current == nil : !(previousStatus?.signedIn ?? false)
         try AccountRecords.setStatus(AccountStatus(account: account, signedIn: true, signedInBy: app.appID, signedInAt: isNew ? tx.now : previousStatus?.signedInAt ?? tx.now,

@@ -55,8 +55,12 @@ extension AccountManager {
         let global = mode.isGlobal
         let groups = global ? try allAppGroups(record: record, app: app) : app?.accessGroups ?? []
         let wiper = try AppIdentity(appID: "devicectl", accessGroups: groups)
-        let removed = try tokenCache.removeCredentials(homeAccountID: account.homeAccountID, environment: account.environment,
+        var removed = try tokenCache.removeCredentials(homeAccountID: account.homeAccountID, environment: account.environment,
                                                        as: wiper, in: tx)
+        // The worker's accounts of other B2C user flows (edit profile) leave with them.
+        for other in try userFlowAccounts(of: account, as: wiper, in: tx) {
+            removed += try tokenCache.removeCredentials(homeAccountID: other.homeAccountID, environment: other.environment, as: wiper, in: tx)
+        }
         // After a local sign-out the account stays signed in while another app's groups still hold it.
         let stillSignedIn = try !global && tokenCache.account(
             homeAccountID: account.homeAccountID, environment: account.environment,
@@ -80,5 +84,13 @@ extension AccountManager {
                                                "accessGroups": "\(groups.count)", "homeAccountId": account.homeAccountID]),
                           in: tx, record: record, checkpoint: true)
         return SignOutOutcome(account: account, global: global, itemsRemoved: removed, accessGroups: groups.count)
+    }
+
+    /// The accounts `caller` can see that are `account`'s worker through another B2C user flow
+    /// (`DeviceAccount.isSameWorker`); none unless `account` is a B2C account.
+    func userFlowAccounts(of account: DeviceAccount, as caller: AppIdentity, in tx: StoreTransaction) throws -> [DeviceAccount] {
+        guard account.b2cPolicy != nil else { return [] }
+        return try tokenCache.accounts(as: caller, in: tx).map(DeviceAccount.init)
+            .filter { $0.isSameWorker(as: account) && !$0.isSameAccount(as: account) }
     }
 }

@@ -1,3 +1,4 @@
+import IdentityClient
 public import KeychainStore
 import Logging
 import Synchronization
@@ -26,11 +27,17 @@ extension AccountManager {
     /// What a silent token call finds, in one read transaction: the account it acts for, an unexpired
     /// access token covering `scopes` (unless `skipAccessToken`), and otherwise the refresh token for
     /// `clientID` (the app's own, then the FOCI family's when `familyID` is given).
-    /// - Throws: `noCurrentAccount` / `currentAccountMismatch` as `accessToken(for:…)` does.
+    ///
+    /// With `b2cPolicy` (a call to an Azure AD B2C user flow's authority), the account is the signed-in
+    /// worker's account of that user flow (MSAL's `getAccountByPolicy`): tokens of each flow are found
+    /// under their own account.
+    /// - Throws: `noCurrentAccount` / `currentAccountMismatch` as `accessToken(for:…)` does;
+    ///   `interactionRequired` when the worker never signed in through the `b2cPolicy` user flow.
     public func silentCredentials(for app: AppIdentity, clientID: String, scopes: [String], familyID: String? = nil,
-                                  account requested: DeviceAccount? = nil, skipAccessToken: Bool = false)
+                                  account requested: DeviceAccount? = nil, skipAccessToken: Bool = false, b2cPolicy: String? = nil)
         throws(SharedDeviceError) -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) {
-        let lookup = SilentLookup(app: app, clientID: clientID.lowercased(), scopes: scopes.map { $0.lowercased() }.sorted())
+        let lookup = SilentLookup(app: app, clientID: clientID.lowercased(), scopes: scopes.map { $0.lowercased() }.sorted(),
+                                  b2cPolicy: b2cPolicy?.lowercased())
         let found = try read { tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) in
             // Nothing committed since the last answer to this lookup, and its token still valid: it stands.
             let stamp = try tx.changeStamp()
@@ -39,7 +46,8 @@ extension AccountManager {
                !known.token.isExpired(at: tx.now, buffer: self.tokenCache.expirationBuffer) {
                 return (known.account, known.token, nil)
             }
-            let account = try self.signedInAccount(for: app, requested: requested, stamp: stamp, in: tx)
+            let worker = try self.signedInAccount(for: app, requested: requested, stamp: stamp, in: tx)
+            let account = try b2cPolicy.map { policy in try self.userFlowAccount(of: worker, policy: policy, app: app, in: tx) } ?? worker
             if !skipAccessToken, let cached = try self.tokenCache.accessToken(homeAccountID: account.homeAccountID, environment: account.environment,
                                                                               clientID: clientID, realm: account.realm, scopes: scopes, as: app, in: tx) {
                 self.silentCache.withLock { answers in
@@ -60,6 +68,19 @@ extension AccountManager {
             "app": "\(app.appID)", "account": "\(found.account.auditName)", "scopes": "\(scopes.joined(separator: " "))",
             "result": "\(found.accessToken != nil ? "cached access token" : found.refreshToken != nil ? "refresh token" : "nothing usable")"])
         return found
+    }
+
+    /// The worker's account of the B2C user flow `policy`: the worker's own when they signed in through
+    /// it, else the one a later sign-in through that flow cached in the app's groups.
+    /// - Throws: `interactionRequired` when there is none.
+    private func userFlowAccount(of worker: DeviceAccount, policy: String, app: AppIdentity, in tx: StoreTransaction) throws -> DeviceAccount {
+        guard let workerPolicy = worker.b2cPolicy, workerPolicy != policy.lowercased() else { return worker }
+        if let home = worker.b2cHomeAccountID(policy: policy),
+           let cached = try tokenCache.account(homeAccountID: home, environment: worker.environment, as: app, in: tx) {
+            return DeviceAccount(cached)
+        }
+        throw SharedDeviceError(IdentityError(.interactionRequired,
+            "\(worker.auditName) has not signed in through the user flow \(policy) on this device; sign in interactively with that authority"))
     }
 
     /// The cached ID token of `account` for `clientID` in the account's tenant, or `nil` when the identity
@@ -104,7 +125,7 @@ extension AccountManager {
         guard let current else {
             throw SharedDeviceError(.noCurrentAccount, "no account is signed in; sign a worker in first")
         }
-        if let requested, !requested.isSameAccount(as: current) {
+        if let requested, !requested.isSameWorker(as: current) {
             throw SharedDeviceError(.currentAccountMismatch,
                 "the token call names \(requested.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
         }

@@ -57,6 +57,7 @@ public final class AccountManager: Sendable {
         var app: AppIdentity
         var clientID: String
         var scopes: [String]
+        var b2cPolicy: String?
     }
 
     /// MSAL's group for an app's tokens: `com.microsoft.adalcache` when entitled, else the app's first group.

@@ -12,7 +12,7 @@ extension TokenRequestContext {
         let parsed = try? Authority(url: authority.issuer, knownAuthorities: authority.knownAuthorities.compactMap(\.host))
         self.init(clientID: authority.clientId, environment: Self.environment(of: authority.issuer),
                   realm: parsed?.realm ?? authority.issuer.pathComponents.dropFirst().first ?? "common",
-                  requestedScopes: scopes ?? authority.scopes)
+                  requestedScopes: scopes ?? authority.scopes, b2cPolicy: parsed?.b2cPolicy)
     }
 
     /// `host` or `host:port` (lowercased), as MSAL names an authority's environment.

@@ -47,6 +47,37 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     public func isSameAccount(as other: DeviceAccount) -> Bool {
         homeAccountID.lowercased() == other.homeAccountID.lowercased() && environment.lowercased() == other.environment.lowercased()
     }
+
+    /// The Azure AD B2C user flow this account signed in through (lowercased, e.g. `b2c_1_susi`), when its
+    /// home account id has B2C's shape `<oid>-<policy>.<tenant>` (`oid` being its local account id); nil
+    /// for any other account. MSAL's `getAccountByPolicy` picks accounts by it.
+    public var b2cPolicy: String? { b2cParts?.policy }
+
+    /// Same worker: the same account, or two accounts of one B2C user (same object id, tenant and
+    /// environment) that differ only by the user flow they signed in through. On a shared device these
+    /// are one worker: signing in through the edit-profile flow is not a second worker, and a sign-out
+    /// removes them all.
+    public func isSameWorker(as other: DeviceAccount) -> Bool {
+        if isSameAccount(as: other) { return true }
+        guard environment.lowercased() == other.environment.lowercased(), let mine = b2cParts, let theirs = other.b2cParts else { return false }
+        return mine.user == theirs.user && mine.tenant == theirs.tenant
+    }
+
+    /// This B2C user's home account id under another user flow (`<oid>-<policy>.<tenant>`); nil when this
+    /// is no B2C account.
+    public func b2cHomeAccountID(policy: String) -> String? {
+        b2cParts.map { "\($0.user)-\(policy.lowercased()).\($0.tenant)" }
+    }
+
+    /// `<oid>-<policy>.<tenant>` taken apart (lowercased), when the home account id has that shape.
+    private var b2cParts: (user: String, policy: String, tenant: String)? {
+        guard let user = localAccountID?.lowercased(), !user.isEmpty else { return nil }
+        let home = homeAccountID.lowercased()
+        guard home.hasPrefix(user + "-") else { return nil }
+        let rest = home.dropFirst(user.count + 1)
+        guard let dot = rest.firstIndex(of: "."), dot != rest.startIndex, rest.index(after: dot) != rest.endIndex else { return nil }
+        return (user, String(rest[..<dot]), String(rest[rest.index(after: dot)...]))
+    }
 }
 
 /// What `AccountManager.currentAccount` returns (MSAL's `getCurrentAccount` completion): the account

@@ -115,13 +115,16 @@ public final class ApplicationEngine: Sendable {
         try accountManager.currentAccount(for: app)
     }
 
-    /// The accounts this app can see in its token group (MSAL's `allAccounts`); in shared mode at most
-    /// the device's current worker.
+    /// The accounts this app can see in its token group (MSAL's `allAccounts`). In shared mode only the
+    /// device's current worker's: their account, and with Azure AD B2C one per user flow they signed in
+    /// through (told apart by `DeviceAccount.b2cPolicy`, as MSAL's `getAccountByPolicy` does).
     public func accounts() throws(SharedDeviceError) -> [DeviceAccount] {
         let cached = try sharedDeviceErrors {
             try accountManager.tokenCache.accounts(clientID: configuration.clientID, as: app, accessGroup: tokenGroup, in: device.store)
-        }
-        return cached.map(DeviceAccount.init)
+        }.map(DeviceAccount.init)
+        guard deviceInformation().information.mode == .shared else { return cached }
+        guard let current = try currentAccount().current else { return [] }
+        return cached.filter { $0.isSameWorker(as: current) }
     }
 
     // MARK: - Tokens
@@ -261,7 +264,8 @@ public final class ApplicationEngine: Sendable {
         let (current, cachedAccessToken, refreshToken): (DeviceAccount, AccessTokenCacheItem?, RefreshTokenCacheItem?)
         do {
             (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
-                for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh)
+                for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh,
+                b2cPolicy: authority.b2cPolicy)
         } catch {
             logger.debug("silent token refused", metadata: ["error.code": "\(error.code)", "oauth.scopes": "\(scopes.joined(separator: " "))"])
             throw error
@@ -326,7 +330,7 @@ public final class ApplicationEngine: Sendable {
             guard let current = try currentAccount().current else {
                 throw SharedDeviceError(.noCurrentAccount, "no account is signed in; there is nobody to sign out")
             }
-            guard current.isSameAccount(as: account) else {
+            guard current.isSameWorker(as: account) else {
                 throw SharedDeviceError(.currentAccountMismatch,
                     "the sign-out names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
             }
@@ -422,7 +426,7 @@ public final class ApplicationEngine: Sendable {
 
     func context(scopes: [String]) -> TokenRequestContext {
         TokenRequestContext(clientID: configuration.clientID, environment: authority.environment, realm: authority.realm,
-                            requestedScopes: scopes)
+                            requestedScopes: scopes, b2cPolicy: authority.b2cPolicy)
     }
 
     func decode(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {

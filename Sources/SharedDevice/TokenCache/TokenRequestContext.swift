@@ -14,12 +14,17 @@ public struct TokenRequestContext: Sendable, Equatable {
     /// The account a refresh is for, when the response may carry neither `client_info` nor an
     /// `id_token` (a provider that returns only new tokens on refresh).
     public var homeAccountID: String?
+    /// The B2C user flow (policy) the request went to, when the authority is Azure AD B2C: without
+    /// `client_info` the account is named as B2C names it, `<oid>-<policy>.<tenant>` (lowercased policy).
+    public var b2cPolicy: String?
 
-    public init(clientID: String, environment: String, realm: String, requestedScopes: [String], homeAccountID: String? = nil) {
+    public init(clientID: String, environment: String, realm: String, requestedScopes: [String], homeAccountID: String? = nil,
+                b2cPolicy: String? = nil) {
         self.clientID = clientID
         self.environment = environment
         self.realm = realm
         self.requestedScopes = requestedScopes
         self.homeAccountID = homeAccountID
+        self.b2cPolicy = b2cPolicy
     }
 }

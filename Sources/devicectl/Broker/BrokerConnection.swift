@@ -69,10 +69,15 @@ struct BrokerConnection: Sendable {
     }
 
     /// A token without UI: from the broker's cache, else refreshed by the broker.
-    func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false) async throws -> SharedDevice.AuthenticationResult {
+    func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false, authority: String? = nil) async throws -> SharedDevice.AuthenticationResult {
         SharedDevice.AuthenticationResult(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh)
+            try await application.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh, authority: authority)
         })
+    }
+
+    /// The accounts this app holds (the worker's, one per B2C user flow).
+    func accounts() async throws -> [DeviceAccount] {
+        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.accounts() }.map(DeviceAccount.init)
     }
 
     /// How the worker signs in through the broker: the device code shown by `showCode`, or the browser.
@@ -91,8 +96,8 @@ struct BrokerConnection: Sendable {
     }
 
     /// Signs a worker in as this app: the broker runs the sign-in and keeps the tokens.
-    func signIn(scopes: [String], loginHint: String?, flow: SignInFlow) async throws -> SharedDevice.AuthenticationResult {
-        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint)
+    func signIn(scopes: [String], loginHint: String?, flow: SignInFlow, authority: String? = nil) async throws -> SharedDevice.AuthenticationResult {
+        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint, authority: authority)
         return SharedDevice.AuthenticationResult(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
             try await application.acquireToken(parameters)
         })

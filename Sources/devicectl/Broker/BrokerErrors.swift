@@ -22,6 +22,8 @@ extension CLIError {
             let error = KeychainError(KeychainError.Code(name: code) ?? .ioError, message)
             return CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
         case .account(let code, let message, _, let identityCode):
+            // The call's authority is not one the policy lists: the device's configuration decides.
+            if code == "authorityNotAllowed" { return CLIError(exitCode: .configuration, message) }
             if let identityCode, let code = IdentityError.Code(rawValue: identityCode) {
                 return CLIError.from(SharedDeviceError(IdentityError(code, message)))
             }

@@ -210,6 +210,13 @@ await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
 await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source
 }
+await step("GetAccounts") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.GetAccounts.self, .init()).accounts.map { $0.username ?? "-" }.joined(separator: ",")
+}
+// An authority the policy does not list is refused before anything reaches it.
+await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"], authority: "https://attacker.example/tenant")).result.source
+}
 // A switch: the worker is signed out first, then the next worker's code is shown; closing the call there
 // leaves the device signed out.
 await step("SwitchWorker") { () async throws(SharedDeviceClientError) in
@@ -221,6 +228,9 @@ await step("SwitchWorker") { () async throws(SharedDeviceClientError) in
 }
 await step("GetCurrentAccount") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.GetCurrentAccount.self, .init()).current?.username ?? "none"
+}
+await step("GetAccounts") { () async throws(SharedDeviceClientError) in
+    "\(try await broker.call(Broker1.GetAccounts.self, .init()).accounts.count)"
 }
 await step("SignOut") { () async throws(SharedDeviceClientError) in
     let reply = try await broker.call(Broker1.SignOut.self, .init())
