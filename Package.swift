@@ -61,6 +61,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // prctl (variadic in C) for deviced's memory hygiene.
+        .target(name: "CProcessControl"),
         // libcurl behind dlopen, for IdentityClient's CurlTransport: nothing loads it until a request goes out.
         .target(
             name: "CCurl",
@@ -165,6 +167,7 @@ let package = Package(
         .executableTarget(
             name: "deviced",
             dependencies: [
+                "CProcessControl",
                 "DeviceBroker",
                 "DeviceLocations",
                 "BrokerContract",

@@ -58,6 +58,9 @@ struct Deviced: AsyncParsableCommand {
     /// Runs the idle clock this many times faster than the wall clock: for tests of the idle sign-out only.
     @Option(help: .hidden) var clockScale: Double = 1
 
+    /// Runs without the allocator's wiping of freed memory (`MemoryHygiene`): for the benchmark of its cost only.
+    @Flag(help: .hidden) var keepFreedMemory = false
+
     func validate() throws {
         guard clockScale > 0, clockScale <= 1000 else { throw ValidationError("--clock-scale must be above 0 and at most 1000") }
         guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
@@ -67,6 +70,8 @@ struct Deviced: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // First of all: the allocator wipes what is freed (a password's buffers), and no core file is written.
+        let hygieneFailures = [keepFreedMemory ? nil : MemoryHygiene.restartWithTunablesIfNeeded(), MemoryHygiene.refuseCoreDumps()].compactMap { $0 }
         let level = logLevel ?? ProcessInfo.processInfo.environment["DEVICECTL_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
         // Under systemd ($JOURNAL_STREAM), lines carry <N> priority prefixes so the journal keeps their levels.
         let journal = ProcessInfo.processInfo.environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
@@ -77,6 +82,7 @@ struct Deviced: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "deviced")
+        for failure in hygieneFailures { logger.warning("deviced: \(failure)") }
         let directory = DeviceLocations.stateDirectory(explicit: stateDir)
         let store: KeychainStore
         do {

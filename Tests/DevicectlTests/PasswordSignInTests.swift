@@ -14,7 +14,7 @@ import Testing
 
     /// A daemon on policies/kiosk-password.json (issuer: the test provider), with the back-off shortened
     /// to `failures` failures and `backoff` seconds.
-    static func daemon(failures: Int = 3, backoff: Int = 30) async throws -> Daemon {
+    static func daemon(failures: Int = 3, backoff: Int = 30, environment: [String: String] = [:]) async throws -> Daemon {
         let provider = try await Provider.shared()
         var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk-password.json"))))
                                   as? [String: Any])
@@ -26,7 +26,7 @@ import Testing
         try JSONSerialization.data(withJSONObject: policy).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let daemon = try await Daemon(policy: file.path)
-        try await daemon.start(["--log-level", "trace"])
+        try await daemon.start(["--log-level", "trace"], environment: environment)
         return daemon
     }
 
@@ -74,6 +74,28 @@ import Testing
                                   ("the store", try Self.storeBytes(daemon))] {
                 #expect(!text.contains(password), "the password is in \(place)")
             }
+        }
+        await daemon.cleanUp()
+    }
+
+    /// The password leaves no copy in the daemon's memory once the sign-in is done (the right one and a
+    /// wrong one): what a core of the daemon would hold (its writable memory, freed heap chunks included)
+    /// has it nowhere. The daemon runs with the allocator wiping freed memory (`MemoryHygiene`).
+    @Test func thePasswordIsInNoCoreOfTheDaemonAfterTheSignIn() async throws {
+        let daemon = try await Self.daemon()
+        let signIn = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+        try #require(signIn.status == 0, "\(signIn.stderr)")
+        let wrongPassword = "not-the-password-of-worker1"
+        let wrong = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker1", password: wrongPassword)
+        #expect(wrong.status == 55, "\(wrong.stderr)")
+        let pid = try #require(daemon.process?.pid)
+        let passwords = [Self.password1, wrongPassword]
+        let scan = try ProcessMemory.occurrences(of: ([Daemon.scanner] + passwords).map { Data($0.utf8) }, inWritableMemoryOf: pid)
+        // The scan sees the daemon's heap: the app id the policy gave is there.
+        #expect(scan.counts[0] > 0 && scan.bytesRead > 1_000_000,
+                "the scan read \(scan.bytesRead) bytes (\(scan.bytesUnreadable) unreadable) and found the app id \(scan.counts[0]) times")
+        for (password, count) in zip(passwords, scan.counts.dropFirst()) {
+            #expect(count == 0, "the password \(password) is \(count) times in the daemon's memory (\(scan.bytesRead) bytes read)")
         }
         await daemon.cleanUp()
     }
