@@ -1190,6 +1190,37 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// A worker signed out by a shift switch, and how many of their keychain items went.
+    public struct SignedOutWorker: VarlinkStruct, Hashable {
+        public var account: Account?
+        public var itemsRemoved: Int
+
+        /// A value with every field given (optional ones default to nil).
+        public init(account: Account? = nil, itemsRemoved: Int) {
+            self.account = account
+            self.itemsRemoved = itemsRemoved
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
+            itemsRemoved = try VarlinkField.int(fields, "itemsRemoved", path)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "itemsRemoved": .int(Int64(itemsRemoved)),
+            ]
+            if let account = self.account {
+                fields["account"] = .object(account.varlinkFields)
+            } else if !omittingAbsent {
+                fields["account"] = .null
+            }
+            return fields
+        }
+    }
+}
+
+extension Broker1 {
     /// What a native sign-in needs next: `challenge` `password`, or `code` (the authority emailed a one-time
     /// code of `codeLength` characters to `sentTo`, a masked address, over `channel`).
     public struct NativeSignInChallenge: VarlinkStruct, Hashable {
@@ -1252,6 +1283,12 @@ extension Broker1 {
     /// password back-off like SignInWithPassword), `invalid_code`, `sign_in_expired`, `browser_required` (the
     /// authority needs the browser: use SignInWithBrowser or the device code); `signInNotFound` for an id that is
     /// not (or no longer) the caller's.
+    ///
+    /// `switchReason` (`shift-end` or `user`): the sign-in is the next worker of a shift change, as SwitchWorker:
+    /// once the authority took the username (and sent the code), the current worker is signed out of every app
+    /// and that commits (`signedOut` says who; null account: nobody was signed in), so nobody stays signed in
+    /// while the next worker types; SubmitNativeSignIn then signs them in, and the sign-out, the sign-in and
+    /// `account.switched` share one correlation id. If the sign-in never finishes, the device stays signed out.
     public enum StartNativeSignIn: VarlinkMethod {
         public static let qualifiedName = "org.sharedmode.Broker1.StartNativeSignIn"
 
@@ -1259,16 +1296,19 @@ extension Broker1 {
         public struct Parameters: VarlinkStruct, Hashable {
             public var username: String
             public var msalClientId: String?
+            public var switchReason: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(username: String, msalClientId: String? = nil) {
+            public init(username: String, msalClientId: String? = nil, switchReason: String? = nil) {
                 self.username = username
                 self.msalClientId = msalClientId
+                self.switchReason = switchReason
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 username = try VarlinkField.string(fields, "username", path)
                 msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                switchReason = VarlinkField.isAbsent(fields, "switchReason") ? nil : try VarlinkField.string(fields, "switchReason", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1280,6 +1320,11 @@ extension Broker1 {
                 } else if !omittingAbsent {
                     fields["msalClientId"] = .null
                 }
+                if let switchReason = self.switchReason {
+                    fields["switchReason"] = .string(switchReason)
+                } else if !omittingAbsent {
+                    fields["switchReason"] = .null
+                }
                 return fields
             }
         }
@@ -1287,21 +1332,29 @@ extension Broker1 {
         /// A reply of StartNativeSignIn.
         public struct Reply: VarlinkStruct, Hashable {
             public var next: NativeSignInChallenge
+            public var signedOut: SignedOutWorker?
 
             /// A value with every field given (optional ones default to nil).
-            public init(next: NativeSignInChallenge) {
+            public init(next: NativeSignInChallenge, signedOut: SignedOutWorker? = nil) {
                 self.next = next
+                self.signedOut = signedOut
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 next = try VarlinkField.struct(fields, "next", path, as: NativeSignInChallenge.self)
+                signedOut = VarlinkField.isAbsent(fields, "signedOut") ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                _ = omittingAbsent
-                return [
+                var fields: [String: VarlinkValue] = [
                     "next": .object(next.varlinkFields),
                 ]
+                if let signedOut = self.signedOut {
+                    fields["signedOut"] = .object(signedOut.varlinkFields)
+                } else if !omittingAbsent {
+                    fields["signedOut"] = .null
+                }
+                return fields
             }
         }
     }
@@ -1421,37 +1474,6 @@ extension Broker1 {
                     "result": .object(result.varlinkFields),
                 ]
             }
-        }
-    }
-}
-
-extension Broker1 {
-    /// A worker signed out by a shift switch, and how many of their keychain items went.
-    public struct SignedOutWorker: VarlinkStruct, Hashable {
-        public var account: Account?
-        public var itemsRemoved: Int
-
-        /// A value with every field given (optional ones default to nil).
-        public init(account: Account? = nil, itemsRemoved: Int) {
-            self.account = account
-            self.itemsRemoved = itemsRemoved
-        }
-
-        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-            account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
-            itemsRemoved = try VarlinkField.int(fields, "itemsRemoved", path)
-        }
-
-        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "itemsRemoved": .int(Int64(itemsRemoved)),
-            ]
-            if let account = self.account {
-                fields["account"] = .object(account.varlinkFields)
-            } else if !omittingAbsent {
-                fields["account"] = .null
-            }
-            return fields
         }
     }
 }

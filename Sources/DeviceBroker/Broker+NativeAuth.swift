@@ -9,18 +9,34 @@ extension Broker {
     func startNativeSignIn(_ parameters: Broker1.StartNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.StartNativeSignIn.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "StartNativeSignIn")
         guard !parameters.username.isEmpty, parameters.username.count <= 256 else { throw .invalidParameter("username") }
+        let switchReason = try parameters.switchReason.map { reason throws(BrokerFailure) in
+            try ParameterCheck.reason(reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
+        }
+        let maximum = limits.pendingSignInsPerApp
+        guard nativeSignIns.openCount(uid: caller.uid) < maximum else { throw Self.tooManyNativeSignIns(caller, maximum: maximum) }
         let step: NativeSignInStep
+        var shift: AccountManager.ShiftSwitch?
         do {
-            step = try await application.startNativeSignIn(username: parameters.username)
+            if let switchReason {
+                (step, shift) = try await application.startNativeSwitch(username: parameters.username, reason: switchReason)
+            } else {
+                step = try await application.startNativeSignIn(username: parameters.username)
+            }
         } catch {
             throw BrokerFailure(error)
         }
-        let maximum = limits.pendingSignInsPerApp
-        guard let id = nativeSignIns.open(step, uid: caller.uid, msalClientID: parameters.msalClientId, maximum: maximum) else {
-            throw .limitExceeded("pendingSignInsPerApp", maximum: maximum,
-                "uid \(caller.uid) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp); finish one or wait 10 minutes")
+        let signedOut = shift.map { shift in
+            Broker1.SignedOutWorker(account: shift.signedOut?.account.map(Broker1.Account.init), itemsRemoved: shift.signedOut?.itemsRemoved ?? 0)
         }
-        return Broker1.StartNativeSignIn.Reply(next: Self.challenge(step, id: id))
+        guard let id = nativeSignIns.open(step, uid: caller.uid, msalClientID: parameters.msalClientId, shift: shift, maximum: maximum) else {
+            throw Self.tooManyNativeSignIns(caller, maximum: maximum)
+        }
+        return Broker1.StartNativeSignIn.Reply(next: Self.challenge(step, id: id), signedOut: signedOut)
+    }
+
+    private static func tooManyNativeSignIns(_ caller: BrokerCaller, maximum: Int) -> BrokerFailure {
+        .limitExceeded("pendingSignInsPerApp", maximum: maximum,
+            "uid \(caller.uid) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp); finish one or wait 10 minutes")
     }
 
     func resendNativeSignInCode(_ parameters: Broker1.ResendNativeSignInCode.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.ResendNativeSignInCode.Reply {
@@ -48,7 +64,8 @@ extension Broker {
         }
         do {
             let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
-                try await application.completeNativeSignIn(entry.step, credential: credential, scopes: parameters.scopes, msalClientID: entry.msalClientID)
+                try await application.completeNativeSignIn(entry.step, credential: credential, scopes: parameters.scopes, msalClientID: entry.msalClientID,
+                                                           shift: entry.shift)
             }
             nativeSignIns.close(parameters.signInId)
             return Broker1.SubmitNativeSignIn.Reply(result: try Self.result(result, msalClientID: entry.msalClientID))

@@ -1,5 +1,6 @@
 import Foundation
 import IdentityClient
+import SharedDevice
 import Synchronization
 
 /// Native sign-ins waiting for the worker's password or code, each bound to the uid that started it and
@@ -10,6 +11,8 @@ final class NativeSignIns: Sendable {
         var step: NativeSignInStep
         var msalClientID: String?
         var expires: Date
+        /// The shift change the sign-in completes (`StartNativeSignIn` with a `switchReason`).
+        var shift: AccountManager.ShiftSwitch?
     }
 
     /// How long a sign-in waits for the worker.
@@ -23,15 +26,21 @@ final class NativeSignIns: Sendable {
     }
 
     /// Keeps `step` for `uid` unless it already has `maximum` open; returns its id, or nil when full.
-    func open(_ step: NativeSignInStep, uid: UInt32, msalClientID: String?, maximum: Int) -> String? {
+    func open(_ step: NativeSignInStep, uid: UInt32, msalClientID: String?, shift: AccountManager.ShiftSwitch? = nil, maximum: Int) -> String? {
         let now = clock()
         return entries.withLock { entries -> String? in
             entries = entries.filter { $0.value.expires > now }
             guard entries.values.filter({ $0.uid == uid }).count < maximum else { return nil }
             let id = UUID().uuidString.lowercased()
-            entries[id] = Entry(uid: uid, step: step, msalClientID: msalClientID, expires: now.addingTimeInterval(Self.lifetime))
+            entries[id] = Entry(uid: uid, step: step, msalClientID: msalClientID, expires: now.addingTimeInterval(Self.lifetime), shift: shift)
             return id
         }
+    }
+
+    /// How many unexpired sign-ins `uid` has open.
+    func openCount(uid: UInt32) -> Int {
+        let now = clock()
+        return entries.withLock { entries in entries.values.filter { $0.uid == uid && $0.expires > now }.count }
     }
 
     /// The open sign-in `id` of `uid`, or nil (unknown, another uid's, or expired).

@@ -252,5 +252,8 @@ public struct NativeSignIn: Sendable, Hashable {
     /// The broker's id of the sign-in (it belongs to this app's uid and waits 10 minutes at most).
     public var id: String
     public var next: Next
+    /// For a sign-in that starts a shift change (`startNativeSignIn(username:switchReason:)`): the worker
+    /// signed out of every app before the next one types (nil account: nobody was signed in).
+    public var signedOut: SignOutResult?
 }
 

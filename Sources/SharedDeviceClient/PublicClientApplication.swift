@@ -140,9 +140,17 @@ public final class PublicClientApplication: Sendable {
     /// Starts a native sign-in (MSAL native auth's `signIn(username:)`; only where the device policy's
     /// `authority.flows` lists `nativeAuth`, at a Microsoft Entra External ID authority): says whether the
     /// password or the emailed code is next, and where the code went.
-    public func startNativeSignIn(username: String, msalClientID: String? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
-        try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
-            try NativeSignIn(reply.next)
+    ///
+    /// With `switchReason` the sign-in is the next worker of a shift change: the current worker is signed
+    /// out of every app once the authority took the username (`NativeSignIn.signedOut` says who), and
+    /// `submitNativeSignIn` signs the next one in under the same correlation id.
+    public func startNativeSignIn(username: String, msalClientID: String? = nil,
+                                  switchReason: SignOutReason? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
+        try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID, switchReason: switchReason?.rawValue)) {
+            reply throws(SharedDeviceClientError) in
+            var signIn = try NativeSignIn(reply.next)
+            signIn.signedOut = reply.signedOut.map { SignOutResult(account: $0.account.map(Account.init), global: true, itemsRemoved: $0.itemsRemoved) }
+            return signIn
         }
     }
 

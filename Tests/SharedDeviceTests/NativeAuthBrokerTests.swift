@@ -58,21 +58,28 @@ import Varlink
             return replies.withLock { $0.first }
         }
 
-        /// The token response of a successful sign-in of Ana, signed with the tenant's key.
-        func tokens() async throws -> HTTPResponse {
+        /// A worker of the tenant: their object id, username and display name.
+        struct Worker {
+            var oid: String, username: String, name: String
+            static let ana = Worker(oid: "00000000-0000-0000-66f3-3332eca7ea81", username: "ana@contoso.com", name: "Ana Shift")
+            static let ben = Worker(oid: "00000000-0000-0000-7b21-9e0d4c5a1f36", username: "ben@contoso.com", name: "Ben Shift")
+        }
+
+        /// The token response of a successful sign-in of `worker` (Ana by default), signed with the tenant's key.
+        func tokens(_ worker: Worker = .ana) async throws -> HTTPResponse {
             // The broker's identity client checks ID-token times on the real clock (the store runs on a fake one).
             let seconds = Int(Date().timeIntervalSince1970)
             let tenant = NativeAuthBrokerTests.tenantID
             let claims = TestClaims([
                 "aud": .string("kiosk-apps"), "iss": .string("\(NativeAuthBrokerTests.host)/\(tenant)/v2.0"),
-                "iat": .int(seconds), "nbf": .int(seconds), "exp": .int(seconds + 3600), "name": .string("Ana Shift"),
-                "oid": .string("00000000-0000-0000-66f3-3332eca7ea81"), "preferred_username": .string("ana@contoso.com"),
-                "sub": .string("AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ"), "tid": .string(tenant), "ver": .string("2.0"),
+                "iat": .int(seconds), "nbf": .int(seconds), "exp": .int(seconds + 3600), "name": .string(worker.name),
+                "oid": .string(worker.oid), "preferred_username": .string(worker.username),
+                "sub": .string("sub-of-\(worker.oid)"), "tid": .string(tenant), "ver": .string("2.0"),
             ])
             let keys = JWTKeyCollection()
             await keys.add(rsa: IDTokenForger.strangerKey, digestAlgorithm: .sha256)
             let idToken = try await keys.sign(claims, kid: JWKIdentifier(string: NativeAuthBrokerTests.kid))
-            let clientInfo = Base64URL.encode(Data("{\"uid\":\"00000000-0000-0000-66f3-3332eca7ea81\",\"utid\":\"\(tenant)\"}".utf8))
+            let clientInfo = Base64URL.encode(Data("{\"uid\":\"\(worker.oid)\",\"utid\":\"\(tenant)\"}".utf8))
             return .json(["token_type": "Bearer", "scope": "User.Read Files.Read openid profile offline_access", "expires_in": 4783,
                           "access_token": "at-native", "refresh_token": "rt-native", "id_token": idToken, "client_info": clientInfo])
         }
@@ -142,6 +149,59 @@ import Varlink
         #expect(failed.count == 1 && failed.first?.details["flow"] == "nativeAuth" && failed.first?.account == "ana@contoso.com")
         let closed = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "password": .string("x")], as: Self.scannerUID)
         #expect(closed?.parameters["code"]?.string == "signInNotFound")
+    }
+
+    /// The shift change with native authentication: the next worker's username taken, the current worker
+    /// signed out of every app before the code is typed, the next one signed in, one correlation id.
+    @Test func aShiftChangeByNativeSignInSignsTheWorkerOutBeforeTheCodeIsTypedAndTheNextIn() async throws {
+        let kiosk = try Kiosk()
+        kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]), .json(["continuation_token": "ct-4"]),
+                                Self.error("user_not_found", codes: [50034], "The user account does not exist."))
+        kiosk.transport.enqueue(Self.challengePath, .json(["continuation_token": "ct-2", "challenge_type": "password"]), .json(Self.codeSent))
+        kiosk.transport.enqueue(Self.tokenPath, try await kiosk.tokens(.ana),
+                                Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
+                                try await kiosk.tokens(.ben))
+        // Ana's shift.
+        let ana = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        let anaID = try #require(ana?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ana))")
+        let anaIn = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(anaID), "scopes": .array([]), "password": .string("Ana-Pass-1")],
+                                     as: Self.scannerUID)
+        #expect(anaIn?.parameters["result"] != nil, "\(String(describing: anaIn))")
+        // Ben takes over at the other app: without a switch he is refused at once (Ana is signed in)...
+        let refused = await kiosk.call("StartNativeSignIn", ["username": .string("ben@contoso.com")], as: Self.timeclockUID)
+        #expect(refused?.parameters["code"]?.string == "accountAlreadySignedIn", "\(String(describing: refused))")
+        // ...with one, Ana is signed out of every app as soon as the authority sent Ben's code.
+        let ben = await kiosk.call("StartNativeSignIn", ["username": .string("ben@contoso.com"), "switchReason": .string("shift-end")],
+                                   as: Self.timeclockUID)
+        let benID = try #require(ben?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ben))")
+        #expect(ben?.parameters["signedOut"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com", "\(String(describing: ben))")
+        let between = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
+        #expect(between?.parameters["current"] == nil || between?.parameters["current"] == .null, "\(String(describing: between))")
+        // A mistyped code leaves the switch open; the right one signs Ben in.
+        let wrong = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(benID), "scopes": .array([]), "code": .string("11111111")],
+                                     as: Self.timeclockUID)
+        #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
+        let benIn = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(benID), "scopes": .array([]), "code": .string("22222222")],
+                                     as: Self.timeclockUID)
+        let result = try #require(benIn?.parameters["result"]?.object, "\(String(describing: benIn))")
+        #expect(result["account"]?.object?["username"]?.string == "ben@contoso.com")
+        let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
+        #expect(current?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com", "\(String(describing: current))")
+        // The sign-out, the sign-in and the switch share the result's correlation id.
+        let correlation = try #require(result["correlationId"]?.string)
+        let events = try kiosk.fixture.device.auditEvents().filter { $0.correlationID == correlation }
+        #expect(events.map(\.type) == [.accountSignedOut, .accountSignedIn, .accountSwitched], "\(events)")
+        #expect(events.first?.account == "ana@contoso.com" && events.dropFirst().first?.details["flow"] == "nativeAuth")
+        #expect(events.last?.details["from"] == "ana@contoso.com" && events.last?.details["to"] == "ben@contoso.com")
+        // A switch to a username the authority does not know signs nobody out.
+        let unknown = await kiosk.call("StartNativeSignIn", ["username": .string("nobody@contoso.com"), "switchReason": .string("shift-end")],
+                                       as: Self.scannerUID)
+        #expect(unknown?.parameters["identityCode"]?.string == "user_not_found", "\(String(describing: unknown))")
+        let still = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
+        #expect(still?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com")
+        let badReason = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com"), "switchReason": .string("admin")],
+                                         as: Self.scannerUID)
+        #expect(badReason?.error == "org.varlink.service.InvalidParameter", "\(String(describing: badReason))")
     }
 
     @Test func aPolicyWithoutNativeAuthRefusesItAndARedirectMeansTheBrowser() async throws {

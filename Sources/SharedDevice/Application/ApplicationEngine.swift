@@ -455,6 +455,24 @@ extension ApplicationEngine {
     public func startNativeSignIn(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
         try checkAllowed(.nativeAuth)
         _ = try loginHint(for: username)
+        return try await nativeSignInStep(username: username)
+    }
+
+    /// Starts a native sign-in as the next worker of a shift change: once the authority has taken the
+    /// username (and sent the code), the current worker is signed out of every app and that commits, so
+    /// nobody stays signed in while the next worker types the code or password. Finish it with
+    /// `completeNativeSignIn(_:credential:scopes:msalClientID:shift:)`; if it never finishes, the device
+    /// stays signed out.
+    /// - Throws: as `startNativeSignIn(username:)`, except that anyone may be the next worker; nobody is
+    ///   signed out when it throws.
+    public func startNativeSwitch(username: String, reason: SignOutReason = .shiftEnd) async throws(SharedDeviceError)
+        -> (step: NativeSignInStep, shift: AccountManager.ShiftSwitch) {
+        try checkAllowed(.nativeAuth)
+        let step = try await nativeSignInStep(username: username)
+        return (step, try accountManager.beginSwitch(app: app, reason: reason))
+    }
+
+    private func nativeSignInStep(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
         do {
             return try await identity.startNativeSignIn(username: username)
         } catch {
@@ -474,8 +492,10 @@ extension ApplicationEngine {
     /// Finishes a native sign-in with the password or the code and caches the tokens (in shared mode the
     /// worker becomes the device's current worker); `account.signed_in` names the flow `nativeAuth`. A
     /// wrong password is audited as `account.sign_in_failed`; a wrong code leaves the step usable.
+    /// With `shift` (from `startNativeSwitch`), the sign-in completes that shift change: `account.signed_in`
+    /// and `account.switched` share the sign-out's correlation id.
     public func completeNativeSignIn(_ step: NativeSignInStep, credential: NativeSignInCredential, scopes: [String],
-                                     msalClientID: String? = nil) async throws(SharedDeviceError) -> AuthenticationResult {
+                                     msalClientID: String? = nil, shift: AccountManager.ShiftSwitch? = nil) async throws(SharedDeviceError) -> AuthenticationResult {
         let requested = requestScopes(scopes + configuration.defaultScopes)
         let grant: TokenGrant
         do {
@@ -489,6 +509,16 @@ extension ApplicationEngine {
         }
         if Task.isCancelled {
             throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
+        }
+        if let shift {
+            do throws(SharedDeviceError) {
+                let account = try accountManager.completeSwitch(shift, response: try decode(grant), context: context(scopes: grant.scopes), app: app,
+                                                                accessGroup: tokenGroup, auditDetails: ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue])
+                return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
+                                            idToken: grant.idToken?.raw, source: .interactive, correlationID: shift.correlationID)
+            } catch {
+                throw error.afterSwitchSignOut(shift.signedOut?.account)
+            }
         }
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
