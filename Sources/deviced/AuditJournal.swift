@@ -1,42 +1,84 @@
+import Foundation
 import Logging
 import ServiceLifecycle
 import SharedDevice
 
-/// Copies every new audit event to the daemon's log at info (sequence number, type, actor, account,
-/// reason, correlation id; an audit event holds no secret), so a journal or any shipper reading the
-/// daemon's standard error gets the shift's events without a server of ours. Every `interval` it reads the
-/// events after the last one it logged (one indexed query), starting after those already there. The
+/// Copies every new audit event to the systemd journal as a structured entry (`journalctl
+/// SHAREDMODE_AUDIT_TYPE=account.signed_out`; `systemd-journal-upload` ships the fields unchanged), or,
+/// when no journal runs, to the daemon's log at info. An audit event holds no secret: sequence, type,
+/// actor, account, reason, correlation id, details, and the device's id. Every `interval` it reads the
+/// events after the last one it copied (one indexed query), starting after those already there. The
 /// queries run on `executor` (the store's threads), never on the cooperative pool.
 struct AuditJournal: Service {
     let device: ManagedDevice
     let executor: any TaskExecutor
     let logger: Logger
+    /// journald's native socket, when the journal runs.
+    var journal: JournalSink? = JournalSink()
     var interval: Duration = .milliseconds(250)
+
+    /// The journal's MESSAGE_ID of an audit event (one id for every type: the type is a field of its own).
+    static let messageID = "9c2f4e7a1b3d4f6a8e0c2b4d6f8a1c3e"
 
     func run() async {
         await withTaskExecutorPreference(executor) {
-            await journal()
+            await copyEvents()
         }
     }
 
-    private func journal() async {
+    private func copyEvents() async {
         await cancelWhenGracefulShutdown {
             var last = (try? device.lastAuditSequence()) ?? 0
             while !Task.isCancelled {
                 // Cancelled at a graceful shutdown: a normal end, not a failure of the daemon.
                 do { try await Task.sleep(for: interval) } catch { return }
                 guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)) else { continue }
+                let deviceID = device.information().information.deviceID
                 for event in events {
                     last = max(last, event.sequence)
-                    var metadata: Logger.Metadata = [
-                        "audit.sequence": "\(event.sequence)", "audit.type": "\(event.type)", "audit.actor": "\(event.actor)",
-                        "audit.correlation_id": "\(event.correlationID)",
-                    ]
-                    if let account = event.account { metadata["audit.account"] = "\(account)" }
-                    if let reason = event.reason { metadata["audit.reason"] = "\(reason)" }
-                    logger.info("audit event", metadata: metadata)
+                    if let journal, journal.send(Self.fields(of: event, deviceID: deviceID)) { continue }
+                    logger.info("audit event", metadata: Self.metadata(of: event))
                 }
             }
         }
+    }
+
+    /// The journal entry of `event`: `MESSAGE` for people, `SHAREDMODE_*` fields for queries.
+    static func fields(of event: AuditEvent, deviceID: String?) -> [(name: String, value: String)] {
+        var message = "audit #\(event.sequence) \(event.type) by \(event.actor)"
+        if let account = event.account { message += " account \(account)" }
+        if let reason = event.reason { message += " (\(reason))" }
+        var fields: [(name: String, value: String)] = [
+            ("MESSAGE", message), ("MESSAGE_ID", messageID), ("PRIORITY", "\(priority(of: event.type))"), ("SYSLOG_IDENTIFIER", "deviced"),
+            ("SHAREDMODE_AUDIT_SEQUENCE", "\(event.sequence)"), ("SHAREDMODE_AUDIT_TYPE", event.type.rawValue),
+            ("SHAREDMODE_AUDIT_ACTOR", event.actor), ("SHAREDMODE_AUDIT_CORRELATION_ID", event.correlationID),
+            ("SHAREDMODE_AUDIT_TIME", event.recordedTime),
+        ]
+        if let account = event.account { fields.append(("SHAREDMODE_AUDIT_ACCOUNT", account)) }
+        if let reason = event.reason { fields.append(("SHAREDMODE_AUDIT_REASON", reason)) }
+        if !event.details.isEmpty, let details = try? JSONSerialization.data(withJSONObject: event.details, options: [.sortedKeys]) {
+            fields.append(("SHAREDMODE_AUDIT_DETAILS", String(decoding: details, as: UTF8.self)))
+        }
+        if let deviceID { fields.append(("SHAREDMODE_DEVICE_ID", deviceID)) }
+        return fields
+    }
+
+    /// syslog priority: refusals are warnings (4), sign-outs, switches and device changes notices (5),
+    /// the rest information (6).
+    static func priority(of type: AuditEventType) -> Int {
+        let name = type.rawValue
+        if name.hasSuffix("access_denied") || name.hasSuffix("sign_in_failed") { return 4 }
+        if name.hasPrefix("device.") || name == "account.signed_out" || name == "account.switched" { return 5 }
+        return 6
+    }
+
+    private static func metadata(of event: AuditEvent) -> Logger.Metadata {
+        var metadata: Logger.Metadata = [
+            "audit.sequence": "\(event.sequence)", "audit.type": "\(event.type)", "audit.actor": "\(event.actor)",
+            "audit.correlation_id": "\(event.correlationID)",
+        ]
+        if let account = event.account { metadata["audit.account"] = "\(account)" }
+        if let reason = event.reason { metadata["audit.reason"] = "\(reason)" }
+        return metadata
     }
 }

@@ -1,0 +1,71 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+/// The audit log in the systemd journal, against a real systemd-journald (Tests/Journal/journal-sandbox: a
+/// private mount namespace, journald as a plain process): deviced sends each audit event as a structured
+/// entry through the journal's native protocol, its log lines keep their levels through the `<N>` prefixes,
+/// and systemd-journal-upload ships the entries unchanged to a systemd-journal-remote on loopback.
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct JournalAuditTests {
+    static let journalDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Journal")
+
+    /// The entries of a `journalctl -o json` file.
+    static func entries(_ file: URL) throws -> [[String: Any]] {
+        let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+        return try text.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        }
+    }
+
+    @Test func auditEventsAreStructuredJournalEntriesThatJournalUploadShipsUnchanged() async throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("journal-audit-\(UUID().uuidString.prefix(8))")
+        let state = scratch.appendingPathComponent("state"), out = scratch.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let worker = Worker.jo
+        let response = scratch.appendingPathComponent("response.json")
+        try worker.response().write(to: response)
+        let port = 19_600 + Int.random(in: 0..<300)
+        let run = try await Command.run(Self.journalDirectory.appendingPathComponent("journal-sandbox"), [
+            Self.journalDirectory.appendingPathComponent("audit-to-journal").path, ChildProcess.productsDirectory.path, state.path,
+            DevicectlRunner.policy("kiosk.json"), response.path, "com.contoso.kiosk.scanner", out.path, "\(port)",
+        ])
+        try #require(run.status == 0, "the journal scenario failed (\(run.status)): \(run.stderr)")
+        let info = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("info.json"))) as? [String: Any])
+        let deviceID = try #require(info["deviceId"] as? String, "\(info)")
+
+        // `journalctl SHAREDMODE_AUDIT_TYPE=account.signed_out` finds the sign-out, with its fields.
+        let signedOut = try Self.entries(out.appendingPathComponent("signed-out.json"))
+        try #require(signedOut.count == 1, "\(signedOut)")
+        let entry = signedOut[0]
+        #expect(entry["SHAREDMODE_AUDIT_ACCOUNT"] as? String == worker.username)
+        #expect(entry["SHAREDMODE_AUDIT_REASON"] as? String == "shift-end")
+        #expect((entry["SHAREDMODE_AUDIT_SEQUENCE"] as? String).flatMap(Int.init) ?? 0 > 1, "\(entry)")
+        #expect((entry["SHAREDMODE_AUDIT_CORRELATION_ID"] as? String)?.isEmpty == false)
+        #expect(entry["SHAREDMODE_DEVICE_ID"] as? String == deviceID)
+        #expect(entry["SYSLOG_IDENTIFIER"] as? String == "deviced" && entry["PRIORITY"] as? String == "5", "\(entry)")
+        #expect((entry["MESSAGE"] as? String)?.contains("account.signed_out") == true)
+        #expect((entry["SHAREDMODE_AUDIT_DETAILS"] as? String)?.contains("\"scope\":\"global\"") == true, "\(entry)")
+
+        // Every audit event since the daemon started is there (the sign-in too), and deviced's own log lines keep their level.
+        let deviced = try Self.entries(out.appendingPathComponent("deviced.json"))
+        let types = deviced.compactMap { $0["SHAREDMODE_AUDIT_TYPE"] as? String }
+        #expect(types == ["account.signed_in", "account.signed_out"], "\(types)")
+        let ready = deviced.first { ($0["MESSAGE"] as? String)?.contains("deviced ready") == true }
+        #expect(ready?["PRIORITY"] as? String == "6", "\(String(describing: ready))")
+        // No token reaches the journal.
+        let journalText = try String(contentsOf: out.appendingPathComponent("deviced.json"), encoding: .utf8)
+        for secret in worker.secrets() { #expect(!journalText.contains(secret)) }
+
+        // The collector got the same entry through systemd-journal-upload.
+        let shipped = try Self.entries(out.appendingPathComponent("remote.json"))
+        let upload = (try? String(contentsOf: out.appendingPathComponent("upload.log"), encoding: .utf8)) ?? ""
+        try #require(shipped.count == 1, "the collector has \(shipped.count) sign-outs; upload: \(upload)")
+        for field in ["SHAREDMODE_AUDIT_SEQUENCE", "SHAREDMODE_AUDIT_TYPE", "SHAREDMODE_AUDIT_ACCOUNT", "SHAREDMODE_AUDIT_CORRELATION_ID",
+                      "SHAREDMODE_DEVICE_ID", "MESSAGE", "PRIORITY"] {
+            #expect(shipped[0][field] as? String == entry[field] as? String, "\(field): \(shipped[0]) vs \(entry)")
+        }
+    }
+}
