@@ -48,8 +48,9 @@ public final class KeychainStore: Sendable {
     ///
     /// - Parameters:
     ///   - directory: the state directory; created with mode 0700 if missing.
-    ///   - key: the master key source; by default the key file `master.key` in `directory`,
-    ///     generated when the store is created.
+    ///   - key: the master key source; by default `MasterKeySource.forStore(in:)`: the key systemd
+    ///     decrypted for the service, else the sealed key `master.key.cred`, else the key file `master.key`
+    ///     in `directory`, generated when the store is created.
     ///   - options: durability, busy timeout and clock.
     ///   - logger: where the store reports what it does (debug: each change; warning: integrity
     ///     failures) — never a secret, key or cleartext attribute. By default the task-local `Logger.current`.
@@ -59,7 +60,7 @@ public final class KeychainStore: Sendable {
                 logger: Logger = Logger.current) throws(KeychainError) {
         try StateDirectory.prepare(directory)
         let databaseURL = directory.appendingPathComponent(Self.databaseFileName)
-        let source = key ?? .keyFile(directory.appendingPathComponent(Self.keyFileName))
+        let source = key ?? .forStore(in: directory)
         var configuration = Configuration()
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "keychain-store"
@@ -324,7 +325,12 @@ public final class KeychainStore: Sendable {
     /// interrupted leaves no key file behind. (Without the check, SQLite would take the empty file for a new
     /// database, and the device would silently come back unprovisioned with an empty, "intact" audit log.)
     private static func refuseEmptiedStore(_ url: URL, source: MasterKeySource) throws(KeychainError) {
-        guard case .keyFile(let keyURL) = source, FileManager.default.fileExists(atPath: keyURL.path) else { return }
+        let keyURL: URL
+        switch source {
+        case .keyFile(let url), .sealedKeyFile(let url): keyURL = url
+        case .passphrase: return
+        }
+        guard FileManager.default.fileExists(atPath: keyURL.path) else { return }
         guard let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int, size == 0 else { return }
         let journal = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? Int ?? 0
         guard journal == 0 else { return }  // SQLite recovers the store from its write-ahead log

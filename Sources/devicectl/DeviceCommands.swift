@@ -16,6 +16,7 @@ struct Provision: ParsableCommand {
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("The device policy file.", valueName: "file")) var policy: String
     @Flag(help: "Allow a change of device mode (wipes every app's credentials).") var force = false
+    @OptionGroup var sealing: SealingOptions
     @OptionGroup var output: OutputOptions
 
     struct Summary: Encodable {
@@ -32,9 +33,14 @@ struct Provision: ParsableCommand {
             } catch {
                 throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
             }
+            let sealing = try self.sealing.sealing()
             let device = ManagedDevice(store: try store.open(), logger: store.logger)
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.provision(policyDocument: document, force: force, actor: Actor.current)
+            }
+            // Sealed once the store and its key file exist (a store already sealed stays as it is).
+            if let sealing, SealedKeyFile.sealing(in: store.directory) == nil {
+                try SealingOptions.seal(sealing, store: store)
             }
             let key = Hex.encode(record.auditPublicKey)
             if output.json {
@@ -88,11 +94,13 @@ struct Info: ParsableCommand {
 
     struct Result: Encodable {
         var information: DeviceInformation
+        var keyProtection: String
         var error: String?
 
         func encode(to encoder: any Encoder) throws {
             try information.encode(to: encoder)
             var container = encoder.container(keyedBy: Key.self)
+            try container.encode(keyProtection, forKey: Key(stringValue: "keyProtection")!)
             try container.encode(error, forKey: Key(stringValue: "error")!)
         }
 
@@ -104,13 +112,27 @@ struct Info: ParsableCommand {
         }
     }
 
+    /// How the store's master key is held: `sealed: tpm2 (PCRs 7)`, `credential loaded by systemd`,
+    /// `passphrase`, `file`.
+    static func keyProtection(_ store: StoreLocation) -> String {
+        if store.passphraseFile != nil { return "passphrase" }
+        if store.keyFile != nil { return "file" }
+        switch MasterKeySource.forStore(in: store.directory) {
+        case .keyFile(let url) where url.lastPathComponent == SealedKeyFile.credentialName: return "sealed: credential loaded by systemd"
+        case .sealedKeyFile: return "sealed: \(SealedKeyFile.sealing(in: store.directory)?.description ?? "systemd credential")"
+        default: return "file"
+        }
+    }
+
     func run() throws {
         try runReportingErrors {
             let (information, error) = DeviceInformation.current(stateDirectory: store.directory, key: try store.keySource(), logger: store.logger)
+            let protection = Self.keyProtection(store)
             if output.json {
-                try Output.json(Result(information: information, error: error?.description))
+                try Output.json(Result(information: information, keyProtection: protection, error: error?.description))
             } else {
                 Output.print("mode: \(information.mode.rawValue)")
+                Output.print("key: \(protection)")
                 if let id = information.deviceID {
                     Output.print("device: \((information.deviceName ?? "").forTerminal) (id \(id.forTerminal))")
                     Output.print("policy: \(information.policyID?.forTerminal ?? "(no id)") sha256 \((information.policySHA256 ?? "").forTerminal)")

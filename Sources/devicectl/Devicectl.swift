@@ -10,7 +10,7 @@ struct Devicectl: AsyncParsableCommand {
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
         subcommands: [Provision.self, Deprovision.self, Info.self, Status.self, Activity.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
-                      Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self]
+                      Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self, KeyCommand.self]
     )
 
     /// Sets up logging once, then parses and runs the command.

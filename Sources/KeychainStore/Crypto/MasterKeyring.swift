@@ -8,6 +8,21 @@ public enum MasterKeySource: Sendable {
     case keyFile(URL)
     /// A passphrase stretched with Argon2id; salt and cost are kept in the store.
     case passphrase(String)
+    /// The key file's key sealed as a systemd credential (`SealedKeyFile`): decrypted by systemd-creds.
+    case sealedKeyFile(URL)
+
+    /// The key of the store in `directory`: the credential systemd decrypted for the service
+    /// (`$CREDENTIALS_DIRECTORY/sharedmode-master-key`, `LoadCredentialEncrypted=`), else the sealed key in
+    /// the directory (`master.key.cred`), else the key file `master.key`.
+    public static func forStore(in directory: URL, environment: [String: String] = ProcessInfo.processInfo.environment) -> MasterKeySource {
+        if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
+            let loaded = URL(fileURLWithPath: credentials).appendingPathComponent(SealedKeyFile.credentialName)
+            if FileManager.default.fileExists(atPath: loaded.path) { return .keyFile(loaded) }
+        }
+        let sealed = directory.appendingPathComponent(SealedKeyFile.fileName)
+        if FileManager.default.fileExists(atPath: sealed.path) { return .sealedKeyFile(sealed) }
+        return .keyFile(directory.appendingPathComponent(KeychainStore.keyFileName))
+    }
 }
 
 /// The keys derived from the master key, and the check that the master key opens this store.
@@ -47,6 +62,8 @@ struct MasterKeyring: Sendable {
         case .keyFile(let url):
             master = try KeyFile.loadOrCreate(FilePath(url.path))
             rows = [Meta.kdf: Data(Meta.keyFileKDF.utf8)]
+        case .sealedKeyFile(let url):
+            throw KeychainError(.corruptStore, "the state directory holds a sealed key (\(url.path)) but no store; restore the store from backup, or remove the sealed key to start afresh")
         case .passphrase(let passphrase):
             let parameters = KeyDerivation.PasswordHashParameters.interactive()
             master = try KeyDerivation.masterKey(passphrase: passphrase, parameters: parameters)
@@ -84,6 +101,8 @@ struct MasterKeyring: Sendable {
                 throw KeychainError(.wrongKey, "key file \(url.path) is missing; restore it from backup (this store cannot be opened without it)")
             }
             master = key
+        case (Meta.keyFileKDF, .sealedKeyFile(let url)):
+            master = try SealedKeyFile.unseal(url)
         case (Meta.passphraseKDF, .passphrase(let passphrase)):
             guard let salt = meta[Meta.salt], let ops = meta[Meta.ops].flatMap(decode), let mem = meta[Meta.mem].flatMap(decode) else {
                 throw KeychainError(.corruptStore, "the store's passphrase parameters are missing or damaged")
@@ -92,13 +111,17 @@ struct MasterKeyring: Sendable {
                 parameters: .init(salt: salt, opsLimit: ops, memLimit: mem))
         case (Meta.keyFileKDF, .passphrase):
             throw KeychainError(.wrongKey, "this store is protected by a key file, not a passphrase; open it with its key file")
-        case (Meta.passphraseKDF, .keyFile):
+        case (Meta.passphraseKDF, .keyFile), (Meta.passphraseKDF, .sealedKeyFile):
             throw KeychainError(.wrongKey, "this store is protected by a passphrase; supply it (devicectl: --passphrase-file)")
         default:
             throw KeychainError(.corruptStore, "the store's key record names an unknown key derivation")
         }
         guard let stored = meta[Meta.check], Sodium.constantTimeEqual(stored, try keyCheck(master)) else {
-            let what = if case .passphrase = source { "passphrase" } else { "key file" }
+            let what = switch source {
+            case .passphrase: "passphrase"
+            case .keyFile: "key file"
+            case .sealedKeyFile: "sealed key"
+            }
             throw KeychainError(.wrongKey, "the \(what) does not open this store; nothing was changed. Use the \(what) the store was created with")
         }
         return try MasterKeyring(master: master)

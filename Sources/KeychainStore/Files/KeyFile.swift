@@ -113,8 +113,30 @@ enum KeyFile {
         return KeychainError(.ioError, "cannot \(action) \(path): \(error); check the state directory's owner, permissions and free space")
     }
 
+    /// Overwrites the key file with zeros, flushes it and unlinks it (after the key was sealed): no
+    /// plaintext key stays in the state directory. A missing file is no error.
+    static func destroy(_ path: FilePath) throws(KeychainError) {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec, .noFollow])
+        } catch {
+            if (error as? Errno) == .noSuchFileOrDirectory { return }
+            throw failure("open the key file to wipe it", path, error as? Errno ?? .ioError)
+        }
+        do {
+            _ = try descriptor.closeAfter {
+                _ = try descriptor.writeAll(repeatElement(UInt8(0), count: SecureKey.byteCount))
+                try Syscalls.fsync(descriptor)
+            }
+            try Syscalls.unlink(path)
+        } catch {
+            throw failure("wipe the key file", path, error as? Errno ?? .ioError)
+        }
+        syncDirectory(path.removingLastComponent())
+    }
+
     /// Makes the new name durable. Best effort: the key is already written and synced.
-    private static func syncDirectory(_ directory: FilePath) {
+    static func syncDirectory(_ directory: FilePath) {
         guard let descriptor = try? FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec]) else { return }
         _ = try? descriptor.closeAfter { try Syscalls.fsync(descriptor) }
     }

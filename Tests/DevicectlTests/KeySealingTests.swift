@@ -1,0 +1,137 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+/// The master key sealed to the device through the real systemd-creds: with a host key of its own
+/// (`SYSTEMD_CREDENTIAL_SECRET`) and with a software TPM2 (Tests/TPM/tpm-sandbox: swtpm behind tpm2-abrmd,
+/// its state kept per "device"). A copy of the state directory opens nowhere else, a PCR change refuses to
+/// unseal, and no plaintext key stays on disk.
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct KeySealingTests {
+    static let tpmSandbox = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("TPM/tpm-sandbox")
+    static let devicectl = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl")
+
+    /// Every byte of the files in `directory` by name (to show nothing changed), but SQLite's shared-memory
+    /// WAL index (`-shm`) and an empty write-ahead log, which hold no data (SQLite removes an empty log
+    /// when the last connection closes).
+    static func fingerprint(_ directory: URL) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where !name.hasSuffix("-shm") {
+            var isDirectory: ObjCBool = false
+            let url = directory.appendingPathComponent(name)
+            guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+            let bytes = try Data(contentsOf: url)
+            if name.hasSuffix("-wal") && bytes.isEmpty { continue }
+            files[name] = bytes
+        }
+        return files
+    }
+
+    /// A copy of `directory` (another device's disk image of this one).
+    static func copy(_ directory: URL) throws -> URL {
+        let copy = URL(fileURLWithPath: directory.path + "-copy-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.copyItem(at: directory, to: copy)
+        return copy
+    }
+
+    /// Provisions with the key file first and reads it, so the test knows the plaintext key it must not find.
+    static func provisionAndReadKey(_ cli: DevicectlRunner, environment: [String: String] = [:]) async throws -> Data {
+        let provision = try await cli.run(["provision", "--policy", DevicectlRunner.policy("kiosk.json")], environment: environment)
+        try #require(provision.status == 0, "\(provision.stderr)")
+        return try Data(contentsOf: cli.stateDirectory.appendingPathComponent("master.key"))
+    }
+
+    /// No file of `directory` holds `key`, and there is no master.key.
+    static func expectNoPlaintextKey(_ key: Data, in directory: URL) throws {
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("master.key").path))
+        for (name, bytes) in try fingerprint(directory) {
+            #expect(bytes.range(of: key) == nil, "the plaintext key is in \(name)")
+        }
+    }
+
+    @Test func aKeySealedToTheHostKeyOpensHereAndACopyWithAnotherHostKeyFailsClearlyChangingNothing() async throws {
+        let cli = DevicectlRunner()
+        defer { cli.cleanUp() }
+        let secrets = FileManager.default.temporaryDirectory.appendingPathComponent("host-keys-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: secrets, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: secrets) }
+        let here = ["SYSTEMD_CREDENTIAL_SECRET": secrets.appendingPathComponent("this-device").path]
+        let elsewhere = ["SYSTEMD_CREDENTIAL_SECRET": secrets.appendingPathComponent("other-device").path]
+        let key = try await Self.provisionAndReadKey(cli, environment: here)
+        let sealed = try await cli.run(["key", "seal", "--with", "host"], environment: here)
+        try #require(sealed.status == 0, "\(sealed.stderr)")
+        try Self.expectNoPlaintextKey(key, in: cli.stateDirectory)
+        #expect(FileManager.default.fileExists(atPath: cli.stateDirectory.appendingPathComponent("master.key.cred").path))
+
+        // Root's devicectl opens the sealed store by itself; info says how the key is held; the sealing is audited.
+        let info = try await cli.run(["info", "--json"], environment: here)
+        #expect(info.status == 0 && (try? parseJSON(info.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: host", "\(info.stdout) \(info.stderr)")
+        let jo = try cli.writeFile("jo.json", Worker.jo.response())
+        let signIn = try await cli.run(["signin", "--app", "com.contoso.kiosk.scanner", "--token-response", jo], environment: here)
+        #expect(signIn.status == 0, "\(signIn.stderr)")
+        let audit = try await cli.run(["audit", "--json"], environment: here)
+        let sealedEvent = (try? parseJSON(audit.stdout) as? [[String: Any]])?.first { $0["type"] as? String == "device.key_sealed" }
+        #expect((sealedEvent?["details"] as? [String: String])?["binding"] == "host", "\(audit.stdout)")
+        // deviced starts on it (outside systemd it unseals through systemd-creds too).
+        let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", cli.stateDirectory.path + "/b.sock"],
+                                      environment: here)
+        #expect(await BrokerDaemon.waitUntilReady(daemon), "\(daemon.standardError)")
+        _ = daemon.send(SIGTERM)
+        _ = await daemon.waitForExit(timeout: 30)
+
+        // The state directory copied to another device (another host key): a clear refusal, nothing changed.
+        let copy = try Self.copy(cli.stateDirectory)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let before = try Self.fingerprint(copy)
+        let stolen = try await DevicectlRunner.execute(Self.devicectl, ["accounts", "--state-dir", copy.path], environment: elsewhere)
+        #expect(stolen.status == 47 && stolen.stderr.contains("another device's host key") && stolen.stderr.contains("nothing was changed"),
+                "\(stolen.status) \(stolen.stderr)")
+        let after = try Self.fingerprint(copy)
+        #expect(after == before, "changed: \(Set(after.keys).union(before.keys).filter { after[$0] != before[$0] }.sorted())")
+        let stolenDaemon = try ChildProcess(product: "deviced", ["--state-dir", copy.path, "--socket", copy.path + "/b.sock"], environment: elsewhere)
+        #expect(await stolenDaemon.waitForExit(timeout: 30) && stolenDaemon.status == 78, "\(stolenDaemon.standardError)")
+        // Sealing again is refused; the sealed store stays as it is.
+        let again = try await cli.run(["key", "seal", "--with", "host"], environment: here)
+        #expect(again.status == 47 && again.stderr.contains("sealed already"), "\(again.status) \(again.stderr)")
+    }
+
+    @Test func aKeySealedToTheTPMOpensAcrossRestartsButNotUnderAnotherTPMNorAfterAPCRChange() async throws {
+        let cli = DevicectlRunner()
+        defer { cli.cleanUp() }
+        let tpms = FileManager.default.temporaryDirectory.appendingPathComponent("tpms-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: tpms) }
+        let port = 23_000 + 2 * Int.random(in: 0..<400)
+        let thisTPM = tpms.appendingPathComponent("this-device").path, otherTPM = tpms.appendingPathComponent("other-device").path
+        /// devicectl with `tpm` as the device's TPM.
+        func devicectl(_ tpm: String, _ arguments: [String], stateDirectory: URL? = nil) async throws -> Command.Result {
+            try await DevicectlRunner.execute(Self.tpmSandbox, [tpm, "\(port)", Self.devicectl.path]
+                                              + arguments + ["--state-dir", (stateDirectory ?? cli.stateDirectory).path])
+        }
+        let provision = try await devicectl(thisTPM, ["provision", "--policy", DevicectlRunner.policy("kiosk.json"), "--seal", "tpm2", "--tpm2-pcrs", "7"])
+        try #require(provision.status == 0, "\(provision.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cli.stateDirectory.appendingPathComponent("master.key").path))
+        // Opens again in new processes with the TPM (a restart of the device's services).
+        for _ in 0..<2 {
+            let info = try await devicectl(thisTPM, ["info", "--json"])
+            let json = try? parseJSON(info.stdout) as? [String: Any]
+            #expect(info.status == 0 && json?["keyProtection"] as? String == "sealed: tpm2 (PCRs 7)" && json?["mode"] as? String == "shared",
+                    "\(info.stdout) \(info.stderr)")
+        }
+        // The disk image under another TPM.
+        let copy = try Self.copy(cli.stateDirectory)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let before = try Self.fingerprint(copy)
+        let stolen = try await devicectl(otherTPM, ["accounts"], stateDirectory: copy)
+        #expect(stolen.status == 47 && stolen.stderr.contains("sealed to another device's TPM"), "\(stolen.status) \(stolen.stderr)")
+        #expect(try Self.fingerprint(copy) == before)
+        // The boot state changed (PCR 7 extended, in the same TPM session: a TPM's PCRs start afresh at each boot).
+        let changed = try await DevicectlRunner.execute(Self.tpmSandbox, [
+            thisTPM, "\(port)", "/bin/bash", "-c", "tpm2_pcrextend 7:sha256=\(String(repeating: "ab", count: 32)) && exec \"$@\"", "pcr-change",
+            Self.devicectl.path, "accounts", "--state-dir", cli.stateDirectory.path])
+        #expect(changed.status == 47 && changed.stderr.contains("PCRs changed"), "\(changed.status) \(changed.stderr)")
+        // The same TPM after that "boot": it opens again.
+        let rebooted = try await devicectl(thisTPM, ["accounts"])
+        #expect(rebooted.status == 0, "\(rebooted.stderr)")
+    }
+}
