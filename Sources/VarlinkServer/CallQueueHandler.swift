@@ -5,7 +5,9 @@ import Varlink
 /// Admits a connection's calls to its queue (the calls' bytes and count, per connection and per uid, in
 /// `ConnectionLedger`) and hands them on to the connection's call task. A call over a limit, or bytes that
 /// are not a varlink call, get a `protocolError` reply saying why, written at once (ahead of the calls
-/// still running), and the connection is closed once it is written (after a second at most). Closes an
+/// still running); then the connection is closed for writing (the peer reads the reply, then the end) and
+/// what the peer still sends is read and dropped, until it closes or two seconds pass. (A close with
+/// unread bytes in the socket would reset the connection, and the peer could lose the reply.) Closes an
 /// idle connection (`IdleStateHandler`'s event) when no call is queued or running.
 final class CallQueueHandler: ChannelInboundHandler {
     typealias InboundIn = ReceivedCall
@@ -60,20 +62,26 @@ final class CallQueueHandler: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    /// Sends a `protocolError` reply saying why, then closes the connection.
-    /// The close waits for the reply's write (a close with the write still pending would drop it).
+    /// Sends a `protocolError` reply saying why, then closes the connection: for writing once the reply is
+    /// written (a close with the write still pending would drop it), entirely when the peer closes its end
+    /// (its further calls are dropped meanwhile: `isClosing`) or after `lingerTime`.
     private func refuse(_ context: ChannelHandlerContext, reason: String) {
         guard ledger.beginClosing() else { return }
         let reply = VarlinkReply(error: protocolError, parameters: ["reason": .string(reason)])
         let channel = context.channel
         context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in
-            channel.close(promise: nil)
+            let halfClosed = channel.eventLoop.makePromise(of: Void.self)
+            halfClosed.futureResult.whenFailure { _ in channel.close(promise: nil) }
+            channel.close(mode: .output, promise: halfClosed)
         }
-        // A peer that reads nothing does not hold the connection open: closed after a second regardless.
-        context.eventLoop.scheduleTask(in: .seconds(1)) {
+        // A peer that reads nothing, or sends on and on, does not hold the connection open.
+        context.eventLoop.scheduleTask(in: Self.lingerTime) {
             channel.close(promise: nil)
         }
     }
+
+    /// How long a refused connection is kept for the peer to read its reply.
+    static let lingerTime: TimeAmount = .seconds(2)
 
     private func close(_ context: ChannelHandlerContext) {
         guard ledger.beginClosing() else { return }
