@@ -29,7 +29,8 @@ import Testing
         let daemon = try await Daemon()
         try await daemon.signWorkerIn()
         try await daemon.start()
-        let (fake, socket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID, seconds: 8)
+        // The fake listens long enough for both clients below on a loaded machine (it counts what it got when it stops).
+        let (fake, socket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID, seconds: 15)
         // Root's shift-end sign-out, pointed at the fake: refused before anything is sent.
         let signOut = try await Command.run(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"), ["signout"],
                                             environment: ["DEVICECTL_SOCKET": socket, "DEVICECTL_STATE_DIR": daemon.cli.stateDirectory.path])

@@ -59,7 +59,8 @@ import Testing
             #expect(error.code == .authorityUnreachable && error.message.contains("timed out"), "\(error.message)")
             #expect(error.message.contains("127.0.0.1:\(server.port)") && !error.message.contains("/slow"))
         }
-        #expect(Date().timeIntervalSince(started) < 10)
+        // Well before the 30-second answer (the bound leaves room for a machine loaded by the other suites).
+        #expect(Date().timeIntervalSince(started) < 20)
     }
 
     @Test func cancelingTheTaskStopsTheRequestAsUserCanceled() async throws {
@@ -76,7 +77,7 @@ import Testing
             return
         }
         #expect(error.code == .userCanceled, "\(error.message)")
-        #expect(Date().timeIntervalSince(started) < 10, "the request ran on after its task was canceled")
+        #expect(Date().timeIntervalSince(started) < 20, "the request ran on after its task was canceled")
     }
 
     @Test func onlyTheLastResponsesHeadersCount() {

@@ -19,10 +19,14 @@ public struct CurlTransport: HTTPTransport {
         let cancelFlag = RequestCancelFlag()
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                // libcurl blocks: on a thread of its own, never one of the cooperative pool's.
-                DispatchQueue.global(qos: .userInitiated).async {
+                // libcurl blocks: on a thread of its own, never one of the cooperative pool's — nor of
+                // Dispatch's global queue, whose few threads (one per core) other blocking work may hold,
+                // so that a request would wait there past its own timeout.
+                let thread = Thread {
                     continuation.resume(returning: Self.perform(request, timeout: timeout, cancelFlag: cancelFlag))
                 }
+                thread.name = "curl"
+                thread.start()
             }
         } onCancel: {
             cancelFlag.raise()
