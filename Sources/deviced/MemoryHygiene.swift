@@ -8,15 +8,17 @@ import Foundation
 /// in its memory after use, and never reaches a core file.
 ///
 /// Swift strings and SwiftNIO's buffers cannot be wiped one by one; the allocator can: started with
-/// glibc's tunables `glibc.malloc.perturb` (every freed byte is overwritten) and `glibc.malloc.tcache_count=0`
-/// (no per-thread cache, whose chunks are freed without it), the daemon keeps no copy of a password once
+/// glibc's tunables `glibc.malloc.perturb` (every freed byte is overwritten), `glibc.malloc.tcache_count=0`
+/// (no per-thread cache, whose chunks are freed without it) and a fixed `glibc.malloc.mmap_threshold` of
+/// 128 KiB (a large buffer, a big request's, is its own mapping, unmapped when freed: gone rather than
+/// overwritten, which costs less), the daemon keeps no copy of a password once
 /// the sign-in's buffers are freed. glibc reads tunables only when a process starts, so the daemon starts
 /// itself again (`execve` of `/proc/self/exe`, same pid, arguments, descriptors and environment plus the
 /// tunables) before anything else. It also makes itself non-dumpable (`PR_SET_DUMPABLE` 0): no core file of
 /// a crash holds the decrypted store's secrets, and only a process with `CAP_SYS_PTRACE` reads its memory.
 enum MemoryHygiene {
     /// The tunables the daemon runs with (the perturb byte is arbitrary and nonzero).
-    static let tunables = ["glibc.malloc.perturb=165", "glibc.malloc.tcache_count=0"]
+    static let tunables = ["glibc.malloc.perturb=165", "glibc.malloc.tcache_count=0", "glibc.malloc.mmap_threshold=131072"]
 
     /// Whether `value` (a `GLIBC_TUNABLES` setting) already has every tunable of `tunables`.
     static func hasTunables(_ value: String?) -> Bool {
