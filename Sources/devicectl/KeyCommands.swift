@@ -32,16 +32,52 @@ struct SealingOptions: ParsableArguments {
         return KeySealing(binding: binding, pcrs: pcrs.compactMap { $0 })
     }
 
-    /// Seals the store's key in `location` and audits it (`device.key_sealed`).
+    /// The system's state directory, the one `deviced.service` serves.
+    static let serviceStateDirectory = "/var/lib/devicectl"
+    /// Where the unit's drop-in goes: `deviced.service` gets the sealed key through `LoadCredentialEncrypted=`.
+    static let serviceDropIn = "/etc/systemd/system/deviced.service.d/sealed-key.conf"
+
+    /// Seals the store's key in `location` and audits it (`device.key_sealed`); for the system's state
+    /// directory, also has systemd hand the service the key (`installServiceDropIn`).
     static func seal(_ sealing: KeySealing, store location: StoreLocation) throws {
         // The key file must open this store before it is sealed.
         let store = try location.openExisting()
         try reportingErrors { () throws(KeychainError) in try SealedKeyFile.seal(directory: location.directory, sealing: sealing) }
+        if location.directory.standardizedFileURL.path == serviceStateDirectory { try installServiceDropIn() }
         let device = ManagedDevice(store: store, logger: location.logger)
         _ = try reportingDeviceErrors { () throws(SharedDeviceError) in
             try device.record(AuditEntry(type: .deviceKeySealed, actor: Actor.current, reason: "master key sealed",
                                          details: ["binding": sealing.binding.rawValue, "pcrs": sealing.pcrs.map(String.init).joined(separator: "+")]))
         }
+    }
+}
+
+extension SealingOptions {
+    /// Writes the drop-in that has systemd decrypt the sealed key for `deviced.service`
+    /// (`LoadCredentialEncrypted=`; the daemon, with `PrivateDevices=yes`, cannot reach the TPM itself) and
+    /// reloads systemd when it runs. Written only once the key is sealed: a unit naming a missing
+    /// credential does not start.
+    static func installServiceDropIn() throws {
+        let url = URL(fileURLWithPath: serviceDropIn)
+        let text = """
+            # Written by `devicectl key seal`: systemd decrypts the store's master key, sealed to this device, for deviced
+            # ($CREDENTIALS_DIRECTORY/\(SealedKeyFile.credentialName)).
+            [Service]
+            LoadCredentialEncrypted=\(SealedKeyFile.credentialName):\(serviceStateDirectory)/\(SealedKeyFile.fileName)
+
+            """
+        do {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: url, options: .atomic)
+        } catch {
+            throw CLIError(exitCode: .ioError, "the key is sealed, but the unit's drop-in \(serviceDropIn) could not be written (\(error)); write it by hand: \(text)")
+        }
+        guard FileManager.default.fileExists(atPath: "/run/systemd/system") else { return }
+        let reload = Process()
+        reload.executableURL = URL(fileURLWithPath: "/bin/systemctl")
+        reload.arguments = ["daemon-reload"]
+        try? reload.run()
+        reload.waitUntilExit()
     }
 }
 
