@@ -21,7 +21,11 @@ struct SealingOptions: ParsableArguments {
 
     /// The sealing asked for, nil without `--seal`.
     func sealing() throws -> KeySealing? {
-        guard let seal else { return nil }
+        try seal.map { try Self.sealing(seal: $0, pcrs: tpm2Pcrs) }
+    }
+
+    /// A sealing with `seal` (`tpm2`, `host`, `tpm2+host`) and `pcrs` (`7`, `7+16`).
+    static func sealing(seal: String, pcrs tpm2Pcrs: String) throws -> KeySealing {
         guard let binding = KeySealing.Binding(rawValue: seal) else {
             throw CLIError(exitCode: .usage, "unknown key \(seal) to seal with; use tpm2, host or tpm2+host")
         }
@@ -104,10 +108,7 @@ struct SealKey: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            var options = SealingOptions()
-            options.seal = with
-            options.tpm2Pcrs = tpm2Pcrs
-            guard let sealing = try options.sealing() else { return }
+            let sealing = try SealingOptions.sealing(seal: with, pcrs: tpm2Pcrs)
             try SealingOptions.seal(sealing, store: store)
             if output.json { try Output.json(["keyProtection": "sealed", "sealing": sealing.description]) }
             else { Output.print("master key sealed: \(sealing.description); \(KeychainStore.keyFileName) removed") }

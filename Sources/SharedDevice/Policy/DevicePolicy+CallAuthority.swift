@@ -10,17 +10,19 @@ extension DevicePolicy.Authority {
     /// slash aside, case-insensitively). MSAL's rule for B2C: an app signs in only at authorities it knows.
     /// - Returns: the listed URL, or nil when the policy lists no such authority (or it is no authority).
     public func listedAuthority(_ requested: String) -> URL? {
-        let known = knownAuthorities.compactMap(\.host)
-        func canonical(_ url: String) -> String? { (try? ParsedAuthority(url, knownAuthorities: known))?.url.absoluteString.lowercased() }
         guard let asked = canonical(requested) else { return nil }
         return ([issuer] + knownAuthorities).first { canonical($0.absoluteString) == asked }
     }
 
     /// Whether `url` is the issuer itself (in canonical form).
     public func isIssuer(_ url: URL) -> Bool {
-        let known = knownAuthorities.compactMap(\.host)
-        func canonical(_ url: URL) -> String? { (try? ParsedAuthority(url: url, knownAuthorities: known))?.url.absoluteString.lowercased() }
-        return canonical(url) != nil && canonical(url) == canonical(issuer)
+        guard let given = canonical(url.absoluteString) else { return false }
+        return given == canonical(issuer.absoluteString)
+    }
+
+    /// `url` as the identity client puts it in canonical form, lowercased; nil when it is no authority.
+    private func canonical(_ url: String) -> String? {
+        (try? ParsedAuthority(url, knownAuthorities: knownAuthorities.compactMap(\.host)))?.url.absoluteString.lowercased()
     }
 
     /// The message of a refused call authority: what the policy lists and what to do.
