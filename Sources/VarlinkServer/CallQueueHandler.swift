@@ -3,8 +3,8 @@ import NIOCore
 import Varlink
 
 /// Admits a connection's calls to its queue (the calls' bytes and count, per connection and per uid, in
-/// `ConnectionLedger`) and hands them on to the connection's call task. A call over a limit, or bytes that
-/// are not a varlink call, get a `protocolError` reply saying why, written at once (ahead of the calls
+/// `ConnectionLedger`) and hands them on to the connection's call task. A call over a limit, bytes that
+/// are not a varlink call, or a message left unfinished past its deadline get a `protocolError` reply saying why, written at once (ahead of the calls
 /// still running); then the connection is closed for writing (the peer reads the reply, then the end) and
 /// what the peer still sends is read and dropped, until it closes or two seconds pass. (A close with
 /// unread bytes in the socket would reset the connection, and the peer could lose the reply.) Closes an
@@ -40,6 +40,11 @@ final class CallQueueHandler: ChannelInboundHandler {
         if let error = error as? VarlinkProtocolError {
             logger.debug("varlink connection closed: not a varlink message", metadata: ["varlink.error": "\(error.code)"])
             refuse(context, reason: error.message)
+            return
+        }
+        if let error = error as? MessageDeadlinePassed {
+            logger.debug("varlink connection closed: a message left unfinished")
+            refuse(context, reason: error.reason)
             return
         }
         logger.debug("varlink connection error", metadata: ["error": "\(error)"])

@@ -1,4 +1,3 @@
-import Logging
 import NIOCore
 import Varlink
 
@@ -9,27 +8,38 @@ struct ReceivedCall: Sendable {
     var bytes: Int
 }
 
+/// A message that started was not complete within the message timeout: the peer is told so and closed
+/// (`CallQueueHandler`).
+struct MessageDeadlinePassed: Error {
+    var timeout: TimeAmount
+
+    /// The `protocolError`'s reason.
+    var reason: String {
+        let milliseconds = timeout.nanoseconds / 1_000_000
+        let limit = milliseconds % 1_000 == 0 ? "\(milliseconds / 1_000) s" : "\(milliseconds) ms"
+        return "a message was left unfinished for \(limit) (the limit); send each call whole, without pausing inside it"
+    }
+}
+
 /// Splits a connection's bytes into varlink calls with `VarlinkFrameDecoder` (NUL-terminated messages of
-/// at most `maximumMessageBytes`), and closes the connection when a message that has started is not
-/// complete within `messageTimeout`: later bytes of it never push that deadline back, so a peer that
-/// trickles bytes is closed like a silent one; each message has a deadline of its own, so a peer that
-/// streams complete messages back to back is never cut off. Bytes that are not a varlink call are thrown as
-/// `VarlinkProtocolError` (`CallQueueHandler` answers them); once the connection is closing, bytes are
-/// dropped unread.
+/// at most `maximumMessageBytes`), and refuses the connection (`MessageDeadlinePassed`) when a message that
+/// has started is not complete within `messageTimeout`: later bytes of it never push that deadline back,
+/// so a peer that trickles bytes is closed like a silent one; each message has a deadline of its own, so a
+/// peer that streams complete messages back to back is never cut off. Bytes that are not a varlink call are
+/// thrown as `VarlinkProtocolError`; `CallQueueHandler` answers both. Once the connection is closing, bytes
+/// are dropped unread.
 struct VarlinkMessageDecoder: ByteToMessageDecoder {
     typealias InboundOut = ReceivedCall
 
     private var frames: VarlinkFrameDecoder
     private let messageTimeout: TimeAmount
     private let ledger: ConnectionLedger
-    private let logger: Logger
     private var deadline: Scheduled<Void>?
 
-    init(maximumMessageBytes: Int, messageTimeout: TimeAmount, ledger: ConnectionLedger, logger: Logger) {
+    init(maximumMessageBytes: Int, messageTimeout: TimeAmount, ledger: ConnectionLedger) {
         frames = VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes)
         self.messageTimeout = messageTimeout
         self.ledger = ledger
-        self.logger = logger
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
@@ -68,11 +78,10 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
     private mutating func armDeadline(_ context: ChannelHandlerContext) {
         guard frames.bufferedByteCount > 0 else { return disarm() }
         guard deadline == nil else { return }
-        let logger = self.logger, ledger = self.ledger
+        let timeout = messageTimeout, ledger = self.ledger
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: messageTimeout) {
-            guard ledger.beginClosing() else { return }
-            logger.debug("varlink connection closed: a message left unfinished")
-            context.close(promise: nil)
+            guard !ledger.isClosing else { return }
+            context.fireErrorCaught(MessageDeadlinePassed(timeout: timeout))
         }
     }
 

@@ -62,7 +62,7 @@ extension VarlinkServer {
         try handlers.addHandler(ReplyDeadlineHandler(timeout: configuration.replyTimeout))
         try handlers.addHandler(ByteToMessageHandler(VarlinkMessageDecoder(
             maximumMessageBytes: configuration.maximumMessageBytes, messageTimeout: configuration.messageTimeout,
-            ledger: ledger, logger: logger)))
+            ledger: ledger)))
         // After the decoder: only a completed message counts as reading (a reply written, as writing).
         try handlers.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
         try handlers.addHandler(CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger))

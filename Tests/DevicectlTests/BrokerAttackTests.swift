@@ -153,6 +153,8 @@ import Testing
         let trickle = try #require(try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "trickle", ["20"])).first)
         let closedAfter = try #require(trickle["closedAfter"] as? Double, "the broker never closed the trickling connection: \(trickle)")
         #expect(closedAfter >= 2.5 && closedAfter < 8, "closed after \(closedAfter) s; the message deadline is 3 s")
+        #expect(trickle["error"] as? String == "org.sharedmode.Broker1.ProtocolError", "\(trickle)")
+        #expect((trickle["reason"] as? String ?? "").contains("left unfinished for 3 s (the limit)"), "\(trickle)")
         await daemon.cleanUp()
     }
 

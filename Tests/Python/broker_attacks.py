@@ -96,7 +96,9 @@ def pipeline(path, connections, calls, size, hold):
         send_all(sock, frame("SubscribeAccountChanges", more=True))
         socks.append(sock)
     for sock in socks:
-        sock.settimeout(5)
+        # The attacker never gives up inside a message (a loaded daemon may take a while to read one): only
+        # the daemon ends a connection.
+        sock.settimeout(120)
         for _ in range(calls):
             if not send_all(sock, call):
                 break
@@ -179,15 +181,19 @@ def trickle(path, seconds):
     message = frame("GetCaller")
     started = time.time()
     closed_after = None
+    replies = []
     for position in range(min(seconds, len(message) - 1)):
         if not send_all(sock, message[position:position + 1]):
             closed_after = time.time() - started
             break
-        _, closed = read_replies(sock, time.time() + 1)
+        received, closed = read_replies(sock, time.time() + 1)
+        replies += received
         if closed:
             closed_after = time.time() - started
             break
-    emit(step="trickle", closedAfter=closed_after)
+    errors = [reply for reply in replies if reply.get("error")]
+    emit(step="trickle", closedAfter=closed_after, error=errors[-1]["error"] if errors else None,
+         reason=(errors[-1].get("parameters") or {}).get("reason") if errors else None)
     sock.close()
 
 
