@@ -87,7 +87,8 @@ public final class KeychainStore: Sendable {
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
                 try Schema.prepare(database)
-                let keyring = try MasterKeyring.unlock(database, source: source)
+                // A rotation interrupted between its commit and putting the new key in place is finished here.
+                let keyring = try MasterKeyRotation.unlock(database, source: source, directory: directory)
                 // From here on checkpoints run on a background queue, not inside the commit that grows the log.
                 database.writeWithoutTransaction { db in
                     if let connection = db.sqliteConnection { checkpointer.install(on: connection) }

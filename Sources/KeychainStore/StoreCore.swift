@@ -3,6 +3,7 @@ import Foundation
 /// What every transaction on one open store needs: the derived keys, the options and the connection's
 /// prepared statements.
 struct StoreCore: Sendable {
+    let keyring: MasterKeyring
     let indexer: BlindIndexer
     let groupKeys: GroupKeyring
     let integrityKey: SecureKey
@@ -11,6 +12,7 @@ struct StoreCore: Sendable {
     let statements = ConnectionStatements()
 
     init(keyring: MasterKeyring, options: StoreOptions) {
+        self.keyring = keyring
         indexer = keyring.indexer
         groupKeys = GroupKeyring(wrapping: keyring.wrapping)
         integrityKey = keyring.integrity

@@ -7,8 +7,8 @@ import SharedDevice
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Seal the store's master key to this device (TPM2 and/or host key, through systemd-creds).",
-        subcommands: [SealKey.self])
+        abstract: "Seal the store's master key to this device (TPM2 and/or host key, through systemd-creds), or rotate it.",
+        subcommands: [SealKey.self, RotateKey.self])
 }
 
 /// The options of a sealing: `--seal`/`--with` and `--tpm2-pcrs`.
@@ -88,6 +88,8 @@ extension SealingOptions {
 extension AuditEventType {
     /// The store's master key was sealed to the device (details: binding, pcrs).
     static let deviceKeySealed = AuditEventType("device.key_sealed")
+    /// The store's master key was replaced by a new one (details: groups, sealing).
+    static let deviceKeyRotated = AuditEventType("device.key_rotated")
 }
 
 struct SealKey: ParsableCommand {
@@ -112,6 +114,57 @@ struct SealKey: ParsableCommand {
             try SealingOptions.seal(sealing, store: store)
             if output.json { try Output.json(["keyProtection": "sealed", "sealing": sealing.description]) }
             else { Output.print("master key sealed: \(sealing.description); \(KeychainStore.keyFileName) removed") }
+        }
+    }
+}
+
+struct RotateKey: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate",
+        abstract: "Replace the store's master key with a new one, held as the old one was (key file, or sealed alike).",
+        discussion: """
+            Every access group's key is re-wrapped under the new key in one transaction; the items stay as they are. \
+            The new key is written (and sealed, and checked) before the transaction commits and renamed over the old \
+            one after it: killed at any point, the store opens, and the next open or rotation finishes the job. \
+            deviced must not serve the store meanwhile: stop deviced.socket and deviced.service first (exit 69 while \
+            it holds the state directory), start deviced.socket afterwards. The old key opens the store no more (exit 47).
+            """)
+
+    @OptionGroup var store: StoreLocation
+    @OptionGroup var output: OutputOptions
+    /// Kills devicectl at a step of the rotation (crash tests): `pending-key-written` or `committed`.
+    @Option(help: .hidden) var killAfter: String?
+
+    /// What `--json` prints.
+    struct RotationSummary: Encodable {
+        var rotated = true
+        var groups: Int
+        var keyProtection: String
+    }
+
+    func run() throws {
+        try runReportingErrors {
+            _ = try store.openExisting()
+            let kill = try killAfter.map { name throws -> MasterKeyRotation.Step in
+                guard let step = MasterKeyRotation.Step(rawValue: name) else { throw CLIError(exitCode: .usage, "unknown step \(name)") }
+                return step
+            }
+            let logger = store.logger
+            let keyProtection = SealedKeyFile.sealing(in: store.directory)?.description ?? "key file"
+            let actor = Actor.current
+            // The audit entry commits with the rotation, or neither does.
+            let result = try reportingErrors { () throws(KeychainError) in
+                try MasterKeyRotation.rotate(directory: store.directory, logger: logger, recording: { store, transaction, groups in
+                    try ManagedDevice(store: store, logger: logger).append(
+                        AuditEntry(type: .deviceKeyRotated, actor: actor, reason: "master key rotated",
+                                   details: ["groups": "\(groups)", "keyProtection": keyProtection]), in: transaction)
+                }, passed: { step in
+                    if step == kill { raise(SIGKILL) }
+                })
+            }
+            let sealing = result.sealing?.description ?? "key file"
+            if output.json { try Output.json(RotationSummary(groups: result.groups, keyProtection: sealing)) }
+            else { Output.print("master key rotated: \(result.groups) group keys re-wrapped; held as: \(sealing)") }
         }
     }
 }

@@ -96,7 +96,11 @@ struct Deviced: AsyncParsableCommand {
         do {
             lock = try StateDirectoryLock(directory: directory)
         } catch {
-            FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
+            let message = error.holder.map { """
+                another deviced or a key rotation (pid \($0)) holds the state directory \(directory.path); \
+                stop that deviced first (systemctl stop deviced), or give this one another --state-dir
+                """ } ?? error.description
+            FileHandle.standardError.write(Data("deviced: error: \(message)\n".utf8))
             throw ExitCode(error.held ? 75 : 74)
         }
         defer { withExtendedLifetime(lock) {} }

@@ -133,5 +133,18 @@ import Testing
         // The same TPM after that "boot": it opens again.
         let rebooted = try await devicectl(thisTPM, ["accounts"])
         #expect(rebooted.status == 0, "\(rebooted.stderr)")
+        // A rotation seals the new key to the TPM with the same PCRs; the old credential opens the store no more.
+        let oldCredential = try Data(contentsOf: cli.stateDirectory.appendingPathComponent("master.key.cred"))
+        let rotated = try await devicectl(thisTPM, ["key", "rotate"])
+        #expect(rotated.status == 0 && rotated.stdout.contains("held as: tpm2 (PCRs 7)"), "\(rotated.stdout) \(rotated.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cli.stateDirectory.appendingPathComponent("master.key").path))
+        let afterRotation = try await devicectl(thisTPM, ["info", "--json"])
+        #expect(afterRotation.status == 0 && (try? parseJSON(afterRotation.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: tpm2 (PCRs 7)",
+                "\(afterRotation.stdout) \(afterRotation.stderr)")
+        let backup = try Self.copy(cli.stateDirectory)
+        defer { try? FileManager.default.removeItem(at: backup) }
+        try oldCredential.write(to: backup.appendingPathComponent("master.key.cred"))
+        let stale = try await devicectl(thisTPM, ["accounts"], stateDirectory: backup)
+        #expect(stale.status == 47 && stale.stderr.contains("sealed key does not open this store"), "\(stale.status) \(stale.stderr)")
     }
 }

@@ -95,7 +95,7 @@ import Testing
         // The same store, another socket.
         let onStore = try await Self.refusedStart(daemon, socket: daemon.publicDirectory.appendingPathComponent("second.sock").path)
         #expect(onStore.status == 75, "\(onStore.message)")
-        #expect(onStore.message.contains("another deviced (pid \(firstPID)) already serves the state directory"), "\(onStore.message)")
+        #expect(onStore.message.contains("another deviced or a key rotation (pid \(firstPID)) holds the state directory"), "\(onStore.message)")
         // The first daemon still has its socket and serves.
         let token = try await daemon.victimSilentToken()
         #expect(token.hasPrefix("token cache "), "\(token)")

@@ -85,6 +85,18 @@ final class GroupKeyring: Sendable {
         return (name, try SecureKey.copying(plaintext.prefix(SecureKey.byteCount)))
     }
 
+    /// A group's key record re-wrapped under `newWrapping` (the same key and name, a fresh nonce); `nil`
+    /// when the record fails authentication under the current wrapping key. The cache takes the new record
+    /// (the key is the same), so the rest of the rotation's transaction reads the group as before.
+    func rewrap(index: Data, nonce: Data, wrapped: Data, under newWrapping: SecureKey) throws -> AEAD.Box? {
+        guard let (name, key) = try unwrap(index: index, nonce: nonce, wrapped: wrapped) else { return nil }
+        var plaintext = key.withUnsafeBytes { Data($0) } + Data(name.utf8)
+        defer { Sodium.wipe(&plaintext) }
+        let box = try AEAD.seal(plaintext, additionalData: Self.additionalData(index), key: newWrapping)
+        cache.withLock { $0[index] = Entry(wrapped: box.ciphertext, name: name, key: key) }
+        return box
+    }
+
     private func loadFromDatabase(index: Data, _ db: Database) throws -> SecureKey? {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT key_nonce, wrapped_key FROM access_groups WHERE name_index = ?"), arguments: [index])

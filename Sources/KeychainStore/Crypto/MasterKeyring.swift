@@ -28,7 +28,10 @@ public enum MasterKeySource: Sendable {
 /// The keys derived from the master key, and the check that the master key opens this store.
 ///
 /// Subkeys (`crypto_kdf`, context `kcmaster`): 1 key check, 2 group-key wrapping, 3 blind indexes,
-/// 4 integrity tags for records kept outside the items table (the audit log's head).
+/// 4 integrity tags for records kept outside the items table (the audit log's head), 5 the wrapping of
+/// the kept keys. A store whose master key was rotated keeps its blind-index and integrity keys (every
+/// lookup column and the audit log's head stay valid): they are sealed under subkey 5 of the new master
+/// key in `store_meta` (`kept_keys`), and the group keys are re-wrapped under its subkey 2.
 struct MasterKeyring: Sendable {
     let wrapping: SecureKey
     let indexer: BlindIndexer
@@ -36,13 +39,62 @@ struct MasterKeyring: Sendable {
 
     private enum Meta {
         static let kdf = "kdf", salt = "kdf_salt", ops = "kdf_ops", mem = "kdf_mem", check = "key_check"
+        static let keptKeys = "kept_keys", keptKeysNonce = "kept_keys_nonce"
         static let keyFileKDF = "keyfile", passphraseKDF = "argon2id"
     }
 
-    private init(master: SecureKey) throws(KeychainError) {
+    private static let keptKeysAdditionalData = Data("kckept01".utf8)
+
+    private init(master: SecureKey, meta: [String: Data]) throws(KeychainError) {
         wrapping = try KeyDerivation.subkey(2, context: .master, of: master)
-        indexer = BlindIndexer(key: try KeyDerivation.subkey(3, context: .master, of: master))
-        integrity = try KeyDerivation.subkey(4, context: .master, of: master)
+        if let sealed = meta[Meta.keptKeys], let nonce = meta[Meta.keptKeysNonce] {
+            let keptWrapping = try KeyDerivation.subkey(5, context: .master, of: master)
+            guard var kept = AEAD.open(.init(nonce: nonce, ciphertext: sealed), additionalData: Self.keptKeysAdditionalData, key: keptWrapping),
+                  kept.count == 2 * SecureKey.byteCount
+            else {
+                throw KeychainError(.integrityFailure, "the store's kept keys failed their integrity check (tampered or corrupted); restore the state directory from backup")
+            }
+            defer { Sodium.wipe(&kept) }
+            indexer = BlindIndexer(key: try SecureKey.copying(kept.prefix(SecureKey.byteCount)))
+            integrity = try SecureKey.copying(kept.suffix(SecureKey.byteCount))
+        } else {
+            indexer = BlindIndexer(key: try KeyDerivation.subkey(3, context: .master, of: master))
+            integrity = try KeyDerivation.subkey(4, context: .master, of: master)
+        }
+    }
+
+    /// Puts the store under `newMaster`, inside the caller's write transaction: every group key re-wrapped
+    /// under its wrapping key, this keyring's blind-index and integrity keys sealed under it, and its key
+    /// check recorded. Items are not touched (their group keys do not change). Returns the number of
+    /// group keys re-wrapped.
+    /// - Throws: `integrityFailure` when a group's key record does not open (nothing is changed then).
+    func rewrap(under newMaster: SecureKey, groupKeys: GroupKeyring, _ db: Database) throws -> Int {
+        let newWrapping = try KeyDerivation.subkey(2, context: .master, of: newMaster)
+        let groups = try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups")
+        for row in groups {
+            let index: Data = row[0]
+            guard let rewrapped = try groupKeys.rewrap(index: index, nonce: row[1], wrapped: row[2], under: newWrapping) else {
+                throw KeychainError(.integrityFailure,
+                    "an access group's key record failed its integrity check (tampered or corrupted); nothing was changed. Run `devicectl keychain verify`")
+            }
+            try db.execute(sql: "UPDATE access_groups SET key_nonce = ?, wrapped_key = ? WHERE name_index = ?",
+                           arguments: [rewrapped.nonce, rewrapped.ciphertext, index])
+        }
+        var kept = indexer.key.withUnsafeBytes { Data($0) } + integrity.withUnsafeBytes { Data($0) }
+        defer { Sodium.wipe(&kept) }
+        let box = try AEAD.seal(kept, additionalData: Self.keptKeysAdditionalData,
+                                key: try KeyDerivation.subkey(5, context: .master, of: newMaster))
+        let rows = [Meta.keptKeys: box.ciphertext, Meta.keptKeysNonce: box.nonce, Meta.check: try Self.keyCheck(newMaster)]
+        for (name, value) in rows {
+            try db.execute(sql: "INSERT OR REPLACE INTO store_meta (name, value) VALUES (?, ?)", arguments: [name, value])
+        }
+        return groups.count
+    }
+
+    /// Whether `key` is the master key this store's key check was made with (read inside a transaction).
+    static func opens(_ key: SecureKey, _ db: Database) throws -> Bool {
+        guard let stored = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check]) else { return false }
+        return Sodium.constantTimeEqual(stored, try keyCheck(key))
     }
 
     private static func keyCheck(_ master: SecureKey) throws(KeychainError) -> Data {
@@ -79,7 +131,7 @@ struct MasterKeyring: Sendable {
             }
             return true
         }
-        if won { return try MasterKeyring(master: master) }
+        if won { return try MasterKeyring(master: master, meta: [:]) }
         // Another process initialised the store between our read and our write.
         guard let meta = try readMeta(database) else { throw KeychainError(.corruptStore, "the store's key record vanished") }
         return try verify(source, against: meta)
@@ -124,7 +176,7 @@ struct MasterKeyring: Sendable {
             }
             throw KeychainError(.wrongKey, "the \(what) does not open this store; nothing was changed. Use the \(what) the store was created with")
         }
-        return try MasterKeyring(master: master)
+        return try MasterKeyring(master: master, meta: meta)
     }
 
     private static func encode(_ value: UInt64) -> Data { withUnsafeBytes(of: value.littleEndian) { Data($0) } }

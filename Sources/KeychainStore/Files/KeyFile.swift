@@ -77,6 +77,11 @@ enum KeyFile {
         return key
     }
 
+    /// Writes `key` to a new file at `path` (mode 0600, flushed to the device); fails when it exists.
+    static func create(_ key: SecureKey, at path: FilePath) throws(KeychainError) {
+        try write(key, to: path)
+    }
+
     /// Writes `key` to a new file at `path` (mode 0600) and flushes it to the device; the descriptor is
     /// closed and a failed close is an error (the bytes may not have reached the file).
     private static func write(_ key: SecureKey, to path: FilePath) throws(KeychainError) {

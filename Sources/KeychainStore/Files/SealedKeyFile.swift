@@ -81,12 +81,7 @@ public enum SealedKeyFile {
         }
         let temporary = directory.appendingPathComponent(".\(fileName).\(getpid()).tmp")
         defer { try? FileManager.default.removeItem(at: temporary) }
-        var arguments = ["encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)"]
-        if sealing.binding.usesTPM {
-            arguments.append("--tpm2-pcrs=\(sealing.pcrs.map(String.init).joined(separator: "+"))")
-        }
-        _ = try systemdCreds(arguments + [keyURL.path, temporary.path], environment: environment)
-        try check(try unseal(temporary, environment: environment), equals: key, what: temporary.path)
+        try write(key, sealedWith: sealing, to: temporary, environment: environment)
         do {
             let description = try JSONEncoder().encode(sealing)
             try description.write(to: directory.appendingPathComponent(sealingFileName), options: .atomic)
@@ -96,6 +91,22 @@ public enum SealedKeyFile {
         }
         KeyFile.syncDirectory(FilePath(directory.path))
         try KeyFile.destroy(FilePath(keyURL.path))
+    }
+
+    /// Seals `key` with `sealing` into a new credential at `url` (handed to systemd-creds through a pipe:
+    /// the key never touches the disk in clear), then decrypts it again to check it.
+    /// - Throws: `wrongKey` when the new credential does not open to `key`; `ioError` when systemd-creds
+    ///   is missing or fails.
+    static func write(_ key: SecureKey, sealedWith sealing: KeySealing, to url: URL,
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) {
+        var arguments = ["encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)"]
+        if sealing.binding.usesTPM {
+            arguments.append("--tpm2-pcrs=\(sealing.pcrs.map(String.init).joined(separator: "+"))")
+        }
+        var input = key.withUnsafeBytes { Data($0) }
+        defer { input.resetBytes(in: 0..<input.count) }
+        _ = try systemdCreds(arguments + ["-", url.path], environment: environment, input: input)
+        try check(try unseal(url, environment: environment), equals: key, what: url.path)
     }
 
     /// Decrypts a sealed key with `systemd-creds decrypt` into locked memory.
@@ -110,15 +121,16 @@ public enum SealedKeyFile {
         return try SecureKey.copying(plain)
     }
 
-    private static func check(_ unsealed: SecureKey, equals key: SecureKey, what: String) throws(KeychainError) {
+    static func check(_ unsealed: SecureKey, equals key: SecureKey, what: String) throws(KeychainError) {
         let same = unsealed.withUnsafeBytes { a in
             key.withUnsafeBytes { b in a.count == b.count && sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
         }
-        guard same else { throw KeychainError(.wrongKey, "the credential \(what) does not hold the store's key; the key file is unchanged") }
+        guard same else { throw KeychainError(.wrongKey, "the credential \(what) does not hold the key sealed into it; nothing was changed") }
     }
 
     /// Runs systemd-creds and returns its standard output.
-    private static func systemdCreds(_ arguments: [String], environment: [String: String], sealed: URL? = nil) throws(KeychainError) -> Data {
+    private static func systemdCreds(_ arguments: [String], environment: [String: String], sealed: URL? = nil,
+                                     input: Data? = nil) throws(KeychainError) -> Data {
         guard let executable = ["/usr/bin/systemd-creds", "/bin/systemd-creds"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw KeychainError(.ioError, "systemd-creds is not installed; the store's key is sealed with it: install systemd 250 or later")
         }
@@ -129,11 +141,17 @@ public enum SealedKeyFile {
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
+        let standardInput = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
         do {
             try process.run()
         } catch {
             throw KeychainError(.ioError, "cannot run \(executable): \(error)")
+        }
+        if let input {
+            // 32 bytes: far below a pipe's buffer, so the write never waits for the reader.
+            try? standardInput.fileHandleForWriting.write(contentsOf: input)
+            try? standardInput.fileHandleForWriting.close()
         }
         let stdout = output.fileHandleForReading.readDataToEndOfFile()
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -1,22 +1,23 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+public import Foundation
 
-/// One daemon per state directory: an exclusive `flock` on `deviced.lock` in it, held for the daemon's
-/// life (the kernel releases it when the process ends, however it ends). The file holds the holder's pid
-/// so a second daemon can name it.
-final class StateDirectoryLock {
-    static let fileName = "deviced.lock"
+/// The state directory held by one process: an exclusive `flock` on `deviced.lock` in it, held by the
+/// daemon for its life and by a key rotation while it runs (the kernel releases it when the process ends,
+/// however it ends). The file holds the holder's pid so the next one can name it.
+public final class StateDirectoryLock: Sendable {
+    /// The lock file in the state directory.
+    public static let fileName = "deviced.lock"
     private let descriptor: Int32
 
     /// Takes the lock of `directory`.
-    /// - Throws: `StateDirectoryLockError` naming the daemon that holds it, or why the file cannot be used.
-    init(directory: URL) throws(StateDirectoryLockError) {
+    /// - Throws: `StateDirectoryLockError` naming the process that holds it, or why the file cannot be used.
+    public init(directory: URL) throws(StateDirectoryLockError) {
         let path = directory.appendingPathComponent(Self.fileName).path
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else {
-            throw StateDirectoryLockError(held: false, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+            throw StateDirectoryLockError(holder: nil, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
@@ -24,13 +25,10 @@ final class StateDirectoryLock {
             let count = pread(descriptor, &buffer, buffer.count, 0)
             _ = close(descriptor)
             guard code == EWOULDBLOCK else {
-                throw StateDirectoryLockError(held: false, "cannot lock \(path): \(String(cString: strerror(code)))")
+                throw StateDirectoryLockError(holder: nil, "cannot lock \(path): \(String(cString: strerror(code)))")
             }
             let holder = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
-            throw StateDirectoryLockError(held: true, """
-                another deviced (pid \(holder)) already serves the state directory \(directory.path); \
-                stop it first (systemctl stop deviced), or give this one another --state-dir
-                """)
+            throw StateDirectoryLockError(holder: holder, "the state directory \(directory.path) is held by pid \(holder) (a deviced serving it, or a key rotation)")
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)
@@ -42,12 +40,16 @@ final class StateDirectoryLock {
 }
 
 /// The state directory's lock could not be taken.
-struct StateDirectoryLockError: Error, CustomStringConvertible {
-    /// Another daemon holds it (as opposed to the file being unusable).
-    let held: Bool
-    let description: String
-    init(held: Bool, _ description: String) {
-        self.held = held
+public struct StateDirectoryLockError: Error, CustomStringConvertible {
+    /// The pid another process holds it with (`?` when the file does not say); nil when the file itself
+    /// cannot be used.
+    public let holder: String?
+    public let description: String
+    /// Whether another process holds it (as opposed to the file being unusable).
+    public var held: Bool { holder != nil }
+
+    init(holder: String?, _ description: String) {
+        self.holder = holder
         self.description = description
     }
 }
