@@ -28,19 +28,24 @@ struct Provision: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let document = try readBounded(policy, limit: InputLimits.policyDocumentBytes, what: "policy file")
+            let decoded: DevicePolicy
             do {
-                _ = try DevicePolicy.decode(document)
+                decoded = try DevicePolicy.decode(document)
             } catch {
                 throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
             }
-            let sealing = try self.sealing.sealing()
+            let sealing = try self.sealing.sealing(policy: decoded)
             let device = ManagedDevice(store: try store.open(), logger: store.logger)
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
                 try device.provision(policyDocument: document, force: force, actor: Actor.current)
             }
-            // Sealed once the store and its key file exist (a store already sealed stays as it is).
-            if let sealing, SealedKeyFile.sealing(in: store.directory) == nil {
+            // Sealed once the store and its key file exist (a store already sealed stays as it is: a new sealing
+            // takes a new key, `key rotate`).
+            let current = SealedKeyFile.sealing(in: store.directory)
+            if let sealing, current == nil {
                 try SealingOptions.seal(sealing, store: store)
+            } else if let sealing, let current, sealing != current {
+                FileHandle.standardError.write(Data("devicectl: note: the store's key is sealed as \(current.description), the policy asks for \(sealing.description): run `devicectl key rotate` to seal a new key so\n".utf8))
             }
             let key = Hex.encode(record.auditPublicKey)
             if output.json {

@@ -17,11 +17,33 @@ struct SealingOptions: ParsableArguments {
     var seal: String?
 
     @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7, the Secure Boot state).", valueName: "pcrs"))
-    var tpm2Pcrs: String = "7"
+    var tpm2Pcrs: String?
 
-    /// The sealing asked for, nil without `--seal`.
-    func sealing() throws -> KeySealing? {
-        try seal.map { try Self.sealing(seal: $0, pcrs: tpm2Pcrs) }
+    /// The sealing asked for: `--seal`, else the policy's `keyProtection`; nil when neither names one.
+    /// - Throws: a usage error when both do and they differ.
+    func sealing(policy: DevicePolicy?) throws -> KeySealing? {
+        try Self.sealing(seal: seal, pcrs: tpm2Pcrs, policy: policy)
+    }
+
+    /// `--seal`/`--with` and `--tpm2-pcrs` as given, else the policy's `keyProtection`.
+    static func sealing(seal: String?, pcrs: String?, policy: DevicePolicy?) throws -> KeySealing? {
+        let wanted = policy?.keyProtection?.sealing
+        guard let seal else {
+            if pcrs != nil { throw CLIError(exitCode: .usage, "--tpm2-pcrs needs a TPM2 sealing: give tpm2 or tpm2+host too") }
+            return wanted
+        }
+        let given = try sealing(seal: seal, pcrs: pcrs ?? "7")
+        if let wanted, wanted != given {
+            throw CLIError(exitCode: .usage, "the policy's keyProtection asks for \(wanted.description), the command line for \(given.description); leave the sealing to the policy, or change the policy")
+        }
+        return given
+    }
+
+    /// The policy the device in `store` was provisioned with (nil before provisioning); the store is closed
+    /// again at once.
+    static func policy(of store: StoreLocation) throws -> DevicePolicy? {
+        let device = ManagedDevice(store: try store.openExisting(), logger: store.logger)
+        return try reportingDeviceErrors { () throws(SharedDeviceError) in try device.policy() }
     }
 
     /// A sealing with `seal` (`tpm2`, `host`, `tpm2+host`) and `pcrs` (`7`, `7+16`).
@@ -104,13 +126,17 @@ struct SealKey: ParsableCommand {
             """)
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("What to seal with: tpm2, host or tpm2+host.", valueName: "key")) var with: String
-    @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7).", valueName: "pcrs")) var tpm2Pcrs: String = "7"
+    @Option(help: ArgumentHelp("What to seal with: tpm2, host or tpm2+host (default: the policy's keyProtection).", valueName: "key"))
+    var with: String?
+    @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7).", valueName: "pcrs")) var tpm2Pcrs: String?
     @OptionGroup var output: OutputOptions
 
     func run() throws {
         try runReportingErrors {
-            let sealing = try SealingOptions.sealing(seal: with, pcrs: tpm2Pcrs)
+            let policy = try SealingOptions.policy(of: store)
+            guard let sealing = try SealingOptions.sealing(seal: with, pcrs: tpm2Pcrs, policy: policy) else {
+                throw CLIError(exitCode: .usage, "say what to seal with: --with tpm2, host or tpm2+host (the policy has no keyProtection)")
+            }
             try SealingOptions.seal(sealing, store: store)
             if output.json { try Output.json(["keyProtection": "sealed", "sealing": sealing.description]) }
             else { Output.print("master key sealed: \(sealing.description); \(KeychainStore.keyFileName) removed") }
@@ -144,17 +170,20 @@ struct RotateKey: ParsableCommand {
 
     func run() throws {
         try runReportingErrors {
-            _ = try store.openExisting()
             let kill = try killAfter.map { name throws -> MasterKeyRotation.Step in
                 guard let step = MasterKeyRotation.Step(rawValue: name) else { throw CLIError(exitCode: .usage, "unknown step \(name)") }
                 return step
             }
             let logger = store.logger
-            let keyProtection = SealedKeyFile.sealing(in: store.directory)?.description ?? "key file"
+            // A sealed key follows the policy's keyProtection (its PCRs changed: the new key is sealed so).
+            let current = SealedKeyFile.sealing(in: store.directory)
+            let policy = try SealingOptions.policy(of: store)
+            let resealing = current == nil ? nil : policy?.keyProtection?.sealing
+            let keyProtection = (resealing ?? current)?.description ?? "key file"
             let actor = Actor.current
             // The audit entry commits with the rotation, or neither does.
             let result = try reportingErrors { () throws(KeychainError) in
-                try MasterKeyRotation.rotate(directory: store.directory, logger: logger, recording: { store, transaction, groups in
+                try MasterKeyRotation.rotate(directory: store.directory, resealing: resealing, logger: logger, recording: { store, transaction, groups in
                     try ManagedDevice(store: store, logger: logger).append(
                         AuditEntry(type: .deviceKeyRotated, actor: actor, reason: "master key rotated",
                                    details: ["groups": "\(groups)", "keyProtection": keyProtection]), in: transaction)

@@ -147,4 +147,46 @@ import Testing
         let stale = try await devicectl(thisTPM, ["accounts"], stateDirectory: backup)
         #expect(stale.status == 47 && stale.stderr.contains("sealed key does not open this store"), "\(stale.status) \(stale.stderr)")
     }
+    @Test func thePolicysKeyProtectionSealsAtProvisioningAndItsNewPCRsAtTheNextRotation() async throws {
+        let cli = DevicectlRunner()
+        defer { cli.cleanUp() }
+        let tpms = FileManager.default.temporaryDirectory.appendingPathComponent("tpms-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: tpms) }
+        let port = 23_000 + 2 * Int.random(in: 400..<800)
+        let tpm = tpms.appendingPathComponent("this-device").path
+        func devicectl(_ arguments: [String], prefix: [String] = []) async throws -> Command.Result {
+            try await DevicectlRunner.execute(Self.tpmSandbox, [tpm, "\(port)"] + prefix + [Self.devicectl.path]
+                                              + arguments + ["--state-dir", cli.stateDirectory.path])
+        }
+        func policy(pcrs: [Int]) throws -> String {
+            var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))) as? [String: Any])
+            document["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": pcrs]
+            return try cli.writeFile("kiosk-\(pcrs.map(String.init).joined(separator: "-")).json", try JSONSerialization.data(withJSONObject: document))
+        }
+        // The command line may not contradict the policy.
+        let contradicted = try await devicectl(["provision", "--policy", try policy(pcrs: [7]), "--seal", "host"])
+        #expect(contradicted.status == 64 && contradicted.stderr.contains("the policy's keyProtection asks for tpm2 (PCRs 7)"),
+                "\(contradicted.status) \(contradicted.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cli.stateDirectory.appendingPathComponent("keychain.sqlite").path), "a refused provisioning left a store")
+        // No --seal: the policy's sealing.
+        let provision = try await devicectl(["provision", "--policy", try policy(pcrs: [7])])
+        try #require(provision.status == 0, "\(provision.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: cli.stateDirectory.appendingPathComponent("master.key").path))
+        let info = try await devicectl(["info", "--json"])
+        #expect((try? parseJSON(info.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: tpm2 (PCRs 7)", "\(info.stdout) \(info.stderr)")
+        // The policy now binds PCR 16 too: the update says what to do, the rotation seals the new key so.
+        let update = try await devicectl(["provision", "--policy", try policy(pcrs: [7, 16])])
+        #expect(update.status == 0 && update.stderr.contains("run `devicectl key rotate`"), "\(update.status) \(update.stderr)")
+        let rotate = try await devicectl(["key", "rotate"])
+        #expect(rotate.status == 0 && rotate.stdout.contains("held as: tpm2 (PCRs 7+16)"), "\(rotate.stdout) \(rotate.stderr)")
+        let resealed = try await devicectl(["info", "--json"])
+        #expect((try? parseJSON(resealed.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: tpm2 (PCRs 7+16)", "\(resealed.stdout)")
+        // Bound to PCR 16 for real: extending it refuses to unseal.
+        let changed = try await devicectl(["accounts"], prefix: [
+            "/bin/bash", "-c", "tpm2_pcrextend 16:sha256=\(String(repeating: "cd", count: 32)) && exec \"$@\"", "pcr-change"])
+        #expect(changed.status == 47 && changed.stderr.contains("PCRs changed"), "\(changed.status) \(changed.stderr)")
+        let audit = try await devicectl(["audit", "--json"])
+        let rotation = (try? parseJSON(audit.stdout) as? [[String: Any]])?.first { $0["type"] as? String == "device.key_rotated" }
+        #expect((rotation?["details"] as? [String: String])?["keyProtection"] == "tpm2 (PCRs 7+16)", "\(audit.stdout)")
+    }
 }

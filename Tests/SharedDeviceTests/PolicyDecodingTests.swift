@@ -1,4 +1,5 @@
 import Foundation
+import KeychainStore
 import SharedDevice
 import Testing
 
@@ -251,6 +252,34 @@ struct PolicyDecodingTests {
         #expect(zero.path == "limits.connectionsPerApp")
         let wrongType = try #require(try Self.error { $0["limits"] = ["pendingSignInsPerApp": "2"] })
         #expect(wrongType.path == "limits.pendingSignInsPerApp" && wrongType.problem.contains("expected an integer"))
+    }
+
+    @Test func keyProtectionNamesASealingAndItsPCRsEachCheckedWithItsPath() throws {
+        #expect(try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).keyProtection == nil)
+        var document = try Self.kiosk()
+        document["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [16, 7]]
+        let tpm = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection
+        #expect(tpm?.sealing == KeySealing(binding: .tpm2, pcrs: [7, 16]) && tpm?.sealing.description == "tpm2 (PCRs 7+16)")
+        document["keyProtection"] = ["seal": "tpm2+host"]
+        #expect(try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing == KeySealing(binding: .tpm2Host, pcrs: [7]),
+                "a TPM2 binding without tpm2Pcrs is bound to PCR 7")
+        document["keyProtection"] = ["seal": "host"]
+        #expect(try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing == KeySealing(binding: .host))
+
+        let unknown = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm3"] })
+        #expect(unknown.path == "keyProtection.seal" && unknown.problem.contains("\"tpm2\", \"host\" or \"tpm2+host\""), "\(unknown)")
+        let hostPCRs = try #require(try Self.error { $0["keyProtection"] = ["seal": "host", "tpm2Pcrs": [7]] })
+        #expect(hostPCRs.path == "keyProtection.tpm2Pcrs" && hostPCRs.problem.contains("PCRs bind a TPM2"), "\(hostPCRs)")
+        let empty = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [Int]()] })
+        #expect(empty.path == "keyProtection.tpm2Pcrs" && empty.problem.contains("never unseal"), "\(empty)")
+        let outOfRange = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [7, 24]] })
+        #expect(outOfRange.path == "keyProtection.tpm2Pcrs[1]", "\(outOfRange)")
+        let twice = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [7, 7]] })
+        #expect(twice.path == "keyProtection.tpm2Pcrs[1]" && twice.problem.contains("listed twice"), "\(twice)")
+        let missing = try #require(try Self.error { $0["keyProtection"] = ["tpm2Pcrs": [7]] })
+        #expect(missing.path == "keyProtection.seal" && missing.problem.contains("missing"), "\(missing)")
+        let stray = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "pcrs": [7]] })
+        #expect(stray.path == "keyProtection.pcrs" && stray.problem.contains("unknown key"), "\(stray)")
     }
 
     @Test func malformedJSONIsAnErrorOnTheDocument() {

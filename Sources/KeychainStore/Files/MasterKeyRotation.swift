@@ -45,10 +45,13 @@ public enum MasterKeyRotation {
     ///   the current key does not open the store, when the store is protected by a passphrase, or when the
     ///   new sealed key does not decrypt here; `ioError`. Nothing is changed then.
     /// - Parameters:
+    ///   - resealing: for a sealed key, how to seal the new one when not as the old one (the policy names
+    ///     other PCRs); a key file cannot be resealed here (`SealedKeyFile.seal` first).
     ///   - recording: runs inside the rotation's transaction with the store and the number of group keys
     ///     re-wrapped (an audit entry: it commits with the rotation or not at all); a throw rolls it back.
     ///   - passed: called after each step (a caller's progress report).
-    public static func rotate(directory: URL, environment: [String: String] = ProcessInfo.processInfo.environment,
+    public static func rotate(directory: URL, resealing: KeySealing? = nil,
+                              environment: [String: String] = ProcessInfo.processInfo.environment,
                               logger: Logger = Logger.current,
                               recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void = { _, _, _ in },
                               passed: (Step) -> Void = { _ in }) throws(KeychainError) -> MasterKeyRotationResult {
@@ -63,20 +66,34 @@ public enum MasterKeyRotation {
                 """)
         }
         defer { withExtendedLifetime(lock) {} }
-        let sealing = SealedKeyFile.sealing(in: directory)
-        let current = directory.appendingPathComponent(sealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName)
+        let currentSealing = SealedKeyFile.sealing(in: directory)
+        let current = directory.appendingPathComponent(currentSealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName)
         guard FileManager.default.fileExists(atPath: current.path) else {
             throw KeychainError(.wrongKey, "the store in \(directory.path) has no key file (\(KeychainStore.keyFileName)) or sealed key (\(SealedKeyFile.fileName)) to rotate; a store protected by a passphrase keeps it")
         }
-        let source: MasterKeySource = sealing == nil ? .keyFile(current) : .sealedKeyFile(current)
+        if resealing != nil && currentSealing == nil {
+            throw KeychainError(.wrongKey, "the store's key is a key file, not sealed; seal it first (devicectl key seal); nothing was changed")
+        }
+        let sealing = resealing ?? currentSealing
+        let source: MasterKeySource = currentSealing == nil ? .keyFile(current) : .sealedKeyFile(current)
         // Opening finishes a rotation that committed and was cut off before its key was in place.
         let store = try KeychainStore(directory: directory, key: source, logger: logger)
         let pending = pendingURL(of: current)
+        let sealingFile = directory.appendingPathComponent(SealedKeyFile.sealingFileName)
         // A pending key that is still here belongs to a rotation that never committed.
         try? removeFile(pending)
+        try? removeFile(pendingURL(of: sealingFile))
         let newKey = try SecureKey.random()
         if let sealing {
             try SealedKeyFile.write(newKey, sealedWith: sealing, to: pending, environment: environment)
+            if sealing != currentSealing {
+                do {
+                    try JSONEncoder().encode(sealing).write(to: pendingURL(of: sealingFile))
+                } catch {
+                    try? removeFile(pending)
+                    throw KeychainError(.ioError, "cannot write \(pendingURL(of: sealingFile).path): \(error); nothing was changed")
+                }
+            }
         } else {
             try KeyFile.create(newKey, at: FilePath(pending.path))
         }
@@ -129,12 +146,19 @@ public enum MasterKeyRotation {
     /// Renames the pending key over the current one and makes the rename durable; a pending key already
     /// renamed (by another process finishing the rotation) is no error.
     private static func promote(_ pending: URL, over current: URL) throws(KeychainError) {
+        let directory = current.deletingLastPathComponent()
         guard rename(pending.path, current.path) == 0 else {
             let code = errno
             if code == ENOENT { return }
             throw KeychainError(.ioError, "cannot put the new master key \(pending.path) in place of \(current.path): \(String(cString: strerror(code))); the store opens with it: run `devicectl key rotate` again to finish")
         }
-        KeyFile.syncDirectory(FilePath(current.deletingLastPathComponent().path))
+        // A new sealing's description follows its key (it only describes it: a crash between the two leaves
+        // the old description, which the next rotation writes again).
+        let sealingFile = directory.appendingPathComponent(SealedKeyFile.sealingFileName)
+        if current.lastPathComponent == SealedKeyFile.fileName {
+            _ = rename(pendingURL(of: sealingFile).path, sealingFile.path)
+        }
+        KeyFile.syncDirectory(FilePath(directory.path))
     }
 
     private static func removeFile(_ url: URL) throws {

@@ -10,7 +10,7 @@ import Glibc
 /// must find at unsealing (7, the Secure Boot state, by default).
 public struct KeySealing: Sendable, Equatable, Codable {
     /// What the credential is encrypted with.
-    public enum Binding: String, Sendable, Codable, CaseIterable {
+    public enum Binding: String, Sendable, Codable, CaseIterable, Equatable {
         /// The host key (`/var/lib/systemd/credential.secret`, or `$SYSTEMD_CREDENTIAL_SECRET`).
         case host
         /// The device's TPM2.
@@ -18,7 +18,8 @@ public struct KeySealing: Sendable, Equatable, Codable {
         /// Both: the TPM2 and the host key.
         case tpm2Host = "tpm2+host"
 
-        var usesTPM: Bool { self != .host }
+        /// Whether a TPM2 takes part (and PCRs bind it).
+        public var usesTPM: Bool { self != .host }
     }
 
     public var binding: Binding

@@ -1,4 +1,5 @@
 public import Foundation
+public import KeychainStore
 
 /// A device policy: what an administrator provisions a kiosk or personal device with.
 /// Decoded strictly from JSON by `DevicePolicy.decode(_:)`; see `policies/README.md` for every key.
@@ -142,6 +143,21 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     public var administratorsGroup: String?
     /// What one app may take of the broker and the store (policy key `limits`).
     public var limits: Limits = .defaults
+    /// How the store's master key is to be sealed to the device (policy key `keyProtection`); `nil` leaves it
+    /// to the administrator's `--seal`.
+    public var keyProtection: KeyProtection?
+
+    /// How the store's master key is to be sealed: `seal` (tpm2, host, tpm2+host) and, for a TPM2, the PCRs
+    /// it is bound to.
+    public struct KeyProtection: Sendable, Equatable, Encodable {
+        public var seal: KeySealing.Binding
+        public var tpm2Pcrs: [Int]?
+
+        /// The sealing `devicectl` performs.
+        public var sealing: KeySealing {
+            tpm2Pcrs.map { KeySealing(binding: seal, pcrs: $0) } ?? KeySealing(binding: seal)
+        }
+    }
 
     /// The app with `id`, if the policy allows it on the device.
     public func app(_ id: String) -> App? { apps.first { $0.id == id } }

@@ -52,7 +52,7 @@ private struct PolicyReader {
     func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
         let path = JSONPath.root
         let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"],
-                                optional: ["id", "session", "audit", "administratorsGroup", "limits"])
+                                optional: ["id", "session", "audit", "administratorsGroup", "limits", "keyProtection"])
         let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
         guard version == DevicePolicy.currentVersion else {
             throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
@@ -69,7 +69,29 @@ private struct PolicyReader {
             administratorsGroup: try fields["administratorsGroup"].map { v throws(PolicyError) in
                 try unixName(v, at: path.key("administratorsGroup"), what: "group")
             },
-            limits: try limits(fields["limits"], at: path.key("limits")))
+            limits: try limits(fields["limits"], at: path.key("limits")),
+            keyProtection: try fields["keyProtection"].map { v throws(PolicyError) in try keyProtection(v, at: path.key("keyProtection")) })
+    }
+
+    /// `keyProtection`: `seal` (tpm2, host or tpm2+host) and, for a TPM2, `tpm2Pcrs` (default [7]).
+    private func keyProtection(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.KeyProtection {
+        let fields = try object(value, at: path, required: ["seal"], optional: ["tpm2Pcrs"])
+        let name = try string(fields["seal"]!, at: path.key("seal"))
+        guard let binding = KeySealing.Binding(rawValue: name) else {
+            throw PolicyError(path.key("seal"), "unknown key \"\(name)\" to seal with; expected \"tpm2\", \"host\" or \"tpm2+host\"")
+        }
+        guard let pcrsValue = fields["tpm2Pcrs"] else { return .init(seal: binding) }
+        guard binding.usesTPM else {
+            throw PolicyError(path.key("tpm2Pcrs"), "PCRs bind a TPM2; seal with \"tpm2\" or \"tpm2+host\", or remove tpm2Pcrs")
+        }
+        let pcrs = try array(pcrsValue, at: path.key("tpm2Pcrs")) { v, at throws(PolicyError) in try integer(v, at: at, in: 0...23) }
+        guard !pcrs.isEmpty else {
+            throw PolicyError(path.key("tpm2Pcrs"), "no PCR; a TPM2 binding names at least one (7, the Secure Boot state, by default): an empty list would never unseal")
+        }
+        if let duplicate = pcrs.indices.first(where: { pcrs[..<$0].contains(pcrs[$0]) }) {
+            throw PolicyError(path.key("tpm2Pcrs").index(duplicate), "PCR \(pcrs[duplicate]) is listed twice")
+        }
+        return .init(seal: binding, tpm2Pcrs: pcrs.sorted())
     }
 
     /// A user or group name as the system's databases take them (`[a-z_][a-z0-9_.-]*`, at most 32).
