@@ -58,10 +58,24 @@ struct ShowAccount: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
     @Flag(help: "List the accounts the app holds (one per B2C user flow).") var all = false
     @Option(help: ArgumentHelp("With --all: only the account of this B2C user flow (B2C_1_edit_profile).", valueName: "policy")) var policy: String?
+    @Flag(help: "Keep running and print each account change deviced pushes (sign-in, sign-out, switch, idle warning), one line each (JSON Lines with --json).")
+    var follow = false
+    @Option(help: ArgumentHelp("The broker's socket for --follow (default: $DEVICECTL_SOCKET, else the system's).", valueName: "path"))
+    var socket: String?
     @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if follow && (all || policy != nil) { throw ValidationError("--follow shows the device's changes; it does not take --all or --policy") }
+    }
 
     func run() async throws {
         try await runReportingErrors {
+            if follow {
+                guard let broker = try await BrokerRoute.runningBroker(socket: socket, stateDir: store.stateDir, logger: store.logger) else {
+                    throw CLIError(exitCode: .unavailable, "no broker answers at \(DeviceLocations.brokerSocket(explicit: socket)); --follow hears the changes deviced pushes: start deviced.socket")
+                }
+                return try await AccountFollow.run(broker, json: output.json)
+            }
             if all || policy != nil { return try await listAppAccounts() }
             let result: CurrentAccount
             if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {

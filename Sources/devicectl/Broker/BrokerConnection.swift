@@ -75,6 +75,11 @@ struct BrokerConnection: Sendable {
         })
     }
 
+    /// Every account change the broker pushes from now on, the first being `subscribed`.
+    func accountChanges() -> AsyncThrowingStream<ClientAccountEvent, any Error> {
+        application.accountChanges()
+    }
+
     /// The accounts this app holds (the worker's, one per B2C user flow).
     func accounts() async throws -> [DeviceAccount] {
         try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.accounts() }.map(DeviceAccount.init)

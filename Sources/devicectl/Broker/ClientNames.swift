@@ -14,3 +14,4 @@ typealias ClientDeviceCodeVerification = DeviceCodeVerification
 typealias ClientApplication = PublicClientApplication
 typealias ClientInteractiveTokenParameters = InteractiveTokenParameters
 typealias ClientInteractiveFlow = InteractiveFlow
+typealias ClientAccountEvent = AccountEvent
