@@ -49,10 +49,13 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // sqlite3_db_config (variadic in C): a store whose key check failed is closed without a checkpoint.
+        .target(name: "CSQLiteControl", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(
             name: "KeychainStore",
             dependencies: [
                 "CSodium",
+                "CSQLiteControl",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The point read steps GRDB's cached statement through the sqlite3 C API (GRDB's own system library).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -1,4 +1,5 @@
 public import Foundation
+import CSQLiteControl
 import GRDB
 public import Logging
 
@@ -88,7 +89,17 @@ public final class KeychainStore: Sendable {
                 let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
                 try Schema.prepare(database)
                 // A rotation interrupted between its commit and putting the new key in place is finished here.
-                let keyring = try MasterKeyRotation.unlock(database, source: source, directory: directory)
+                let keyring: MasterKeyring
+                do {
+                    keyring = try MasterKeyRotation.unlock(database, source: source, directory: directory)
+                } catch {
+                    // A store this key does not open is left byte for byte: closing must not fold a write-ahead
+                    // log (a copied disk image of a running device has one) into the database file.
+                    database.writeWithoutTransaction { db in
+                        if let connection = db.sqliteConnection { _ = sqlite_control_keep_wal_on_close(UnsafeMutableRawPointer(connection)) }
+                    }
+                    throw error
+                }
                 // From here on checkpoints run on a background queue, not inside the commit that grows the log.
                 database.writeWithoutTransaction { db in
                     if let connection = db.sqliteConnection { checkpointer.install(on: connection) }

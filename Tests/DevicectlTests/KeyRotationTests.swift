@@ -103,6 +103,7 @@ import Testing
         try FileManager.default.createDirectory(at: cli.filesDirectory, withIntermediateDirectories: true)
         let socket = cli.filesDirectory.path + "/b.sock"
         let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", socket])
+        defer { _ = daemon.killIfRunning() }
         #expect(await BrokerDaemon.waitUntilReady(daemon), "\(daemon.standardError)")
         let before = try KeySealingTests.fingerprint(cli.stateDirectory).filter { !$0.key.hasPrefix("keychain.sqlite") }
         let refused = try await cli.run(["key", "rotate"])
@@ -115,6 +116,7 @@ import Testing
         let rotate = try await cli.run(["key", "rotate"])
         #expect(rotate.status == 0, "\(rotate.stderr)")
         let restarted = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", socket])
+        defer { _ = restarted.killIfRunning() }
         #expect(await BrokerDaemon.waitUntilReady(restarted), "\(restarted.standardError)")
         let status = try await cli.run(["status", "--socket", socket, "--json"], stateDir: false)
         #expect(status.status == 0, "\(status.stderr)")

@@ -189,4 +189,31 @@ import Testing
         let rotation = (try? parseJSON(audit.stdout) as? [[String: Any]])?.first { $0["type"] as? String == "device.key_rotated" }
         #expect((rotation?["details"] as? [String: String])?["keyProtection"] == "tpm2 (PCRs 7+16)", "\(audit.stdout)")
     }
+    @Test func aWrongKeyLeavesTheWriteAheadLogOfACopiedRunningStoreAsItWas() async throws {
+        let cli = DevicectlRunner()
+        defer { cli.cleanUp() }
+        _ = try await Self.provisionAndReadKey(cli)
+        // A writer killed before it closed (a disk image of a running device): the log holds committed frames.
+        let python = """
+            import os, sqlite3, sys
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("INSERT INTO store_meta (name, value) VALUES ('test.frame', x'00')")
+            os._exit(0)
+            """
+        let writer = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", python, cli.databasePath])
+        try #require(writer.status == 0, "\(writer.stderr)")
+        let wal = try Data(contentsOf: URL(fileURLWithPath: cli.databasePath + "-wal"))
+        try #require(!wal.isEmpty, "the writer left no frames in the log")
+        let before = try Self.fingerprint(cli.stateDirectory)
+        let otherKey = try cli.writeFile("other.key", Data((0..<32).map { UInt8($0) }))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: otherKey)
+        let wrong = try await cli.run(["accounts", "--key-file", otherKey])
+        #expect(wrong.status == 47 && wrong.stderr.contains("nothing was changed"), "\(wrong.status) \(wrong.stderr)")
+        let after = try Self.fingerprint(cli.stateDirectory)
+        #expect(after == before, "changed: \(Set(after.keys).union(before.keys).filter { after[$0] != before[$0] }.sorted())")
+        // The right key opens it with everything there.
+        let right = try await cli.run(["info"])
+        #expect(right.status == 0 && right.stdout.contains("mode: shared"), "\(right.stdout) \(right.stderr)")
+    }
 }
