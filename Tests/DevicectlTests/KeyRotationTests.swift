@@ -105,11 +105,13 @@ import Testing
         let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", socket])
         defer { _ = daemon.killIfRunning() }
         #expect(await BrokerDaemon.waitUntilReady(daemon), "\(daemon.standardError)")
-        let before = try KeySealingTests.fingerprint(cli.stateDirectory).filter { !$0.key.hasPrefix("keychain.sqlite") }
+        // (The key files only: the serving daemon writes its own files meanwhile.)
+        let keyFiles = { try KeySealingTests.fingerprint(cli.stateDirectory).filter { $0.key.hasPrefix("master.key") } }
+        let before = try keyFiles()
         let refused = try await cli.run(["key", "rotate"])
         #expect(refused.status == 69 && refused.stderr.contains("pid \(daemon.pid)") && refused.stderr.contains("Stop deviced first"),
                 "\(refused.status) \(refused.stderr)")
-        #expect(try KeySealingTests.fingerprint(cli.stateDirectory).filter { !$0.key.hasPrefix("keychain.sqlite") } == before)
+        #expect(try keyFiles() == before && before.keys.sorted() == ["master.key"], "\(before.keys.sorted())")
         _ = daemon.send(SIGTERM)
         _ = await daemon.waitForExit(timeout: 30)
         // Stopped, rotated, started again: the daemon serves with the new key.
@@ -127,10 +129,9 @@ import Testing
     @Test(.tags(.needsRoot)) func aKeySealedToTheHostKeyIsRotatedSealedAlike() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
-        let secrets = FileManager.default.temporaryDirectory.appendingPathComponent("host-keys-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: secrets, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: secrets) }
-        let here = ["SYSTEMD_CREDENTIAL_SECRET": secrets.appendingPathComponent("this-device").path]
+        let hostKeys = try KeySealingTests.HostKeys()
+        defer { hostKeys.remove() }
+        let here = hostKeys.here
         try await Self.device(cli, environment: here)
         let sealed = try await cli.run(["key", "seal", "--with", "host"], environment: here)
         try #require(sealed.status == 0, "\(sealed.stderr)")

@@ -50,14 +50,49 @@ import Testing
         }
     }
 
+    /// Host keys of their own for this device and another (`SYSTEMD_CREDENTIAL_SECRET`), in a scratch directory.
+    struct HostKeys {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("host-keys-\(UUID().uuidString.prefix(8))")
+        var here: [String: String] { ["SYSTEMD_CREDENTIAL_SECRET": directory.appendingPathComponent("this-device").path] }
+        var elsewhere: [String: String] { ["SYSTEMD_CREDENTIAL_SECRET": directory.appendingPathComponent("other-device").path] }
+
+        init() throws { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) }
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// Software TPM2s (Tests/TPM/tpm-sandbox), each kept in a directory of its own under a scratch directory,
+    /// on ports of this test's own.
+    struct TPMs {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tpms-\(UUID().uuidString.prefix(8))")
+        let port: Int
+
+        /// The TPM of this device, and of another.
+        var thisDevice: String { directory.appendingPathComponent("this-device").path }
+        var otherDevice: String { directory.appendingPathComponent("other-device").path }
+
+        init(ports: Range<Int>) { port = 23_000 + 2 * Int.random(in: ports) }
+
+        /// devicectl `arguments` on `stateDirectory` with `tpm` as the device's TPM, run through `prefix` (a
+        /// shell that changes the TPM first) when given.
+        func devicectl(_ tpm: String, _ arguments: [String], stateDirectory: URL, prefix: [String] = []) async throws -> Command.Result {
+            try await DevicectlRunner.execute(KeySealingTests.tpmSandbox, [tpm, "\(port)"] + prefix + [KeySealingTests.devicectl.path]
+                                              + arguments + ["--state-dir", stateDirectory.path])
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// A shell that extends `pcr` of the sandbox's TPM, then runs the rest of the command line.
+    static func extending(pcr: Int) -> [String] {
+        ["/bin/bash", "-c", "tpm2_pcrextend \(pcr):sha256=\(String(repeating: "cd", count: 32)) && exec \"$@\"", "pcr-change"]
+    }
+
     @Test func aKeySealedToTheHostKeyOpensHereAndACopyWithAnotherHostKeyFailsClearlyChangingNothing() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
-        let secrets = FileManager.default.temporaryDirectory.appendingPathComponent("host-keys-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: secrets, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: secrets) }
-        let here = ["SYSTEMD_CREDENTIAL_SECRET": secrets.appendingPathComponent("this-device").path]
-        let elsewhere = ["SYSTEMD_CREDENTIAL_SECRET": secrets.appendingPathComponent("other-device").path]
+        let hostKeys = try HostKeys()
+        defer { hostKeys.remove() }
+        let here = hostKeys.here, elsewhere = hostKeys.elsewhere
         let key = try await Self.provisionAndReadKey(cli, environment: here)
         let sealed = try await cli.run(["key", "seal", "--with", "host"], environment: here)
         try #require(sealed.status == 0, "\(sealed.stderr)")
@@ -99,14 +134,12 @@ import Testing
     @Test func aKeySealedToTheTPMOpensAcrossRestartsButNotUnderAnotherTPMNorAfterAPCRChange() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
-        let tpms = FileManager.default.temporaryDirectory.appendingPathComponent("tpms-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: tpms) }
-        let port = 23_000 + 2 * Int.random(in: 0..<400)
-        let thisTPM = tpms.appendingPathComponent("this-device").path, otherTPM = tpms.appendingPathComponent("other-device").path
+        let tpms = TPMs(ports: 0..<400)
+        defer { tpms.remove() }
+        let thisTPM = tpms.thisDevice, otherTPM = tpms.otherDevice
         /// devicectl with `tpm` as the device's TPM.
-        func devicectl(_ tpm: String, _ arguments: [String], stateDirectory: URL? = nil) async throws -> Command.Result {
-            try await DevicectlRunner.execute(Self.tpmSandbox, [tpm, "\(port)", Self.devicectl.path]
-                                              + arguments + ["--state-dir", (stateDirectory ?? cli.stateDirectory).path])
+        func devicectl(_ tpm: String, _ arguments: [String], stateDirectory: URL? = nil, prefix: [String] = []) async throws -> Command.Result {
+            try await tpms.devicectl(tpm, arguments, stateDirectory: stateDirectory ?? cli.stateDirectory, prefix: prefix)
         }
         let provision = try await devicectl(thisTPM, ["provision", "--policy", DevicectlRunner.policy("kiosk.json"), "--seal", "tpm2", "--tpm2-pcrs", "7"])
         try #require(provision.status == 0, "\(provision.stderr)")
@@ -126,9 +159,7 @@ import Testing
         #expect(stolen.status == 47 && stolen.stderr.contains("sealed to another device's TPM"), "\(stolen.status) \(stolen.stderr)")
         #expect(try Self.fingerprint(copy) == before)
         // The boot state changed (PCR 7 extended, in the same TPM session: a TPM's PCRs start afresh at each boot).
-        let changed = try await DevicectlRunner.execute(Self.tpmSandbox, [
-            thisTPM, "\(port)", "/bin/bash", "-c", "tpm2_pcrextend 7:sha256=\(String(repeating: "ab", count: 32)) && exec \"$@\"", "pcr-change",
-            Self.devicectl.path, "accounts", "--state-dir", cli.stateDirectory.path])
+        let changed = try await devicectl(thisTPM, ["accounts"], prefix: Self.extending(pcr: 7))
         #expect(changed.status == 47 && changed.stderr.contains("PCRs changed"), "\(changed.status) \(changed.stderr)")
         // The same TPM after that "boot": it opens again.
         let rebooted = try await devicectl(thisTPM, ["accounts"])
@@ -147,16 +178,14 @@ import Testing
         let stale = try await devicectl(thisTPM, ["accounts"], stateDirectory: backup)
         #expect(stale.status == 47 && stale.stderr.contains("sealed key does not open this store"), "\(stale.status) \(stale.stderr)")
     }
+
     @Test func thePolicysKeyProtectionSealsAtProvisioningAndItsNewPCRsAtTheNextRotation() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
-        let tpms = FileManager.default.temporaryDirectory.appendingPathComponent("tpms-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: tpms) }
-        let port = 23_000 + 2 * Int.random(in: 400..<800)
-        let tpm = tpms.appendingPathComponent("this-device").path
+        let tpms = TPMs(ports: 400..<800)
+        defer { tpms.remove() }
         func devicectl(_ arguments: [String], prefix: [String] = []) async throws -> Command.Result {
-            try await DevicectlRunner.execute(Self.tpmSandbox, [tpm, "\(port)"] + prefix + [Self.devicectl.path]
-                                              + arguments + ["--state-dir", cli.stateDirectory.path])
+            try await tpms.devicectl(tpms.thisDevice, arguments, stateDirectory: cli.stateDirectory, prefix: prefix)
         }
         func policy(pcrs: [Int]) throws -> String {
             var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))) as? [String: Any])
@@ -182,8 +211,7 @@ import Testing
         let resealed = try await devicectl(["info", "--json"])
         #expect((try? parseJSON(resealed.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: tpm2 (PCRs 7+16)", "\(resealed.stdout)")
         // Bound to PCR 16 for real: extending it refuses to unseal.
-        let changed = try await devicectl(["accounts"], prefix: [
-            "/bin/bash", "-c", "tpm2_pcrextend 16:sha256=\(String(repeating: "cd", count: 32)) && exec \"$@\"", "pcr-change"])
+        let changed = try await devicectl(["accounts"], prefix: Self.extending(pcr: 16))
         #expect(changed.status == 47 && changed.stderr.contains("PCRs changed"), "\(changed.status) \(changed.stderr)")
         let audit = try await devicectl(["audit", "--json"])
         let rotation = (try? parseJSON(audit.stdout) as? [[String: Any]])?.first { $0["type"] as? String == "device.key_rotated" }

@@ -130,7 +130,7 @@ public enum MasterKeyRotation {
                 return keyring
             }
             // The key systemd decrypted for the service is the old one: only root's devicectl can finish.
-            if ["master.key.cred", "master.key"].contains(where: {
+            if [SealedKeyFile.fileName, KeychainStore.keyFileName].contains(where: {
                 FileManager.default.fileExists(atPath: directory.appendingPathComponent($0 + pendingSuffix).path)
             }) {
                 throw KeychainError(.wrongKey, "a rotation of the store's master key in \(directory.path) was interrupted after it committed; run `devicectl key rotate` as root to finish it (it puts the new key in place), then start deviced again")
