@@ -3,19 +3,26 @@ import Logging
 import ServiceLifecycle
 import SharedDevice
 
-/// Copies every new audit event to the systemd journal as a structured entry (`journalctl
+/// Copies every audit event to the systemd journal as a structured entry (`journalctl
 /// SHAREDMODE_AUDIT_TYPE=account.signed_out`; `systemd-journal-upload` ships the fields unchanged), or,
 /// when no journal runs, to the daemon's log at info. An audit event holds no secret: sequence, type,
 /// actor, account, reason, correlation id, details, and the device's id. Every `interval` it reads the
-/// events after the last one it copied (one indexed query), starting after those already there. The
+/// events after the last one it copied (one indexed query). The last one copied is kept in `cursorFile`,
+/// so events appended while no daemon ran (provisioning, a key rotation with deviced stopped) are copied
+/// at the next start, and none twice; without the file (the first start) the whole log is copied. The
 /// queries run on `executor` (the store's threads), never on the cooperative pool.
 struct AuditJournal: Service {
     let device: ManagedDevice
     let executor: any TaskExecutor
     let logger: Logger
+    /// Where the sequence of the last event copied is kept (in the state directory).
+    let cursorFile: URL
     /// journald's native socket, when the journal runs.
     var journal: JournalSink? = JournalSink()
     var interval: Duration = .milliseconds(250)
+
+    /// The cursor's file name in the state directory.
+    static let cursorFileName = "audit-journal.cursor"
 
     /// The journal's MESSAGE_ID of an audit event (one id for every type: the type is a field of its own).
     static let messageID = "9c2f4e7a1b3d4f6a8e0c2b4d6f8a1c3e"
@@ -28,18 +35,42 @@ struct AuditJournal: Service {
 
     private func copyEvents() async {
         await cancelWhenGracefulShutdown {
-            var last = (try? device.lastAuditSequence()) ?? 0
+            var last = startingSequence()
+            var first = true
             while !Task.isCancelled {
-                // Cancelled at a graceful shutdown: a normal end, not a failure of the daemon.
-                do { try await Task.sleep(for: interval) } catch { return }
-                guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)) else { continue }
+                // The events left from before the start at once; then every interval. Cancelled at a graceful
+                // shutdown: a normal end, not a failure of the daemon.
+                if !first { do { try await Task.sleep(for: interval) } catch { return } }
+                first = false
+                guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)), !events.isEmpty else { continue }
                 let deviceID = device.information().information.deviceID
                 for event in events {
                     last = max(last, event.sequence)
                     if let journal, journal.send(Self.fields(of: event, deviceID: deviceID)) { continue }
                     logger.info("audit event", metadata: Self.metadata(of: event))
                 }
+                keepCursor(last)
             }
+        }
+    }
+
+    /// The sequence after which to copy: the cursor's, unless the log no longer reaches it (the state
+    /// directory was restored or the log replaced: then everything), 0 without a cursor.
+    private func startingSequence() -> Int64 {
+        guard let text = try? String(contentsOf: cursorFile, encoding: .utf8),
+              let cursor = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines)), cursor >= 0
+        else { return 0 }
+        let newest = (try? device.lastAuditSequence()) ?? 0
+        return cursor <= newest ? cursor : 0
+    }
+
+    /// Records `sequence` as the last event copied (a new file renamed over the old one).
+    private func keepCursor(_ sequence: Int64) {
+        do {
+            try Data("\(sequence)\n".utf8).write(to: cursorFile, options: .atomic)
+        } catch {
+            logger.warning("deviced: cannot keep the audit journal's cursor; events may be copied again after a restart",
+                           metadata: ["path": "\(cursorFile.path)", "error": "\(error)"])
         }
     }
 

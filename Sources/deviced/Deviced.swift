@@ -146,7 +146,8 @@ struct Deviced: AsyncParsableCommand {
         let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
-                       .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger)),
+                       .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,
+                                                   cursorFile: directory.appendingPathComponent(AuditJournal.cursorFileName))),
                        .init(service: IdleSignOut(broker: broker, executor: storeThreads)),
                        .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

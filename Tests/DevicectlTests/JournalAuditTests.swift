@@ -49,10 +49,13 @@ import Testing
         #expect((entry["MESSAGE"] as? String)?.contains("account.signed_out") == true)
         #expect((entry["SHAREDMODE_AUDIT_DETAILS"] as? String)?.contains("\"scope\":\"global\"") == true, "\(entry)")
 
-        // Every audit event since the daemon started is there (the sign-in too), and deviced's own log lines keep their level.
+        // Every audit event is there once, in order: the provisioning and the key rotation, appended while no daemon
+        // ran, too (copied at its next start); and deviced's own log lines keep their level.
         let deviced = try Self.entries(out.appendingPathComponent("deviced.json"))
         let types = deviced.compactMap { $0["SHAREDMODE_AUDIT_TYPE"] as? String }
-        #expect(types == ["account.signed_in", "account.signed_out"], "\(types)")
+        #expect(types == ["device.provisioned", "account.signed_in", "account.signed_out", "device.key_rotated"], "\(types)")
+        let sequences = deviced.compactMap { ($0["SHAREDMODE_AUDIT_SEQUENCE"] as? String).flatMap(Int.init) }
+        #expect(sequences == [1, 2, 3, 4], "\(sequences)")
         let ready = deviced.first { ($0["MESSAGE"] as? String)?.contains("deviced ready") == true }
         #expect(ready?["PRIORITY"] as? String == "6", "\(String(describing: ready))")
         // No token reaches the journal.
