@@ -177,13 +177,15 @@ struct RotateKey: ParsableCommand {
             let logger = store.logger
             // A sealed key follows the policy's keyProtection (its PCRs changed: the new key is sealed so).
             let current = SealedKeyFile.sealing(in: store.directory)
-            let policy = try SealingOptions.policy(of: store)
+            // One opening (one unsealing) for the policy and the rotation.
+            let opened = try store.openExisting()
+            let policy = try reportingDeviceErrors { () throws(SharedDeviceError) in try ManagedDevice(store: opened, logger: logger).policy() }
             let resealing = current == nil ? nil : policy?.keyProtection?.sealing
             let keyProtection = (resealing ?? current)?.description ?? "key file"
             let actor = Actor.current
             // The audit entry commits with the rotation, or neither does.
             let result = try reportingErrors { () throws(KeychainError) in
-                try MasterKeyRotation.rotate(directory: store.directory, resealing: resealing, logger: logger, recording: { store, transaction, groups in
+                try MasterKeyRotation.rotate(opened, resealing: resealing, logger: logger, recording: { store, transaction, groups in
                     try ManagedDevice(store: store, logger: logger).append(
                         AuditEntry(type: .deviceKeyRotated, actor: actor, reason: "master key rotated",
                                    details: ["groups": "\(groups)", "keyProtection": keyProtection]), in: transaction)

@@ -40,7 +40,9 @@ public enum MasterKeyRotation {
         case committed
     }
 
-    /// Rotates the master key of the store in `directory`.
+    /// Rotates the master key of `store` (opened with its key file or sealed key, which finished any rotation
+    /// that committed and was cut off before its key was in place). Use the store no more afterwards: it
+    /// holds the old keys.
     /// - Throws: `storeBusy` when deviced (or another rotation) holds the state directory; `wrongKey` when
     ///   the current key does not open the store, when the store is protected by a passphrase, or when the
     ///   new sealed key does not decrypt here; `ioError`. Nothing is changed then.
@@ -50,11 +52,12 @@ public enum MasterKeyRotation {
     ///   - recording: runs inside the rotation's transaction with the store and the number of group keys
     ///     re-wrapped (an audit entry: it commits with the rotation or not at all); a throw rolls it back.
     ///   - passed: called after each step (a caller's progress report).
-    public static func rotate(directory: URL, resealing: KeySealing? = nil,
+    public static func rotate(_ store: KeychainStore, resealing: KeySealing? = nil,
                               environment: [String: String] = ProcessInfo.processInfo.environment,
                               logger: Logger = Logger.current,
                               recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void = { _, _, _ in },
                               passed: (Step) -> Void = { _ in }) throws(KeychainError) -> MasterKeyRotationResult {
+        let directory = store.databaseURL.deletingLastPathComponent()
         let lock: StateDirectoryLock
         do {
             lock = try StateDirectoryLock(directory: directory)
@@ -75,9 +78,6 @@ public enum MasterKeyRotation {
             throw KeychainError(.wrongKey, "the store's key is a key file, not sealed; seal it first (devicectl key seal); nothing was changed")
         }
         let sealing = resealing ?? currentSealing
-        let source: MasterKeySource = currentSealing == nil ? .keyFile(current) : .sealedKeyFile(current)
-        // Opening finishes a rotation that committed and was cut off before its key was in place.
-        let store = try KeychainStore(directory: directory, key: source, logger: logger)
         let pending = pendingURL(of: current)
         let sealingFile = directory.appendingPathComponent(SealedKeyFile.sealingFileName)
         // A pending key that is still here belongs to a rotation that never committed.
