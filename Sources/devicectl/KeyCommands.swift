@@ -168,6 +168,12 @@ struct RotateKey: ParsableCommand {
         var keyProtection: String
     }
 
+    func validate() throws {
+        if store.keyFile != nil || store.passphraseFile != nil {
+            throw ValidationError("key rotate replaces the state directory's own key (master.key or master.key.cred); drop --key-file and --passphrase-file")
+        }
+    }
+
     func run() throws {
         try runReportingErrors {
             let kill = try killAfter.map { name throws -> MasterKeyRotation.Step in

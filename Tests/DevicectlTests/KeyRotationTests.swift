@@ -64,6 +64,17 @@ import Testing
         let stale = try await cli.run(["keychain", "list", "--key-file", oldKeyFile] + Self.scanner)
         #expect(stale.status == 47 && stale.stderr.contains("does not open this store"), "\(stale.status) \(stale.stderr)")
         #expect(try KeySealingTests.fingerprint(cli.stateDirectory) == before)
+        // The kept keys tampered with (in a copy): an integrity failure that says what to do, and nothing changes.
+        let copy = try KeySealingTests.copy(cli.stateDirectory)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        _ = try await sqlite3(copy.appendingPathComponent("keychain.sqlite").path,
+                              "UPDATE store_meta SET value = zeroblob(length(value)) WHERE name = 'kept_keys'")
+        let tamperedBefore = try KeySealingTests.fingerprint(copy)
+        let tampered = try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
+                                                         ["account", "--state-dir", copy.path] + Self.scanner)
+        #expect(tampered.status == 46 && tampered.stderr.contains("kept keys failed their integrity check")
+                && tampered.stderr.contains("restore the state directory from backup"), "\(tampered.status) \(tampered.stderr)")
+        #expect(try KeySealingTests.fingerprint(copy) == tamperedBefore)
         // A second rotation over the first: the kept index and integrity keys carry over again.
         let again = try await cli.run(["key", "rotate"])
         #expect(again.status == 0, "\(again.stderr)")
@@ -79,6 +90,9 @@ import Testing
         // Killed before the commit: the store is under the old key, the pending key is stale.
         let early = try await cli.run(["key", "rotate", "--kill-after", "pending-key-written"])
         #expect(early.status == 128 + SIGKILL, "\(early.status) \(early.stderr)")
+        // (Only the state directory's own key is rotated.)
+        let elsewhere = try await cli.run(["key", "rotate", "--key-file", file(cli, "master.key").path])
+        #expect(elsewhere.status == 64 && elsewhere.stderr.contains("drop --key-file"), "\(elsewhere.status) \(elsewhere.stderr)")
         #expect(FileManager.default.fileExists(atPath: file(cli, "master.key.next").path))
         try await Self.expectEverythingOpens(cli)
         #expect(try Data(contentsOf: file(cli, "master.key")) == oldKey)
