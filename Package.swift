@@ -162,7 +162,9 @@ let package = Package(
                 "KeychainStore",
                 "IdentityClient",
                 "SharedDevice",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strictSettings
         ),

@@ -531,9 +531,13 @@ extension Broker1 {
         public var connections: [Connection]
         /// MSAL client ids seen through the MSAL bridge (at most 256, the most recent).
         public var msalClients: [MsalClient]
+        /// Whether the space kept for sign-outs on a full disk is in place. False: the state directory's
+        /// filesystem has no room for it (a sign-out used it, or the disk filled before the broker started);
+        /// the broker makes it again within seconds once there is room. Null from a broker that does not say.
+        public var diskReserve: Bool?
 
         /// A value with every field given (optional ones default to nil).
-        public init(version: String, startedAt: Double, provisioned: Bool, mode: String, policyId: String? = nil, policySha256: String? = nil, current: Account? = nil, signedInAt: Double? = nil, lastAuditSequence: Int, idle: IdleState? = nil, connections: [Connection], msalClients: [MsalClient]) {
+        public init(version: String, startedAt: Double, provisioned: Bool, mode: String, policyId: String? = nil, policySha256: String? = nil, current: Account? = nil, signedInAt: Double? = nil, lastAuditSequence: Int, idle: IdleState? = nil, connections: [Connection], msalClients: [MsalClient], diskReserve: Bool? = nil) {
             self.version = version
             self.startedAt = startedAt
             self.provisioned = provisioned
@@ -546,6 +550,7 @@ extension Broker1 {
             self.idle = idle
             self.connections = connections
             self.msalClients = msalClients
+            self.diskReserve = diskReserve
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -561,6 +566,7 @@ extension Broker1 {
             idle = VarlinkField.isAbsent(fields, "idle") ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
             connections = try VarlinkField.array(fields, "connections", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Connection.self) }
             msalClients = try VarlinkField.array(fields, "msalClients", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: MsalClient.self) }
+            diskReserve = VarlinkField.isAbsent(fields, "diskReserve") ? nil : try VarlinkField.bool(fields, "diskReserve", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -597,6 +603,11 @@ extension Broker1 {
                 fields["idle"] = .object(idle.varlinkFields)
             } else if !omittingAbsent {
                 fields["idle"] = .null
+            }
+            if let diskReserve = self.diskReserve {
+                fields["diskReserve"] = .bool(diskReserve)
+            } else if !omittingAbsent {
+                fields["diskReserve"] = .null
             }
             return fields
         }

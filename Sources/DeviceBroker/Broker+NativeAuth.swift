@@ -8,7 +8,7 @@ import Varlink
 extension Broker {
     func startNativeSignIn(_ parameters: Broker1.StartNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.StartNativeSignIn.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "StartNativeSignIn")
-        guard !parameters.username.isEmpty, parameters.username.count <= 256 else { throw .invalidParameter("username") }
+        let username = try ParameterCheck.username(parameters.username)
         let switchReason = try parameters.switchReason.map { reason throws(BrokerFailure) in
             try ParameterCheck.reason(reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
         }
@@ -18,9 +18,9 @@ extension Broker {
         var shift: AccountManager.ShiftSwitch?
         do {
             if let switchReason {
-                (step, shift) = try await application.startNativeSwitch(username: parameters.username, reason: switchReason)
+                (step, shift) = try await application.startNativeSwitch(username: username, reason: switchReason)
             } else {
-                step = try await application.startNativeSignIn(username: parameters.username)
+                step = try await application.startNativeSignIn(username: username)
             }
         } catch {
             throw BrokerFailure(error)
@@ -63,7 +63,7 @@ extension Broker {
         case (_, _, .code): throw .invalidParameter("code")
         }
         do {
-            let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
+            let result = try await withPasswordThrottle(caller, username: entry.step.username, method: "SubmitNativeSignIn") { () async throws(SharedDeviceError) in
                 try await application.completeNativeSignIn(entry.step, credential: credential, scopes: parameters.scopes, msalClientID: entry.msalClientID,
                                                            shift: entry.shift)
             }

@@ -10,7 +10,7 @@ extension Broker {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword",
                                           authority: parameters.authority)
         let credentials = try ParameterCheck.credentials(username: parameters.username, password: parameters.password)
-        let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
+        let result = try await withPasswordThrottle(caller, username: credentials.username) { () async throws(SharedDeviceError) in
             try await application.acquireToken(InteractiveTokenParameters(
                 scopes: parameters.scopes, flow: .password(username: credentials.username, password: credentials.password),
                 msalClientID: parameters.msalClientId))
@@ -18,36 +18,50 @@ extension Broker {
         return Broker1.SignInWithPassword.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
     }
 
-    /// Runs a sign-in that takes a password or code the worker typed (`body`) under the device's throttle:
-    /// refused without asking the provider while the back-off runs or another such sign-in does; a refused
-    /// password or code counts toward it. (The engine refuses a flow the policy does not list.)
-    func withPasswordThrottle<T>(_ caller: BrokerCaller, _ body: () async throws(SharedDeviceError) -> T) async throws(BrokerFailure) -> T {
+    /// Runs a sign-in of `username` that takes a password or code the worker typed (`body`) under the
+    /// throttle: refused without asking the provider while the back-off of the calling app or of the username
+    /// runs, or while another such sign-in of the app or for the username does; a refused password or code
+    /// counts toward both. (The engine refuses a flow the policy does not list.)
+    func withPasswordThrottle<T>(_ caller: BrokerCaller, username: String, method: String = "SignInWithPassword",
+                                 _ body: () async throws(SharedDeviceError) -> T) async throws(BrokerFailure) -> T {
         let limits = self.limits
+        let attempt: PasswordThrottle.Attempt
         do {
-            try passwordThrottle.begin()
+            attempt = try passwordThrottle.begin(username: username, uid: caller.uid)
         } catch {
-            switch error {
-            case .backoff(let secondsLeft, let failures):
-                refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: "SignInWithPassword", reason: "password back-off"),
-                                 AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "password back-off",
-                                            details: ["method": "SignInWithPassword", "failures": "\(failures)", "pid": "\(caller.pid)"]))
-                throw .limitExceeded("passwordBackoff", maximum: secondsLeft,
-                    "\(failures) password sign-ins failed in a row on this device; try again in \(secondsLeft) s (the policy's limits.passwordBackoffSeconds), or sign in by device code")
-            case .inProgress:
-                throw .limitExceeded("passwordSignInInProgress", maximum: 1,
-                    "another password sign-in is running on this device; try again when it ends")
-            }
+            throw refusal(error, caller: caller, method: method)
         }
         do {
             let value = try await body()
-            passwordThrottle.end(.succeeded, limits: limits)
+            passwordThrottle.end(attempt, .succeeded, limits: limits)
             return value
         } catch {
             let refused = [.invalidCredentials, .invalidCode].contains(error.identityError?.code)
-            if let backoff = passwordThrottle.end(refused ? .refused : .failed, limits: limits) {
-                logger.notice("password sign-ins are held back after repeated failures", metadata: ["password.backoff_seconds": "\(backoff)"])
+            if let backoff = passwordThrottle.end(attempt, refused ? .refused : .failed, limits: limits) {
+                logger.notice("password sign-ins are held back after repeated failures",
+                              metadata: ["password.backoff_seconds": "\(backoff)", "peer.uid": "\(caller.uid)"])
             }
             throw BrokerFailure(error)
+        }
+    }
+
+    /// The reply to an attempt the throttle holds back (audited, coalesced): it names whose count and the wait.
+    private func refusal(_ refusal: PasswordThrottle.Refusal, caller: BrokerCaller, method: String) -> BrokerFailure {
+        switch refusal {
+        case .backoff(let scope, let secondsLeft, let failures):
+            refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: method, reason: "password back-off"),
+                             AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: "password back-off",
+                                        details: ["method": method, "failures": "\(failures)", "scope": scope.rawValue, "pid": "\(caller.pid)"]))
+            let whose = switch scope {
+            case .app: "\(failures) password sign-ins by this app failed recently"
+            case .username: "\(failures) password sign-ins for this username failed recently"
+            }
+            return .limitExceeded("passwordBackoff", maximum: secondsLeft,
+                "\(whose); try again in \(secondsLeft) s (the back-off starts at the policy's limits.passwordBackoffSeconds and doubles with each failure; one failure is forgotten every \(Int(PasswordThrottle.forgetInterval / 60)) minutes), or sign in by device code")
+        case .inProgress(let scope):
+            let whose = scope == .app ? "of this app" : "for this username"
+            return .limitExceeded("passwordSignInInProgress", maximum: 1,
+                "another password sign-in \(whose) is running; try again when it ends")
         }
     }
 }
@@ -55,10 +69,17 @@ extension Broker {
 extension ParameterCheck {
     /// A username (1 to 256 characters, no control characters) and a password (1 to 1024 bytes).
     static func credentials(username: String, password: String) throws(BrokerFailure) -> (username: String, password: String) {
-        guard !username.isEmpty, username.count <= 256, !username.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidParameter("username")
-        }
+        let username = try self.username(username)
         guard !password.isEmpty, password.utf8.count <= 1024 else { throw .invalidParameter("password") }
         return (username, password)
+    }
+
+    /// A worker's username as typed at the kiosk: 1 to 256 characters, no control characters (it reaches
+    /// the audit log and the journal).
+    static func username(_ username: String, parameter: String = "username") throws(BrokerFailure) -> String {
+        guard !username.isEmpty, username.count <= 256, !username.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidParameter(parameter)
+        }
+        return username
     }
 }

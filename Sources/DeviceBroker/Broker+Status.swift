@@ -26,6 +26,6 @@ extension Broker {
             mode: device.information().information.mode.rawValue, policyId: record?.policyID, policySha256: record?.policySHA256,
             current: current.map { Broker1.Account($0.account) }, signedInAt: current?.signedInAt?.timeIntervalSince1970,
             lastAuditSequence: Int(lastSequence), idle: idleState(), connections: connections,
-            msalClients: msalClientsStatus))
+            msalClients: msalClientsStatus, diskReserve: hasDiskReserve))
     }
 }

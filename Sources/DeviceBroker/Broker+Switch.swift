@@ -38,7 +38,7 @@ extension Broker {
             interactive = InteractiveTokenParameters(scopes: parameters.scopes,
                                                      flow: .password(username: credentials.username, password: credentials.password))
             shown.finish()
-            let result = try await withPasswordThrottle(caller) { () async throws(SharedDeviceError) in
+            let result = try await withPasswordThrottle(caller, username: credentials.username, method: "SwitchWorker") { () async throws(SharedDeviceError) in
                 try await application.switchWorker(interactive, reason: reason, signedOut: reportSignOut)
             }
             await replies.last(Broker1.SwitchWorker.Reply(result: Broker1.AuthenticationResult(result)))

@@ -1,5 +1,5 @@
 import BrokerContract
-import Foundation
+public import Foundation
 public import IdentityClient
 import KeychainStore
 public import Logging
@@ -29,8 +29,8 @@ public final class Broker: Sendable {
     let refusals: RefusalAudit
     /// The MSAL client ids used through the MSAL bridge (for `GetStatus`).
     let msalClients = MSALClientLedger()
-    /// The device-wide back-off of failed password sign-ins.
-    let passwordThrottle = PasswordThrottle()
+    /// The back-off of failed password sign-ins, per username and per app, kept in the state directory.
+    let passwordThrottle: PasswordThrottle
     /// Native sign-ins waiting for the worker's password or code.
     let nativeSignIns = NativeSignIns()
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
@@ -38,6 +38,8 @@ public final class Broker: Sendable {
     let events: AccountEventHub
     /// The policy's idle sign-out.
     let idle: IdleMonitor
+    /// Whether the last attempt to make the disk reserve failed (to log the change once).
+    let diskReserveMissing = Mutex(false)
     /// When the broker was made (for `GetStatus`).
     let startedAt = Date()
     /// The callers connected now, as the server knows them (set by the daemon once its server exists).
@@ -55,9 +57,10 @@ public final class Broker: Sendable {
     /// - Parameters:
     ///   - transport: the way to the identity provider.
     ///   - idleClock: the time the idle sign-out runs on (tests inject one).
+    ///   - passwordClock: the time the password back-off runs on (tests inject one).
     ///   - logger: where the broker's debug events go; never a token or a secret.
     public init(device: ManagedDevice, transport: any HTTPTransport = CurlTransport(), idleClock: any IdleClock = SystemIdleClock(),
-                logger: Logger = Logger.current) {
+                passwordClock: @escaping @Sendable () -> Date = Date.init, logger: Logger = Logger.current) {
         self.device = device
         self.transport = transport
         self.logger = logger
@@ -68,8 +71,10 @@ public final class Broker: Sendable {
         self.policies = policies
         self.events = events
         refusals = RefusalAudit(device: device)
+        let stateDirectory = device.store.databaseURL.deletingLastPathComponent()
+        passwordThrottle = PasswordThrottle(file: PasswordThrottleFile(directory: stateDirectory, logger: logger), clock: passwordClock)
         idle = IdleMonitor(clock: idleClock, accounts: accounts, events: events,
-                           file: IdleActivityFile(stateDirectory: device.store.databaseURL.deletingLastPathComponent()), logger: logger,
+                           file: IdleActivityFile(stateDirectory: stateDirectory), logger: logger,
                            policy: { (try? policies.current())?.policy })
     }
 
@@ -101,6 +106,8 @@ public final class Broker: Sendable {
             return
         }
         let isActivity = Self.isActivity(decoded)
+        // After an account change the reserve a full disk's sign-out used is made again if there is room.
+        defer { if Self.changesAccounts(decoded) { remakeDiskReserveIfMissing() } }
         do {
             try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
             if isActivity { idle.recordActivity() }
@@ -128,6 +135,16 @@ public final class Broker: Sendable {
              .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
             true
         case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
+            false
+        }
+    }
+
+    /// Whether `call` signs a worker in or out (or switches).
+    private static func changesAccounts(_ call: Broker1.Call) -> Bool {
+        switch call {
+        case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn, .signOut, .switchWorker:
+            true
+        default:
             false
         }
     }

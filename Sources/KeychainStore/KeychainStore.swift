@@ -237,6 +237,9 @@ public final class KeychainStore: Sendable {
         try diskReserve.make()
     }
 
+    /// Whether the disk reserve is in place, whole.
+    public var hasDiskReserve: Bool { diskReserve.isInPlace }
+
     /// Runs `body` in one read transaction: a consistent snapshot of the store.
     public func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {

@@ -34,6 +34,7 @@ struct Provision: ParsableCommand {
             } catch {
                 throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
             }
+            try Self.refuseReadableSecret(decoded, policyFile: policy)
             let sealing = try self.sealing.sealing(policy: decoded)
             let device = ManagedDevice(store: try store.open(), logger: store.logger)
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in
@@ -60,6 +61,20 @@ struct Provision: ParsableCommand {
             }
             Output.print("policy sha256 \(record.policySHA256)")
             Output.print("audit public key \(key) (keep it to verify the audit log elsewhere)")
+        }
+    }
+
+    /// A policy that holds the authority's `clientSecret` must be readable by its owner only: refused (78,
+    /// nothing changed) when its group or other users may read it.
+    static func refuseReadableSecret(_ policy: DevicePolicy, policyFile path: String) throws {
+        guard policy.authority.clientSecret != nil else { return }
+        guard let permissions = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int else { return }
+        guard permissions & 0o066 == 0 else {
+            let mode = String(permissions & 0o7777, radix: 8)
+            throw CLIError(exitCode: .configuration, """
+                the policy file \(path) holds authority.clientSecret and other users may read it (mode \(mode)); \
+                run: chmod 600 \(path) (and keep it owned by root), then provision again; nothing was changed
+                """)
         }
     }
 }

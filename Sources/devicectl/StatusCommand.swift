@@ -27,6 +27,8 @@ struct Status: AsyncParsableCommand {
             var connections: [BrokerStatus.Connection]
             /// MSAL apps' client ids seen through the MSAL bridge.
             var msalClients: [BrokerStatus.MSALClient]
+            /// Whether the broker's disk reserve for sign-outs on a full disk is in place (null: not running).
+            var diskReserve: Bool? = nil
         }
         var broker: Broker
         var provisioned: Bool
@@ -47,7 +49,8 @@ struct Status: AsyncParsableCommand {
             if let broker = try await BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir, logger: store.logger) {
                 let status = try await broker.status()
                 summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
-                                                connections: status.connections, msalClients: status.msalClients),
+                                                connections: status.connections, msalClients: status.msalClients,
+                                                diskReserve: status.diskReserve),
                                   provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,
                                   policySha256: status.policySHA256, current: status.current, signedInAt: status.signedInAt,
                                   lastAuditSequence: status.lastAuditSequence, idle: status.idle)
@@ -91,6 +94,15 @@ struct Status: AsyncParsableCommand {
                 lines.append("  \(client.clientID.forTerminal) uid \(client.uid) \(client.appID?.forTerminal ?? "(no app)"): \(client.calls) calls"
                              + (client.refused > 0 ? ", \(client.refused) refused (not in the policy's msalClientIds)" : "")
                              + ", last \(time.string(from: client.lastCall))")
+            }
+            switch summary.broker.diskReserve {
+            case true?: lines.append("disk reserve: in place (space kept for sign-outs on a full disk)")
+            case false?: lines.append("""
+                disk reserve: MISSING: the state directory's filesystem is full, and a sign-out on it may fail; free space \
+                there (the broker makes the reserve again within seconds), and keep the state directory on a filesystem \
+                unprivileged users cannot fill
+                """)
+            case nil: break
             }
         } else {
             lines.append("broker: not running (no broker answers on \(summary.broker.socket))")

@@ -149,6 +149,7 @@ struct Deviced: AsyncParsableCommand {
                        .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,
                                                    cursorFile: directory.appendingPathComponent(AuditJournal.cursorFileName))),
                        .init(service: IdleSignOut(broker: broker, executor: storeThreads)),
+                       .init(service: DiskReserveKeeper(broker: broker, executor: storeThreads)),
                        .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -24,6 +24,7 @@ import Testing
         policy["limits"] = ["passwordFailuresBeforeBackoff": failures, "passwordBackoffSeconds": backoff]
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("password-policy-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: policy).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         defer { try? FileManager.default.removeItem(at: file) }
         let daemon = try await Daemon(policy: file.path)
         try await daemon.start(["--log-level", "trace"], environment: environment)
@@ -124,6 +125,56 @@ import Testing
         let store = try Self.storeBytes(daemon)
         #expect(!audit.stdout.contains(wrong) && !daemon.logTail(Int.max).contains(wrong) && !store.contains(wrong))
         #expect(audit.stdout.contains("password back-off"), "the held-back attempt is not audited")
+        await daemon.cleanUp()
+    }
+
+    /// The last round's attack: one app interleaving the sign-in (and sign-out) of a worker whose password it
+    /// knows with two guesses at another worker got 40 guesses in 4 s, since any success reset the device's
+    /// count. Now the app's own count holds it back, another app still signs workers in, root is counted per
+    /// username, and a restart of the daemon forgets nothing.
+    @Test func oneAppInterleavingAKnownWorkersSignInWithGuessesIsHeldBackAndOthersAreServed() async throws {
+        let daemon = try await Self.daemon(failures: 3, backoff: 30)
+        var guesses = 0, held: [String] = []
+        for _ in 0..<5 {
+            let known = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
+            if known.status == 0 {
+                let out = try await daemon.devicectl(as: Daemon.scannerUID, ["signout"])
+                #expect(out.status == 0, "\(out.stderr)")
+            } else {
+                held.append(known.stderr)
+            }
+            for _ in 0..<2 {
+                let guess = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "Worker2", password: "guess-\(UUID().uuidString.prefix(8))")
+                switch guess.status {
+                case 55: guesses += 1
+                case 75: held.append(guess.stderr)
+                default: Issue.record("a guess ended with \(guess.status): \(guess.stderr)")
+                }
+            }
+        }
+        #expect(guesses == 3, "\(guesses) guesses reached the provider")
+        // 15 attempts: the first two known sign-ins and three guesses went through, the other 10 were held back.
+        #expect(held.count == 10, "\(held)")
+        #expect(held.allSatisfy { $0.contains("by this app failed recently") && $0.contains("try again in") }, "\(held)")
+        let failed = try await daemon.auditEvents().filter { $0["type"] as? String == "account.sign_in_failed" }
+        #expect(failed.count == 3, "\(failed.count) failures reached the provider and the audit log")
+
+        // Another app signs a worker in meanwhile; the guessed-at worker's own (short) back-off holds every app,
+        // case aside, and says so.
+        let victim = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker1", password: Self.password1)
+        #expect(victim.status == 0, "the other app was held back: \(victim.stderr)")
+        let out = try await daemon.devicectl(as: 0, ["signout"])
+        #expect(out.status == 0, "\(out.stderr)")
+        let target = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker2", password: Self.password2)
+        #expect(target.status == 75 && target.stderr.contains("for this username failed recently"), "\(target.status) \(target.stderr)")
+
+        // A restart forgets nothing: the attacking app is still held back.
+        await daemon.stop()
+        try await daemon.start(["--log-level", "trace"])
+        let again = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker3", password: "guess")
+        #expect(again.status == 75 && again.stderr.contains("by this app"), "\(again.status) \(again.stderr)")
+        let kept = try String(contentsOf: daemon.cli.stateDirectory.appendingPathComponent("password-throttle.json"), encoding: .utf8)
+        #expect(!kept.contains("worker"), "the throttle's file names a worker: \(kept)")
         await daemon.cleanUp()
     }
 

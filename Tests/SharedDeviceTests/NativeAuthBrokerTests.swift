@@ -151,6 +151,20 @@ import Varlink
         #expect(closed?.parameters["code"]?.string == "signInNotFound")
     }
 
+    @Test func aUsernameWithControlCharactersIsRefusedBeforeTheAuthorityOrTheAuditLogSeesIt() async throws {
+        let kiosk = try Kiosk()
+        let before = try kiosk.fixture.device.auditEvents().count
+        for username in ["ana@contoso.com\nSHAREDMODE_AUDIT_TYPE=device.provisioned", "\u{1b}[2Jana@contoso.com", "ana\u{0}@contoso.com", ""] {
+            for extra: [String: VarlinkValue] in [[:], ["switchReason": .string("shift-end")]] {
+                let refused = await kiosk.call("StartNativeSignIn", ["username": .string(username)].merging(extra) { $1 }, as: Self.scannerUID)
+                #expect(refused?.error == "org.varlink.service.InvalidParameter" && refused?.parameters["parameter"]?.string == "username",
+                        "\(String(describing: refused))")
+            }
+        }
+        #expect(kiosk.transport.requests(to: Self.initiatePath).isEmpty, "a refused username reached the authority")
+        #expect(try kiosk.fixture.device.auditEvents().count == before)
+    }
+
     /// The shift change with native authentication: the next worker's username taken, the current worker
     /// signed out of every app before the code is typed, the next one signed in, one correlation id.
     @Test func aShiftChangeByNativeSignInSignsTheWorkerOutBeforeTheCodeIsTypedAndTheNextIn() async throws {

@@ -100,10 +100,11 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var itemsPerApp: Int
         /// Bytes of secrets and attributes one app's items may take (its quota). Default 8 MiB.
         public var bytesPerApp: Int
-        /// Failed password sign-ins in a row on the device before the back-off starts. Default 3.
+        /// Recent failed password sign-ins of one username, or of one app, before its back-off starts
+        /// (one failure is forgotten every 10 minutes). Default 3.
         public var passwordFailuresBeforeBackoff: Int
         /// The first back-off after those failures, in seconds; it doubles with every further failure, up
-        /// to an hour, and a successful password sign-in ends it. Default 30.
+        /// to an hour for an app and 5 minutes for a username; a successful sign-in ends its username's. Default 30.
         public var passwordBackoffSeconds: Int
 
         /// The defaults of a policy with no `limits` key.

@@ -84,6 +84,6 @@ extension BrokerStatus {
                   msalClients: status.msalClients.map { client in
                       MSALClient(appID: client.appId, uid: UInt32(clamping: client.uid), clientID: client.clientId, calls: client.calls,
                                  refused: client.refused, lastCall: Date(timeIntervalSince1970: client.lastCall))
-                  })
+                  }, diskReserve: status.diskReserve)
     }
 }

@@ -42,9 +42,11 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     var connections: [Connection]
     /// MSAL clients seen through the MSAL bridge, the most recent first.
     var msalClients: [MSALClient]
+    /// Whether the space kept for sign-outs on a full disk is in place (nil: the broker does not say).
+    var diskReserve: Bool?
 
     enum CodingKeys: String, CodingKey {
         case version, startedAt, provisioned, mode, policyID = "policyId", policySHA256 = "policySha256", current, signedInAt
-        case lastAuditSequence, idle, connections, msalClients
+        case lastAuditSequence, idle, connections, msalClients, diskReserve
     }
 }
