@@ -11,7 +11,9 @@ extension Broker {
         let item = NewItem(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account, secret: secret,
                            label: parameters.label, type: try ParameterCheck.itemType(parameters.type, "type"),
                            generic: try ParameterCheck.bytes(parameters.generic, "generic"))
-        let metadata = try keychain(caller, group: item.accessGroup, type: item.type) { store, app throws(KeychainError) in try store.add(item, as: app, quota: quota) }
+        let metadata = try keychain(caller, group: item.accessGroup, type: item.type, services: [item.service]) { store, app throws(KeychainError) in
+            try store.add(item, as: app, quota: quota)
+        }
         return Broker1.AddGenericPassword.Reply(item: Broker1.KeychainItem(metadata))
     }
 
@@ -19,7 +21,7 @@ extension Broker {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
         let all = parameters.all ?? false
-        let items = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in
+        let items = try keychain(caller, group: query.accessGroup, type: query.type, services: [query.service]) { store, app throws(KeychainError) in
             all ? try store.findAll(query, as: app) : [try store.find(query, as: app)]
         }
         let found = items.map { Broker1.KeychainItem($0.metadata, secret: $0.secret) }
@@ -35,7 +37,8 @@ extension Broker {
                                   secret: try ParameterCheck.bytes(parameters.secret, "secret"))
         guard changes.service != nil || changes.account != nil || changes.label != nil || changes.type != nil || changes.generic != nil
                 || changes.secret != nil else { throw .invalidParameter("secret") }
-        let updated = try keychain(caller, group: query.accessGroup, type: changes.type.flatMap { TokenCache.itemTypes.contains($0) ? $0 : nil } ?? query.type) { store, app throws(KeychainError) in
+        let updated = try keychain(caller, group: query.accessGroup, type: changes.type.flatMap { TokenCache.itemTypes.contains($0) ? $0 : nil } ?? query.type,
+                                   services: [query.service, changes.service]) { store, app throws(KeychainError) in
             try store.update(query, with: changes, as: app, quota: quota)
         }
         return Broker1.UpdateGenericPassword.Reply(updated: updated)
@@ -44,14 +47,16 @@ extension Broker {
     func deleteGenericPassword(_ parameters: Broker1.DeleteGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.DeleteGenericPassword.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
-        let deleted = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in try store.delete(query, as: app) }
+        let deleted = try keychain(caller, group: query.accessGroup, type: query.type, services: [query.service]) { store, app throws(KeychainError) in
+            try store.delete(query, as: app)
+        }
         return Broker1.DeleteGenericPassword.Reply(deleted: deleted)
     }
 
     func listGenericPasswords(_ parameters: Broker1.ListGenericPasswords.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.ListGenericPasswords.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
-        let items = try keychain(caller, group: query.accessGroup, type: query.type) { store, app throws(KeychainError) in
+        let items = try keychain(caller, group: query.accessGroup, type: query.type, services: [query.service]) { store, app throws(KeychainError) in
             try store.metadata(matching: query, as: app)
         }
         return Broker1.ListGenericPasswords.Reply(items: items.map { Broker1.KeychainItem($0) })
@@ -70,16 +75,26 @@ extension Broker {
     /// Runs a store operation as the caller's app, to which the token cache's item types are invisible
     /// (the broker keeps them: `TokenCache.itemTypes`). A group the app is not entitled to is the keychain's
     /// missing-entitlement error (-34018), and so is adding an item of a token-cache type or giving an item
-    /// one; a query for such a type finds nothing. Each is audited as `keychain.access_denied` (coalesced).
-    private func keychain<T>(_ caller: BrokerCaller, group: String?, type: UInt32?,
+    /// one, or naming a service in the token cache's namespace (`TokenCache.serviceNamespace`: the token
+    /// cache's keys, which no app item may take); a query for such a type finds nothing. Each is audited
+    /// as `keychain.access_denied` (coalesced).
+    private func keychain<T>(_ caller: BrokerCaller, group: String?, type: UInt32?, services: [String?],
                              _ body: (KeychainStore, AppIdentity) throws(KeychainError) -> T) throws(BrokerFailure) -> T {
         let app = try application(for: caller).app.hidingItemTypes(TokenCache.itemTypes)
         let tokenCacheType = type.map(TokenCache.itemTypes.contains) ?? false
-        do {
+        do throws(KeychainError) {
+            if services.contains(where: { $0.map(TokenCache.isInNamespace) ?? false }) {
+                throw KeychainError(.missingEntitlement, """
+                    services starting with \(TokenCache.serviceNamespace) are the token cache's, which only the broker keeps; \
+                    name your item's service otherwise, and get tokens with AcquireTokenSilent
+                    """)
+            }
             return try body(device.store, app)
         } catch {
             if error.code == .missingEntitlement || error.code == .quotaExceeded || (tokenCacheType && error.code == .itemNotFound) {
-                let reason = error.code == .quotaExceeded ? "quota exceeded" : tokenCacheType ? "token cache item type" : "missing entitlement"
+                let namespace = services.contains { $0.map(TokenCache.isInNamespace) ?? false }
+                let reason = error.code == .quotaExceeded ? "quota exceeded" : namespace ? "token cache namespace"
+                    : tokenCacheType ? "token cache item type" : "missing entitlement"
                 var details = ["pid": "\(caller.pid)", "app": app.appID]
                 details["group"] = group
                 details["type"] = type.map { "\($0)" }

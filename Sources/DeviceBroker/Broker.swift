@@ -78,6 +78,12 @@ public final class Broker: Sendable {
                            policy: { (try? policies.current())?.policy })
     }
 
+    /// Moves token-cache items an earlier version kept beside apps' items into the token cache's namespace
+    /// (the daemon calls this once before it serves). - Returns: how many moved.
+    public func moveTokenCacheIntoNamespace() throws(SharedDeviceError) -> Int {
+        try accounts.moveTokenCacheIntoNamespace()
+    }
+
     /// Runs the policy's idle sign-out until the task is cancelled (the daemon runs it beside its server).
     public func runIdleMonitor() async {
         await idle.run()

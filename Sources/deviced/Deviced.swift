@@ -113,6 +113,14 @@ struct Deviced: AsyncParsableCommand {
         let device = ManagedDevice(store: store, logger: logger)
         let clock: any IdleClock = clockScale == 1 ? SystemIdleClock() : ScaledIdleClock(scale: clockScale)
         let broker = Broker(device: device, idleClock: clock, logger: logger)
+        // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
+        do {
+            let moved = try broker.moveTokenCacheIntoNamespace()
+            if moved > 0 { logger.notice("deviced: moved \(moved) token cache items into the token cache's namespace") }
+        } catch {
+            FileHandle.standardError.write(Data("deviced: error: cannot move the token cache into its namespace: \(error); nothing was changed\n".utf8))
+            throw ExitCode(74)
+        }
         let listener: VarlinkServer.Listener
         if let inherited = SocketActivation.inheritedListener() {
             listener = .inherited(descriptor: inherited)

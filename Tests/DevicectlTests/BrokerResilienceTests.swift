@@ -15,7 +15,7 @@ import Testing
             let list = try await daemon.cli.run(["keychain", "list", "--app", app, "--json"])
             try #require(list.status == 0, "\(list.stderr)")
             for item in try #require(try parseJSON(list.stdout) as? [[String: Any]])
-            where !((item["service"] as? String)?.hasPrefix("appmetadata-") ?? false) {
+            where !((item["service"] as? String)?.hasPrefix("org.sharedmode.token-cache/appmetadata-") ?? false) {
                 items.insert("\(item["accessGroup"] ?? "")|\(item["service"] ?? "")|\(item["account"] ?? "")")
             }
         }

@@ -368,7 +368,7 @@ struct KioskState: CustomStringConvertible {
         let timeclock = try #require(try device.appIdentity(KioskApps.timeclockID, actor: "test"))
         let groups = [AccessGroup.adalCache, KioskApps.scannerGroup, KioskApps.timeclockGroup]
         let inspector = try AppIdentity(appID: "test.inspector", accessGroups: groups)
-        let fillPrefix = "accesstoken-\(KioskAuthority.clientID)-\(KioskAuthority.tenant)-api://kiosk/".lowercased()
+        let fillPrefix = TokenCache.serviceNamespace + "accesstoken-\(KioskAuthority.clientID)-\(KioskAuthority.tenant)-api://kiosk/".lowercased()
         var items: [String: Int] = [:], accessTokens: [String: Int] = [:], fillScopes: [String: Set<String>] = [:]
         for group in groups {
             let found = try store.metadata(matching: ItemQuery(accessGroup: group, account: Person.jo.cacheAccount), as: inspector)

@@ -56,7 +56,11 @@ struct TokenCacheSchemaTests {
         try TokenCache().save(try F.response(), context: F.context(), as: F.scanner, in: fixture.store)
         let items = try fixture.store.metadata(as: F.scanner)
         let account = "\(Self.home)-login.microsoftonline.com"
-        let found = Set(items.map { "\($0.accessGroup) | \($0.account) | \($0.service) | \($0.type ?? 0) | \($0.generic.map { String(decoding: $0, as: UTF8.self) } ?? "-")" })
+        // MSAL for iOS's services, each in the token cache's namespace (which no app's item can take).
+        #expect(items.allSatisfy { $0.service.hasPrefix(TokenCache.serviceNamespace) }, "\(items.map(\.service))")
+        let found = Set(items.map {
+            "\($0.accessGroup) | \($0.account) | \($0.service.dropFirst(TokenCache.serviceNamespace.count)) | \($0.type ?? 0) | \($0.generic.map { String(decoding: $0, as: UTF8.self) } ?? "-")"
+        })
         #expect(found == [
             "com.microsoft.adalcache | \(account) | accesstoken-\(Self.client)-\(Self.tenant)-mail.read user.read offline_access openid profile | 2001 | accesstoken-\(Self.client)-\(Self.tenant)",
             "com.microsoft.adalcache | \(account) | refreshtoken-\(Self.client)-- | 2002 | refreshtoken-\(Self.client)-",
@@ -70,7 +74,7 @@ struct TokenCacheSchemaTests {
         let fixture = try F.Store()
         let record = try TokenCache().save(try F.response(foci: "1"), context: F.context(), as: F.scanner, in: fixture.store)
         #expect(record.familyRefreshToken?.cacheKey == "\(Self.home)-login.microsoftonline.com-refreshtoken-1--")
-        #expect(try F.itemJSON(fixture.store, as: F.scanner, type: 2002)["refreshtoken-1--"] == """
+        #expect(try F.itemJSON(fixture.store, as: F.scanner, type: 2002)[TokenCache.serviceNamespace + "refreshtoken-1--"] == """
             {"client_id":"\(Self.client)","credential_type":"RefreshToken","environment":"login.microsoftonline.com",\
             "family_id":"1","home_account_id":"\(Self.home)","last_modification_time":"1800000000","secret":"rt-secret-1"}
             """)

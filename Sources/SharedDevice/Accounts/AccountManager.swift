@@ -73,6 +73,17 @@ public final class AccountManager: Sendable {
         return Set(appGroups).union(policyGroups?.sorted ?? []).sorted()
     }
 
+    /// Moves token-cache items an earlier version kept beside apps' items into the token cache's namespace
+    /// (`TokenCache.moveIntoNamespace`), in every group of the policy's apps; a daemon does this when it
+    /// starts, before it serves anyone. - Returns: how many items moved.
+    @discardableResult
+    public func moveTokenCacheIntoNamespace() throws(SharedDeviceError) -> Int {
+        let record = try device.record()
+        return try sharedDeviceErrors {
+            try tokenCache.moveIntoNamespace(groups: try allAppGroups(record: record, app: nil), in: store)
+        }
+    }
+
     func mode(in tx: StoreTransaction) throws -> DevicePolicy.Mode {
         try device.record(in: tx)?.mode ?? .private
     }

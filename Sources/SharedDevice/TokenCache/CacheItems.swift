@@ -2,7 +2,8 @@ import Foundation
 import KeychainStore
 
 /// Cache entries as keychain items, inside one store transaction: each entry's JSON is the item's
-/// secret, its keychain key the item's account, service, type and generic attributes.
+/// secret, its keychain key the item's account, service (in the token cache's namespace,
+/// `TokenCache.serviceNamespace` + MSAL's service), type and generic attributes.
 struct CacheItems {
     let transaction: StoreTransaction
     let caller: AppIdentity
@@ -12,7 +13,7 @@ struct CacheItems {
     /// are skipped, as MSAL skips keychain items it cannot deserialize.
     func entries<E: CacheEntry>(_ kind: E.Type, account: String? = nil, service: String? = nil,
                                 group: String? = nil) throws -> [(entry: E, group: String)] {
-        let query = ItemQuery(accessGroup: group, service: service, account: account, type: E.itemType)
+        let query = ItemQuery(accessGroup: group, service: service.map(TokenCache.namespaced), account: account, type: E.itemType)
         let items: [KeychainItem]
         do {
             items = try transaction.findAll(query, as: caller)
@@ -33,13 +34,16 @@ struct CacheItems {
         try delete(ItemQuery(accessGroup: group, service: key.service, account: key.account, type: key.type))
         var secret = CacheJSON.compact(entry.json)
         defer { SecureMemory.wipe(&secret) }
-        try transaction.add(NewItem(accessGroup: group, service: key.service, account: key.account, secret: secret,
+        try transaction.add(NewItem(accessGroup: group, service: TokenCache.namespaced(key.service), account: key.account, secret: secret,
                                     type: key.type, generic: key.generic.map { Data($0.utf8) }), as: caller)
     }
 
-    /// Deletes every item matching `query`. - Returns: how many.
+    /// Deletes every item matching `query` (its service, if any, is MSAL's: the namespace is added here).
+    /// - Returns: how many.
     @discardableResult
     func delete(_ query: ItemQuery) throws -> Int {
+        var query = query
+        query.service = query.service.map(TokenCache.namespaced)
         do {
             return try transaction.delete(query, as: caller)
         } catch KeychainError.Code.itemNotFound {

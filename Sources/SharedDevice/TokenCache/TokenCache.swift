@@ -6,7 +6,8 @@ import KeychainStore
 ///
 /// Each entry is a generic-password item in an access group (by default MSAL's
 /// `com.microsoft.adalcache`, so every app entitled to it shares sign-ins): account attribute
-/// `<home_account_id>-<environment>`, services `accesstoken-<client_id>-<realm>-<target>`,
+/// `<home_account_id>-<environment>`, services (each after the prefix `serviceNamespace`, which keeps them
+/// apart from apps' items) `accesstoken-<client_id>-<realm>-<target>`,
 /// `refreshtoken-<client_id or family_id>--`, `idtoken-<client_id>-<realm>-`, `<realm>` for accounts and
 /// `appmetadata-<client_id>` (account attribute `<environment>`), types 2001, 2002, 2003, 1003 and
 /// 3001; the item's secret is the entry's JSON. Apps only ever see the groups they are entitled to.
@@ -31,6 +32,18 @@ public struct TokenCache: Sendable {
         AccessTokenCacheItem.itemType, RefreshTokenCacheItem.itemType, IdTokenCacheItem.itemType,
         AccountCacheItem.itemType, AppMetadataCacheItem.itemType, 5001,
     ]
+    /// The prefix of every token-cache item's service (`org.sharedmode.token-cache/refreshtoken-…`): the
+    /// token cache's keys live in a namespace of their own, which a broker refuses to apps' keychain calls,
+    /// so no item an app adds (in `com.microsoft.adalcache` or any other group) can take a token's key,
+    /// make a worker's sign-in fail as a duplicate, or tell whether a token exists.
+    public static let serviceNamespace = "org.sharedmode.token-cache/"
+
+    /// MSAL's service name `service` in the token cache's namespace.
+    static func namespaced(_ service: String) -> String { serviceNamespace + service }
+
+    /// Whether an app-given service name falls in the token cache's namespace (refused to apps).
+    public static func isInNamespace(_ service: String) -> Bool { service.hasPrefix(serviceNamespace) }
+
     /// MSAL's default expiration buffer: an access token that expires within five minutes is not returned.
     public static let defaultExpirationBuffer: TimeInterval = 300
 
