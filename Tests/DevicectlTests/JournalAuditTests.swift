@@ -24,7 +24,10 @@ import Testing
         let state = scratch.appendingPathComponent("state"), out = scratch.appendingPathComponent("out")
         try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let worker = Worker.jo
+        // The worker's name, as the identity provider gives it, tries to inject journal fields of its own: each
+        // value with a newline goes in the native protocol's length-prefixed form, so it stays one field.
+        let worker = Worker(uid: Worker.jo.uid, username: "jo.worker@contoso.example\nSHAREDMODE_AUDIT_TYPE=device.deprovisioned\nPRIORITY=0",
+                            name: "Jo\nMESSAGE=forged")
         let response = scratch.appendingPathComponent("response.json")
         try worker.response().write(to: response)
         let port = 19_600 + Int.random(in: 0..<300)
@@ -40,13 +43,13 @@ import Testing
         let signedOut = try Self.entries(out.appendingPathComponent("signed-out.json"))
         try #require(signedOut.count == 1, "\(signedOut)")
         let entry = signedOut[0]
-        #expect(entry["SHAREDMODE_AUDIT_ACCOUNT"] as? String == worker.username)
+        #expect(Self.text(entry["SHAREDMODE_AUDIT_ACCOUNT"]) == worker.username, "\(entry)")
         #expect(entry["SHAREDMODE_AUDIT_REASON"] as? String == "shift-end")
         #expect((entry["SHAREDMODE_AUDIT_SEQUENCE"] as? String).flatMap(Int.init) ?? 0 > 1, "\(entry)")
         #expect((entry["SHAREDMODE_AUDIT_CORRELATION_ID"] as? String)?.isEmpty == false)
         #expect(entry["SHAREDMODE_DEVICE_ID"] as? String == deviceID)
         #expect(entry["SYSLOG_IDENTIFIER"] as? String == "deviced" && entry["PRIORITY"] as? String == "5", "\(entry)")
-        #expect((entry["MESSAGE"] as? String)?.contains("account.signed_out") == true)
+        #expect(Self.text(entry["MESSAGE"])?.contains("account.signed_out") == true, "\(entry)")
         #expect((entry["SHAREDMODE_AUDIT_DETAILS"] as? String)?.contains("\"scope\":\"global\"") == true, "\(entry)")
 
         // Every audit event is there once, in order: the provisioning and the key rotation, appended while no daemon
@@ -54,6 +57,7 @@ import Testing
         let deviced = try Self.entries(out.appendingPathComponent("deviced.json"))
         let types = deviced.compactMap { $0["SHAREDMODE_AUDIT_TYPE"] as? String }
         #expect(types == ["device.provisioned", "account.signed_in", "account.signed_out", "device.key_rotated"], "\(types)")
+        #expect(!deviced.contains { $0["PRIORITY"] as? String == "0" || Self.text($0["MESSAGE"]) == "forged" }, "a field was injected")
         let sequences = deviced.compactMap { ($0["SHAREDMODE_AUDIT_SEQUENCE"] as? String).flatMap(Int.init) }
         #expect(sequences == [1, 2, 3, 4], "\(sequences)")
         let ready = deviced.first { ($0["MESSAGE"] as? String)?.contains("deviced ready") == true }
@@ -68,7 +72,14 @@ import Testing
         try #require(shipped.count == 1, "the collector has \(shipped.count) sign-outs; upload: \(upload)")
         for field in ["SHAREDMODE_AUDIT_SEQUENCE", "SHAREDMODE_AUDIT_TYPE", "SHAREDMODE_AUDIT_ACCOUNT", "SHAREDMODE_AUDIT_CORRELATION_ID",
                       "SHAREDMODE_DEVICE_ID", "MESSAGE", "PRIORITY"] {
-            #expect(shipped[0][field] as? String == entry[field] as? String, "\(field): \(shipped[0]) vs \(entry)")
+            #expect(Self.text(shipped[0][field]) == Self.text(entry[field]), "\(field): \(shipped[0]) vs \(entry)")
         }
+    }
+
+    /// A field of `journalctl -o json`: a string, or (for a value with control characters) an array of bytes.
+    static func text(_ value: Any?) -> String? {
+        if let string = value as? String { return string }
+        guard let bytes = value as? [Int] else { return nil }
+        return String(decoding: bytes.map { UInt8(clamping: $0) }, as: UTF8.self)
     }
 }

@@ -110,6 +110,9 @@ import Varlink
         // Another app cannot finish (or even see) this sign-in.
         let stolen = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "code": .string("12345678")], as: Self.timeclockUID)
         #expect(stolen?.parameters["code"]?.string == "signInNotFound", "\(String(describing: stolen))")
+        let resentByOther = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.timeclockUID)
+        #expect(resentByOther?.parameters["code"]?.string == "signInNotFound", "\(String(describing: resentByOther))")
+        #expect(kiosk.transport.requests(to: Self.challengePath).count == 1, "another app's resend reached the authority")
         // A wrong code: the sign-in stays open; a new code; then the right one.
         let wrong = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("11111111")],
                                      as: Self.scannerUID)
