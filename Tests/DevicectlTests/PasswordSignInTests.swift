@@ -83,19 +83,28 @@ import Testing
     /// wrong one): what a core of the daemon would hold (its writable memory, freed heap chunks included)
     /// has it nowhere. The daemon runs with the allocator wiping freed memory (`MemoryHygiene`).
     @Test func thePasswordIsInNoCoreOfTheDaemonAfterTheSignIn() async throws {
-        let daemon = try await Self.daemon()
+        let daemon = try await Self.daemon(failures: 10)
         let signIn = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
         try #require(signIn.status == 0, "\(signIn.stderr)")
         let wrongPassword = "not-the-password-of-worker1"
         let wrong = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker1", password: wrongPassword)
         #expect(wrong.status == 55, "\(wrong.stderr)")
+        // Short ones too (15 bytes or fewer: Swift keeps such a string inline, in stacks and other values,
+        // not in a heap buffer of its own): a wrong one, and the right one of a worker through the shift switch.
+        let shortWrong = "Sh0rt-Wr0ng-9", shortRight = "w5-password"
+        let short = try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker1", password: shortWrong)
+        #expect(short.status == 55, "\(short.stderr)")
+        let switched = try await daemon.devicectl(as: Daemon.timeclockUID, ["switch", "--flow", "password", "--username", "w5", "--password-stdin"],
+                                                  stdin: shortRight + "\n")
+        #expect(switched.status == 0, "\(switched.stderr)")
         let pid = try #require(daemon.process?.pid)
-        let passwords = [Self.password1, wrongPassword]
-        let scan = try ProcessMemory.occurrences(of: ([Daemon.scanner] + passwords).map { Data($0.utf8) }, inWritableMemoryOf: pid)
-        // The scan sees the daemon's heap: the app id the policy gave is there.
-        #expect(scan.counts[0] > 0 && scan.bytesRead > 1_000_000,
-                "the scan read \(scan.bytesRead) bytes (\(scan.bytesUnreadable) unreadable) and found the app id \(scan.counts[0]) times")
-        for (password, count) in zip(passwords, scan.counts.dropFirst()) {
+        let passwords = [Self.password1, wrongPassword, shortWrong, shortRight]
+        let scan = try ProcessMemory.occurrences(of: ([Daemon.scanner, "Eve Worker"] + passwords).map { Data($0.utf8) }, inWritableMemoryOf: pid)
+        // The scan sees the daemon's heap: the app id the policy gave is there, and so is a short string the
+        // daemon keeps (the signed-in worker's name, 10 bytes).
+        #expect(scan.counts[0] > 0 && scan.counts[1] > 0 && scan.bytesRead > 1_000_000,
+                "the scan read \(scan.bytesRead) bytes (\(scan.bytesUnreadable) unreadable), found the app id \(scan.counts[0]) times, the name \(scan.counts[1])")
+        for (password, count) in zip(passwords, scan.counts.dropFirst(2)) {
             #expect(count == 0, "the password \(password) is \(count) times in the daemon's memory (\(scan.bytesRead) bytes read)")
         }
         await daemon.cleanUp()
