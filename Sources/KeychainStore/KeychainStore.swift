@@ -113,7 +113,7 @@ public final class KeychainStore: Sendable {
         }
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
-        diskReserve = DiskReserve(directory: directory)
+        diskReserve = DiskReserve(directory: held)
         self.database = opened.0
         self.checkpointer = checkpointer
         self.core = StoreCore(keyring: opened.1, options: options)
