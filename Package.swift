@@ -51,10 +51,18 @@ let package = Package(
         ),
         // sqlite3_db_config (variadic in C): a store whose key check failed is closed without a checkpoint.
         .target(name: "CSQLiteControl", linkerSettings: [.linkedLibrary("sqlite3")]),
+        // Reaching a directory safely (every component of its path owned by root or the caller, none writable
+        // by others without the sticky bit) and using its files by descriptor: the socket's and the store's.
+        .target(
+            name: "PathSafety",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "KeychainStore",
             dependencies: [
                 "CSodium",
+                "PathSafety",
                 "CSQLiteControl",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The point read steps GRDB's cached statement through the sqlite3 C API (GRDB's own system library).
@@ -86,6 +94,7 @@ let package = Package(
             name: "SharedDevice",
             dependencies: [
                 "KeychainStore",
+                "PathSafety",
                 "IdentityClient",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -145,6 +154,8 @@ let package = Package(
             name: "VarlinkServer",
             dependencies: [
                 "Varlink",
+                "PathSafety",
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -158,6 +169,7 @@ let package = Package(
             name: "DeviceBroker",
             dependencies: [
                 "Varlink",
+                "PathSafety",
                 "BrokerContract",
                 "KeychainStore",
                 "IdentityClient",
@@ -173,6 +185,7 @@ let package = Package(
             name: "deviced",
             dependencies: [
                 "CProcessControl",
+                "PathSafety",
                 "DeviceBroker",
                 "DeviceLocations",
                 "BrokerContract",
@@ -372,10 +385,16 @@ let package = Package(
             name: "VarlinkServerTests",
             dependencies: [
                 "VarlinkServer",
+                "PathSafety",
                 "Varlink",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PathSafetyTests",
+            dependencies: ["PathSafety", "TestTags", .product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: strictSettings
         ),
         .testTarget(

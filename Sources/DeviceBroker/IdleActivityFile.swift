@@ -1,10 +1,12 @@
 import Foundation
 import Logging
+import PathSafety
 
 /// The signed-in worker's last activity, kept in the state directory (`idle-activity.json`) so that a
 /// daemon restart neither resets an idle worker's clock to zero nor signs out a worker who was active.
 /// It holds a time and the worker's home account id, no secret. Written atomically (a new file renamed
-/// over the old), at a bounded rate by the idle monitor.
+/// over the old), at a bounded rate by the idle monitor; read and written relative to the state directory
+/// held by descriptor, never through a symbolic link.
 struct IdleActivityFile: Sendable {
     /// What the file holds.
     struct Record: Codable, Equatable {
@@ -17,15 +19,22 @@ struct IdleActivityFile: Sendable {
     static let fileName = "idle-activity.json"
 
     let url: URL
+    let stateDirectory: URL
 
     init(stateDirectory: URL) {
+        self.stateDirectory = stateDirectory
         url = stateDirectory.appendingPathComponent(Self.fileName)
+    }
+
+    /// The state directory, reached safely (`SafeDirectory.open`).
+    private func directory() throws -> SafeDirectory {
+        try SafeDirectory.open(stateDirectory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
     }
 
     /// The record, or `nil` when there is none or it cannot be read (the clock then starts now).
     func read(logger: Logger) -> Record? {
-        guard let data = try? Data(contentsOf: url) else { return nil }
-        guard data.count <= 4096, let record = try? JSONDecoder().decode(Record.self, from: data) else {
+        guard let bytes = try? directory().contents(of: Self.fileName, limit: 4096) else { return nil }
+        guard let record = try? JSONDecoder().decode(Record.self, from: Data(bytes)) else {
             logger.debug("idle activity file unreadable; the idle clock starts now", metadata: ["file": "\(url.path)"])
             return nil
         }
@@ -35,7 +44,7 @@ struct IdleActivityFile: Sendable {
     /// Replaces the record; a failure is logged and costs only precision after a restart.
     func write(_ record: Record, logger: Logger) {
         do {
-            try JSONEncoder().encode(record).write(to: url, options: [.atomic])
+            try directory().replace(Self.fileName, with: Array(try JSONEncoder().encode(record)))
         } catch {
             logger.debug("idle activity not persisted", metadata: ["file": "\(url.path)", "error": "\(error)"])
         }
@@ -43,6 +52,6 @@ struct IdleActivityFile: Sendable {
 
     /// Removes the record (nobody is signed in).
     func remove() {
-        try? FileManager.default.removeItem(at: url)
+        try? directory().remove(Self.fileName)
     }
 }

@@ -10,7 +10,7 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Kind: Hashable, Sendable {
             case duplicateItem, itemNotFound, missingEntitlement, integrityFailure, wrongKey
-            case corruptStore, invalidParameter, ioError, storeBusy, insecureKeyFile, cryptoUnavailable
+            case corruptStore, invalidParameter, ioError, storeBusy, insecureKeyFile, insecureStateDirectory, cryptoUnavailable
             case quotaExceeded, diskFull
         }
         let kind: Kind
@@ -36,6 +36,9 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         public static let storeBusy = Code(.storeBusy)
         /// The key file can be read by users other than its owner (`errSecWrPerm`).
         public static let insecureKeyFile = Code(.insecureKeyFile)
+        /// The state directory, or a directory above it, could be swapped by another user: owned by them, or
+        /// writable by others without the sticky bit (`errSecWrPerm` as well). Nothing in it was used.
+        public static let insecureStateDirectory = Code(.insecureStateDirectory)
         /// libsodium could not run: missing library, no locked memory, out of memory.
         public static let cryptoUnavailable = Code(.cryptoUnavailable)
         /// The app's items would go over its quota (the policy's limits.itemsPerApp or bytesPerApp);
@@ -55,7 +58,7 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
             case .invalidParameter: -50
             case .ioError: -36
             case .storeBusy: -25291
-            case .insecureKeyFile: -61
+            case .insecureKeyFile, .insecureStateDirectory: -61
             case .cryptoUnavailable: -67585
             case .quotaExceeded, .diskFull: -34
             }
@@ -64,7 +67,8 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
         /// Lets `catch KeychainError.Code.itemNotFound { … }` match.
         /// Every code, for lookups by name.
         static let all: [Code] = [.duplicateItem, .itemNotFound, .missingEntitlement, .integrityFailure, .wrongKey, .corruptStore,
-                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .cryptoUnavailable, .quotaExceeded, .diskFull]
+                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .insecureStateDirectory, .cryptoUnavailable,
+                                  .quotaExceeded, .diskFull]
 
         /// The code's stable identifier (`missingEntitlement`), as IPC error replies carry it.
         public var name: String { "\(kind)" }
@@ -91,6 +95,7 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
             case .ioError: "I/O error"
             case .storeBusy: "store busy"
             case .insecureKeyFile: "insecure key file"
+            case .insecureStateDirectory: "insecure state directory"
             case .cryptoUnavailable: "crypto unavailable"
             case .quotaExceeded: "quota exceeded"
             case .diskFull: "disk full"

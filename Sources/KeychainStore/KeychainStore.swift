@@ -3,6 +3,7 @@ import CSQLiteControl
 import GRDB
 public import Logging
 
+import PathSafety
 import SystemPackage
 
 /// A keychain-like encrypted item store over SQLite and libsodium.
@@ -59,7 +60,7 @@ public final class KeychainStore: Sendable {
     ///   `corruptStore` if the file is not a store, `insecureKeyFile`, `ioError`.
     public init(directory: URL, key: MasterKeySource? = nil, options: StoreOptions = StoreOptions(),
                 logger: Logger = Logger.current) throws(KeychainError) {
-        try StateDirectory.prepare(directory)
+        let held = try StateDirectory.open(directory)
         let databaseURL = directory.appendingPathComponent(Self.databaseFileName)
         let source = key ?? .forStore(in: directory)
         var configuration = Configuration()
@@ -84,7 +85,7 @@ public final class KeychainStore: Sendable {
         let opened: (DatabaseQueue, MasterKeyring)
         do {
             try Self.refuseEmptiedStore(databaseURL, source: source)
-            try Self.createPrivately(databaseURL)
+            try Self.createPrivately(databaseURL, in: held)
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
                 try Schema.prepare(database)
@@ -112,7 +113,7 @@ public final class KeychainStore: Sendable {
         }
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
-        diskReserve = DiskReserve(directory: directory)
+        diskReserve = DiskReserve(directory: held)
         self.database = opened.0
         self.checkpointer = checkpointer
         self.core = StoreCore(keyring: opened.1, options: options)
@@ -357,13 +358,28 @@ public final class KeychainStore: Sendable {
 
     /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it
     /// (or opens the existing one, to find out early whether this user may use it at all).
-    private static func createPrivately(_ url: URL) throws(KeychainError) {
-        let path = FilePath(url.path)
-        do {
-            let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .closeOnExec], permissions: [.ownerReadWrite])
-            try descriptor.close()
-        } catch let error as Errno where AccessDiagnosis.isPermissionFailure(error) {
-            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: path, error: error))
+    ///
+    /// SQLite (through GRDB) opens the database and its `-wal` and `-shm` files by path, so they cannot be
+    /// opened relative to the held directory with `O_NOFOLLOW` as the lock and signal files are. What can be
+    /// done is done: the state directory and every directory above it were found safe (`StateDirectory.open`:
+    /// nobody but root and this user can change its entries), and here each of the three names must be a
+    /// regular file or absent, never a symbolic link (`fstatat` without following, in the held directory).
+    private static func createPrivately(_ url: URL, in directory: SafeDirectory) throws(KeychainError) {
+        let name = url.lastPathComponent
+        for file in [name, name + "-wal", name + "-shm"] {
+            guard let info = try? directory.status(of: file) else { continue }
+            guard info.type == .regular else {
+                throw KeychainError(.insecureStateDirectory, """
+                    \(directory.path)/\(file) is \(info.type == .symbolicLink ? "a symbolic link" : "not a regular file"): \
+                    the store's files are never reached through one; nothing was changed: remove it, or restore the state directory from backup
+                    """)
+            }
+        }
+        do throws(Errno) {
+            let descriptor = try directory.openFile(name, .readWrite, options: [.create], permissions: [.ownerReadWrite])
+            try? descriptor.close()  // nothing written: nothing to lose
+        } catch let error where AccessDiagnosis.isPermissionFailure(error) {
+            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: FilePath(url.path), error: error))
         } catch {
             throw KeychainError(.ioError, "cannot create \(url.path): \(error); check the state directory's permissions")
         }

@@ -2,14 +2,19 @@
 import Glibc
 #endif
 import Foundation
+import PathSafety
+import SystemPackage
 import Varlink
 
-/// Taking a socket path safely for a listening server (`VarlinkServer.Listener.path`). Its directory must
-/// be the server's own (owned by its uid, writable by nobody else), so that nobody can swap the path for a
-/// symlink; an existing socket is replaced only when nobody answers on it (a live server is named and
-/// left alone); anything else at the path (a file, a directory, a symlink) is refused and kept. The socket
-/// is created in a private directory beside the path, made connectable there, and renamed into place: no
-/// mode is ever set through a path someone else could change.
+/// Taking a socket path safely for a listening server (`VarlinkServer.Listener.path`). Every directory on
+/// the way to it must be owned by root or the server's uid and writable by nobody else (bar root's sticky
+/// ones, `/tmp`), and its own directory must be the server's (owned by its uid, writable by nobody else),
+/// so that nobody can swap the path or a directory above it for a symlink; that directory is then held by
+/// a descriptor and every later step names files relative to it. An existing socket is replaced only when
+/// nobody answers on it (a live server is named and left alone); anything else at the path (a file, a
+/// directory, a symlink) is refused and kept. The socket is bound in a private directory beside the path
+/// (held by a descriptor too, and reached through it), made connectable there (`fchmodat`) and renamed
+/// into place (`renameat`): no mode is ever set through a path someone else could change.
 struct SocketPath {
     let path: String
 
@@ -19,8 +24,8 @@ struct SocketPath {
         return parent.isEmpty ? "." : parent
     }
 
-    /// The path of the socket bound in `staging` before it is moved into place.
-    func staged(in staging: String) -> String { staging + "/" + (path as NSString).lastPathComponent }
+    /// The socket's name in its directory.
+    var name: String { (path as NSString).lastPathComponent }
 
     /// The device and inode of the socket this server put at `path`, to remove it at stop only if it is still ours.
     struct Identity: Sendable, Equatable {
@@ -28,78 +33,123 @@ struct SocketPath {
         var inode: UInt64
     }
 
-    /// Checks the directory and what is at the path now; removes a stale socket.
+    /// The private directory (mode 0700) beside the path that the socket is bound in before it goes in place.
+    struct Staging: Sendable {
+        /// Its name in the socket's directory.
+        let name: String
+        /// The directory itself, held.
+        let directory: SafeDirectory
+        /// Where to bind the socket: through the descriptor of the staging directory, not its path.
+        let bindPath: String
+    }
+
+    /// Checks every directory on the way (creating missing ones, mode 0755, once their parent is found
+    /// safe) and what is at the path now; removes a stale socket. Returns the socket's directory, held.
     /// - Throws: `VarlinkServerError` saying what is wrong and what to do.
-    func prepare() throws(VarlinkServerError) {
-        var parent = stat()
-        guard stat(directory, &parent) == 0 else {
-            throw VarlinkServerError("cannot use the socket's directory \(directory): \(Self.describe(errno)); create it (owned by uid \(geteuid()), mode 0755)")
+    func prepare() throws(VarlinkServerError) -> SafeDirectory {
+        let held: SafeDirectory
+        do {
+            held = try SafeDirectory.open(directory, purpose: "the socket's directory", alternative: "choose another --socket",
+                                          creatingWith: [.ownerReadWriteExecute, .groupReadExecute, .otherReadExecute])
+        } catch {
+            throw VarlinkServerError(error.message)
         }
-        guard (parent.st_mode & S_IFMT) == S_IFDIR else { throw VarlinkServerError("the socket's directory \(directory) is not a directory") }
-        guard parent.st_uid == geteuid() else {
+        let me = geteuid()
+        guard held.ownerID == me else {
             throw VarlinkServerError("""
-                the socket's directory \(directory) is owned by uid \(parent.st_uid), not by this daemon's uid \(geteuid()): \
+                the socket's directory \(directory) is owned by uid \(held.ownerID), not by this daemon's uid \(me): \
                 its owner could replace the socket; use a directory of the daemon's own (the default \(directory == "/run/devicectl" ? "is" : "/run/devicectl is"))
                 """)
         }
-        guard parent.st_mode & (S_IWGRP | S_IWOTH) == 0 else {
+        guard held.permissions & 0o022 == 0 else {
             throw VarlinkServerError("""
-                the socket's directory \(directory) is writable by \(parent.st_mode & S_IWOTH != 0 ? "every user" : "its group") \
-                (mode \(String(parent.st_mode & 0o7777, radix: 8))): anyone who may write there could replace the socket; chmod go-w \(directory) or use another directory
+                the socket's directory \(directory) is writable by \(held.permissions & 0o002 != 0 ? "every user" : "its group") \
+                (mode \(String(held.permissions, radix: 8))): anyone who may write there could replace the socket; chmod go-w \(directory) or use another directory
                 """)
         }
-        var existing = stat()
-        guard lstat(path, &existing) == 0 else {
-            guard errno == ENOENT else { throw VarlinkServerError("cannot inspect the socket path \(path): \(Self.describe(errno))") }
-            return
+        let existing: Stat
+        do throws(Errno) {
+            existing = try held.status(of: name)
+        } catch {
+            guard error == .noSuchFileOrDirectory else { throw VarlinkServerError("cannot inspect the socket path \(path): \(error)") }
+            return held
         }
-        switch existing.st_mode & S_IFMT {
-        case S_IFSOCK:
-            if let running = Self.liveServer(at: path) {
+        switch existing.type {
+        case .socket:
+            if let running = Self.liveServer(at: held.descriptorPath + "/" + name) {
                 throw VarlinkServerError("another server already listens on \(path) (\(running)); stop it first, or choose another --socket")
             }
-            guard unlink(path) == 0 || errno == ENOENT else {
-                throw VarlinkServerError("cannot remove the stale socket \(path): \(Self.describe(errno))")
-            }
-        case S_IFLNK: throw VarlinkServerError("the socket path \(path) is a symbolic link, not a socket; nothing was changed: remove it or choose another --socket")
-        case S_IFDIR: throw VarlinkServerError("the socket path \(path) is a directory, not a socket; nothing was changed: remove it or choose another --socket")
-        case S_IFREG: throw VarlinkServerError("the socket path \(path) is a regular file, not a socket; nothing was changed: remove it or choose another --socket")
+            do throws(Errno) {
+                try held.remove(name)
+            } catch let error where error != .noSuchFileOrDirectory {
+                throw VarlinkServerError("cannot remove the stale socket \(path): \(error)")
+            } catch {}
+            return held
+        case .symbolicLink: throw VarlinkServerError("the socket path \(path) is a symbolic link, not a socket; nothing was changed: remove it or choose another --socket")
+        case .directory: throw VarlinkServerError("the socket path \(path) is a directory, not a socket; nothing was changed: remove it or choose another --socket")
+        case .regular: throw VarlinkServerError("the socket path \(path) is a regular file, not a socket; nothing was changed: remove it or choose another --socket")
         default: throw VarlinkServerError("the socket path \(path) is not a socket; nothing was changed: remove it or choose another --socket")
         }
     }
 
-    /// A private directory beside the path (mode 0700) to bind the socket in before it is moved into place.
-    func makeStagingDirectory() throws(VarlinkServerError) -> String {
-        var template = Array("\(directory)/.socket-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw VarlinkServerError("cannot create a private directory in \(directory) for the socket: \(Self.describe(errno))")
+    /// A private directory (mode 0700, owned by this process's uid) in `directory` to bind the socket in.
+    func makeStagingDirectory(in directory: SafeDirectory) throws(VarlinkServerError) -> Staging {
+        for _ in 0..<16 {
+            let name = ".socket-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            do throws(Errno) {
+                try directory.makeDirectory(name, permissions: .ownerReadWriteExecute)
+            } catch let error where error == .fileExists {
+                continue
+            } catch {
+                throw VarlinkServerError("cannot create a private directory in \(self.directory) for the socket: \(error)")
+            }
+            let staging: SafeDirectory
+            do throws(Errno) {
+                staging = try directory.subdirectory(name)
+            } catch {
+                _ = try? directory.remove(name, isDirectory: true)
+                throw VarlinkServerError("cannot open the private directory \(self.directory)/\(name) made for the socket: \(error)")
+            }
+            // Only this process's uid may write in the socket's directory: nobody else can have replaced it.
+            guard staging.ownerID == geteuid(), staging.permissions & 0o077 == 0 else {
+                _ = try? directory.remove(name, isDirectory: true)
+                throw VarlinkServerError("the private directory \(self.directory)/\(name) made for the socket is not private (owner \(staging.ownerID), mode \(String(staging.permissions, radix: 8)))")
+            }
+            return Staging(name: name, directory: staging, bindPath: staging.descriptorPath + "/" + self.name)
         }
-        return String(cString: made)
+        throw VarlinkServerError("cannot create a private directory in \(directory) for the socket: every name tried was taken")
     }
 
-    /// Makes the socket bound at `staged` (in the private `staging` directory) connectable by every user
-    /// and renames it to the path; removes the staging directory. Returns the socket's identity.
-    func publish(_ staged: String, staging: String) throws(VarlinkServerError) -> Identity {
-        defer { _ = rmdir(staging) }
-        // Only this process can write in `staging`: the path cannot have been swapped.
-        guard chmod(staged, 0o666) == 0 else {
-            throw VarlinkServerError("cannot make the socket connectable by every user (chmod: \(Self.describe(errno)))")
+    /// Makes the socket bound in `staging` connectable by every user (`fchmodat` in the held staging
+    /// directory) and renames it to the path (`renameat` into the held socket directory); removes the
+    /// staging directory. Returns the socket's identity.
+    func publish(from staging: Staging, to directory: SafeDirectory) throws(VarlinkServerError) -> Identity {
+        defer { try? directory.remove(staging.name, isDirectory: true) }
+        let info: Stat
+        do throws(Errno) {
+            info = try staging.directory.status(of: name)
+        } catch {
+            throw VarlinkServerError("the socket bound in \(self.directory)/\(staging.name) is gone: \(error)")
         }
-        var info = stat()
-        guard lstat(staged, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK else {
-            throw VarlinkServerError("the socket bound in \(staging) is gone or not a socket")
+        guard info.type == .socket else { throw VarlinkServerError("what is bound in \(self.directory)/\(staging.name) is not a socket") }
+        do throws(Errno) {
+            try staging.directory.setPermissions(of: name, to: [.ownerReadWrite, .groupReadWrite, .otherReadWrite])
+        } catch {
+            throw VarlinkServerError("cannot make the socket connectable by every user (fchmodat: \(error))")
         }
-        guard rename(staged, path) == 0 else {
-            throw VarlinkServerError("cannot move the socket into place at \(path): \(Self.describe(errno))")
+        do throws(Errno) {
+            try staging.directory.rename(name, to: name, in: directory)
+        } catch {
+            throw VarlinkServerError("cannot move the socket into place at \(path): \(error)")
         }
-        return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+        return Identity(device: UInt64(info.deviceID.rawValue), inode: UInt64(info.inode.rawValue))
     }
 
-    /// Removes the socket at the path if it is still the one this server published (never another's).
-    func remove(ifStill identity: Identity) {
-        var info = stat()
-        guard lstat(path, &info) == 0, UInt64(info.st_dev) == identity.device, UInt64(info.st_ino) == identity.inode else { return }
-        _ = unlink(path)
+    /// Removes the socket from `directory` if it is still the one this server published (never another's).
+    func remove(ifStill identity: Identity, in directory: SafeDirectory) {
+        guard let info = try? directory.status(of: name), UInt64(info.deviceID.rawValue) == identity.device,
+              UInt64(info.inode.rawValue) == identity.inode else { return }
+        try? directory.remove(name)
     }
 
     /// Who answers on the socket at `path`, or nil when nobody does (a stale socket).
@@ -109,6 +159,4 @@ struct SocketPath {
         guard let peer = try? connection.peer() else { return "a process the kernel does not name" }
         return "pid \(peer.pid), uid \(peer.uid)"
     }
-
-    private static func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
 }

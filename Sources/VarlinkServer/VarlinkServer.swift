@@ -4,6 +4,7 @@ import Glibc
 public import Logging
 import NIOCore
 import NIOPosix
+import PathSafety
 public import ServiceLifecycle
 import Synchronization
 import Varlink
@@ -22,7 +23,9 @@ public final class VarlinkServer: Service, Sendable {
     /// Where the server listens.
     public enum Listener: Sendable {
         /// A socket file created at `path`, mode 0666: anyone may connect; the handler decides what each
-        /// caller may do. The path's directory must be the server's own and not writable by others; a stale
+        /// caller may do. Every directory above the path must be owned by root or the server's uid and not
+        /// writable by others (bar sticky ones such as `/tmp`); missing ones are created (0755); the path's
+        /// directory must be the server's own and not writable by others; a stale
         /// socket there is replaced, a live one (another server) or anything else refused; the socket is
         /// removed at shutdown if it is still this server's.
         case path(String)
@@ -54,7 +57,7 @@ public final class VarlinkServer: Service, Sendable {
     let stopping = Atomic<Bool>(false)
     private let phase = Mutex<Phase>(.created)
     /// The socket this server put at a path, removed at shutdown while it is still there.
-    private let published = Mutex<(socket: SocketPath, identity: SocketPath.Identity)?>(nil)
+    private let published = Mutex<(socket: SocketPath, identity: SocketPath.Identity, directory: SafeDirectory)?>(nil)
 
     /// A server that has not started listening yet.
     /// - Parameters:
@@ -92,19 +95,18 @@ public final class VarlinkServer: Service, Sendable {
         switch listener {
         case .path(let path):
             let socket = SocketPath(path: path)
-            try socket.prepare()
-            let staging = try socket.makeStagingDirectory()
-            let staged = socket.staged(in: staging)
+            let directory = try socket.prepare()
+            let staging = try socket.makeStagingDirectory(in: directory)
             do {
-                channel = try await bootstrap.bind(unixDomainSocketPath: staged, cleanupExistingSocketFile: false,
+                channel = try await bootstrap.bind(unixDomainSocketPath: staging.bindPath, cleanupExistingSocketFile: false,
                                                    childChannelInitializer: initialize)
             } catch {
-                _ = rmdir(staging)
+                try? directory.remove(staging.name, isDirectory: true)
                 throw VarlinkServerError("cannot listen on \(path): \(error)")
             }
             do {
-                let identity = try socket.publish(staged, staging: staging)
-                published.withLock { $0 = (socket, identity) }
+                let identity = try socket.publish(from: staging, to: directory)
+                published.withLock { $0 = (socket, identity, directory) }
             } catch {
                 try? await channel.channel.close()
                 throw error
@@ -186,8 +188,8 @@ public final class VarlinkServer: Service, Sendable {
     }
 
     private func removePublishedSocket() {
-        if let (socket, identity) = published.withLock({ published in defer { published = nil }; return published }) {
-            socket.remove(ifStill: identity)
+        if let (socket, identity, directory) = published.withLock({ published in defer { published = nil }; return published }) {
+            socket.remove(ifStill: identity, in: directory)
         }
     }
 

@@ -18,7 +18,7 @@ extension DevicectlExit {
         case .missingEntitlement: .permissionDenied
         case .invalidParameter: .badInput
         case .storeBusy: .unavailable
-        case .insecureKeyFile: .configuration
+        case .insecureKeyFile, .insecureStateDirectory: .configuration
         case .cryptoUnavailable: .osError
         case .quotaExceeded: .quotaExceeded
         default: .ioError

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PathSafety
 import ServiceLifecycle
 import SharedDevice
 
@@ -15,8 +16,8 @@ struct AuditJournal: Service {
     let device: ManagedDevice
     let executor: any TaskExecutor
     let logger: Logger
-    /// Where the sequence of the last event copied is kept (in the state directory).
-    let cursorFile: URL
+    /// The state directory, where the sequence of the last event copied is kept (`cursorFileName`).
+    let stateDirectory: URL
     /// journald's native socket, when the journal runs.
     var journal: JournalSink? = JournalSink()
     var interval: Duration = .milliseconds(250)
@@ -57,21 +58,27 @@ struct AuditJournal: Service {
     /// The sequence after which to copy: the cursor's, unless the log no longer reaches it (the state
     /// directory was restored or the log replaced: then everything), 0 without a cursor.
     private func startingSequence() -> Int64 {
-        guard let text = try? String(contentsOf: cursorFile, encoding: .utf8),
-              let cursor = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines)), cursor >= 0
+        guard let bytes = try? Self.directory(stateDirectory).contents(of: Self.cursorFileName, limit: 64),
+              let cursor = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), cursor >= 0
         else { return 0 }
         let newest = (try? device.lastAuditSequence()) ?? 0
         return cursor <= newest ? cursor : 0
     }
 
-    /// Records `sequence` as the last event copied (a new file renamed over the old one).
+    /// Records `sequence` as the last event copied (a new file renamed over the old one, in the state
+    /// directory held by descriptor: never written through a symbolic link).
     private func keepCursor(_ sequence: Int64) {
         do {
-            try Data("\(sequence)\n".utf8).write(to: cursorFile, options: .atomic)
+            try Self.directory(stateDirectory).replace(Self.cursorFileName, with: Array("\(sequence)\n".utf8))
         } catch {
             logger.warning("deviced: cannot keep the audit journal's cursor; events may be copied again after a restart",
-                           metadata: ["path": "\(cursorFile.path)", "error": "\(error)"])
+                           metadata: ["path": "\(stateDirectory.appendingPathComponent(Self.cursorFileName).path)", "error": "\(error)"])
         }
+    }
+
+    /// The state directory, reached safely (`SafeDirectory.open`).
+    private static func directory(_ url: URL) throws -> SafeDirectory {
+        try SafeDirectory.open(url.path, purpose: "the state directory", alternative: "choose another with --state-dir")
     }
 
     /// The journal entry of `event`: `MESSAGE` for people, `SHAREDMODE_*` fields for queries.

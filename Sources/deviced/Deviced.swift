@@ -26,7 +26,8 @@ struct Deviced: AsyncParsableCommand {
             The socket's directory must belong to the daemon's user and be writable by nobody else. Exit status: 0 after
             SIGTERM; 74 when the store or its lock file cannot be opened; 75 when another deviced serves the state directory
             or listens on the socket, or the socket's directory or path is unsafe (the message names the daemon or the path);
-            78 when the key does not open the store; 69 on any other failure.
+            78 when the key does not open the store or the state directory is unsafe (a directory on its path another user
+            could swap: the message names it); 69 on any other failure.
             """,
         version: DeviceInformation.brokerVersion)
 
@@ -89,7 +90,7 @@ struct Deviced: AsyncParsableCommand {
             store = try KeychainStore(directory: directory, logger: logger)
         } catch {
             FileHandle.standardError.write(Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8))
-            throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile ? 78 : 74)
+            throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile || error.code == .insecureStateDirectory ? 78 : 74)
         }
         // One daemon per state directory (each would run its own idle sign-out on the same store).
         let lock: StateDirectoryLock
@@ -125,10 +126,8 @@ struct Deviced: AsyncParsableCommand {
         if let inherited = SocketActivation.inheritedListener() {
             listener = .inherited(descriptor: inherited)
         } else {
-            let path = DeviceLocations.brokerSocket(explicit: socket)
-            try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
-                                                     attributes: [.posixPermissions: 0o755])
-            listener = .path(path)
+            // The server creates the socket's directory (0755) if it is missing, once every directory above it is found safe.
+            listener = .path(DeviceLocations.brokerSocket(explicit: socket))
         }
         var configuration = VarlinkServerConfiguration(errorInterface: Broker1.name)
         configuration.maximumConnections = maxConnections
@@ -155,7 +154,7 @@ struct Deviced: AsyncParsableCommand {
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
                        .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,
-                                                   cursorFile: directory.appendingPathComponent(AuditJournal.cursorFileName))),
+                                                   stateDirectory: directory)),
                        .init(service: IdleSignOut(broker: broker, executor: storeThreads)),
                        .init(service: DiskReserveKeeper(broker: broker, executor: storeThreads)),
                        .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],

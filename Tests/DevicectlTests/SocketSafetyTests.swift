@@ -102,4 +102,114 @@ import Testing
         #expect(try await daemon.devicectl(as: 0, ["status"]).status == 0)
         await daemon.cleanUp()
     }
+
+    /// Makes the directory `name` in the daemon's public directory, mode `mode`, owned by `owner`.
+    static func directory(_ daemon: Daemon, _ name: String, mode: mode_t = 0o755, owner: UInt32 = 0) throws -> URL {
+        let made = daemon.publicDirectory.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: made, withIntermediateDirectories: true)
+        #expect(chmod(made.path, mode) == 0 && chown(made.path, owner, owner) == 0)
+        return made
+    }
+
+    @Test func aRootOwnedSocketDirectoryInsideADirectoryAnotherUserOwnsIsRefusedNamingThatDirectory() async throws {
+        let daemon = try await Daemon()
+        let users = try Self.directory(daemon, "users-tree", owner: Daemon.scannerUID)
+        let roots = try Self.directory(daemon, "users-tree/roots")
+        let refused = try await Self.refusedStart(daemon, socket: roots.appendingPathComponent("broker.sock").path)
+        #expect(refused.status == 75, "\(refused.message)")
+        #expect(refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)") && refused.message.contains("chown root \(users.path)"),
+                "\(refused.message)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: roots.path).isEmpty, "deviced created something below a user's directory")
+        // A missing socket directory below the user's is not created either.
+        let missing = try await Self.refusedStart(daemon, socket: users.appendingPathComponent("new/broker.sock").path)
+        #expect(missing.status == 75 && missing.message.contains("\(users.path) is owned by uid"), "\(missing.message)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: users.path) == ["roots"])
+        await daemon.cleanUp()
+    }
+
+    @Test func aUserSwappingTheSocketDirectoryForSymlinksWhileDevicedStartsNeverChangesARootFilesMode() async throws {
+        let daemon = try await Daemon()
+        let users = try Self.directory(daemon, "users-race", owner: Daemon.scannerUID)
+        _ = try Self.directory(daemon, "users-race/roots")
+        let victim = daemon.publicDirectory.appendingPathComponent("victim")
+        try Data("root's own".utf8).write(to: victim)
+        #expect(chmod(victim.path, 0o600) == 0)
+        // The attacker (the owner of users-race) watches roots; once the daemon made a staging directory there,
+        // it makes a twin in a directory of its own whose broker.sock leads to the victim, and swaps roots for a
+        // symlink to that directory and back. A chmod or a rename through the path would land on the victim.
+        let script = """
+            import os, random, sys
+            os.chdir(sys.argv[1]); victim = sys.argv[2]
+            os.makedirs("evil", exist_ok=True)
+            print("ready", flush=True)
+            seen = set()
+            while True:
+                try: names = [n for n in os.listdir("roots") if n.startswith(".socket-") and n not in seen]
+                except OSError: continue
+                if not names: continue
+                seen.update(names)
+                for n in names:
+                    try:
+                        os.makedirs("evil/" + n, exist_ok=True)
+                        os.symlink(victim, "evil/" + n + "/broker.sock")
+                    except OSError: pass
+                for _ in range(random.randrange(4000)): os.stat("roots")  # the daemon binds meanwhile, at a moment unseen
+                try:
+                    os.rename("roots", "real"); os.symlink("evil", "roots")
+                    for _ in range(200): os.stat("real")
+                    os.unlink("roots"); os.rename("real", "roots")
+                except OSError: pass
+            """
+        let attacker = try ChildProcess(Daemon.setpriv, ["--pdeathsig", "KILL"] + Daemon.asUser(Daemon.scannerUID)
+                                        + ["/usr/bin/python3", "-c", script, users.path, victim.path])
+        defer { attacker.killIfRunning() }
+        try #require(await attacker.waitForLine(timeout: 20) { $0 == "ready" } != nil, "the attacker did not start: \(attacker.standardError)")
+        for start in 1...20 {
+            let refused = try await Self.refusedStart(daemon, socket: users.appendingPathComponent("roots/broker.sock").path)
+            #expect(refused.status == 75 && refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)"),
+                    "start \(start): \(refused.message)")
+        }
+        #expect(!attacker.hasExited, "the attacker stopped early: \(attacker.standardError)")
+        attacker.killIfRunning()
+        let after = try #require(Self.mode(victim.path))
+        #expect(after.mode == 0o600 && after.owner == 0, "the victim's mode changed: \(String(after.mode, radix: 8))")
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "root's own")
+        await daemon.cleanUp()
+    }
+
+    @Test func aStateDirectoryAnotherUserOwnsOrIsInsideOfIsRefusedByProvisionAndDevicedChangingNothing() async throws {
+        let daemon = try await Daemon()
+        let theirs = try Self.directory(daemon, "their-state", mode: 0o700, owner: Daemon.scannerUID)
+        let users = try Self.directory(daemon, "users-state", owner: Daemon.scannerUID)
+        let inside = try Self.directory(daemon, "users-state/state", mode: 0o700)
+        for (state, component) in [(theirs, theirs), (inside, users)] {
+            let provision = try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
+                ["provision", "--policy", DevicectlRunner.policy("kiosk.json"), "--state-dir", state.path])
+            #expect(provision.status == 78, "\(state.path): \(provision.stderr)")
+            #expect(provision.stderr.contains("\(component.path) is owned by uid \(Daemon.scannerUID)") && provision.stderr.contains("--state-dir"),
+                    "\(provision.stderr)")
+            let started = try await Self.refusedStart(daemon, stateDir: state.path, socket: daemon.publicDirectory.appendingPathComponent("state.sock").path)
+            #expect(started.status == 78 && started.message.contains("\(component.path) is owned by uid \(Daemon.scannerUID)"), "\(started.message)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: state.path).isEmpty, "something was written in \(state.path)")
+        }
+        #expect(Self.mode(daemon.publicDirectory.appendingPathComponent("state.sock").path) == nil)
+        await daemon.cleanUp()
+    }
+
+    @Test func aSymlinkPlantedAtTheAccountChangeSignalIsNotFollowed() async throws {
+        let daemon = try await Daemon()
+        let victim = daemon.publicDirectory.appendingPathComponent("victim")
+        try Data("root's own".utf8).write(to: victim)
+        #expect(chmod(victim.path, 0o600) == 0)
+        let signal = daemon.cli.stateDirectory.appendingPathComponent("account-changes.signal")
+        try? FileManager.default.removeItem(at: signal)
+        try FileManager.default.createSymbolicLink(at: signal, withDestinationURL: victim)
+        // A change of mode rings the signal: the link is left alone, the victim unchanged, the command fine.
+        let changed = try await daemon.cli.run(["provision", "--policy", DevicectlRunner.policy("personal.json"), "--force"])
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "root's own")
+        #expect(Self.mode(victim.path)?.mode == 0o600)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: signal.path) == victim.path)
+        await daemon.cleanUp()
+    }
 }

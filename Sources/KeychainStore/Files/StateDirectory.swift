@@ -1,29 +1,48 @@
 public import Foundation
+public import PathSafety
 import SystemPackage
 
 /// The directory that holds the store (its database and key file). Which directory is the
 /// executables' choice (`--state-dir`); the library only prepares the one it is given.
+///
+/// Every component of its path is checked the way systemd's `CHASE_SAFE` does (`SafeDirectory.open`):
+/// owned by root or this process's user, not writable by others without the sticky bit; the directory
+/// itself must not be writable by others at all. A directory another user could swap (one of theirs, or
+/// below one of theirs) is refused before anything in it is read or written: root would otherwise write
+/// through the symbolic links its owner plants.
 public enum StateDirectory {
-    /// Creates the directory (and its parents) with mode 0700 if it does not exist.
+    /// Checks the directory and every directory above it, creating missing ones with mode 0700.
+    /// - Throws: `insecureStateDirectory` naming the component another user could swap and the fix;
+    ///   `ioError` when the directory cannot be created or opened.
     public static func prepare(_ url: URL) throws(KeychainError) {
-        let path = FilePath(url.path)
+        _ = try open(url)
+    }
+
+    /// Like `prepare(_:)`, and holds the directory: its files are then opened relative to it, with `O_NOFOLLOW`.
+    public static func open(_ url: URL) throws(KeychainError) -> SafeDirectory {
+        let held: SafeDirectory
         do {
-            let info = try path.stat()
-            guard info.type == .directory else {
-                throw KeychainError(.ioError, "state directory \(url.path) exists but is not a directory; remove it or choose another with --state-dir")
+            held = try SafeDirectory.open(url.path, purpose: "the state directory", alternative: "choose another with --state-dir",
+                                          creatingWith: [.ownerReadWriteExecute])
+        } catch {
+            switch error.reason {
+            case .unsafe:
+                throw KeychainError(.insecureStateDirectory, error.message)
+            case .notDirectory:
+                throw KeychainError(.ioError, "state directory \(url.path) cannot be used: \(error.component) is not a directory; remove it or choose another with --state-dir")
+            case .system(let code) where AccessDiagnosis.isPermissionFailure(code):
+                throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("use the state directory", path: FilePath(url.path), error: code))
+            case .system:
+                throw KeychainError(.ioError, error.message)
             }
-            return
-        } catch let error as KeychainError {
-            throw error
-        } catch let error as Errno where AccessDiagnosis.isPermissionFailure(error) {
-            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("use the state directory", path: path, error: error))
-        } catch {
-            // Missing (or unreadable in another way): try to create it, which reports what is wrong.
         }
-        do {
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw KeychainError(.ioError, "cannot create state directory \(url.path): \(error.localizedDescription); choose another with --state-dir")
+        guard held.permissions & 0o022 == 0 else {
+            let octal = String(held.permissions, radix: 8)
+            throw KeychainError(.insecureStateDirectory, """
+                the state directory \(url.path) is writable by \(held.permissions & 0o002 != 0 ? "every user" : "its group") (mode \(octal)): \
+                they could plant files or links in it; run: chmod go-w \(url.path), or choose another with --state-dir
+                """)
         }
+        return held
     }
 }

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 public import Foundation
+import PathSafety
+import SystemPackage
 
 /// The state directory held by one process: an exclusive `flock` on `deviced.lock` in it, held by the
 /// daemon for its life and by a key rotation while it runs (the kernel releases it when the process ends,
@@ -15,9 +17,17 @@ public final class StateDirectoryLock: Sendable {
     /// - Throws: `StateDirectoryLockError` naming the process that holds it, or why the file cannot be used.
     public init(directory: URL) throws(StateDirectoryLockError) {
         let path = directory.appendingPathComponent(Self.fileName).path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else {
-            throw StateDirectoryLockError(holder: nil, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+        let held: SafeDirectory
+        do {
+            held = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
+        } catch {
+            throw StateDirectoryLockError(holder: nil, error.message)
+        }
+        let descriptor: Int32
+        do throws(Errno) {
+            descriptor = try held.openFile(Self.fileName, .readWrite, options: [.create], permissions: [.ownerReadWrite]).rawValue
+        } catch {
+            throw StateDirectoryLockError(holder: nil, "cannot open the lock file \(path): \(error)")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno

@@ -1,4 +1,5 @@
 public import Foundation
+import PathSafety
 import Synchronization
 import SystemPackage
 
@@ -18,9 +19,12 @@ public struct ChangeSignal: Sendable {
 
     /// The signal file.
     public let url: URL
+    /// The state directory it is in.
+    public let directory: URL
 
     /// The signal of the state directory `directory`.
     public init(directory: URL) {
+        self.directory = directory
         url = directory.appendingPathComponent(Self.fileName)
     }
 
@@ -28,17 +32,45 @@ public struct ChangeSignal: Sendable {
     ///
     /// The byte is rewritten in place, never truncated: ext4 starts writing back a file that was
     /// truncated and rewritten when it is closed (its guard for replace-by-truncate), which put a disk
-    /// submission on every sign-out.
+    /// submission on every sign-out. The file is opened relative to the state directory, reached safely,
+    /// with `O_NOFOLLOW`: a symbolic link planted in its place is not followed (and nothing is written).
     public func notify() {
-        guard let descriptor = try? FileDescriptor.open(FilePath(url.path), .writeOnly, options: [.create, .closeOnExec],
-                                                        permissions: [.ownerReadWrite]) else { return }
+        guard let descriptor = try? Self.openFile(in: directory) else { return }
         _ = try? descriptor.writeAll(toAbsoluteOffset: 0, [UInt8(1)])
         try? descriptor.close()
     }
 
     /// Starts watching. Create the watcher **before** reading the state it guards.
+    /// - Throws: `SharedDeviceError` when the file cannot be created or watched (a symbolic link or
+    ///   anything but a regular file at its name included).
     public func watch() throws -> Watcher {
-        try Watcher(path: FilePath(url.path))
+        do {
+            try Self.openFile(in: directory).close()
+        } catch let error as SharedDeviceError {
+            throw error
+        } catch Errno.tooManySymbolicLinkLevels {
+            throw SharedDeviceError(.store, "\(url.path) is a symbolic link, which is never followed; nothing was written: remove it (account change notifications need the file)")
+        } catch {
+            throw Watcher.failure("cannot create \(url.path)", error)
+        }
+        return try Watcher(path: FilePath(url.path), events: UInt32(IN_CLOSE_WRITE) | UInt32(IN_DONT_FOLLOW))
+    }
+
+    /// The signal file of `directory` for writing (created 0600 if missing): opened relative to the
+    /// directory reached by `SafeDirectory.open`, never through a symbolic link, and only if it is a
+    /// regular file (non-blocking, so that a FIFO planted there cannot hang the writer).
+    static func openFile(in directory: URL) throws -> FileDescriptor {
+        let held = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
+        let descriptor = try held.openFile(fileName, .writeOnly, options: [.create, .nonBlocking], permissions: [.ownerReadWrite])
+        do {
+            guard try descriptor.stat().type == .regular else {
+                throw SharedDeviceError(.store, "\(held.path)/\(fileName) is not a regular file; nothing was written: remove it (account change notifications need the file)")
+            }
+        } catch {
+            try? descriptor.close()
+            throw error
+        }
+        return descriptor
     }
 
     /// Watches every write to a file in the store's `directory` (the database and its write-ahead log
@@ -46,7 +78,7 @@ public struct ChangeSignal: Sendable {
     /// is no account change). SQLite makes a commit visible to readers just after its last write, so a
     /// reader that finds nothing new on a wake-up should look once more shortly after.
     public static func watchWrites(in directory: URL) throws -> Watcher {
-        try Watcher(path: FilePath(directory.path), events: UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO), create: false)
+        try Watcher(path: FilePath(directory.path), events: UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO))
     }
 
     /// An inotify watch on the signal file.
@@ -58,15 +90,8 @@ public struct ChangeSignal: Sendable {
         /// Whether `cancel()` was called.
         public var isCancelled: Bool { cancelled.withLock { $0 } }
 
-        init(path: FilePath, events: UInt32 = UInt32(IN_CLOSE_WRITE), create: Bool = true) throws(SharedDeviceError) {
-            // Make sure the file exists (inotify watches an inode), with owner-only permissions.
-            if create {
-                do {
-                    try FileDescriptor.open(path, .writeOnly, options: [.create, .closeOnExec], permissions: [.ownerReadWrite]).close()
-                } catch {
-                    throw Self.failure("cannot create \(path)", error)
-                }
-            }
+        /// Watches `path` (which must exist: inotify watches an inode) for `events`.
+        init(path: FilePath, events: UInt32) throws(SharedDeviceError) {
             let inotify: FileDescriptor
             do throws(Errno) {
                 inotify = try SignalSyscalls.inotifyInit()
@@ -113,7 +138,7 @@ public struct ChangeSignal: Sendable {
             try? wake.writeEnd.close()
         }
 
-        private static func failure(_ what: String, _ error: any Error) -> SharedDeviceError {
+        static func failure(_ what: String, _ error: any Error) -> SharedDeviceError {
             SharedDeviceError(.store, "\(what): \(error); account change notifications need a writable state directory")
         }
     }
