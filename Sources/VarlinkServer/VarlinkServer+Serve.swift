@@ -43,6 +43,9 @@ extension VarlinkServer {
                 // A call queued on a connection that closed never starts (the close cancels this task too,
                 // a moment later).
                 if Task.isCancelled || !writer.channel.isActive { return }
+                // A peer that has not taken its replies (past the channel's high watermark) gets its next call
+                // run once it has: a peer that pipelines calls and never reads holds one reply, not one per call.
+                if !writer.channel.isWritable, !(await writer.flushed()) { return }
                 await run(received.call, context: connection.context, writer: writer)
                 connection.ledger.finish(bytes: received.bytes)
             }

@@ -8,6 +8,12 @@ Modes:
       CONNECTIONS connections, each a SubscribeAccountChanges (never ending) followed by CALLS pipelined
       calls of about BYTES bytes each; then holds the connections HOLD seconds. Prints per connection the
       error that ended it (or none) and whether the broker closed it.
+  held SOCKET CONNECTIONS BYTES SHAPE
+      CONNECTIONS connections, each a SubscribeAccountChanges (never ending) and one call of about BYTES
+      bytes behind it: SHAPE `values` is a parameter `[{"":0},…]` (the most values per byte), `string` one
+      long string. Prints `sent` once the broker has read every byte sent (or closed the connection), then
+      holds the connections until SIGTERM, and prints per connection the error that ended it (or none)
+      and whether the broker closed it.
   unread SOCKET CONNECTIONS CALLS SERVICE ACCOUNT HOLD
       CONNECTIONS connections, each pipelining CALLS FindGenericPassword for one (large) item and never
       reading; after HOLD seconds, prints how many the broker closed.
@@ -30,9 +36,13 @@ Modes:
       FindGenericPassword with all over the items labelled LABEL; prints the reply's error or item count.
 """
 import base64
+import fcntl
 import json
+import signal
 import socket
+import struct
 import sys
+import termios
 import time
 
 INTERFACE = "org.sharedmode.Broker1"
@@ -110,6 +120,59 @@ def pipeline(path, connections, calls, size, hold):
              error=errors[-1]["error"] if errors else None,
              reason=(errors[-1].get("parameters") or {}).get("reason") if errors else None)
     for sock in socks:
+        sock.close()
+
+
+def unsent(sock):
+    """The bytes sent on sock that the peer has not read yet (SIOCOUTQ); 0 once the peer closed."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0)))[0]
+    except OSError:
+        return 0
+
+
+def drain(sock):
+    """The replies the broker sent so far, without waiting for more: (replies, closed)."""
+    sock.setblocking(False)
+    data, closed = b"", False
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except BlockingIOError:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+            break
+        if not chunk:
+            closed = True
+            break
+        data += chunk
+    return [json.loads(part) for part in data.split(b"\0")[:-1] if part], closed
+
+
+def held(path, connections, size, shape):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    padding = [{"": 0}] * (size // 7) if shape == "values" else "x" * size
+    call = json.dumps({"method": INTERFACE + ".GetDeviceInformation", "parameters": {"padding": padding}},
+                      separators=(",", ":")).encode() + b"\0"
+    socks = []
+    for _ in range(connections):
+        sock = connect(path, timeout=120)
+        if send_all(sock, frame("SubscribeAccountChanges", more=True)):
+            send_all(sock, call)
+        socks.append(sock)
+    # Until the broker has read every byte (the kernel's count of what it has not read yet), however loaded.
+    deadline = time.time() + 120
+    while time.time() < deadline and any(unsent(sock) > 0 for sock in socks):
+        time.sleep(0.02)
+    emit(step="sent", connections=len(socks), unread=sum(unsent(sock) for sock in socks))
+    signal.sigwait({signal.SIGTERM})
+    for index, sock in enumerate(socks):
+        replies, closed = drain(sock)
+        errors = [reply for reply in replies if reply.get("error")]
+        emit(step="connection", index=index, closed=closed,
+             error=errors[-1]["error"] if errors else None,
+             reason=(errors[-1].get("parameters") or {}).get("reason") if errors else None)
         sock.close()
 
 
@@ -304,6 +367,8 @@ if __name__ == "__main__":
     arguments = sys.argv[3:]
     if mode == "pipeline":
         pipeline(path, int(arguments[0]), int(arguments[1]), int(arguments[2]), float(arguments[3]))
+    elif mode == "held":
+        held(path, int(arguments[0]), int(arguments[1]), arguments[2])
     elif mode == "unread":
         unread(path, int(arguments[0]), int(arguments[1]), arguments[2], arguments[3], float(arguments[4]))
     elif mode == "flood-connections":

@@ -1,0 +1,87 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// What many apps together can make the daemon hold: calls kept behind never-ending subscriptions, as
+/// values or as bytes, by eight apps at once (uids 2001-2008, sixteen connections each).
+extension BrokerAttackTests {
+    static let attackingApps: [UInt32] = Array(2001...2008)
+
+    /// The attacking apps' connections open now, as root's `GetStatus` lists them, once `condition` holds
+    /// of their count (nil when it did not within `timeout`).
+    static func attackConnections(_ daemon: Daemon, timeout: TimeInterval = 90, until condition: (Int) -> Bool) async throws -> Int? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let count = try await ThinClientTests.connectedUIDs(daemon).filter { attackingApps.contains(UInt32($0)) }.count
+            if condition(count) { return count }
+            guard Date() < deadline else { return nil }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
+    /// Starts `held` attackers (one per attacking app: 16 connections, each a subscription and a ~1 MB call
+    /// of `shape` behind it) and waits until the daemon has read everything they sent.
+    static func holdCalls(_ daemon: Daemon, shape: String) async throws -> [ChildProcess] {
+        let attackers = try attackingApps.map { try daemon.attacker(as: $0, "held", ["16", "1000000", shape]) }
+        for attacker in attackers {
+            let sent = try #require(await attacker.waitForLine(timeout: 180) { $0.contains("\"sent\"") },
+                                    "the attacker's bytes were not all read: \(attacker.standardError)")
+            #expect(sent.contains("\"unread\": 0"), "\(sent)")
+        }
+        return attackers
+    }
+
+    /// Ends the attackers (SIGTERM: they report each connection, then close them); their connections' reports.
+    static func connectionReports(_ attackers: [ChildProcess]) async throws -> [[String: Any]] {
+        for attacker in attackers { _ = attacker.send(SIGTERM) }
+        var reports: [[String: Any]] = []
+        for attacker in attackers { reports += try await steps(attacker).filter { $0["step"] as? String == "connection" } }
+        return reports
+    }
+
+    @Test func eightAppsHoldingCallsBehindSubscriptionsKeepTheDaemonUnder200MiBAndItsMemoryComesBack() async throws {
+        let daemon = try await Daemon(policy: try Daemon.kioskPolicy(limits: ["connectionsPerApp": 16], appUIDs: Self.attackingApps))
+        try await daemon.signWorkerIn()
+        try await daemon.start()
+        try await Self.victimAndRootAreServed(daemon)
+        let idle = try #require(daemon.residentMiB())
+        let memory = daemon.sampleMemory()
+
+        // 1 MB of [{"":0},…] (~28 MiB decoded, the attack: 459 MiB for one app before): each call is
+        // refused as it comes in, over the values a message may hold, and its connection closed.
+        let valueAttackers = try await Self.holdCalls(daemon, shape: "values")
+        try await Self.victimAndRootAreServed(daemon)
+        try #require(try await Self.attackConnections(daemon) { $0 == 0 } != nil, "the refused connections stayed open")
+        let valueReports = try await Self.connectionReports(valueAttackers)
+        #expect(valueReports.count == 128)
+        for report in valueReports {
+            #expect(report["error"] as? String == "org.sharedmode.Broker1.ProtocolError" && report["closed"] as? Bool == true, "\(report)")
+            #expect((report["reason"] as? String ?? "").contains("more than 1024 values (the limit"), "\(report)")
+        }
+        let valuesPeak = memory.peak
+
+        // 1 MB strings: held as bytes, 16 MiB per app at most, and 48 MiB over all of them together (50 calls).
+        let stringAttackers = try await Self.holdCalls(daemon, shape: "string")
+        try await Self.victimAndRootAreServed(daemon)
+        try #require(try await Self.attackConnections(daemon) { $0 <= 50 } != nil, "more than 50 calls of 1 MB were held")
+        try await Self.victimAndRootAreServed(daemon)
+        let stringReports = try await Self.connectionReports(stringAttackers)
+        memory.stop()
+        #expect(stringReports.count == 128)
+        // Each connection was held whole (the subscription and its call: no error, open) or refused and closed.
+        let refused = stringReports.filter { $0["error"] is String }
+        let held = stringReports.filter { !($0["error"] is String) && $0["closed"] as? Bool == false }
+        #expect(held.count <= 50 && held.count + refused.count == 128, "\(held.count) connections held, \(refused.count) refused")
+        for report in refused {
+            #expect(report["error"] as? String == "org.sharedmode.Broker1.ProtocolError" && report["closed"] as? Bool == true, "\(report)")
+            #expect((report["reason"] as? String ?? "").contains("(the server's limit)"), "\(report)")
+        }
+        try #require(try await Self.attackConnections(daemon) { $0 == 0 } != nil, "the attackers' connections stayed open")
+        let after = await daemon.residentMiB(settlingBelow: idle + 16, timeout: 30)
+        print("BrokerAttackTests: 8 apps × 16 held calls: resident \(Int(idle)) MiB idle, peak \(Int(valuesPeak)) MiB (values), \(Int(memory.peak)) MiB (strings, \(held.count) held), \(Int(after)) MiB after")
+        #expect(memory.peak < 200, "peak \(memory.peak) MiB; idle \(idle) MiB")
+        #expect(after <= idle + 16, "the memory did not come back: \(after) MiB after, \(idle) MiB idle")
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+}
