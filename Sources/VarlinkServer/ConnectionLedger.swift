@@ -21,6 +21,8 @@ final class ConnectionLedger: Sendable {
         var bufferedBytes = 0
         var peakBytes = 0
         var wroteLargeReply = false
+        /// Bytes of replies written since the call task last waited for them to be taken.
+        var repliesSinceFlush = 0
     }
 
     private let state: Mutex<State>
@@ -66,7 +68,8 @@ final class ConnectionLedger: Sendable {
     /// would break one (nothing counted then).
     private func reserveShared(_ bytes: Int) -> String? {
         switch usage.reserveQueuedBytes(bytes, for: uid, limit: configuration.maximumQueuedBytesPerUser,
-                                        totalLimit: privileged ? nil : configuration.maximumQueuedBytesInTotal) {
+                                        totalLimit: privileged ? nil : configuration.maximumQueuedBytesInTotal,
+                                        guaranteed: configuration.guaranteedQueuedBytesPerUser) {
         case nil:
             return nil
         case .user?:
@@ -127,8 +130,18 @@ final class ConnectionLedger: Sendable {
 
     /// A reply of `bytes` was built for the connection.
     func noteReply(bytes: Int) {
-        guard bytes >= Self.largeConnectionBytes else { return }
-        state.withLock { $0.wroteLargeReply = true }
+        state.withLock { state in
+            state.repliesSinceFlush += bytes
+            if bytes >= Self.largeConnectionBytes { state.wroteLargeReply = true }
+        }
+    }
+
+    /// The bytes of replies written since the last call, counted from zero again.
+    func takeRepliesSinceFlush() -> Int {
+        state.withLock { state in
+            defer { state.repliesSinceFlush = 0 }
+            return state.repliesSinceFlush
+        }
     }
 
     /// Whether the connection ever held `largeConnectionBytes` or more.

@@ -36,15 +36,16 @@ final class ServerUsage: Sendable {
     private let trimPending = Mutex(false)
 
     /// Counts `bytes` more queued for `uid` if that keeps it within `limit`, and all the uids within
-    /// `totalLimit` (none: a privileged peer's are counted, never refused by the total); the limit broken
+    /// `totalLimit` (none: a privileged peer's are counted, never refused by the total) unless the uid stays
+    /// within `guaranteed` (so that the others filling the total cannot starve it); the limit broken
     /// otherwise (nothing counted then).
-    func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int, totalLimit: Int?) -> QueuedBytesRefusal? {
+    func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int, totalLimit: Int?, guaranteed: Int) -> QueuedBytesRefusal? {
         var refusal: QueuedBytesRefusal?
         _ = queued.withLock { counts in
             counts.reserve(bytes, for: uid) { user, total in
                 if user + bytes > limit {
                     refusal = .user
-                } else if let totalLimit, total + bytes > totalLimit {
+                } else if let totalLimit, total + bytes > totalLimit, user + bytes > guaranteed {
                     refusal = .total
                 }
                 return refusal == nil

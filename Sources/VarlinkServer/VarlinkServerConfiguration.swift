@@ -26,6 +26,10 @@ public struct VarlinkServerConfiguration: Sendable {
     /// administrators': `VarlinkConnectionAllowance.privileged`) are counted but never refused by it, so that
     /// they are served whatever the others queue. Default 48 MiB.
     public var maximumQueuedBytesInTotal: Int = 48 << 20
+    /// What every uid may queue whatever the others do: calls that keep a uid within this are never
+    /// refused by `maximumQueuedBytesInTotal`, so that apps filling the total cannot starve the others
+    /// (the total may be passed by this much per uid with connections). Default 256 KiB.
+    public var guaranteedQueuedBytesPerUser: Int = 256 << 10
     /// The most JSON values (objects, arrays, strings, numbers, bools, nulls) one message may decode into; a
     /// message over it gets a `protocolError` naming the limit and the connection is closed. A call is
     /// counted in the queued-bytes limits as held decoded: its message's bytes and `heldBytesPerValue` for

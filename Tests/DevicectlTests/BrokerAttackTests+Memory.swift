@@ -39,6 +39,53 @@ extension BrokerAttackTests {
         return reports
     }
 
+    /// Starts `unread-held` attackers as `apps` (16 connections each pipelining 8 reads of their 700 KB
+    /// secret, replies of ~1.9 MB: the item and `items`; never reading) and waits until each connection got a reply or was closed; the number closed
+    /// by the broker once they are ended.
+    static func leaveRepliesUnread(_ daemon: Daemon, as apps: [UInt32]) async throws -> Int {
+        let attackers = try apps.map { try daemon.attacker(as: $0, "unread-held", ["16", "8", "big-0", "attacker"]) }
+        for attacker in attackers {
+            let stalled = try #require(await attacker.waitForLine(timeout: 180) { $0.contains("\"stalled\"") },
+                                       "the attacker's connections were not all answered: \(attacker.standardError)")
+            #expect(stalled.contains("\"pending\": 0"), "\(stalled)")
+        }
+        try await victimAndRootAreServed(daemon)
+        for attacker in attackers { _ = attacker.send(SIGTERM) }
+        var closed = 0
+        for attacker in attackers { closed += try await steps(attacker).compactMap { $0["closed"] as? Int }.last ?? 0 }
+        return closed
+    }
+
+    @Test func repliesAppsLeaveUnreadAreBoundedPerAppAndOverAllApps() async throws {
+        let daemon = try await Daemon(policy: try Daemon.kioskPolicy(limits: ["connectionsPerApp": 16], appUIDs: Self.attackingApps))
+        try await daemon.signWorkerIn()
+        // Only the unread-reply limits end these connections: the reply timeout is an hour.
+        try await daemon.start(["--reply-timeout", "3600"])
+        for app in Self.attackingApps {
+            let added = try await Self.steps(try daemon.attacker(as: app, "add", ["1", "700000", "big"]))
+            #expect(added.first?["added"] as? Int == 1, "\(added)")
+        }
+        try await Self.victimAndRootAreServed(daemon)
+        let idle = try #require(daemon.residentMiB())
+        let memory = daemon.sampleMemory()
+        // One app: a reply of ~1.9 MB on each of its 16 connections (30 MB) goes over its 8 MiB.
+        let closedForOneApp = try await Self.leaveRepliesUnread(daemon, as: [Self.attackingApps[0]])
+        #expect(closedForOneApp >= 1, "one app held all its unread replies: over its 8 MiB")
+        let oneAppPeak = memory.peak
+        try #require(try await Self.attackConnections(daemon) { $0 == 0 } != nil, "the attacker's connections stayed open")
+        // Eight apps: over the 32 MiB of all of them together, whatever each app's share.
+        let closedForEightApps = try await Self.leaveRepliesUnread(daemon, as: Self.attackingApps)
+        memory.stop()
+        #expect(closedForEightApps >= 8 * closedForOneApp, "eight apps held more unread replies than 32 MiB allow")
+        try #require(try await Self.attackConnections(daemon) { $0 == 0 } != nil, "the attackers' connections stayed open")
+        let after = await daemon.residentMiB(settlingBelow: idle + 16, timeout: 30)
+        print("BrokerAttackTests: unread replies of 8 apps × 16 connections × 8 reads of ~1.9 MB: resident \(Int(idle)) MiB idle, peak \(Int(oneAppPeak)) MiB (one app, \(closedForOneApp) of 16 closed), \(Int(memory.peak)) MiB (eight apps, \(closedForEightApps) of 128 closed), \(Int(after)) MiB after")
+        #expect(memory.peak < 200, "peak \(memory.peak) MiB; idle \(idle) MiB")
+        #expect(after <= idle + 16, "the memory did not come back: \(after) MiB after, \(idle) MiB idle")
+        try await daemon.verifyStore()
+        await daemon.cleanUp()
+    }
+
     @Test func eightAppsHoldingCallsBehindSubscriptionsKeepTheDaemonUnder200MiBAndItsMemoryComesBack() async throws {
         let daemon = try await Daemon(policy: try Daemon.kioskPolicy(limits: ["connectionsPerApp": 16], appUIDs: Self.attackingApps))
         try await daemon.signWorkerIn()

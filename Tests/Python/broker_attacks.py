@@ -17,6 +17,9 @@ Modes:
   unread SOCKET CONNECTIONS CALLS SERVICE ACCOUNT HOLD
       CONNECTIONS connections, each pipelining CALLS FindGenericPassword for one (large) item and never
       reading; after HOLD seconds, prints how many the broker closed.
+  unread-held SOCKET CONNECTIONS CALLS SERVICE ACCOUNT
+      As unread, but prints `stalled` once every connection has a reply waiting (or was closed), then holds
+      them until SIGTERM and prints how many the broker closed.
   flood-connections SOCKET COUNT HOLD
       Opens up to COUNT connections and keeps them HOLD seconds (one byte of a message every second on
       each, as a trickling attacker would); prints how many were admitted and the refusals' errors.
@@ -38,6 +41,7 @@ Modes:
 import base64
 import fcntl
 import json
+import select
 import signal
 import socket
 import struct
@@ -196,6 +200,42 @@ def unread(path, connections, calls, service, account, hold):
         closed += 1 if was_closed else 0
         sock.close()
     emit(step="unread", closed=closed)
+
+
+def unread_held(path, connections, calls, service, account):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    call = frame("FindGenericPassword", {"service": service, "account": account})
+    socks = []
+    for _ in range(connections):
+        sock = connect(path, timeout=120)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        for _ in range(calls):
+            if not send_all(sock, call):
+                break
+        socks.append(sock)
+
+    def waiting(sock, timeout_ms):
+        """Whether a reply has arrived on sock (or the broker closed it) within timeout_ms."""
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLRDHUP)
+        return bool(poller.poll(timeout_ms))
+
+    def closed(sock):
+        poller = select.poll()
+        poller.register(sock, select.POLLRDHUP)
+        return any(events & (select.POLLRDHUP | select.POLLHUP) for _, events in poller.poll(0))
+
+    # Until the broker has answered (or closed) every connection, however loaded: it runs a connection's next
+    # call only once the replies before are read, so nothing more comes.
+    deadline = time.time() + 120
+    pending = list(socks)
+    while pending and time.time() < deadline:
+        pending = [sock for sock in pending if not waiting(sock, 50)]
+    emit(step="stalled", connections=len(socks), pending=len(pending), closed=sum(closed(sock) for sock in socks))
+    signal.sigwait({signal.SIGTERM})
+    emit(step="unread", closed=sum(closed(sock) for sock in socks))
+    for sock in socks:
+        sock.close()
 
 
 def flood_connections(path, count, hold):
@@ -371,6 +411,8 @@ if __name__ == "__main__":
         held(path, int(arguments[0]), int(arguments[1]), arguments[2])
     elif mode == "unread":
         unread(path, int(arguments[0]), int(arguments[1]), arguments[2], arguments[3], float(arguments[4]))
+    elif mode == "unread-held":
+        unread_held(path, int(arguments[0]), int(arguments[1]), arguments[2], arguments[3])
     elif mode == "flood-connections":
         flood_connections(path, int(arguments[0]), float(arguments[1]))
     elif mode == "trickle":

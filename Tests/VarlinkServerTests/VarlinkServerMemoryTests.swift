@@ -62,9 +62,11 @@ import VarlinkServer
     @Test func callsQueuedByEveryPeerTogetherAreBoundedAndAPrivilegedPeerIsStillServed() async throws {
         let handler = VarlinkServerTests.GateHandler()
         let admission = SwitchableAdmission()
-        // 3000 bytes in total: one call of 1.5 KB and its four values (128 bytes each) fits, a second does not.
+        // 3000 bytes in total: one call of 1.5 KB and its four values (128 bytes each) fits, a second does not
+        // (every peer here has the same uid: none is guaranteed a share of its own).
         try await Self.Server.withServer(handler: handler, configure: {
             $0.maximumQueuedBytesInTotal = 3000
+            $0.guaranteedQueuedBytesPerUser = 0
             $0.admission = admission
         }) { socket in
             let padding = VarlinkValue.string(String(repeating: "x", count: 1500))
