@@ -36,9 +36,15 @@ extension BrokerDaemon {
     }
 
     /// The daemon's resident set size now, in MiB (from /proc).
-    func residentMiB() -> Double? {
+    func residentMiB() -> Double? { statusMiB("VmRSS:") }
+
+    /// The largest resident set size the daemon ever had, in MiB (the kernel's high-water mark: no sample missed).
+    func peakResidentMiB() -> Double? { statusMiB("VmHWM:") }
+
+    /// A size `field` of the daemon's /proc/PID/status, in MiB.
+    private func statusMiB(_ field: String) -> Double? {
         guard let pid = process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
         return kilobytes / 1024
     }
