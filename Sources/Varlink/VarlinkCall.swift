@@ -39,7 +39,8 @@ public struct VarlinkCall: Sendable, Hashable {
     /// JSON values (objects, arrays, strings, numbers, bools, nulls; keys not counted): a server bounds so
     /// what a call costs it decoded, not only on the wire. Returns the call and how many values it holds.
     /// - Throws: as `decode(_:)`, and `tooManyValues` over the limit.
-    public static func decodeCounting(_ message: Data, maximumValues: Int) throws(VarlinkProtocolError) -> (call: VarlinkCall, values: Int) {
+    public static func decodeCounting(_ message: Data,
+                                      maximumValues: Int) throws(VarlinkProtocolError) -> (call: VarlinkCall, values: Int) {
         let (value, values) = try VarlinkJSONParser.parseCounting(message, maximumValues: maximumValues)
         guard let fields = value.object else {
             throw VarlinkProtocolError(.notAnObject, "the message is JSON \(value.typeName), not an object")

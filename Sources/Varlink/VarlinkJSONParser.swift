@@ -33,7 +33,8 @@ struct VarlinkJSONParser {
 
     /// The value `data` holds and how many values it decoded into.
     /// - Throws: as `parse(_:)`, and `tooManyValues` when it holds more than `maximumValues` values.
-    static func parseCounting(_ data: Data, maximumValues: Int) throws(VarlinkProtocolError) -> (value: VarlinkValue, values: Int) {
+    static func parseCounting(_ data: Data,
+                              maximumValues: Int) throws(VarlinkProtocolError) -> (value: VarlinkValue, values: Int) {
         var parser = VarlinkJSONParser(bytes: Array(data), maximumValues: maximumValues)
         parser.skipWhitespace()
         let value = try parser.value()
@@ -62,7 +63,8 @@ struct VarlinkJSONParser {
         values += 1
         guard values <= maximumValues else {
             throw VarlinkProtocolError(.tooManyValues,
-                "the message holds more than \(maximumValues) values (the limit: arrays, objects, strings, numbers); send fewer or smaller items per call")
+                "the message holds more than \(maximumValues) values (the limit: arrays, objects, strings, numbers); "
+                    + "send fewer or smaller items per call")
         }
         switch byte {
         case UInt8(ascii: "{"): return try object()

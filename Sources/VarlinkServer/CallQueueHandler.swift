@@ -43,7 +43,8 @@ final class CallQueueHandler: ChannelInboundHandler {
             return
         }
         if let error = error as? QueueLimitExceeded {
-            logger.debug("varlink connection closed: a message being received is over a queue limit", metadata: ["varlink.limit": "\(error.reason)"])
+            logger.debug("varlink connection closed: a message being received is over a queue limit",
+                         metadata: ["varlink.limit": "\(error.reason)"])
             refuse(context, reason: error.reason)
             return
         }

@@ -2,10 +2,10 @@ import Synchronization
 import Varlink
 
 /// What one connection holds, shared by its event-loop handlers and its call task: the calls received and
-/// not finished (and their bytes as held, decoded: `ReceivedCall.bytes`; counted against the uid's share
-/// and the server's total in `ServerUsage` too), whether the
-/// connection is being closed, and how much memory it ever held (past `largeConnectionBytes`, the heap is
-/// handed back to the system once it closes).
+/// not finished and the bytes of a message being received (as held: `ReceivedCall.bytes`; counted against
+/// the uid's share and the server's total in `ServerUsage` too), the replies written since its last call,
+/// whether the connection is being closed, and how much memory it ever held (past `largeConnectionBytes`,
+/// the heap is handed back to the system once it closes).
 final class ConnectionLedger: Sendable {
     /// A connection that held this much (queued calls and unfinished message), or wrote a reply this
     /// large, has its memory returned to the system when it closes.
@@ -30,7 +30,8 @@ final class ConnectionLedger: Sendable {
     private let uid: UInt32
     private let usage: ServerUsage
 
-    /// Root or an administrator (`VarlinkConnectionAllowance.privileged`): counted in the server's totals, never refused by them.
+    /// Root or an administrator (`VarlinkConnectionAllowance.privileged`): counted in the server's totals,
+    /// never refused by them.
     let privileged: Bool
 
     init(configuration: VarlinkServerConfiguration, uid: UInt32, privileged: Bool, usage: ServerUsage) {

@@ -39,7 +39,8 @@ final class ServerUsage: Sendable {
     /// `totalLimit` (none: a privileged peer's are counted, never refused by the total) unless the uid stays
     /// within `guaranteed` (so that the others filling the total cannot starve it); the limit broken
     /// otherwise (nothing counted then).
-    func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int, totalLimit: Int?, guaranteed: Int) -> QueuedBytesRefusal? {
+    func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int, totalLimit: Int?,
+                            guaranteed: Int) -> QueuedBytesRefusal? {
         var refusal: QueuedBytesRefusal?
         _ = queued.withLock { counts in
             counts.reserve(bytes, for: uid) { user, total in

@@ -28,13 +28,13 @@ struct QueueLimitExceeded: Error {
 }
 
 /// Splits a connection's bytes into varlink calls with `VarlinkFrameDecoder` (NUL-terminated messages of
-/// at most `maximumMessageBytes`, decoding into at most `maximumValues` values), and refuses the connection (`MessageDeadlinePassed`) when a message that
-/// has started is not complete within `messageTimeout`: later bytes of it never push that deadline back,
-/// so a peer that trickles bytes is closed like a silent one; each message has a deadline of its own, so a
-/// peer that streams complete messages back to back is never cut off. Bytes that are not a varlink call are
-/// thrown as `VarlinkProtocolError`, an unfinished message over the queued-bytes limits (it counts as
-/// queued) as `QueueLimitExceeded`; `CallQueueHandler` answers them all. Once the connection is closing, bytes
-/// are dropped unread.
+/// at most `maximumMessageBytes`, decoding into at most `maximumValues` values), and refuses the connection
+/// (`MessageDeadlinePassed`) when a message that has started is not complete within `messageTimeout`: later
+/// bytes of it never push that deadline back, so a peer that trickles bytes is closed like a silent one;
+/// each message has a deadline of its own, so a peer that streams complete messages back to back is never
+/// cut off. Bytes that are not a varlink call are thrown as `VarlinkProtocolError`, an unfinished message
+/// over the queued-bytes limits (it counts as queued) as `QueueLimitExceeded`; `CallQueueHandler` answers
+/// them all. Once the connection is closing, bytes are dropped unread.
 struct VarlinkMessageDecoder: ByteToMessageDecoder {
     typealias InboundOut = ReceivedCall
 

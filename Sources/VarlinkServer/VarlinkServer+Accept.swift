@@ -55,10 +55,12 @@ extension VarlinkServer {
 
     /// The handlers of an admitted connection, and the async channel over them. The inbound buffer never
     /// makes the socket wait: the queue limits bound it first (a peer over them is told so and closed).
-    private func makePipeline(_ channel: any Channel, context: VarlinkCallContext, privileged: Bool) throws -> ServedConnection {
+    private func makePipeline(_ channel: any Channel, context: VarlinkCallContext,
+                              privileged: Bool) throws -> ServedConnection {
         var logger = self.logger
         logger[metadataKey: "peer.uid"] = "\(context.peer.uid)"
-        let ledger = ConnectionLedger(configuration: configuration, uid: context.peer.uid, privileged: privileged, usage: usage)
+        let ledger = ConnectionLedger(configuration: configuration, uid: context.peer.uid, privileged: privileged,
+                                      usage: usage)
         let handlers = channel.pipeline.syncOperations
         try handlers.addHandler(UnreadReplyHandler(configuration: configuration, uid: context.peer.uid, privileged: privileged,
                                                    usage: usage, logger: logger))

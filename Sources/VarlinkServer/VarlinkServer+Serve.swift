@@ -43,8 +43,9 @@ extension VarlinkServer {
                 // A call queued on a connection that closed never starts (the close cancels this task too,
                 // a moment later).
                 if Task.isCancelled || !writer.channel.isActive { return }
-                // A peer that has not taken its replies (more than the channel's high watermark) gets its next
-                // call run once it has: a peer that pipelines calls and never reads holds one reply, not one per call.
+                // A peer that has not taken its replies (more than the channel's high watermark) gets its
+                // next call run once it has: a peer that pipelines calls and never reads holds one reply, not
+                // one per call.
                 if connection.ledger.takeRepliesSinceFlush() > Self.repliesBeforeFlush || !writer.channel.isWritable,
                    !(await writer.flushed()) { return }
                 await run(received.call, context: connection.context, writer: writer)
