@@ -17,10 +17,12 @@ public struct VarlinkServerConfiguration: Sendable {
     public var maximumConnections: Int = 256
     /// The most calls one connection may have queued (pipelined) before the server closes it. Default 64.
     public var maximumQueuedCalls: Int = 64
-    /// The most bytes of calls (their messages) one connection may have queued or running; a call beyond
-    /// it gets a `protocolError` naming the limit and the connection is closed. Default 4 MiB.
+    /// The most bytes of calls one connection may have queued or running, as held (their messages' bytes
+    /// and `heldBytesPerValue` for each of their values); a call beyond it gets a `protocolError` naming
+    /// the limit and the connection is closed. Default 4 MiB.
     public var maximumQueuedBytes: Int = 4 << 20
-    /// The same bound over all the connections of one uid. Default 16 MiB.
+    /// The same bound over all the connections of one uid, the bytes of messages being received counted
+    /// too. Default 16 MiB.
     public var maximumQueuedBytesPerUser: Int = 16 << 20
     /// The same bound over the connections of every uid together; privileged peers' calls (root's,
     /// administrators': `VarlinkConnectionAllowance.privileged`) are counted but never refused by it, so that
