@@ -2365,12 +2365,16 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// The bytes sent were not a varlink call (not JSON, not an object, no qualified method, over 1 MiB), or
-    /// the connection queued more than it may (64 calls or 4 MiB of calls on one connection, 16 MiB over all
-    /// the connections of one uid: wait for replies before sending more); `reason` says which. The broker
-    /// closes the connection after this reply. A message must be complete (its NUL sent) within 10 seconds
-    /// of its first byte, a connection with nothing in progress that completes no message for 60 seconds is
-    /// closed, and so is one that does not read a reply within 30 seconds.
+    /// The bytes sent were not a varlink call (not JSON, not an object, no qualified method, over 1 MiB, more
+    /// than 1024 values: arrays, objects, strings, numbers), or the connection queued more than it may (64 calls
+    /// or 4 MiB of calls on one connection, 16 MiB over all the connections of one uid, 48 MiB over every
+    /// caller's but root's and administrators', though each uid may always queue 256 KiB: wait for replies
+    /// before sending more; a call counts its bytes and 128 bytes per value, a message being received counts
+    /// too); `reason` says which. The broker closes the connection after this reply. A message must be
+    /// complete (its NUL sent) within 10 seconds of its first byte, a connection with nothing in progress that
+    /// completes no message for 60 seconds is closed, and so is one that does not read a reply within 30
+    /// seconds, or that would get a reply while its uid leaves 8 MiB of replies unread (32 MiB over all uids
+    /// but root's and administrators'; a uid with nothing unread always gets its reply).
     public struct ProtocolError: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.ProtocolError"
 

@@ -32,7 +32,23 @@ public struct VarlinkCall: Sendable, Hashable {
     /// later versions of the protocol may add some.
     /// - Throws: `malformedJSON`, `notAnObject`, or `invalidField` naming the field.
     public static func decode(_ message: Data) throws(VarlinkProtocolError) -> VarlinkCall {
-        let fields = try VarlinkMessage.object(message)
+        try decodeCounting(message, maximumValues: .max).call
+    }
+
+    /// Decodes one message as `decode(_:)` does, refusing one that decodes into more than `maximumValues`
+    /// JSON values (objects, arrays, strings, numbers, bools, nulls; keys not counted): a server bounds so
+    /// what a call costs it decoded, not only on the wire. Returns the call and how many values it holds.
+    /// - Throws: as `decode(_:)`, and `tooManyValues` over the limit.
+    public static func decodeCounting(_ message: Data,
+                                      maximumValues: Int) throws(VarlinkProtocolError) -> (call: VarlinkCall, values: Int) {
+        let (value, values) = try VarlinkJSONParser.parseCounting(message, maximumValues: maximumValues)
+        guard let fields = value.object else {
+            throw VarlinkProtocolError(.notAnObject, "the message is JSON \(value.typeName), not an object")
+        }
+        return (try call(from: fields), values)
+    }
+
+    private static func call(from fields: [String: VarlinkValue]) throws(VarlinkProtocolError) -> VarlinkCall {
         guard let method = fields["method"] else { throw VarlinkProtocolError(.invalidField, "the call has no \"method\"") }
         guard let name = method.string, VarlinkName.isQualifiedMethod(name) else {
             throw VarlinkProtocolError(.invalidField, "\"method\" must be a qualified method name such as org.example.Interface.Method")

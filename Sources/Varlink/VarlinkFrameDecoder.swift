@@ -36,6 +36,7 @@ public struct VarlinkFrameDecoder: Sendable {
             let message = Data(buffer[..<end])
             buffer.removeSubrange(...end)
             scanned = 0
+            releaseSpareCapacity()
             return message
         }
         scanned = searchEnd
@@ -44,5 +45,15 @@ public struct VarlinkFrameDecoder: Sendable {
                 "a message is longer than \(maximumMessageBytes) bytes (the limit) without its terminating NUL")
         }
         return nil
+    }
+
+    /// Capacity kept for the bytes of the next message without allocating; a buffer that grew past it
+    /// for a large message and holds far less now is given back, so that every connection that once
+    /// received a large message does not keep its buffer for as long as it stays open.
+    static let keptCapacity = 64 << 10
+
+    private mutating func releaseSpareCapacity() {
+        guard buffer.capacity > Self.keptCapacity, buffer.count < buffer.capacity / 4 else { return }
+        buffer = buffer.isEmpty ? [] : Array(buffer)
     }
 }

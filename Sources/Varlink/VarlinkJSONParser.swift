@@ -9,28 +9,43 @@ import Foundation
 /// byte order mark), nested at most `maximumDepth` levels. A number is an `int` when it is digits alone
 /// within 64 bits, or an integer value up to 2^53 in any form (`5.0`, `1e2`), else a `double`; one beyond
 /// `Double`'s range is refused. Of duplicate keys the first wins, as with `JSONDecoder`.
+///
+/// A value tree costs far more than its JSON: 1 MiB of `[{"":0},…]` is ~28 MiB decoded. `maximumValues`
+/// bounds the values (every object, array, string, number, bool and null, keys not counted) a message may
+/// decode into, so that what a peer's message costs decoded is bounded by its bytes and that count.
 struct VarlinkJSONParser {
     /// The deepest nesting of arrays and objects accepted (varlink interfaces nest a few levels).
     static let maximumDepth = 64
 
     private let bytes: [UInt8]
+    private let maximumValues: Int
     private var position = 0
     private var depth = 0
+    /// Values decoded so far.
+    private(set) var values = 0
 
     /// The value `data` holds.
     /// - Throws: `malformedJSON` when it is not one JSON value (whitespace around it aside), or nests
     ///   deeper than `maximumDepth`.
     static func parse(_ data: Data) throws(VarlinkProtocolError) -> VarlinkValue {
-        var parser = VarlinkJSONParser(bytes: Array(data))
+        try parseCounting(data, maximumValues: .max).value
+    }
+
+    /// The value `data` holds and how many values it decoded into.
+    /// - Throws: as `parse(_:)`, and `tooManyValues` when it holds more than `maximumValues` values.
+    static func parseCounting(_ data: Data,
+                              maximumValues: Int) throws(VarlinkProtocolError) -> (value: VarlinkValue, values: Int) {
+        var parser = VarlinkJSONParser(bytes: Array(data), maximumValues: maximumValues)
         parser.skipWhitespace()
         let value = try parser.value()
         parser.skipWhitespace()
         guard parser.position == parser.bytes.count else { throw malformed }
-        return value
+        return (value, parser.values)
     }
 
-    private init(bytes: [UInt8]) {
+    private init(bytes: [UInt8], maximumValues: Int) {
         self.bytes = bytes
+        self.maximumValues = maximumValues
     }
 
     private static var malformed: VarlinkProtocolError {
@@ -45,6 +60,12 @@ struct VarlinkJSONParser {
 
     private mutating func value() throws(VarlinkProtocolError) -> VarlinkValue {
         guard let byte = current else { throw Self.malformed }
+        values += 1
+        guard values <= maximumValues else {
+            throw VarlinkProtocolError(.tooManyValues,
+                "the message holds more than \(maximumValues) values (the limit: arrays, objects, strings, numbers); "
+                    + "send fewer or smaller items per call")
+        }
         switch byte {
         case UInt8(ascii: "{"): return try object()
         case UInt8(ascii: "["): return try array()

@@ -4,13 +4,16 @@
 public struct VarlinkProtocolError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What was wrong, matchable in `catch` (`catch VarlinkProtocolError.Code.messageTooLarge`).
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        enum Kind: Hashable, Sendable { case messageTooLarge, malformedJSON, notAnObject, invalidField }
+        enum Kind: Hashable, Sendable { case messageTooLarge, malformedJSON, notAnObject, invalidField, tooManyValues }
         let kind: Kind
 
         /// A message longer than the decoder's limit (no NUL within it).
         public static let messageTooLarge = Code(kind: .messageTooLarge)
         /// Not valid UTF-8 JSON.
         public static let malformedJSON = Code(kind: .malformedJSON)
+        /// Valid JSON that decodes into more values than the decoder's limit (its tree would cost far more
+        /// than its bytes).
+        public static let tooManyValues = Code(kind: .tooManyValues)
         /// Valid JSON, but not an object.
         public static let notAnObject = Code(kind: .notAnObject)
         /// A field of the call with the wrong type or form (`method` missing or unqualified, `more` not a bool, …).
@@ -27,6 +30,7 @@ public struct VarlinkProtocolError: Error, Sendable, Hashable, CustomStringConve
             case .malformedJSON: "malformed JSON"
             case .notAnObject: "not an object"
             case .invalidField: "invalid field"
+            case .tooManyValues: "too many values"
             }
         }
     }

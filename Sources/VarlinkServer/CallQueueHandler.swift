@@ -42,6 +42,12 @@ final class CallQueueHandler: ChannelInboundHandler {
             refuse(context, reason: error.message)
             return
         }
+        if let error = error as? QueueLimitExceeded {
+            logger.debug("varlink connection closed: a message being received is over a queue limit",
+                         metadata: ["varlink.limit": "\(error.reason)"])
+            refuse(context, reason: error.reason)
+            return
+        }
         if let error = error as? MessageDeadlinePassed {
             logger.debug("varlink connection closed: a message left unfinished")
             refuse(context, reason: error.reason)

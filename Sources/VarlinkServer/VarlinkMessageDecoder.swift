@@ -1,8 +1,8 @@
 import NIOCore
 import Varlink
 
-/// One call as it came off the wire: the call and the size of its message (counted against the
-/// queued-bytes limits until the call ends).
+/// One call as it came off the wire: the call and what it is counted as holding until it ends, in the
+/// queued-bytes limits: its message's bytes and `heldBytesPerValue` for each value it decoded into.
 struct ReceivedCall: Sendable {
     var call: VarlinkCall
     var bytes: Int
@@ -21,23 +21,32 @@ struct MessageDeadlinePassed: Error {
     }
 }
 
+/// The bytes of a message being received took its uid, or every uid together, over the queued-bytes limit:
+/// the peer is told so (`reason`) and closed (`CallQueueHandler`).
+struct QueueLimitExceeded: Error {
+    var reason: String
+}
+
 /// Splits a connection's bytes into varlink calls with `VarlinkFrameDecoder` (NUL-terminated messages of
-/// at most `maximumMessageBytes`), and refuses the connection (`MessageDeadlinePassed`) when a message that
-/// has started is not complete within `messageTimeout`: later bytes of it never push that deadline back,
-/// so a peer that trickles bytes is closed like a silent one; each message has a deadline of its own, so a
-/// peer that streams complete messages back to back is never cut off. Bytes that are not a varlink call are
-/// thrown as `VarlinkProtocolError`; `CallQueueHandler` answers both. Once the connection is closing, bytes
-/// are dropped unread.
+/// at most `maximumMessageBytes`, decoding into at most `maximumValues` values), and refuses the connection
+/// (`MessageDeadlinePassed`) when a message that has started is not complete within `messageTimeout`: later
+/// bytes of it never push that deadline back, so a peer that trickles bytes is closed like a silent one;
+/// each message has a deadline of its own, so a peer that streams complete messages back to back is never
+/// cut off. Bytes that are not a varlink call are thrown as `VarlinkProtocolError`, an unfinished message
+/// over the queued-bytes limits (it counts as queued) as `QueueLimitExceeded`; `CallQueueHandler` answers
+/// them all. Once the connection is closing, bytes are dropped unread.
 struct VarlinkMessageDecoder: ByteToMessageDecoder {
     typealias InboundOut = ReceivedCall
 
     private var frames: VarlinkFrameDecoder
+    private let maximumValues: Int
     private let messageTimeout: TimeAmount
     private let ledger: ConnectionLedger
     private var deadline: Scheduled<Void>?
 
-    init(maximumMessageBytes: Int, messageTimeout: TimeAmount, ledger: ConnectionLedger) {
+    init(maximumMessageBytes: Int, maximumValues: Int, messageTimeout: TimeAmount, ledger: ConnectionLedger) {
         frames = VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes)
+        self.maximumValues = maximumValues
         self.messageTimeout = messageTimeout
         self.ledger = ledger
     }
@@ -50,16 +59,25 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
                 // The message the deadline was for is complete: the bytes left start the next one, which
                 // gets a deadline of its own.
                 disarm()
-                let call = try VarlinkCall.decode(message)
-                context.fireChannelRead(Self.wrapInboundOut(ReceivedCall(call: call, bytes: message.count)))
+                // Its bytes are no longer an unfinished message's: they count as the call's from here.
+                try noteBuffered()
+                let (call, values) = try VarlinkCall.decodeCounting(message, maximumValues: maximumValues)
+                let held = message.count + values * VarlinkServerConfiguration.heldBytesPerValue
+                context.fireChannelRead(Self.wrapInboundOut(ReceivedCall(call: call, bytes: held)))
             }
+            try noteBuffered()
         } catch {
             disarm()
             throw error
         }
-        ledger.noteBuffered(frames.bufferedByteCount)
         if ledger.isClosing { disarm() } else { armDeadline(context) }
         return .needMoreData
+    }
+
+    /// Counts the bytes of the unfinished message held now in the ledger.
+    /// - Throws: `QueueLimitExceeded` when they take the uid or the server over its queued-bytes limit.
+    private func noteBuffered() throws(QueueLimitExceeded) {
+        if let reason = ledger.noteBuffered(frames.bufferedByteCount) { throw QueueLimitExceeded(reason: reason) }
     }
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {

@@ -26,8 +26,8 @@ struct OpenConnection: Sendable {
 
 extension VarlinkServer {
     /// Sets up an accepted socket, before it is registered: reads who is calling, gives it a slot or refuses
-    /// it, and builds the pipeline of an admitted one (reply deadline, framing, idle state, queue limits,
-    /// then the async channel its task reads from).
+    /// it, and builds the pipeline of an admitted one (unread replies, reply deadline, framing, idle state,
+    /// queue limits, then the async channel its task reads from).
     func accept(_ channel: any Channel) -> EventLoopFuture<AcceptedConnection> {
         let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
         return PeerCredentials.read(from: channel).flatMap { [self] peer in
@@ -43,7 +43,8 @@ extension VarlinkServer {
                 channel.closeFuture.whenComplete { [self] _ in
                     _ = connections.withLock { $0.removeValue(forKey: id) }
                 }
-                return .admitted(try makePipeline(channel, context: VarlinkCallContext(peer: peer, connectionID: id)))
+                return .admitted(try makePipeline(channel, context: VarlinkCallContext(peer: peer, connectionID: id),
+                                                  privileged: allowance.privileged))
             }
         }.flatMapError { [logger] error in
             logger.debug("varlink connection dropped while being set up", metadata: ["error": "\(error)"])
@@ -54,15 +55,19 @@ extension VarlinkServer {
 
     /// The handlers of an admitted connection, and the async channel over them. The inbound buffer never
     /// makes the socket wait: the queue limits bound it first (a peer over them is told so and closed).
-    private func makePipeline(_ channel: any Channel, context: VarlinkCallContext) throws -> ServedConnection {
+    private func makePipeline(_ channel: any Channel, context: VarlinkCallContext,
+                              privileged: Bool) throws -> ServedConnection {
         var logger = self.logger
         logger[metadataKey: "peer.uid"] = "\(context.peer.uid)"
-        let ledger = ConnectionLedger(configuration: configuration, uid: context.peer.uid, usage: usage)
+        let ledger = ConnectionLedger(configuration: configuration, uid: context.peer.uid, privileged: privileged,
+                                      usage: usage)
         let handlers = channel.pipeline.syncOperations
+        try handlers.addHandler(UnreadReplyHandler(configuration: configuration, uid: context.peer.uid, privileged: privileged,
+                                                   usage: usage, logger: logger))
         try handlers.addHandler(ReplyDeadlineHandler(timeout: configuration.replyTimeout))
         try handlers.addHandler(ByteToMessageHandler(VarlinkMessageDecoder(
-            maximumMessageBytes: configuration.maximumMessageBytes, messageTimeout: configuration.messageTimeout,
-            ledger: ledger)))
+            maximumMessageBytes: configuration.maximumMessageBytes, maximumValues: configuration.maximumMessageValues,
+            messageTimeout: configuration.messageTimeout, ledger: ledger)))
         // After the decoder: only a completed message counts as reading (a reply written, as writing).
         try handlers.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
         try handlers.addHandler(CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger))

@@ -43,6 +43,11 @@ extension VarlinkServer {
                 // A call queued on a connection that closed never starts (the close cancels this task too,
                 // a moment later).
                 if Task.isCancelled || !writer.channel.isActive { return }
+                // A peer that has not taken its replies (more than the channel's high watermark) gets its
+                // next call run once it has: a peer that pipelines calls and never reads holds one reply, not
+                // one per call.
+                if connection.ledger.takeRepliesSinceFlush() > Self.repliesBeforeFlush || !writer.channel.isWritable,
+                   !(await writer.flushed()) { return }
                 await run(received.call, context: connection.context, writer: writer)
                 connection.ledger.finish(bytes: received.bytes)
             }
@@ -51,6 +56,10 @@ extension VarlinkServer {
         }
         if !Task.isCancelled { _ = await writer.flushed() }
     }
+
+    /// Bytes of replies a connection's calls may write before its next call waits for them to be taken
+    /// (NIO's default high watermark of a channel's pending writes).
+    static let repliesBeforeFlush = 64 << 10
 
     /// Runs one call (on the handler's threads, like the rest of the connection's calls): `org.varlink.service`
     /// here, everything else by the handler.

@@ -17,11 +17,38 @@ public struct VarlinkServerConfiguration: Sendable {
     public var maximumConnections: Int = 256
     /// The most calls one connection may have queued (pipelined) before the server closes it. Default 64.
     public var maximumQueuedCalls: Int = 64
-    /// The most bytes of calls (their messages) one connection may have queued or running; a call beyond
-    /// it gets a `protocolError` naming the limit and the connection is closed. Default 4 MiB.
+    /// The most bytes of calls one connection may have queued or running, as held (their messages' bytes
+    /// and `heldBytesPerValue` for each of their values); a call beyond it gets a `protocolError` naming
+    /// the limit and the connection is closed. Default 4 MiB.
     public var maximumQueuedBytes: Int = 4 << 20
-    /// The same bound over all the connections of one uid. Default 16 MiB.
+    /// The same bound over all the connections of one uid, the bytes of messages being received counted
+    /// too. Default 16 MiB.
     public var maximumQueuedBytesPerUser: Int = 16 << 20
+    /// The same bound over the connections of every uid together; privileged peers' calls (root's,
+    /// administrators': `VarlinkConnectionAllowance.privileged`) are counted but never refused by it, so that
+    /// they are served whatever the others queue. Default 48 MiB.
+    public var maximumQueuedBytesInTotal: Int = 48 << 20
+    /// What every uid may queue whatever the others do: calls that keep a uid within this are never
+    /// refused by `maximumQueuedBytesInTotal`, so that apps filling the total cannot starve the others
+    /// (the total may be passed by this much per uid with connections). Default 256 KiB.
+    public var guaranteedQueuedBytesPerUser: Int = 256 << 10
+    /// The most JSON values (objects, arrays, strings, numbers, bools, nulls) one message may decode into; a
+    /// message over it gets a `protocolError` naming the limit and the connection is closed. A call is
+    /// counted in the queued-bytes limits as held decoded: its message's bytes and `heldBytesPerValue` for
+    /// each of its values. Default 1024.
+    public var maximumMessageValues: Int = 1024
+    /// What one decoded value is counted as in the queued-bytes limits, on top of its message's bytes: a
+    /// value tree costs ~100 bytes a value beyond its text (1 MiB of `[{"":0},…]`, 300,000 values, is ~28 MiB
+    /// decoded).
+    public static let heldBytesPerValue = 128
+    /// Replies written to one uid's connections and not yet taken by them (the peer does not read): once
+    /// they are this many bytes, a further reply to that uid closes its connection instead of being held.
+    /// A connection runs its next call only once its earlier replies are taken, so a uid that reads its
+    /// replies is never near it. Default 8 MiB.
+    public var maximumUnreadReplyBytesPerUser: Int = 8 << 20
+    /// The same bound over every uid together (privileged peers are counted, never refused by it); a uid
+    /// with no reply unread always gets its next one. Default 32 MiB.
+    public var maximumUnreadReplyBytesInTotal: Int = 32 << 20
     /// The largest reply sent; a larger one is replaced by `limitExceededError` (limit `replyBytes`), so
     /// that a query over many items cannot make the server hold or send an unbounded answer. Default 4 MiB.
     public var maximumReplyBytes: Int = 4 << 20

@@ -6,11 +6,14 @@ import Testing
 /// What the attack tests add to the daemon fixture: a hostile client (Tests/Python/broker_attacks.py)
 /// under another uid, the daemon's resident memory, and a victim app's silent token.
 extension BrokerDaemon {
-    /// The kiosk policy with `limits` set, written to a temporary file (its path).
-    static func kioskPolicy(limits: [String: Int]) throws -> String {
+    /// The kiosk policy with `limits` set, and an app of its own (`com.contoso.kiosk.app<uid>`) for each of
+    /// `appUIDs`, written to a temporary file (its path).
+    static func kioskPolicy(limits: [String: Int], appUIDs: [UInt32] = []) throws -> String {
         let data = try Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))
         var policy = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         policy["limits"] = limits
+        let apps = try #require(policy["apps"] as? [[String: Any]])
+        policy["apps"] = apps + appUIDs.map { ["id": "com.contoso.kiosk.app\($0)", "accessGroups": ["com.contoso.kiosk.app\($0)"], "uid": $0] }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("kiosk-limits-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: policy).write(to: file)
         return file.path
@@ -33,9 +36,15 @@ extension BrokerDaemon {
     }
 
     /// The daemon's resident set size now, in MiB (from /proc).
-    func residentMiB() -> Double? {
+    func residentMiB() -> Double? { statusMiB("VmRSS:") }
+
+    /// The largest resident set size the daemon ever had, in MiB (the kernel's high-water mark: no sample missed).
+    func peakResidentMiB() -> Double? { statusMiB("VmHWM:") }
+
+    /// A size `field` of the daemon's /proc/PID/status, in MiB.
+    private func statusMiB(_ field: String) -> Double? {
         guard let pid = process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
               let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
         return kilobytes / 1024
     }

@@ -80,6 +80,58 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 20, "the request ran on after its task was canceled")
     }
 
+    @Test func exchangesBeyondTheSlotsWaitTheirTurnInsteadOfBeingRefused() async throws {
+        let server = try EchoServer()
+        let slots = CurlExchangeSlots(maximum: 1)
+        let slow = Task { () async throws(IdentityError) -> HTTPResponse in
+            try await CurlTransport(timeout: 60, slots: slots).send(HTTPRequest(url: server.url("/slow")))
+        }
+        try #require(await Self.until { slots.inUse == 1 }, "the first exchange never took its slot")
+        let next = Task { () async throws(IdentityError) -> HTTPResponse in
+            try await CurlTransport(timeout: 30, slots: slots).send(HTTPRequest(url: server.url("/echo?x=2")))
+        }
+        try #require(await Self.until { slots.waiting == 1 }, "the second exchange did not wait for a slot")
+        #expect(slots.inUse == 1, "two exchanges ran at once on one slot")
+        // The slot comes free: the waiting exchange runs, and is answered.
+        slow.cancel()
+        let response = try await next.value
+        #expect(response.isSuccess, "\(response.status)")
+        #expect(slots.inUse == 0 && slots.waiting == 0)
+    }
+
+    @Test func aCallerCanceledWhileWaitingForASlotLeavesTheLine() async throws {
+        let server = try EchoServer()
+        let slots = CurlExchangeSlots(maximum: 1)
+        let slow = Task { () async throws(IdentityError) -> HTTPResponse in
+            try await CurlTransport(timeout: 60, slots: slots).send(HTTPRequest(url: server.url("/slow")))
+        }
+        try #require(await Self.until { slots.inUse == 1 })
+        let waiting = Task { () async throws(IdentityError) -> HTTPResponse in
+            try await CurlTransport(timeout: 30, slots: slots).send(HTTPRequest(url: server.url("/echo")))
+        }
+        try #require(await Self.until { slots.waiting == 1 })
+        waiting.cancel()
+        guard case .failure(let failure) = await waiting.result, let error = failure as? IdentityError else {
+            Issue.record("the canceled waiting exchange ran")
+            slow.cancel()
+            return
+        }
+        #expect(error.code == .userCanceled, "\(error.message)")
+        #expect(slots.waiting == 0 && slots.inUse == 1)
+        slow.cancel()
+        _ = await slow.result
+        #expect(slots.inUse == 0)
+    }
+
+    /// Polls `condition` until it holds (true) or 30 seconds passed (false).
+    static func until(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<3000 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
     @Test func onlyTheLastResponsesHeadersCount() {
         let raw = "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control:  no-store \r\n\r\n"
         #expect(CurlTransport.parseHeaders(raw) == ["content-type": "application/json", "cache-control": "no-store"])

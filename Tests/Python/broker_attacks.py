@@ -8,9 +8,18 @@ Modes:
       CONNECTIONS connections, each a SubscribeAccountChanges (never ending) followed by CALLS pipelined
       calls of about BYTES bytes each; then holds the connections HOLD seconds. Prints per connection the
       error that ended it (or none) and whether the broker closed it.
+  held SOCKET CONNECTIONS BYTES SHAPE
+      CONNECTIONS connections, each a SubscribeAccountChanges (never ending) and one call of about BYTES
+      bytes behind it: SHAPE `values` is a parameter `[{"":0},…]` (the most values per byte), `string` one
+      long string. Prints `sent` once the broker has read every byte sent (or closed the connection), then
+      holds the connections until SIGTERM, and prints per connection the error that ended it (or none)
+      and whether the broker closed it.
   unread SOCKET CONNECTIONS CALLS SERVICE ACCOUNT HOLD
       CONNECTIONS connections, each pipelining CALLS FindGenericPassword for one (large) item and never
       reading; after HOLD seconds, prints how many the broker closed.
+  unread-held SOCKET CONNECTIONS CALLS SERVICE ACCOUNT
+      As unread, but prints `stalled` once every connection has a reply waiting (or was closed), then holds
+      them until SIGTERM and prints how many the broker closed.
   flood-connections SOCKET COUNT HOLD
       Opens up to COUNT connections and keeps them HOLD seconds (one byte of a message every second on
       each, as a trickling attacker would); prints how many were admitted and the refusals' errors.
@@ -30,9 +39,14 @@ Modes:
       FindGenericPassword with all over the items labelled LABEL; prints the reply's error or item count.
 """
 import base64
+import fcntl
 import json
+import select
+import signal
 import socket
+import struct
 import sys
+import termios
 import time
 
 INTERFACE = "org.sharedmode.Broker1"
@@ -113,6 +127,59 @@ def pipeline(path, connections, calls, size, hold):
         sock.close()
 
 
+def unsent(sock):
+    """The bytes sent on sock that the peer has not read yet (SIOCOUTQ); 0 once the peer closed."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0)))[0]
+    except OSError:
+        return 0
+
+
+def drain(sock):
+    """The replies the broker sent so far, without waiting for more: (replies, closed)."""
+    sock.setblocking(False)
+    data, closed = b"", False
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except BlockingIOError:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+            break
+        if not chunk:
+            closed = True
+            break
+        data += chunk
+    return [json.loads(part) for part in data.split(b"\0")[:-1] if part], closed
+
+
+def held(path, connections, size, shape):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    padding = [{"": 0}] * (size // 7) if shape == "values" else "x" * size
+    call = json.dumps({"method": INTERFACE + ".GetDeviceInformation", "parameters": {"padding": padding}},
+                      separators=(",", ":")).encode() + b"\0"
+    socks = []
+    for _ in range(connections):
+        sock = connect(path, timeout=120)
+        if send_all(sock, frame("SubscribeAccountChanges", more=True)):
+            send_all(sock, call)
+        socks.append(sock)
+    # Until the broker has read every byte (the kernel's count of what it has not read yet), however loaded.
+    deadline = time.time() + 120
+    while time.time() < deadline and any(unsent(sock) > 0 for sock in socks):
+        time.sleep(0.02)
+    emit(step="sent", connections=len(socks), unread=sum(unsent(sock) for sock in socks))
+    signal.sigwait({signal.SIGTERM})
+    for index, sock in enumerate(socks):
+        replies, closed = drain(sock)
+        errors = [reply for reply in replies if reply.get("error")]
+        emit(step="connection", index=index, closed=closed,
+             error=errors[-1]["error"] if errors else None,
+             reason=(errors[-1].get("parameters") or {}).get("reason") if errors else None)
+        sock.close()
+
+
 def unread(path, connections, calls, service, account, hold):
     call = frame("FindGenericPassword", {"service": service, "account": account})
     socks = []
@@ -133,6 +200,42 @@ def unread(path, connections, calls, service, account, hold):
         closed += 1 if was_closed else 0
         sock.close()
     emit(step="unread", closed=closed)
+
+
+def unread_held(path, connections, calls, service, account):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    call = frame("FindGenericPassword", {"service": service, "account": account})
+    socks = []
+    for _ in range(connections):
+        sock = connect(path, timeout=120)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        for _ in range(calls):
+            if not send_all(sock, call):
+                break
+        socks.append(sock)
+
+    def waiting(sock, timeout_ms):
+        """Whether a reply has arrived on sock (or the broker closed it) within timeout_ms."""
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLRDHUP)
+        return bool(poller.poll(timeout_ms))
+
+    def closed(sock):
+        poller = select.poll()
+        poller.register(sock, select.POLLRDHUP)
+        return any(events & (select.POLLRDHUP | select.POLLHUP) for _, events in poller.poll(0))
+
+    # Until the broker has answered (or closed) every connection, however loaded: it runs a connection's next
+    # call only once the replies before are read, so nothing more comes.
+    deadline = time.time() + 120
+    pending = list(socks)
+    while pending and time.time() < deadline:
+        pending = [sock for sock in pending if not waiting(sock, 50)]
+    emit(step="stalled", connections=len(socks), pending=len(pending), closed=sum(closed(sock) for sock in socks))
+    signal.sigwait({signal.SIGTERM})
+    emit(step="unread", closed=sum(closed(sock) for sock in socks))
+    for sock in socks:
+        sock.close()
 
 
 def flood_connections(path, count, hold):
@@ -304,8 +407,12 @@ if __name__ == "__main__":
     arguments = sys.argv[3:]
     if mode == "pipeline":
         pipeline(path, int(arguments[0]), int(arguments[1]), int(arguments[2]), float(arguments[3]))
+    elif mode == "held":
+        held(path, int(arguments[0]), int(arguments[1]), arguments[2])
     elif mode == "unread":
         unread(path, int(arguments[0]), int(arguments[1]), arguments[2], arguments[3], float(arguments[4]))
+    elif mode == "unread-held":
+        unread_held(path, int(arguments[0]), int(arguments[1]), arguments[2], arguments[3])
     elif mode == "flood-connections":
         flood_connections(path, int(arguments[0]), float(arguments[1]))
     elif mode == "trickle":

@@ -69,13 +69,14 @@ import VarlinkServer
     /// A started server (not yet running) on a socket in a directory of its own: the server, its socket,
     /// and the directory to remove afterwards.
     static func startServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
-                            handler: any VarlinkMethodHandler = EchoHandler(),
-                            handlerThreads: Int = 4) async throws -> (VarlinkServer, String, URL) {
+                            handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
+                            configure: (inout VarlinkServerConfiguration) -> Void = { _ in }) async throws -> (VarlinkServer, String, URL) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
         configuration.maximumMessageBytes = maximumMessageBytes
         configuration.messageTimeout = messageTimeout
+        configure(&configuration)
         let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                       interfaces: [(name: "org.example.Echo", description: interface)])
         let server = VarlinkServer(configuration: configuration, info: info, handler: handler, handlerThreads: handlerThreads,
@@ -89,9 +90,10 @@ import VarlinkServer
     /// runs, then shut down gracefully and removed.
     static func withServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
                            handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
+                           configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
                            _ body: (String) async throws -> Void) async throws {
         let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, messageTimeout: messageTimeout,
-                                                                handler: handler, handlerThreads: handlerThreads)
+                                                                handler: handler, handlerThreads: handlerThreads, configure: configure)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await server.run() }
@@ -305,7 +307,7 @@ import VarlinkServer
 }
 
 /// Reads replies from `descriptor` until `count` arrived, the peer closed, or `timeout` seconds passed.
-private func readReplies(_ descriptor: Int32, count: Int, timeout: Int) -> (replies: Int, closed: Bool) {
+func readReplies(_ descriptor: Int32, count: Int, timeout: Int) -> (replies: Int, closed: Bool) {
     var wait = timeval(tv_sec: timeout, tv_usec: 0)
     setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
     var replies = 0
@@ -320,7 +322,7 @@ private func readReplies(_ descriptor: Int32, count: Int, timeout: Int) -> (repl
 }
 
 /// A blocking Unix stream socket connected to `path`, or -1.
-private func socket_unix(path: String) -> Int32 {
+func socket_unix(path: String) -> Int32 {
     let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { return -1 }
     var address = sockaddr_un()

@@ -6,16 +6,27 @@ public import Foundation
 /// identity client but sends nothing (most `devicectl` commands) never loads libcurl and the thirty
 /// libraries behind it, which Foundation's `URLSession` would load at every start. Speaks HTTP and HTTPS
 /// only, verifies TLS against the system's certificate authorities, honours the usual proxy variables,
-/// and does not follow redirects: identity endpoints answer directly.
+/// and does not follow redirects: identity endpoints answer directly. Each exchange blocks a thread of its
+/// own; `slots` bounds how many run at once (the others wait their turn).
 public struct CurlTransport: HTTPTransport {
     private let timeout: TimeInterval
+    private let slots: CurlExchangeSlots
 
-    /// - Parameter timeout: seconds to wait for a whole exchange before the authority counts as unreachable.
-    public init(timeout: TimeInterval = 30) {
+    /// - Parameters:
+    ///   - timeout: seconds to wait for a whole exchange before the authority counts as unreachable (the
+    ///     wait for a slot not counted).
+    ///   - slots: the exchanges that may run at once, shared with other transports (by default the
+    ///     process's `CurlExchangeSlots.shared`).
+    public init(timeout: TimeInterval = 30, slots: CurlExchangeSlots = .shared) {
         self.timeout = timeout
+        self.slots = slots
     }
 
     public func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
+        guard await slots.acquire() else {
+            throw IdentityError(.userCanceled, "the request to \(request.url.host ?? "the authority") was canceled")
+        }
+        defer { slots.release() }
         let cancelFlag = RequestCancelFlag()
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
