@@ -99,11 +99,11 @@ import Testing
         #expect(switched.status == 0, "\(switched.stderr)")
         let pid = try #require(daemon.process?.pid)
         let passwords = [Self.password1, wrongPassword, shortWrong, shortRight]
-        let scan = try ProcessMemory.occurrences(of: ([Daemon.scanner, "Eve Worker"] + passwords).map { Data($0.utf8) }, inWritableMemoryOf: pid)
+        let scan = try ProcessMemory.occurrences(of: ([Daemon.scanner, "worker1"] + passwords).map { Data($0.utf8) }, inWritableMemoryOf: pid)
         // The scan sees the daemon's heap: the app id the policy gave is there, and so is a short string the
-        // daemon keeps (the signed-in worker's name, 10 bytes).
+        // daemon keeps (the first worker's username, 7 bytes, in its audit and account records).
         #expect(scan.counts[0] > 0 && scan.counts[1] > 0 && scan.bytesRead > 1_000_000,
-                "the scan read \(scan.bytesRead) bytes (\(scan.bytesUnreadable) unreadable), found the app id \(scan.counts[0]) times, the name \(scan.counts[1])")
+                "the scan read \(scan.bytesRead) bytes (\(scan.bytesUnreadable) unreadable), found the app id \(scan.counts[0]) times, the username \(scan.counts[1])")
         for (password, count) in zip(passwords, scan.counts.dropFirst(2)) {
             #expect(count == 0, "the password \(password) is \(count) times in the daemon's memory (\(scan.bytesRead) bytes read)")
         }
