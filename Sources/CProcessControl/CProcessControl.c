@@ -1,7 +1,36 @@
 #include "CProcessControl.h"
 
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 int process_control_set_dumpable(int dumpable) {
     return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL);
+}
+
+/// The parent-death signal of the main thread when the process started (a thread attribute: the Swift code
+/// runs on other threads, which have none).
+static int started_with_parent_death_signal = 0;
+
+/// Runs on the main thread before Swift's main: a parent-death signal carried across the daemon's own
+/// restart (PROCESS_CONTROL_PARENT_DEATH_VARIABLE, "SIGNAL:PARENT_PID") is set again, and delivered at once
+/// when that parent is gone already; then the main thread's signal is recorded for the next restart.
+__attribute__((constructor)) static void process_control_start(void) {
+    const char *carried = getenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE);
+    if (carried != NULL) {
+        int signal = 0, parent = 0;
+        int parsed = sscanf(carried, "%d:%d", &signal, &parent);
+        unsetenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE);
+        if (parsed == 2 && signal > 0 && signal < NSIG) {
+            (void)prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0UL, 0UL, 0UL);
+            if (getppid() != parent) raise(signal);
+        }
+    }
+    (void)prctl(PR_GET_PDEATHSIG, &started_with_parent_death_signal, 0UL, 0UL, 0UL);
+}
+
+int process_control_parent_death_signal(void) {
+    return started_with_parent_death_signal;
 }

@@ -33,12 +33,21 @@ enum MemoryHygiene {
         guard !hasTunables(current) else { return nil }
         let value = ([current].compactMap { $0 }.filter { !$0.isEmpty } + tunables).joined(separator: ":")
         guard setenv("GLIBC_TUNABLES", value, 1) == 0 else { return "cannot set GLIBC_TUNABLES: errno \(errno)" }
+        // The parent-death signal (a script's `setpriv --pdeathsig`, a test's PR_SET_PDEATHSIG) is the main
+        // thread's, and this exec runs on another thread: hand it, and the parent it was meant for, to the new
+        // image, whose main thread sets it again before anything else (CProcessControl).
+        let parentDeathSignal = process_control_parent_death_signal()
+        if parentDeathSignal > 0 { setenv(parentDeathVariable, "\(parentDeathSignal):\(getppid())", 1) }
         execv("/proc/self/exe", CommandLine.unsafeArgv)
+        unsetenv(parentDeathVariable)
         let failure = "cannot start again with the allocator's wiping tunables (execv /proc/self/exe: errno \(errno)); freed buffers keep their bytes"
         // Running on without them: put the environment back as it was.
         if let current { setenv("GLIBC_TUNABLES", current, 1) } else { unsetenv("GLIBC_TUNABLES") }
         return failure
     }
+
+    /// Where the parent-death signal travels across the restart (`SIGNAL:PARENT_PID`; read by CProcessControl).
+    static let parentDeathVariable = "DEVICED_PARENT_DEATH_SIGNAL"
 
     /// No core files, and no memory reads by same-uid processes without `CAP_SYS_PTRACE`.
     /// - Returns: the reason when it failed, for the log.

@@ -6,4 +6,13 @@
 /// (prctl is variadic, which Swift cannot call.)
 int process_control_set_dumpable(int dumpable);
 
+/// The environment variable that carries the parent-death signal across the daemon's restart of itself
+/// ("SIGNAL:PARENT_PID"): the kernel keeps it per thread, and the restart's execve runs on a thread of the
+/// Swift runtime, not on the main thread a `setpriv --pdeathsig` or PR_SET_PDEATHSIG gave it to.
+#define PROCESS_CONTROL_PARENT_DEATH_VARIABLE "DEVICED_PARENT_DEATH_SIGNAL"
+
+/// The parent-death signal the main thread had when the process started (0: none). Set again on the main
+/// thread before Swift's main when carried across a restart (PROCESS_CONTROL_PARENT_DEATH_VARIABLE).
+int process_control_parent_death_signal(void);
+
 #endif
