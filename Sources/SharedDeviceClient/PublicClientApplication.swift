@@ -271,6 +271,7 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Gives every item `query` selects a new `secret` and/or the attributes in `changes`; returns how many.
+    /// No match throws the keychain's item-not-found (`-25300`, as `SecItemUpdate`).
     @discardableResult
     public func updateGenericPassword(_ query: ItemQuery, secret: Data? = nil, changes: ItemChanges = ItemChanges()) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.UpdateGenericPassword.Parameters(
@@ -280,7 +281,8 @@ public final class PublicClientApplication: Sendable {
         return try await broker.run(Broker1.UpdateGenericPassword.self, parameters) { reply throws(SharedDeviceClientError) in reply.updated }
     }
 
-    /// Deletes every item `query` selects; returns how many.
+    /// Deletes every item `query` selects; returns how many. No match throws the keychain's item-not-found
+    /// (`-25300`, as `SecItemDelete`): an app for which "nothing to delete" is fine treats it as success.
     @discardableResult
     public func deleteGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.DeleteGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
