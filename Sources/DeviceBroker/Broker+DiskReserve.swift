@@ -17,8 +17,8 @@ extension Broker {
     /// Makes the disk reserve again if it is missing and there is room; logs (at notice, once per change)
     /// whether it is missing or back.
     public func remakeDiskReserveIfMissing() {
-        guard !device.store.hasDiskReserve else { return }
         do {
+            // Returns at once when the reserve is in place.
             try device.store.keepDiskReserve()
             if diskReserveMissing.withLock({ state in defer { state = false }; return state }) {
                 logger.notice("the disk reserve for sign-outs on a full disk is in place again")

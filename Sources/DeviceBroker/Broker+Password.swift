@@ -76,9 +76,9 @@ extension ParameterCheck {
 
     /// A worker's username as typed at the kiosk: 1 to 256 characters, no control characters (it reaches
     /// the audit log and the journal).
-    static func username(_ username: String, parameter: String = "username") throws(BrokerFailure) -> String {
+    static func username(_ username: String) throws(BrokerFailure) -> String {
         guard !username.isEmpty, username.count <= 256, !username.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidParameter(parameter)
+            throw .invalidParameter("username")
         }
         return username
     }

@@ -1,4 +1,4 @@
-import SystemPackage
+public import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -44,13 +44,18 @@ enum DirectorySyscalls {
         return String(decoding: buffer[..<Int(count)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Runs `call` until it returns something other than -1 with `EINTR`; -1 with any other `errno` throws.
     private static func retrying(_ call: () -> Int32) throws(Errno) -> Int32 {
-        while true {
-            let result = call()
-            if result != -1 { return result }
-            let error = Errno(rawValue: errno)
-            guard error == .interrupted else { throw error }
-        }
+        try retryingOnInterrupt(call)
+    }
+}
+
+/// Runs the system call `call` until it returns something other than -1 with `EINTR`; -1 with any other
+/// `errno` (captured at once) throws it as `Errno`. The one wrapper of the project's thin syscall shims.
+public func retryingOnInterrupt(_ call: () -> Int32) throws(Errno) -> Int32 {
+    while true {
+        let result = call()
+        if result != -1 { return result }
+        let error = Errno(rawValue: errno)
+        guard error == .interrupted else { throw error }
     }
 }

@@ -155,8 +155,10 @@ struct Deviced: AsyncParsableCommand {
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
                        .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,
                                                    stateDirectory: directory)),
-                       .init(service: IdleSignOut(broker: broker, executor: storeThreads)),
-                       .init(service: DiskReserveKeeper(broker: broker, executor: storeThreads)),
+                       // The policy's idle sign-out (the monitor persists the worker's last activity when it stops).
+                       .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runIdleMonitor() }),
+                       // The disk reserve for sign-outs on a full disk, made again once there is room.
+                       .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runDiskReserveKeeper() }),
                        .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {

@@ -37,17 +37,14 @@ enum MemoryHygiene {
         // thread's, and this exec runs on another thread: hand it, and the parent it was meant for, to the new
         // image, whose main thread sets it again before anything else (CProcessControl).
         let parentDeathSignal = process_control_parent_death_signal()
-        if parentDeathSignal > 0 { setenv(parentDeathVariable, "\(parentDeathSignal):\(getppid())", 1) }
+        if parentDeathSignal > 0 { setenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE, "\(parentDeathSignal):\(getppid())", 1) }
         execv("/proc/self/exe", CommandLine.unsafeArgv)
-        unsetenv(parentDeathVariable)
+        unsetenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE)
         let failure = "cannot start again with the allocator's wiping tunables (execv /proc/self/exe: errno \(errno)); freed buffers keep their bytes"
         // Running on without them: put the environment back as it was.
         if let current { setenv("GLIBC_TUNABLES", current, 1) } else { unsetenv("GLIBC_TUNABLES") }
         return failure
     }
-
-    /// Where the parent-death signal travels across the restart (`SIGNAL:PARENT_PID`; read by CProcessControl).
-    static let parentDeathVariable = "DEVICED_PARENT_DEATH_SIGNAL"
 
     /// No core files, and no memory reads by same-uid processes without `CAP_SYS_PTRACE`.
     /// - Returns: the reason when it failed, for the log.

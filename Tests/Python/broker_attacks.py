@@ -73,14 +73,15 @@ def frame(method, parameters=None, more=False):
 
 
 def read_replies(sock, deadline):
-    """Every reply until the broker closes the connection or the deadline passes: (replies, closed)."""
+    """Every reply until the broker closes the connection or the deadline passes (None: only what has arrived,
+    without waiting): (replies, closed)."""
     data = b""
     closed = False
-    while time.time() < deadline:
+    while deadline is None or time.time() < deadline:
         try:
-            sock.settimeout(max(0.05, deadline - time.time()))
+            sock.settimeout(0 if deadline is None else max(0.05, deadline - time.time()))
             chunk = sock.recv(1 << 20)
-        except socket.timeout:
+        except (socket.timeout, BlockingIOError):
             break
         except (ConnectionResetError, BrokenPipeError):
             closed = True
@@ -137,21 +138,7 @@ def unsent(sock):
 
 def drain(sock):
     """The replies the broker sent so far, without waiting for more: (replies, closed)."""
-    sock.setblocking(False)
-    data, closed = b"", False
-    while True:
-        try:
-            chunk = sock.recv(1 << 20)
-        except BlockingIOError:
-            break
-        except (ConnectionResetError, BrokenPipeError):
-            closed = True
-            break
-        if not chunk:
-            closed = True
-            break
-        data += chunk
-    return [json.loads(part) for part in data.split(b"\0")[:-1] if part], closed
+    return read_replies(sock, None)
 
 
 def held(path, connections, size, shape):

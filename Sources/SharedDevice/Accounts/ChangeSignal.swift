@@ -170,11 +170,6 @@ enum SignalSyscalls {
     }
 
     private static func retrying(_ call: () -> Int32) throws(Errno) -> Int32 {
-        while true {
-            let result = call()
-            if result != -1 { return result }
-            let error = Errno(rawValue: errno)
-            guard error == .interrupted else { throw error }
-        }
+        try retryingOnInterrupt(call)
     }
 }

@@ -18,21 +18,15 @@ extension TokenCache {
         }
         return try writing(store) { transaction in
             var moved = 0
-            for type in TokenCache.itemTypes.sorted() {
-                let items: [KeychainItem]
-                do {
-                    items = try transaction.findAll(ItemQuery(type: type), as: caller)
-                } catch KeychainError.Code.itemNotFound {
-                    continue
-                }
-                for item in items where !Self.isInNamespace(item.service) {
-                    let old = ItemQuery(accessGroup: item.accessGroup, service: item.service, account: item.account, type: type)
-                    let newer = ItemQuery(accessGroup: item.accessGroup, service: Self.namespaced(item.service), account: item.account)
-                    if (try? transaction.find(newer, as: caller)) != nil {
-                        moved += try transaction.delete(old, as: caller) > 0 ? 1 : 0
-                    } else {
-                        moved += try transaction.update(old, with: ItemChanges(service: Self.namespaced(item.service)), as: caller)
-                    }
+            // The attributes only (no secret opened), of every item in one pass.
+            for item in try transaction.metadata(matching: .all, as: caller)
+            where item.type.map(TokenCache.itemTypes.contains) == true && !Self.isInNamespace(item.service) {
+                let old = ItemQuery(accessGroup: item.accessGroup, service: item.service, account: item.account, type: item.type)
+                let newer = ItemQuery(accessGroup: item.accessGroup, service: Self.namespaced(item.service), account: item.account)
+                if (try? transaction.metadata(matching: newer, as: caller))?.isEmpty == false {
+                    moved += try transaction.delete(old, as: caller) > 0 ? 1 : 0
+                } else {
+                    moved += try transaction.update(old, with: ItemChanges(service: Self.namespaced(item.service)), as: caller)
                 }
             }
             return moved
