@@ -35,6 +35,8 @@ public final class KeychainStore: Sendable {
 
     /// The SQLite database file.
     public let databaseURL: URL
+    /// The state directory, held since it was checked: every file of the store is reached relative to it.
+    let stateDirectory: SafeDirectory
     /// Space kept beside the database for sign-outs on a full disk (`keepDiskReserve`).
     private let diskReserve: DiskReserve
     /// One serialized connection per store object. (GRDB's `DatabasePool` would write a dummy table at
@@ -62,12 +64,13 @@ public final class KeychainStore: Sendable {
                 logger: Logger = Logger.current) throws(KeychainError) {
         let held = try StateDirectory.open(directory)
         let databaseURL = directory.appendingPathComponent(Self.databaseFileName)
-        let source = key ?? .forStore(in: directory)
+        let source = try HeldKeySource.resolving(key, stateDirectory: directory, held: held)
+        let file = try HeldDatabaseFile(directory: held, name: Self.databaseFileName)
         var configuration = Configuration()
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "keychain-store"
         let synchronous = options.synchronous.rawValue
-        let checkpointer = WALCheckpointer(path: databaseURL.path, threshold: options.backgroundCheckpointPages,
+        let checkpointer = WALCheckpointer(file: file, threshold: options.backgroundCheckpointPages,
                                            limit: options.checkpointLimitPages, logger: logger)
         configuration.prepareDatabase { db in
             // Switching an existing WAL database to WAL writes nothing, so a failed open changes no byte.
@@ -84,15 +87,19 @@ public final class KeychainStore: Sendable {
         }
         let opened: (DatabaseQueue, MasterKeyring)
         do {
-            try Self.refuseEmptiedStore(databaseURL, source: source)
-            try Self.createPrivately(databaseURL, in: held)
+            try Self.refuseEmptiedStore(file, source: source)
+            try Self.createPrivately(file)
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-                let database = try DatabaseQueue(path: databaseURL.path, configuration: configuration)
+                let database = try DatabaseQueue(path: file.uri, configuration: configuration)
+                try database.writeWithoutTransaction { db in
+                    guard let connection = db.sqliteConnection else { throw KeychainError(.ioError, "the store \(file.path) has no connection") }
+                    try file.verify(connection)
+                }
                 try Schema.prepare(database)
                 // A rotation interrupted between its commit and putting the new key in place is finished here.
                 let keyring: MasterKeyring
                 do {
-                    keyring = try MasterKeyRotation.unlock(database, source: source, directory: directory)
+                    keyring = try MasterKeyRotation.unlock(database, source: source, directory: held)
                 } catch {
                     // A store this key does not open is left byte for byte: closing must not fold a write-ahead
                     // log (a copied disk image of a running device has one) into the database file.
@@ -113,6 +120,7 @@ public final class KeychainStore: Sendable {
         }
         logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
         self.databaseURL = databaseURL
+        stateDirectory = held
         diskReserve = DiskReserve(directory: held)
         self.database = opened.0
         self.checkpointer = checkpointer
@@ -125,6 +133,15 @@ public final class KeychainStore: Sendable {
         let checkpointer = checkpointer
         database.writeWithoutTransaction { db in
             if let connection = db.sqliteConnection { checkpointer.uninstall(from: connection) }
+        }
+        // The connection reaches its files through the held directory's descriptor up to its close, which may fold
+        // the write-ahead log into the database and remove it: it closes here, while the directory is held. Were it
+        // left open (a statement not finalized), the descriptor is kept for the rest of the process rather than
+        // closed under it, where its number could come to name another directory.
+        do {
+            try database.close()
+        } catch {
+            _ = Unmanaged.passRetained(stateDirectory)
         }
     }
 
@@ -340,18 +357,13 @@ public final class KeychainStore: Sendable {
     /// the key file is only written once the store's tables are committed, so a first open that was
     /// interrupted leaves no key file behind. (Without the check, SQLite would take the empty file for a new
     /// database, and the device would silently come back unprovisioned with an empty, "intact" audit log.)
-    private static func refuseEmptiedStore(_ url: URL, source: MasterKeySource) throws(KeychainError) {
-        let keyURL: URL
-        switch source {
-        case .keyFile(let url), .sealedKeyFile(let url): keyURL = url
-        case .passphrase: return
-        }
-        guard FileManager.default.fileExists(atPath: keyURL.path) else { return }
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int, size == 0 else { return }
-        let journal = (try? FileManager.default.attributesOfItem(atPath: url.path + "-wal"))?[.size] as? Int ?? 0
+    private static func refuseEmptiedStore(_ file: HeldDatabaseFile, source: HeldKeySource) throws(KeychainError) {
+        guard let key = source.location, key.exists else { return }
+        guard let info = try? file.directory.status(of: file.name), info.type == .regular, info.size == 0 else { return }
+        let journal = (try? file.directory.status(of: file.name + "-wal"))?.size ?? 0
         guard journal == 0 else { return }  // SQLite recovers the store from its write-ahead log
         throw KeychainError(.corruptStore, """
-            the database \(url.path) is empty although its key file \(keyURL.path) exists: the store was truncated or replaced; \
+            the database \(file.path) is empty although its key file \(key.path) exists: the store was truncated or replaced; \
             restore it from backup (nothing was changed)
             """)
     }
@@ -359,13 +371,11 @@ public final class KeychainStore: Sendable {
     /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it
     /// (or opens the existing one, to find out early whether this user may use it at all).
     ///
-    /// SQLite (through GRDB) opens the database and its `-wal` and `-shm` files by path, so they cannot be
-    /// opened relative to the held directory with `O_NOFOLLOW` as the lock and signal files are. What can be
-    /// done is done: the state directory and every directory above it were found safe (`StateDirectory.open`:
-    /// nobody but root and this user can change its entries), and here each of the three names must be a
-    /// regular file or absent, never a symbolic link (`fstatat` without following, in the held directory).
-    private static func createPrivately(_ url: URL, in directory: SafeDirectory) throws(KeychainError) {
-        let name = url.lastPathComponent
+    /// SQLite opens the database and its `-wal` and `-shm` files through the held directory and with
+    /// `O_NOFOLLOW` (`HeldDatabaseFile`); here each of the three names must be a regular file or absent,
+    /// never a symbolic link (`fstatat` without following, in the held directory), for a message that says so.
+    private static func createPrivately(_ file: HeldDatabaseFile) throws(KeychainError) {
+        let directory = file.directory, name = file.name
         for file in [name, name + "-wal", name + "-shm"] {
             guard let info = try? directory.status(of: file) else { continue }
             guard info.type == .regular else {
@@ -379,9 +389,9 @@ public final class KeychainStore: Sendable {
             let descriptor = try directory.openFile(name, .readWrite, options: [.create], permissions: [.ownerReadWrite])
             try? descriptor.close()  // nothing written: nothing to lose
         } catch let error where AccessDiagnosis.isPermissionFailure(error) {
-            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: FilePath(url.path), error: error))
+            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: FilePath(file.path), error: error))
         } catch {
-            throw KeychainError(.ioError, "cannot create \(url.path): \(error); check the state directory's permissions")
+            throw KeychainError(.ioError, "cannot create \(file.path): \(error); check the state directory's permissions")
         }
     }
 

@@ -31,6 +31,12 @@ enum DirectorySyscalls {
         _ = try retrying { Glibc.renameat(source.rawValue, name, destination.rawValue, newName) }
     }
 
+    /// `linkat(2)` without `AT_SYMLINK_FOLLOW`: a second name `newName` for `name`; fails with `fileExists`
+    /// when `newName` is taken (nothing is replaced).
+    static func link(_ name: String, in source: FileDescriptor, to newName: String, in destination: FileDescriptor) throws(Errno) {
+        _ = try retrying { Glibc.linkat(source.rawValue, name, destination.rawValue, newName, 0) }
+    }
+
     /// `unlinkat(2)`; `directory: true` removes an empty directory (`AT_REMOVEDIR`).
     static func unlink(_ name: String, in directory: FileDescriptor, isDirectory: Bool = false) throws(Errno) {
         _ = try retrying { Glibc.unlinkat(directory.rawValue, name, isDirectory ? AT_REMOVEDIR : 0) }

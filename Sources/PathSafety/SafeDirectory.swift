@@ -32,6 +32,13 @@ public final class SafeDirectory: Sendable {
     /// whatever is at `path` now. Valid while this object lives.
     public var descriptorPath: String { "/proc/self/fd/\(descriptor.rawValue)" }
 
+    /// Whether `descriptorPath` reaches this very directory: `/proc` is mounted and is this process's (the
+    /// path's device and inode are the descriptor's). Calls that take a path only must check it first.
+    public var descriptorPathReachesItself: Bool {
+        guard let held = try? descriptor.stat(), let reached = try? FilePath(descriptorPath).stat() else { return false }
+        return held.deviceID == reached.deviceID && held.inode == reached.inode
+    }
+
     /// Opens the file `name` in this directory (`openat`), never following a symbolic link at `name`
     /// (`O_NOFOLLOW`, `ELOOP` then) and closed on exec.
     public func openFile(_ name: String, _ access: FileDescriptor.AccessMode, options: FileDescriptor.OpenOptions = [],
@@ -54,6 +61,12 @@ public final class SafeDirectory: Sendable {
     /// Renames `name` in this directory to `newName` in `destination` (`renameat`; this directory by default).
     public func rename(_ name: String, to newName: String, in destination: SafeDirectory? = nil) throws(Errno) {
         try DirectorySyscalls.rename(name, in: descriptor, to: newName, in: (destination ?? self).descriptor)
+    }
+
+    /// Gives the file `name` in this directory a second name `newName` there (`linkat`, a symbolic link at
+    /// `name` not followed): fails with `fileExists` when `newName` is taken, which is never replaced.
+    public func link(_ name: String, to newName: String) throws(Errno) {
+        try DirectorySyscalls.link(name, in: descriptor, to: newName, in: descriptor)
     }
 
     /// Removes `name` from this directory (`unlinkat`); `isDirectory` removes an empty directory.

@@ -131,6 +131,36 @@ import Testing
         #expect(again.status == 47 && again.stderr.contains("sealed already"), "\(again.status) \(again.stderr)")
     }
 
+    @Test func aKeySealedByAnEarlierVersionThroughItsPathStillOpensAndRotatesThroughPipes() async throws {
+        let cli = DevicectlRunner()
+        defer { cli.cleanUp() }
+        let hostKeys = try HostKeys()
+        defer { hostKeys.remove() }
+        let here = hostKeys.here
+        _ = try await Self.provisionAndReadKey(cli, environment: here)
+        // Sealed as the earlier version did: systemd-creds given the key file's and the credential's paths.
+        let keyFile = cli.stateDirectory.appendingPathComponent("master.key"), sealed = cli.stateDirectory.appendingPathComponent("master.key.cred")
+        let encrypt = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/systemd-creds"),
+            ["encrypt", "--name=sharedmode-master-key", "--with-key=host", keyFile.path, sealed.path], environment: here)
+        try #require(encrypt.status == 0, "\(encrypt.stderr)")
+        try Data(#"{"binding":"host","pcrs":[]}"#.utf8).write(to: cli.stateDirectory.appendingPathComponent("master.key.seal"))
+        try FileManager.default.removeItem(at: keyFile)
+        let info = try await cli.run(["info", "--json"], environment: here)
+        #expect(info.status == 0 && (try? parseJSON(info.stdout) as? [String: Any])?["keyProtection"] as? String == "sealed: host",
+                "\(info.stdout) \(info.stderr)")
+        // A rotation seals the new key through systemd-creds' standard input and output; it opens, the old one no more.
+        let old = try Data(contentsOf: sealed)
+        let rotated = try await cli.run(["key", "rotate"], environment: here)
+        #expect(rotated.status == 0 && rotated.stdout.contains("held as: host"), "\(rotated.stdout) \(rotated.stderr)")
+        #expect(try Data(contentsOf: sealed) != old)
+        let after = try await cli.run(["accounts"], environment: here)
+        #expect(after.status == 0, "\(after.stderr)")
+        // The new credential is one systemd-creds decrypts by path too (the unit's LoadCredentialEncrypted= does).
+        let decrypt = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/systemd-creds"),
+            ["decrypt", "--name=sharedmode-master-key", "--transcode=base64", "--newline=no", sealed.path, "-"], environment: here)
+        #expect(decrypt.status == 0 && Data(base64Encoded: decrypt.stdout)?.count == 32, "\(decrypt.status) \(decrypt.stderr)")
+    }
+
     @Test func aKeySealedToTheTPMOpensAcrossRestartsButNotUnderAnotherTPMNorAfterAPCRChange() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }

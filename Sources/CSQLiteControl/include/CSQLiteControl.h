@@ -7,4 +7,25 @@
 /// passed untyped so that this module declares none of SQLite's types beside GRDB's.)
 int sqlite_control_keep_wal_on_close(void *connection);
 
+/// The name of a VFS that is SQLite's "unix" VFS but for one thing: a path that starts with
+/// `/proc/self/fd/` is taken as it is. The unix VFS resolves every symbolic link of a path to its target
+/// text before it opens anything, which turns `/proc/self/fd/N/name` (a directory held by descriptor N)
+/// back into the directory's path, to be walked again at every open; this one leaves the kernel to follow
+/// the descriptor, so the database, its journal, write-ahead log and shared-memory files (each opened by
+/// the unix VFS with `O_NOFOLLOW`) and the directory it syncs are all reached through that descriptor.
+/// Registered once (not as the default VFS) on the first call, which also turns URI filenames on if this
+/// SQLite is not built with them and is not initialised yet; NULL when it cannot be registered.
+const char *sqlite_control_held_directory_vfs(void);
+
+/// Whether this process's SQLite takes URI filenames in sqlite3_open_v2 without SQLITE_OPEN_URI (as
+/// GRDB opens), so that a `file:...?vfs=NAME` name chooses that VFS: 1 or 0.
+int sqlite_control_uri_filenames(void);
+
+/// The name of the VFS the main database of `connection` uses (SQLITE_FCNTL_VFSNAME, the caller frees it
+/// with sqlite_control_free), or NULL.
+char *sqlite_control_vfs_name(void *connection);
+
+/// sqlite3_free.
+void sqlite_control_free(void *pointer);
+
 #endif

@@ -1,6 +1,7 @@
 public import Foundation
 import SystemPackage
 import GRDB
+import PathSafety
 
 /// Where the store's 32-byte master key comes from.
 public enum MasterKeySource: Sendable {
@@ -22,6 +23,48 @@ public enum MasterKeySource: Sendable {
         let sealed = directory.appendingPathComponent(SealedKeyFile.fileName)
         if FileManager.default.fileExists(atPath: sealed.path) { return .sealedKeyFile(sealed) }
         return .keyFile(directory.appendingPathComponent(KeychainStore.keyFileName))
+    }
+}
+
+/// A `MasterKeySource` with its files reached through held directories (`KeyFile.Location`): the state
+/// directory the store checked and holds for the files in it, the key file's own directory, reached the
+/// same way, for one named elsewhere.
+enum HeldKeySource: Sendable {
+    case keyFile(KeyFile.Location)
+    case passphrase(String)
+    case sealedKeyFile(KeyFile.Location)
+
+    /// `source` (nil: the store's default, as `MasterKeySource.forStore(in:)` chooses) for the store in the
+    /// state directory `url`, held as `directory`.
+    static func resolving(_ source: MasterKeySource?, stateDirectory url: URL, held directory: SafeDirectory,
+                          environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) -> HeldKeySource {
+        func location(_ file: URL) throws(KeychainError) -> KeyFile.Location {
+            if file.deletingLastPathComponent().standardizedFileURL.path == url.standardizedFileURL.path {
+                return KeyFile.Location(directory: directory, name: file.lastPathComponent)
+            }
+            return try KeyFile.Location.explicit(FilePath(file.path))
+        }
+        switch source {
+        case .keyFile(let file): return .keyFile(try location(file))
+        case .sealedKeyFile(let file): return .sealedKeyFile(try location(file))
+        case .passphrase(let passphrase): return .passphrase(passphrase)
+        case nil:
+            if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
+                let loaded = URL(fileURLWithPath: credentials).appendingPathComponent(SealedKeyFile.credentialName)
+                if FileManager.default.fileExists(atPath: loaded.path) { return .keyFile(try location(loaded)) }
+            }
+            let sealed = KeyFile.Location(directory: directory, name: SealedKeyFile.fileName)
+            if sealed.exists { return .sealedKeyFile(sealed) }
+            return .keyFile(sealed.sibling(KeychainStore.keyFileName))
+        }
+    }
+
+    /// The key file or sealed key, nil for a passphrase.
+    var location: KeyFile.Location? {
+        switch self {
+        case .keyFile(let location), .sealedKeyFile(let location): location
+        case .passphrase: nil
+        }
     }
 }
 
@@ -104,18 +147,18 @@ struct MasterKeyring: Sendable {
 
     /// Opens the keyring of an existing store, or records a new master key in a new one.
     /// A wrong key is detected before anything is written.
-    static func unlock(_ database: some DatabaseWriter, source: MasterKeySource) throws -> MasterKeyring {
+    static func unlock(_ database: some DatabaseWriter, source: HeldKeySource) throws -> MasterKeyring {
         if let meta = try readMeta(database), meta[Meta.check] != nil {
             return try verify(source, against: meta)
         }
         let master: SecureKey
         var rows: [String: Data]
         switch source {
-        case .keyFile(let url):
-            master = try KeyFile.loadOrCreate(FilePath(url.path))
+        case .keyFile(let location):
+            master = try KeyFile.loadOrCreate(location)
             rows = [Meta.kdf: Data(Meta.keyFileKDF.utf8)]
-        case .sealedKeyFile(let url):
-            throw KeychainError(.corruptStore, "the state directory holds a sealed key (\(url.path)) but no store; restore the store from backup, or remove the sealed key to start afresh")
+        case .sealedKeyFile(let location):
+            throw KeychainError(.corruptStore, "the state directory holds a sealed key (\(location.path)) but no store; restore the store from backup, or remove the sealed key to start afresh")
         case .passphrase(let passphrase):
             let parameters = KeyDerivation.PasswordHashParameters.interactive()
             master = try KeyDerivation.masterKey(passphrase: passphrase, parameters: parameters)
@@ -144,17 +187,17 @@ struct MasterKeyring: Sendable {
         }
     }
 
-    private static func verify(_ source: MasterKeySource, against meta: [String: Data]) throws -> MasterKeyring {
+    private static func verify(_ source: HeldKeySource, against meta: [String: Data]) throws -> MasterKeyring {
         let kdf = meta[Meta.kdf].flatMap { String(data: $0, encoding: .utf8) }
         let master: SecureKey
         switch (kdf, source) {
-        case (Meta.keyFileKDF, .keyFile(let url)):
-            guard let key = try KeyFile.load(FilePath(url.path)) else {
-                throw KeychainError(.wrongKey, "key file \(url.path) is missing; restore it from backup (this store cannot be opened without it)")
+        case (Meta.keyFileKDF, .keyFile(let location)):
+            guard let key = try KeyFile.load(location) else {
+                throw KeychainError(.wrongKey, "key file \(location.path) is missing; restore it from backup (this store cannot be opened without it)")
             }
             master = key
-        case (Meta.keyFileKDF, .sealedKeyFile(let url)):
-            master = try SealedKeyFile.unseal(url)
+        case (Meta.keyFileKDF, .sealedKeyFile(let location)):
+            master = try SealedKeyFile.unseal(location)
         case (Meta.passphraseKDF, .passphrase(let passphrase)):
             guard let salt = meta[Meta.salt], let ops = meta[Meta.ops].flatMap(decode), let mem = meta[Meta.mem].flatMap(decode) else {
                 throw KeychainError(.corruptStore, "the store's passphrase parameters are missing or damaged")

@@ -1,6 +1,7 @@
 public import Foundation
 import GRDB
 public import Logging
+import PathSafety
 import SystemPackage
 
 #if canImport(Glibc)
@@ -57,10 +58,10 @@ public enum MasterKeyRotation {
                               logger: Logger = Logger.current,
                               recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void = { _, _, _ in },
                               passed: (Step) -> Void = { _ in }) throws(KeychainError) -> MasterKeyRotationResult {
-        let directory = store.databaseURL.deletingLastPathComponent()
+        let directory = store.stateDirectory
         let lock: StateDirectoryLock
         do {
-            lock = try StateDirectoryLock(directory: directory)
+            lock = try StateDirectoryLock(held: directory)
         } catch {
             guard let holder = error.holder else { throw KeychainError(.ioError, error.description) }
             throw KeychainError(.storeBusy, """
@@ -70,40 +71,40 @@ public enum MasterKeyRotation {
         }
         defer { withExtendedLifetime(lock) {} }
         let currentSealing = SealedKeyFile.sealing(in: directory)
-        let current = directory.appendingPathComponent(currentSealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName)
-        guard FileManager.default.fileExists(atPath: current.path) else {
+        let current = KeyFile.Location(directory: directory, name: currentSealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName)
+        guard current.exists else {
             throw KeychainError(.wrongKey, "the store in \(directory.path) has no key file (\(KeychainStore.keyFileName)) or sealed key (\(SealedKeyFile.fileName)) to rotate; a store protected by a passphrase keeps it")
         }
         if resealing != nil && currentSealing == nil {
             throw KeychainError(.wrongKey, "the store's key is a key file, not sealed; seal it first (devicectl key seal); nothing was changed")
         }
         let sealing = resealing ?? currentSealing
-        let pending = pendingURL(of: current)
-        let sealingFile = directory.appendingPathComponent(SealedKeyFile.sealingFileName)
+        let pending = pendingLocation(of: current)
+        let sealingFile = pendingLocation(of: current.sibling(SealedKeyFile.sealingFileName))
         // A pending key that is still here belongs to a rotation that never committed.
-        try? removeFile(pending)
-        try? removeFile(pendingURL(of: sealingFile))
+        try? removePending(pending)
+        try? removePending(sealingFile)
         let newKey = try SecureKey.random()
         if let sealing {
             try SealedKeyFile.write(newKey, sealedWith: sealing, to: pending, environment: environment)
             if sealing != currentSealing {
-                do {
-                    try JSONEncoder().encode(sealing).write(to: pendingURL(of: sealingFile))
+                do throws(Errno) {
+                    try directory.replace(sealingFile.name, with: Array((try? JSONEncoder().encode(sealing)) ?? Data()))
                 } catch {
-                    try? removeFile(pending)
-                    throw KeychainError(.ioError, "cannot write \(pendingURL(of: sealingFile).path): \(error); nothing was changed")
+                    try? removePending(pending)
+                    throw KeychainError(.ioError, "cannot write \(sealingFile.path): \(error); nothing was changed")
                 }
             }
         } else {
-            try KeyFile.create(newKey, at: FilePath(pending.path))
+            try KeyFile.create(newKey, at: pending)
         }
-        KeyFile.syncDirectory(FilePath(directory.path))
+        directory.sync()
         passed(.pendingKeyWritten)
         let groups: Int
         do {
             groups = try store.rewrapMasterKey(to: newKey, recording: recording)
         } catch {
-            try? removeFile(pending)
+            try? removePending(pending)
             throw error
         }
         passed(.committed)
@@ -113,25 +114,22 @@ public enum MasterKeyRotation {
     }
 
     /// Opens the store's keyring with `source`; when that key no longer opens it and the pending key of an
-    /// interrupted rotation does, puts the pending key in place and opens with it.
-    static func unlock(_ database: some DatabaseWriter, source: MasterKeySource, directory: URL) throws -> MasterKeyring {
+    /// interrupted rotation does, puts the pending key in place and opens with it. The pending key is
+    /// reached like the key: relative to its held directory, never through a symbolic link.
+    static func unlock(_ database: some DatabaseWriter, source: HeldKeySource, directory: SafeDirectory) throws -> MasterKeyring {
         do {
             return try MasterKeyring.unlock(database, source: source)
         } catch let error as KeychainError where error.code == .wrongKey {
-            let current: URL? = switch source {
-            case .keyFile(let url), .sealedKeyFile(let url): url
-            case .passphrase: nil
-            }
-            if let current, FileManager.default.fileExists(atPath: pendingURL(of: current).path) {
-                let pending = pendingURL(of: current)
-                let pendingSource: MasterKeySource = if case .sealedKeyFile = source { .sealedKeyFile(pending) } else { .keyFile(pending) }
+            if let current = source.location, pendingLocation(of: current).exists {
+                let pending = pendingLocation(of: current)
+                let pendingSource: HeldKeySource = if case .sealedKeyFile = source { .sealedKeyFile(pending) } else { .keyFile(pending) }
                 guard let keyring = try? MasterKeyring.unlock(database, source: pendingSource) else { throw error }
                 try promote(pending, over: current)
                 return keyring
             }
             // The key systemd decrypted for the service is the old one: only root's devicectl can finish.
             if [SealedKeyFile.fileName, KeychainStore.keyFileName].contains(where: {
-                FileManager.default.fileExists(atPath: directory.appendingPathComponent($0 + pendingSuffix).path)
+                (try? directory.status(of: $0 + pendingSuffix)) != nil
             }) {
                 throw KeychainError(.wrongKey, "a rotation of the store's master key in \(directory.path) was interrupted after it committed; run `devicectl key rotate` as root to finish it (it puts the new key in place), then start deviced again")
             }
@@ -139,34 +137,41 @@ public enum MasterKeyRotation {
         }
     }
 
-    static func pendingURL(of current: URL) -> URL {
-        current.deletingLastPathComponent().appendingPathComponent(current.lastPathComponent + pendingSuffix)
+    static func pendingLocation(of current: KeyFile.Location) -> KeyFile.Location {
+        current.sibling(current.name + pendingSuffix)
     }
 
-    /// Renames the pending key over the current one and makes the rename durable; a pending key already
-    /// renamed (by another process finishing the rotation) is no error.
-    private static func promote(_ pending: URL, over current: URL) throws(KeychainError) {
-        let directory = current.deletingLastPathComponent()
-        guard rename(pending.path, current.path) == 0 else {
-            let code = errno
-            if code == ENOENT { return }
-            throw KeychainError(.ioError, "cannot put the new master key \(pending.path) in place of \(current.path): \(String(cString: strerror(code))); the store opens with it: run `devicectl key rotate` again to finish")
+    /// Renames the pending key over the current one (`renameat` in their held directory: a link at either
+    /// name is replaced, never followed) and makes the rename durable; a pending key already renamed (by
+    /// another process finishing the rotation) is no error.
+    private static func promote(_ pending: KeyFile.Location, over current: KeyFile.Location) throws(KeychainError) {
+        let directory = current.directory
+        do throws(Errno) {
+            try directory.rename(pending.name, to: current.name)
+        } catch {
+            if error == .noSuchFileOrDirectory { return }
+            throw KeychainError(.ioError, "cannot put the new master key \(pending.path) in place of \(current.path): \(error); the store opens with it: run `devicectl key rotate` again to finish")
         }
         // A new sealing's description follows its key (it only describes it: a crash between the two leaves
         // the old description, which the next rotation writes again).
-        let sealingFile = directory.appendingPathComponent(SealedKeyFile.sealingFileName)
-        if current.lastPathComponent == SealedKeyFile.fileName {
-            _ = rename(pendingURL(of: sealingFile).path, sealingFile.path)
+        if current.name == SealedKeyFile.fileName {
+            try? directory.rename(SealedKeyFile.sealingFileName + pendingSuffix, to: SealedKeyFile.sealingFileName)
         }
-        KeyFile.syncDirectory(FilePath(directory.path))
+        directory.sync()
     }
 
-    private static func removeFile(_ url: URL) throws {
-        guard FileManager.default.fileExists(atPath: url.path) else { return }
-        if url.lastPathComponent.hasPrefix(KeychainStore.keyFileName + pendingSuffix) {
-            try KeyFile.destroy(FilePath(url.path))
+    /// Removes a pending file: a pending key file overwritten with zeros first (`KeyFile.destroy`); a link
+    /// there is removed, never followed.
+    private static func removePending(_ location: KeyFile.Location) throws(KeychainError) {
+        guard let info = try? location.directory.status(of: location.name) else { return }
+        if location.name == KeychainStore.keyFileName + pendingSuffix && info.type == .regular {
+            try KeyFile.destroy(location)
         } else {
-            try FileManager.default.removeItem(at: url)
+            do throws(Errno) {
+                try location.directory.remove(location.name)
+            } catch {
+                throw KeychainError(.ioError, "cannot remove \(location.path): \(error)")
+            }
         }
     }
 }

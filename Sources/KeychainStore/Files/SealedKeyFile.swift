@@ -1,5 +1,6 @@
 import CSodium
 public import Foundation
+import PathSafety
 import SystemPackage
 
 #if canImport(Glibc)
@@ -50,11 +51,22 @@ public enum SealedKeyFile {
     /// The credential's name (systemd-creds `--name`, and the unit's `LoadCredentialEncrypted=` id).
     public static let credentialName = "sharedmode-master-key"
 
-    /// How the key of the store in `directory` is sealed, nil when it is not.
+    /// The most a sealed key file may hold (a TPM2-sealed 32-byte key is about 1 KiB of base64).
+    static let fileLimit = 64 << 10
+
+    /// How the key of the store in `directory` is sealed, nil when it is not (or the directory cannot be
+    /// reached safely: opening the store then says why).
     public static func sealing(in directory: URL) -> KeySealing? {
-        guard FileManager.default.fileExists(atPath: directory.appendingPathComponent(fileName).path) else { return nil }
-        let file = directory.appendingPathComponent(sealingFileName)
-        return (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode(KeySealing.self, from: $0) }
+        guard let held = try? StateDirectory.existing(directory) else { return nil }
+        return sealing(in: held)
+    }
+
+    /// How the key of the store in the held state directory is sealed, nil when it is not. The description
+    /// (`master.key.seal`) is read without following a symbolic link.
+    static func sealing(in directory: SafeDirectory) -> KeySealing? {
+        guard (try? directory.status(of: fileName)) != nil else { return nil }
+        return (try? directory.contents(of: sealingFileName, limit: 4096)).flatMap { $0 }
+            .flatMap { try? JSONDecoder().decode(KeySealing.self, from: Data($0)) }
             ?? KeySealing(binding: .tpm2, pcrs: [])
     }
 
@@ -62,62 +74,103 @@ public enum SealedKeyFile {
     /// a crash at any point leaves a store that opens: the credential is written beside the key file and
     /// decrypted again to check it (a credential that cannot be unsealed here never replaces the key),
     /// then moved into place, then the key file is overwritten with zeros, flushed and unlinked. A store
-    /// whose key file and credential both exist (a crash before the last step) is finished.
+    /// whose key file and credential both exist (a crash before the last step) is finished. Every file is
+    /// reached relative to the state directory, held once it was checked (`StateDirectory`), with `O_NOFOLLOW`.
     /// - Throws: `wrongKey` when there is no key file (a passphrase store, or already sealed) or the new
-    ///   credential does not open; `ioError` when systemd-creds is missing or fails.
+    ///   credential does not open; `ioError` when systemd-creds is missing or fails; `insecureStateDirectory`,
+    ///   `insecureKeyFile` when a file or the directory could be swapped by another user.
     public static func seal(directory: URL, sealing: KeySealing, environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) {
-        let keyURL = directory.appendingPathComponent(KeychainStore.keyFileName)
-        let sealedURL = directory.appendingPathComponent(fileName)
-        guard let key = try KeyFile.load(FilePath(keyURL.path)) else {
-            if FileManager.default.fileExists(atPath: sealedURL.path) {
-                throw KeychainError(.wrongKey, "the store's key is sealed already (\(sealedURL.path)); nothing was changed")
+        let held = try StateDirectory.existing(directory)
+        let keyFile = KeyFile.Location(directory: held, name: KeychainStore.keyFileName)
+        let sealed = keyFile.sibling(fileName)
+        guard let key = try KeyFile.load(keyFile) else {
+            if sealed.exists {
+                throw KeychainError(.wrongKey, "the store's key is sealed already (\(sealed.path)); nothing was changed")
             }
-            throw KeychainError(.wrongKey, "no key file \(keyURL.path) to seal (a store protected by a passphrase cannot be sealed)")
+            throw KeychainError(.wrongKey, "no key file \(keyFile.path) to seal (a store protected by a passphrase cannot be sealed)")
         }
-        if FileManager.default.fileExists(atPath: sealedURL.path) {
+        if sealed.exists {
             // A crash after the credential was moved into place: it must open to this key, then the key file goes.
-            try check(try unseal(sealedURL, environment: environment), equals: key, what: sealedURL.path)
-            try KeyFile.destroy(FilePath(keyURL.path))
+            try check(try unseal(sealed, environment: environment), equals: key, what: sealed.path.string)
+            try KeyFile.destroy(keyFile)
             return
         }
-        let temporary = directory.appendingPathComponent(".\(fileName).\(getpid()).tmp")
-        defer { try? FileManager.default.removeItem(at: temporary) }
+        let temporary = keyFile.sibling(".\(fileName).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp")
+        defer { try? held.remove(temporary.name) }
         try write(key, sealedWith: sealing, to: temporary, environment: environment)
-        do {
-            let description = try JSONEncoder().encode(sealing)
-            try description.write(to: directory.appendingPathComponent(sealingFileName), options: .atomic)
-            try FileManager.default.moveItem(at: temporary, to: sealedURL)
+        let description = Array((try? JSONEncoder().encode(sealing)) ?? Data())
+        do throws(Errno) {
+            try held.replace(sealingFileName, with: description)
+            try held.rename(temporary.name, to: fileName)
         } catch {
-            throw KeychainError(.ioError, "cannot put the sealed key in place in \(directory.path): \(error); the key file is unchanged")
+            throw KeychainError(.ioError, "cannot put the sealed key in place in \(held.path): \(error); the key file is unchanged")
         }
-        KeyFile.syncDirectory(FilePath(directory.path))
-        try KeyFile.destroy(FilePath(keyURL.path))
+        held.sync()
+        try KeyFile.destroy(keyFile)
     }
 
-    /// Seals `key` with `sealing` into a new credential at `url` (handed to systemd-creds through a pipe:
-    /// the key never touches the disk in clear), then decrypts it again to check it.
+    /// Seals `key` with `sealing` into a new credential at `location` (`O_EXCL`, never through a link, mode
+    /// 0600, flushed), then decrypts it again to check it. The key goes to `systemd-creds encrypt` through
+    /// a pipe and the credential comes back through one (`- -`): the key never touches the disk in clear,
+    /// and no path is handed to the child.
     /// - Throws: `wrongKey` when the new credential does not open to `key`; `ioError` when systemd-creds
-    ///   is missing or fails.
-    static func write(_ key: SecureKey, sealedWith sealing: KeySealing, to url: URL,
+    ///   is missing or fails, or the file cannot be written.
+    static func write(_ key: SecureKey, sealedWith sealing: KeySealing, to location: KeyFile.Location,
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) {
-        var arguments = ["encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)"]
+        var arguments = ["encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)", "--newline=no"]
         if sealing.binding.usesTPM {
             arguments.append("--tpm2-pcrs=\(sealing.pcrs.map(String.init).joined(separator: "+"))")
         }
         var input = key.withUnsafeBytes { Data($0) }
         defer { input.resetBytes(in: 0..<input.count) }
-        _ = try systemdCreds(arguments + ["-", url.path], environment: environment, input: input)
-        try check(try unseal(url, environment: environment), equals: key, what: url.path)
+        let credential = try systemdCreds(arguments + ["-", "-"], environment: environment, input: input)
+        guard !credential.isEmpty, credential.count <= fileLimit else {
+            throw KeychainError(.ioError, "systemd-creds encrypt gave \(credential.count) bytes for \(location.path); nothing was changed")
+        }
+        do throws(Errno) {
+            let descriptor = try location.directory.openFile(location.name, .writeOnly, options: [.create, .exclusiveCreate],
+                                                             permissions: [.ownerReadWrite])
+            do {
+                _ = try descriptor.closeAfter {
+                    _ = try descriptor.writeAll(credential)
+                    try Syscalls.fsync(descriptor)
+                }
+            } catch {
+                try? location.directory.remove(location.name)
+                throw error as? Errno ?? .ioError
+            }
+        } catch {
+            throw KeychainError(.ioError, "cannot write the sealed key \(location.path): \(error); nothing was changed")
+        }
+        try check(try unseal(location, environment: environment), equals: key, what: location.path.string)
     }
 
-    /// Decrypts a sealed key with `systemd-creds decrypt` into locked memory.
+    /// Decrypts the sealed key at `location` with `systemd-creds decrypt` into locked memory. The file is
+    /// read here (`O_NOFOLLOW`, a regular file) and handed to systemd-creds through a pipe.
     /// - Throws: `wrongKey` saying why it does not open here (another device's TPM or host key, changed
-    ///   PCRs, no TPM); `ioError` when systemd-creds is missing.
-    static func unseal(_ url: URL, environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) -> SecureKey {
-        var plain = try systemdCreds(["decrypt", "--name=\(credentialName)", url.path, "-"], environment: environment, sealed: url)
+    ///   PCRs, no TPM); `insecureKeyFile` for a symbolic link; `ioError` when systemd-creds is missing.
+    static func unseal(_ location: KeyFile.Location, environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) -> SecureKey {
+        let credential: [UInt8]
+        do throws(Errno) {
+            guard let bytes = try location.directory.contents(of: location.name, limit: fileLimit) else { throw Errno.noSuchFileOrDirectory }
+            credential = bytes
+        } catch {
+            if error == .tooManySymbolicLinkLevels {
+                throw KeychainError(.insecureKeyFile, """
+                    the sealed key \(location.path) is a symbolic link, and the key is never read through one; nothing was changed: \
+                    remove the link and restore the sealed key itself, or restore the state directory from backup
+                    """)
+            }
+            if error == .noSuchFileOrDirectory {
+                throw KeychainError(.wrongKey, "the sealed key \(location.path) is missing; restore it from backup (this store cannot be opened without it)")
+            }
+            throw KeychainError(.ioError, "cannot read the sealed key \(location.path) (\(error == .invalidArgument ? "not a regular file of at most \(fileLimit) bytes" : "\(error)")); restore it from backup")
+        }
+        var plain = try systemdCreds(["decrypt", "--name=\(credentialName)", "--newline=no", "-", "-"], environment: environment,
+                                     sealed: location.path.string, input: Data(credential))
         defer { plain.resetBytes(in: 0..<plain.count) }
         guard plain.count == SecureKey.byteCount else {
-            throw KeychainError(.wrongKey, "the sealed key \(url.path) holds \(plain.count) bytes, not a \(SecureKey.byteCount)-byte key; restore the state directory from backup")
+            throw KeychainError(.wrongKey, "the sealed key \(location.path) holds \(plain.count) bytes, not a \(SecureKey.byteCount)-byte key; restore the state directory from backup")
         }
         return try SecureKey.copying(plain)
     }
@@ -130,8 +183,8 @@ public enum SealedKeyFile {
     }
 
     /// Runs systemd-creds and returns its standard output.
-    private static func systemdCreds(_ arguments: [String], environment: [String: String], sealed: URL? = nil,
-                                     input: Data? = nil) throws(KeychainError) -> Data {
+    private static func systemdCreds(_ arguments: [String], environment: [String: String], sealed: String? = nil,
+                                     input: Data) throws(KeychainError) -> Data {
         guard let executable = ["/usr/bin/systemd-creds", "/bin/systemd-creds"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw KeychainError(.ioError, "systemd-creds is not installed; the store's key is sealed with it: install systemd 250 or later")
         }
@@ -143,17 +196,16 @@ public enum SealedKeyFile {
         process.standardOutput = output
         process.standardError = errors
         let standardInput = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : standardInput
+        process.standardInput = standardInput
         do {
             try process.run()
         } catch {
             throw KeychainError(.ioError, "cannot run \(executable): \(error)")
         }
-        if let input {
-            // 32 bytes: far below a pipe's buffer, so the write never waits for the reader.
-            try? standardInput.fileHandleForWriting.write(contentsOf: input)
-            try? standardInput.fileHandleForWriting.close()
-        }
+        // A key (32 bytes) or a credential (at most `fileLimit`, 64 KiB: a pipe's buffer): the write never waits
+        // for the reader.
+        try? standardInput.fileHandleForWriting.write(contentsOf: input)
+        try? standardInput.fileHandleForWriting.close()
         let stdout = output.fileHandleForReading.readDataToEndOfFile()
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
@@ -166,7 +218,7 @@ public enum SealedKeyFile {
     }
 
     /// Why systemd-creds refused, in words an administrator acts on.
-    static func failure(_ verb: String, stderr: String, sealed: URL?) -> KeychainError {
+    static func failure(_ verb: String, stderr: String, sealed: String?) -> KeychainError {
         let detail = stderr.split(separator: "\n").last.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
         guard verb == "decrypt", let sealed else {
             return KeychainError(.ioError, "systemd-creds \(verb) failed: \(detail); nothing was changed")
@@ -184,6 +236,6 @@ public enum SealedKeyFile {
         } else {
             reason = "systemd-creds could not decrypt it (\(detail))"
         }
-        return KeychainError(.wrongKey, "the store's master key \(sealed.path) does not open on this device: \(reason); nothing was changed. A copied state directory opens only on the device that sealed it")
+        return KeychainError(.wrongKey, "the store's master key \(sealed) does not open on this device: \(reason); nothing was changed. A copied state directory opens only on the device that sealed it")
     }
 }

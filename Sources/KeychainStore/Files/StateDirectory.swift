@@ -20,10 +20,20 @@ public enum StateDirectory {
 
     /// Like `prepare(_:)`, and holds the directory: its files are then opened relative to it, with `O_NOFOLLOW`.
     public static func open(_ url: URL) throws(KeychainError) -> SafeDirectory {
+        try open(url, creating: true)
+    }
+
+    /// Like `open(_:)` for a directory that must exist already (nothing is created).
+    /// - Throws: `ioError` when it does not exist, as `open(_:)` otherwise.
+    public static func existing(_ url: URL) throws(KeychainError) -> SafeDirectory {
+        try open(url, creating: false)
+    }
+
+    private static func open(_ url: URL, creating: Bool) throws(KeychainError) -> SafeDirectory {
         let held: SafeDirectory
         do {
             held = try SafeDirectory.open(url.path, purpose: "the state directory", alternative: "choose another with --state-dir",
-                                          creatingWith: [.ownerReadWriteExecute])
+                                          creatingWith: creating ? [.ownerReadWriteExecute] : nil)
         } catch {
             switch error.reason {
             case .unsafe:

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 public import Foundation
-import PathSafety
+public import PathSafety
 import SystemPackage
 
 /// The state directory held by one process: an exclusive `flock` on `deviced.lock` in it, held by the
@@ -15,14 +15,20 @@ public final class StateDirectoryLock: Sendable {
 
     /// Takes the lock of `directory`.
     /// - Throws: `StateDirectoryLockError` naming the process that holds it, or why the file cannot be used.
-    public init(directory: URL) throws(StateDirectoryLockError) {
-        let path = directory.appendingPathComponent(Self.fileName).path
+    public convenience init(directory: URL) throws(StateDirectoryLockError) {
         let held: SafeDirectory
         do {
             held = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
         } catch {
             throw StateDirectoryLockError(holder: nil, error.message)
         }
+        try self.init(held: held)
+    }
+
+    /// Takes the lock of the state directory `held` (reached and checked already).
+    /// - Throws: `StateDirectoryLockError` naming the process that holds it, or why the file cannot be used.
+    public init(held: SafeDirectory) throws(StateDirectoryLockError) {
+        let path = held.path + "/" + Self.fileName
         let descriptor: Int32
         do throws(Errno) {
             descriptor = try held.openFile(Self.fileName, .readWrite, options: [.create], permissions: [.ownerReadWrite]).rawValue
@@ -38,7 +44,7 @@ public final class StateDirectoryLock: Sendable {
                 throw StateDirectoryLockError(holder: nil, "cannot lock \(path): \(String(cString: strerror(code)))")
             }
             let holder = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
-            throw StateDirectoryLockError(holder: holder, "the state directory \(directory.path) is held by pid \(holder) (a deviced serving it, or a key rotation)")
+            throw StateDirectoryLockError(holder: holder, "the state directory \(held.path) is held by pid \(holder) (a deviced serving it, or a key rotation)")
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)

@@ -13,16 +13,6 @@ enum Syscalls {
         try retrying { Glibc.fsync(descriptor.rawValue) }
     }
 
-    /// `link(2)`: a second name `destination` for `source`; fails with `.fileExists` if it is taken.
-    static func link(_ source: FilePath, _ destination: FilePath) throws(Errno) {
-        try retrying { source.withPlatformString { from in destination.withPlatformString { to in Glibc.link(from, to) } } }
-    }
-
-    /// `unlink(2)`: removes the name `path`.
-    static func unlink(_ path: FilePath) throws(Errno) {
-        try retrying { path.withPlatformString { Glibc.unlink($0) } }
-    }
-
     /// The effective user of this process (`geteuid(2)`, which cannot fail).
     static var effectiveUserID: UInt32 { geteuid() }
 

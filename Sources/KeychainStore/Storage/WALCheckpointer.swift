@@ -19,8 +19,9 @@ import Synchronization
 /// whether) the checkpoint runs. A failed background checkpoint is logged (debug) and retried after a later
 /// commit; the log only grows meanwhile.
 final class WALCheckpointer: Sendable {
-    /// The database file.
-    let path: String
+    /// The database file, reached through the state directory held (which this keeps open while a
+    /// background checkpoint may still run).
+    let file: HeldDatabaseFile
     /// Log size (pages) from which a commit schedules a background checkpoint.
     let threshold: Int32
     /// Log size (pages) from which the committing connection checkpoints itself.
@@ -34,8 +35,8 @@ final class WALCheckpointer: Sendable {
     /// One queue for every store in the process: checkpoints are disk work, one at a time is enough.
     private static let queue = DispatchQueue(label: "keychain-store.checkpoint", qos: .utility)
 
-    init(path: String, threshold: Int, limit: Int, logger: Logger) {
-        self.path = path
+    init(file: HeldDatabaseFile, threshold: Int, limit: Int, logger: Logger) {
+        self.file = file
         self.threshold = Int32(clamping: max(1, threshold))
         self.limit = max(self.threshold, Int32(clamping: limit))
         self.logger = logger
@@ -86,7 +87,7 @@ final class WALCheckpointer: Sendable {
     private func checkpointInBackground() {
         var connection: OpaquePointer?
         defer { sqlite3_close_v2(connection) }
-        var code = sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE, nil)
+        var code = sqlite3_open_v2(file.descriptorPath, &connection, SQLITE_OPEN_READWRITE, file.vfs)
         // A connection learns that the file is in WAL mode when it first reads it; until then a checkpoint
         // is a no-op that reports success.
         if code == SQLITE_OK { code = sqlite3_exec(connection, "SELECT count(*) FROM sqlite_master", nil, nil, nil) }
