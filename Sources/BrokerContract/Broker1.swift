@@ -2493,6 +2493,7 @@ extension Broker1 {
     /// A limit refused the call; `limit` names it, `maximum` is its value, `message` says what to do:
     /// `replyBytes` (a reply would be over 4 MiB: narrow the query), `pendingSignInsPerApp` (the app has that
     /// many interactive sign-ins pending already; policy key limits.pendingSignInsPerApp, default 2),
+    /// `pendingBrowserSignIns` (16 browser sign-ins are pending over every app and the app has one already),
     /// `passwordBackoff` (too many failed password sign-ins on the device: `maximum` is the seconds left;
     /// policy keys limits.passwordFailuresBeforeBackoff and limits.passwordBackoffSeconds),
     /// `passwordSignInInProgress` (another password sign-in runs on the device: try again when it ends).

@@ -55,6 +55,42 @@ extension Broker {
         try await body()
     }
 
+    /// The default of `browserSignInsInTotal`: 16 browser sign-ins pending over every app (with
+    /// `limits.pendingSignInsPerApp` at its default of 2, eight apps' worth), so that their listener threads
+    /// stay well under the unit's `TasksMax=`.
+    public static let defaultBrowserSignInsInTotal = 16
+
+    /// Runs a browser sign-in (`body`) in one of the server's `browserSignInsInTotal` slots: each holds a
+    /// loopback listener's thread for as long as the browser takes. An app with no browser sign-in pending
+    /// is never refused (its own share: one, beyond the total), nor is root or an administrator; an app
+    /// that has one already is refused once the total is reached.
+    /// - Throws: `LimitExceeded` (limit `pendingBrowserSignIns`).
+    func inBrowserSignInSlot(_ caller: BrokerCaller, _ body: () async throws(BrokerFailure) -> Void) async throws(BrokerFailure) {
+        let maximum = browserSignInsInTotal
+        let administrator = isAdministrator(caller)
+        let taken = pendingBrowserSignIns.withLock { pending -> Bool in
+            let total = pending.values.reduce(0, +), own = pending[caller.uid, default: 0]
+            guard administrator || total < maximum || own == 0 else { return false }
+            pending[caller.uid] = own + 1
+            return true
+        }
+        guard taken else {
+            throw .limitExceeded("pendingBrowserSignIns", maximum: maximum, """
+                \(maximum) browser sign-ins are pending on this device, and uid \(caller.uid) has one already                 (the broker's bound on pending browser sign-ins over every app); finish or cancel it first, or retry later
+                """)
+        }
+        defer {
+            pendingBrowserSignIns.withLock { pending in
+                let left = pending[caller.uid, default: 1] - 1
+                pending[caller.uid] = left > 0 ? left : nil
+            }
+        }
+        try await body()
+    }
+
+    /// Browser sign-ins pending now, over every app.
+    public var browserSignInsPending: Int { pendingBrowserSignIns.withLock { $0.values.reduce(0, +) } }
+
     /// Writes the counts of refusals coalesced in the audit log whose window is over (all of them with
     /// `all`, when the daemon stops). The daemon calls this once a minute.
     public func flushRefusalAudit(all: Bool = false) {

@@ -35,6 +35,11 @@ public final class Broker: Sendable {
     let nativeSignIns = NativeSignIns()
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
     let pendingSignIns = Mutex<[UInt32: Int]>([:])
+    /// Browser sign-ins in progress (each holds a loopback listener's thread), per uid, bounded over every
+    /// uid by `browserSignInsInTotal`.
+    let pendingBrowserSignIns = Mutex<[UInt32: Int]>([:])
+    /// The most browser sign-ins pending over every app, beyond which an app that has one already is refused.
+    let browserSignInsInTotal: Int
     let events: AccountEventHub
     /// The policy's idle sign-out.
     let idle: IdleMonitor
@@ -59,9 +64,13 @@ public final class Broker: Sendable {
     ///   - idleClock: the time the idle sign-out runs on (tests inject one).
     ///   - passwordClock: the time the password back-off runs on (tests inject one).
     ///   - logger: where the broker's debug events go; never a token or a secret.
+    ///   - browserSignInsInTotal: the most browser sign-ins pending over every app (each holds a thread
+    ///     while it listens for the browser); an app with none pending may still start one beyond it.
     public init(device: ManagedDevice, transport: any HTTPTransport = CurlTransport(), idleClock: any IdleClock = SystemIdleClock(),
-                passwordClock: @escaping @Sendable () -> Date = Date.init, logger: Logger = Logger.current) {
+                passwordClock: @escaping @Sendable () -> Date = Date.init, browserSignInsInTotal: Int = Broker.defaultBrowserSignInsInTotal,
+                logger: Logger = Logger.current) {
         self.device = device
+        self.browserSignInsInTotal = max(browserSignInsInTotal, 1)
         self.transport = transport
         self.logger = logger
         let policies = DevicePolicyCache(device: device)
@@ -115,7 +124,16 @@ public final class Broker: Sendable {
         // After an account change the reserve a full disk's sign-out used is made again if there is room.
         defer { if Self.changesAccounts(decoded) { remakeDiskReserveIfMissing() } }
         do {
-            try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
+            // The identity provider's exchanges made for this caller count against its share of the slots.
+            let outcome = await CurlExchangeSlots.Owner.$current.withValue(caller.uid) { () async -> Result<Void, BrokerFailure> in
+                do throws(BrokerFailure) {
+                    try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            try outcome.get()
             if isActivity { idle.recordActivity() }
         } catch {
             if Task.isCancelled {
@@ -180,7 +198,9 @@ public final class Broker: Sendable {
         case .signInWithBrowser(let parameters):
             guard more else { throw .expectedMore }
             try await inSignInSlot(caller) { () async throws(BrokerFailure) in
-                try await signInWithBrowser(parameters, caller: caller, replies: ReplyStream(send: reply))
+                try await inBrowserSignInSlot(caller) { () async throws(BrokerFailure) in
+                    try await signInWithBrowser(parameters, caller: caller, replies: ReplyStream(send: reply))
+                }
             }
         case .signInWithPassword(let parameters):
             try await inSignInSlot(caller) { () async throws(BrokerFailure) in

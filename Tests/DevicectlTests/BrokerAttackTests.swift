@@ -223,6 +223,69 @@ import Testing
     }
 }
 
+/// Browser sign-ins an app leaves pending (each holds a loopback listener's thread in the daemon): bounded
+/// over every app, each app keeping its own share.
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct BrokerBrowserFloodTests {
+    typealias Daemon = BrokerDaemon
+    typealias Provider = IdentityCLITests.Provider
+
+    /// The daemon's thread count (/proc/PID/status).
+    static func threads(_ daemon: Daemon) -> Int? {
+        guard let pid = daemon.process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Threads:") }) else { return nil }
+        return Int(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
+    }
+
+    /// The first step a browser-flood attacker printed (once it has).
+    static func flooded(_ attacker: ChildProcess) async throws -> [String: Any] {
+        let line = try #require(await attacker.waitForLine(timeout: 300) { $0.contains("\"flooded\"") }, "\(attacker.standardError)")
+        return try #require(try parseJSON(line) as? [String: Any])
+    }
+
+    @Test func oneAppsBrowserSignInsStopAtTheServersBoundAndAnotherAppStillStartsOne() async throws {
+        let provider = try await Provider.shared()
+        let scratch = DevicectlRunner()
+        defer { scratch.cleanUp() }
+        // The app may have 64 sign-ins pending on 32 connections: only the bound over every app stops it.
+        let policy = try Provider.kioskPolicy(issuer: provider.issuer, in: scratch)
+        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: policy))) as? [String: Any])
+        document["limits"] = ["pendingSignInsPerApp": 64, "connectionsPerApp": 32]
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("browser-flood-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: document).write(to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        let daemon = try await Daemon(policy: copy.path)
+        try await daemon.start()
+        let idleThreads = Self.threads(daemon)
+
+        let flood = try daemon.attacker(as: Daemon.scannerUID, "browser-flood", ["24"])
+        var victims: [ChildProcess] = []
+        defer {
+            _ = flood.killIfRunning()
+            for victim in victims { _ = victim.killIfRunning() }
+        }
+        let attack = try await Self.flooded(flood)
+        #expect(attack["started"] as? Int == 16, "\(attack)")
+        let refused = attack["refused"] as? [String] ?? []
+        #expect(refused.count == 8 && refused.allSatisfy { $0 == "org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns" }, "\(refused)")
+        let floodedThreads = Self.threads(daemon)
+
+        // Another app still starts its own, beyond the bound (its share); root is still served.
+        let victim = try daemon.attacker(as: Daemon.timeclockUID, "browser-flood", ["2"])
+        victims.append(victim)
+        let served = try await Self.flooded(victim)
+        #expect(served["started"] as? Int == 1, "the other app's browser sign-in was refused: \(served)")
+        #expect(served["refused"] as? [String] == ["org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns"], "\(served)")
+        let status = try await daemon.devicectl(as: 0, ["status", "--json"])
+        #expect(status.status == 0, "root's status was not served: \(status.stderr)")
+        print("browser flood: daemon threads idle \(idleThreads ?? -1), with 16 + 1 browser sign-ins pending \(floodedThreads ?? -1)")
+        _ = flood.send(SIGTERM)
+        _ = victim.send(SIGTERM)
+        _ = await flood.waitForExit(timeout: 60)
+        _ = await victim.waitForExit(timeout: 60)
+        await daemon.cleanUp()
+    }
+}
+
 /// The token cache belongs to the broker: an app's keychain calls cannot read or rewrite it, whatever
 /// group the policy shares, while apps keep sharing ordinary items there.
 @Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerTokenCacheBoundaryTests {

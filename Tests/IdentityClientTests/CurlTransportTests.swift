@@ -123,6 +123,38 @@ import Testing
         #expect(slots.inUse == 0)
     }
 
+    @Test func anAppHoldingEverySlotGivesTheNextFreeOneToAnotherAppThatWaits() async throws {
+        let server = try EchoServer()
+        let slots = CurlExchangeSlots(maximum: 4)
+        let attacker: UInt32 = 1001, victim: UInt32 = 1002
+        /// A task of `owner`'s sending one request to `path` (`/slow` answers when canceled only).
+        func exchange(_ owner: UInt32, _ path: String) -> Task<HTTPResponse, any Error> {
+            Task {
+                try await CurlExchangeSlots.Owner.$current.withValue(owner) {
+                    try await CurlTransport(timeout: 60, slots: slots).send(HTTPRequest(url: server.url(path)))
+                }
+            }
+        }
+        // Nobody else calls: one app may take every slot, and queue more.
+        var attackers = (0..<4).map { _ in exchange(attacker, "/slow") }
+        try #require(await Self.until { slots.inUse(by: attacker) == 4 }, "the app did not get the free slots")
+        attackers.append(exchange(attacker, "/slow"))
+        try #require(await Self.until { slots.waiting == 1 })
+        // Another app asks: it waits behind the app's queued exchange, but takes the first slot given back.
+        let other = exchange(victim, "/slow")
+        try #require(await Self.until { slots.waiting == 2 })
+        attackers.removeFirst().cancel()
+        #expect(await Self.until { slots.inUse(by: victim) == 1 }, "the slot given back went to the app that held them all")
+        #expect(slots.inUse(by: attacker) == 3 && slots.waiting == 1, "\(slots.inUse(by: attacker)) \(slots.waiting)")
+        // The victim done, nobody else waits: the app's queued exchange takes the slot.
+        other.cancel()
+        _ = await other.result
+        #expect(await Self.until { slots.inUse(by: attacker) == 4 && slots.waiting == 0 })
+        for task in attackers { task.cancel() }
+        for task in attackers { _ = await task.result }
+        #expect(slots.inUse == 0 && slots.waiting == 0)
+    }
+
     /// Polls `condition` until it holds (true) or 30 seconds passed (false).
     static func until(_ condition: () -> Bool) async -> Bool {
         for _ in 0..<3000 {

@@ -35,6 +35,10 @@ Modes:
   fake-broker SOCKET SECONDS
       Listens on SOCKET as whoever runs it (a fake broker); for SECONDS accepts connections, answers any
       message with a made-up success, and finally prints how many bytes clients sent it.
+  browser-flood SOCKET COUNT
+      COUNT connections, each starting a SignInWithBrowser (loopback redirect, left pending); reads each
+      one's first reply and prints how many were started (an authorization URL came back) and the limits
+      that refused the others; then holds the connections (the sign-ins pending) until SIGTERM.
   find-all SOCKET LABEL
       FindGenericPassword with all over the items labelled LABEL; prints the reply's error or item count.
 """
@@ -164,6 +168,26 @@ def held(path, connections, size, shape):
         emit(step="connection", index=index, closed=closed,
              error=errors[-1]["error"] if errors else None,
              reason=(errors[-1].get("parameters") or {}).get("reason") if errors else None)
+        sock.close()
+
+
+def browser_flood(path, count):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    parameters = {"scopes": ["User.Read"], "redirectUri": "http://127.0.0.1/", "timeout": 3600}
+    socks, started, refused = [], 0, []
+    for _ in range(count):
+        sock = connect(path, timeout=120)
+        send_all(sock, frame("SignInWithBrowser", parameters, more=True))
+        replies, _ = read_replies_until_one(sock)
+        first = replies[0] if replies else {}
+        if (first.get("parameters") or {}).get("authorizationUrl"):
+            started += 1
+        else:
+            refused.append(first.get("error", "closed") + ":" + str((first.get("parameters") or {}).get("limit")))
+        socks.append(sock)
+    emit(step="flooded", started=started, refused=refused)
+    signal.sigwait({signal.SIGTERM})
+    for sock in socks:
         sock.close()
 
 
@@ -412,6 +436,8 @@ if __name__ == "__main__":
         call(path, arguments[0], json.loads(arguments[1]))
     elif mode == "fake-broker":
         fake_broker(path, float(arguments[0]))
+    elif mode == "browser-flood":
+        browser_flood(path, int(arguments[0]))
     elif mode == "find-all":
         find_all(path, arguments[0])
     else:

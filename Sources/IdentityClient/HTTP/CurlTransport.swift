@@ -23,10 +23,11 @@ public struct CurlTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
-        guard await slots.acquire() else {
+        let owner = CurlExchangeSlots.Owner.current
+        guard await slots.acquire(for: owner) else {
             throw IdentityError(.userCanceled, "the request to \(request.url.host ?? "the authority") was canceled")
         }
-        defer { slots.release() }
+        defer { slots.release(for: owner) }
         let cancelFlag = RequestCancelFlag()
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
