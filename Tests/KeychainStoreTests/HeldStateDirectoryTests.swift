@@ -33,25 +33,33 @@ import Glibc
             try? FileManager.default.removeItem(atPath: moved)
             try? FileManager.default.removeItem(atPath: decoy)
         }
-        let store = try openStore(directory)
-        try store.add(NewItem(service: "api", account: "before", secret: Data("one")), as: Apps.scanner)
-        let oldKey = try Data(contentsOf: directory.keyFile)
-        // Someone moves the state directory away and puts a link to another one at its path.
+        // The decoy holds files under the log's names, which SQLite removes by name when the store closes.
+        let planted = [KeychainStore.databaseFileName + "-wal", KeychainStore.databaseFileName + "-shm"]
         try FileManager.default.createDirectory(atPath: decoy, withIntermediateDirectories: false)
-        #expect(rename(directory.url.path, moved) == 0)
-        try FileManager.default.createSymbolicLink(atPath: directory.url.path, withDestinationPath: decoy)
+        for name in planted { #expect(FileManager.default.createFile(atPath: decoy + "/" + name, contents: Data("decoy"))) }
+        do {
+            let store = try openStore(directory)
+            try store.add(NewItem(service: "api", account: "before", secret: Data("one")), as: Apps.scanner)
+            let oldKey = try Data(contentsOf: directory.keyFile)
+            // Someone moves the state directory away and puts a link to another one at its path.
+            #expect(rename(directory.url.path, moved) == 0)
+            try FileManager.default.createSymbolicLink(atPath: directory.url.path, withDestinationPath: decoy)
 
-        // Writes (the database and its write-ahead log), a verification, and a rotation (the lock, the pending
-        // key, its rename over the key) all land in the directory the store checked.
-        try store.add(NewItem(service: "api", account: "after", secret: Data("two")), as: Apps.scanner)
-        #expect(try store.verify().damagedItems.isEmpty)
-        let rotation = try MasterKeyRotation.rotate(store)
-        #expect(rotation.sealing == nil)
-        #expect(Self.names(decoy).isEmpty, "written through the swapped path: \(Self.names(decoy))")
-        #expect(!Self.openPaths().contains { $0.hasPrefix(decoy) }, "a descriptor leads into the decoy")
-        let newKey = try Data(contentsOf: URL(fileURLWithPath: moved + "/" + KeychainStore.keyFileName))
-        #expect(newKey.count == 32 && newKey != oldKey, "the rotation did not replace the held directory's key")
-        #expect(!Self.names(moved).contains { $0.hasSuffix(".next") }, "\(Self.names(moved))")
+            // Writes (the database and its write-ahead log), a verification, and a rotation (the lock, the pending
+            // key, its rename over the key) all land in the directory the store checked.
+            try store.add(NewItem(service: "api", account: "after", secret: Data("two")), as: Apps.scanner)
+            #expect(try store.verify().damagedItems.isEmpty)
+            let rotation = try MasterKeyRotation.rotate(store)
+            #expect(rotation.sealing == nil)
+            #expect(Self.names(decoy) == planted.sorted(), "written through the swapped path: \(Self.names(decoy))")
+            #expect(!Self.openPaths().contains { $0.hasPrefix(decoy) }, "a descriptor leads into the decoy")
+            let newKey = try Data(contentsOf: URL(fileURLWithPath: moved + "/" + KeychainStore.keyFileName))
+            #expect(newKey.count == 32 && newKey != oldKey, "the rotation did not replace the held directory's key")
+            #expect(!Self.names(moved).contains { $0.hasSuffix(".next") }, "\(Self.names(moved))")
+        }
+        // Closed: SQLite folded and removed the log in the checked directory, and left the decoy's files alone.
+        #expect(!Self.names(moved).contains(planted[0]), "\(Self.names(moved))")
+        for name in planted { #expect(FileManager.default.contents(atPath: decoy + "/" + name) == Data("decoy"), "\(name)") }
 
         // The moved directory is the store, whole, under the new key.
         let reopened = try KeychainStore(directory: URL(fileURLWithPath: moved))
