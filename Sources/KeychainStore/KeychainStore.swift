@@ -91,28 +91,38 @@ public final class KeychainStore: Sendable {
             try Self.createPrivately(file)
             opened = try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 let database = try DatabaseQueue(path: file.uri, configuration: configuration)
-                try database.writeWithoutTransaction { db in
-                    guard let connection = db.sqliteConnection else { throw KeychainError(.ioError, "the store \(file.path) has no connection") }
-                    try file.verify(connection)
-                }
-                try Schema.prepare(database)
-                // A rotation interrupted between its commit and putting the new key in place is finished here.
-                let keyring: MasterKeyring
                 do {
-                    keyring = try MasterKeyRotation.unlock(database, source: source, directory: held)
-                } catch {
-                    // A store this key does not open is left byte for byte: closing must not fold a write-ahead
-                    // log (a copied disk image of a running device has one) into the database file.
-                    database.writeWithoutTransaction { db in
-                        if let connection = db.sqliteConnection { _ = sqlite_control_keep_wal_on_close(UnsafeMutableRawPointer(connection)) }
+                    try database.writeWithoutTransaction { db in
+                        guard let connection = db.sqliteConnection else {
+                            throw KeychainError(.ioError, "the store \(file.path) has no connection")
+                        }
+                        try file.verify(connection)
                     }
+                    try Schema.prepare(database)
+                    // A rotation interrupted between its commit and putting the new key in place is finished here.
+                    let keyring: MasterKeyring
+                    do {
+                        keyring = try MasterKeyRotation.unlock(database, source: source, directory: held)
+                    } catch {
+                        // A store this key does not open is left byte for byte: closing must not fold a write-ahead
+                        // log (a copied disk image of a running device has one) into the database file.
+                        database.writeWithoutTransaction { db in
+                            if let connection = db.sqliteConnection {
+                                _ = sqlite_control_keep_wal_on_close(UnsafeMutableRawPointer(connection))
+                            }
+                        }
+                        throw error
+                    }
+                    // From here on checkpoints run on a background queue, not inside the commit that grows the log.
+                    database.writeWithoutTransaction { db in
+                        if let connection = db.sqliteConnection { checkpointer.install(on: connection) }
+                    }
+                    return (database, keyring)
+                } catch {
+                    // Closed here, while the held directory is open (see deinit).
+                    try? database.close()
                     throw error
                 }
-                // From here on checkpoints run on a background queue, not inside the commit that grows the log.
-                database.writeWithoutTransaction { db in
-                    if let connection = db.sqliteConnection { checkpointer.install(on: connection) }
-                }
-                return (database, keyring)
             }
         } catch {
             logger.debug("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
