@@ -159,6 +159,19 @@ import Testing
         let decrypt = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/systemd-creds"),
             ["decrypt", "--name=sharedmode-master-key", "--transcode=base64", "--newline=no", sealed.path, "-"], environment: here)
         #expect(decrypt.status == 0 && Data(base64Encoded: decrypt.stdout)?.count == 32, "\(decrypt.status) \(decrypt.stderr)")
+        // A symbolic link at master.key.cred: deviced and devicectl refuse to read through it (78), its target untouched.
+        let victim = cli.stateDirectory.path + "-victim"
+        defer { unlink(victim) }
+        #expect(FileManager.default.createFile(atPath: victim, contents: Data("root's own".utf8), attributes: [.posixPermissions: 0o600]))
+        try FileManager.default.removeItem(at: sealed)
+        try FileManager.default.createSymbolicLink(atPath: sealed.path, withDestinationPath: victim)
+        let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", cli.stateDirectory.path + "/b.sock"],
+                                      environment: here)
+        #expect(await daemon.waitForExit(timeout: 60) && daemon.status == 78 && daemon.standardError.contains("is a symbolic link"),
+                "\(daemon.status) \(daemon.standardError)")
+        let refused = try await cli.run(["accounts"], environment: here)
+        #expect(refused.status == 78 && refused.stderr.contains("is a symbolic link"), "\(refused.status) \(refused.stderr)")
+        #expect(FileManager.default.contents(atPath: victim) == Data("root's own".utf8))
     }
 
     @Test func aKeySealedToTheTPMOpensAcrossRestartsButNotUnderAnotherTPMNorAfterAPCRChange() async throws {
