@@ -88,9 +88,6 @@ extension Broker {
         try await body()
     }
 
-    /// Browser sign-ins pending now, over every app.
-    public var browserSignInsPending: Int { pendingBrowserSignIns.withLock { $0.values.reduce(0, +) } }
-
     /// Writes the counts of refusals coalesced in the audit log whose window is over (all of them with
     /// `all`, when the daemon stops). The daemon calls this once a minute.
     public func flushRefusalAudit(all: Bool = false) {
