@@ -345,7 +345,8 @@ struct DeviceCLITests {
         let hidden = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--service", "scanner-config"])
         #expect(hidden.status == 44, "\(hidden.stderr)")
         let list = try #require(try await cli.json(["keychain", "list", "--json", "--app", Self.timeclock]) as? [[String: Any]])
-        #expect(Set(list.compactMap { $0["account"] as? String }) == ["worker-1", "worker-2"])
+        // The shared item only: the one the scanner stored without naming a group is in the scanner's own.
+        #expect(Set(list.compactMap { $0["account"] as? String }) == ["worker-1"])
 
         // An app the policy does not list: refused and audited.
         let stranger = try await cli.run(["keychain", "list", "--app", "com.contoso.unlisted"])
