@@ -37,8 +37,8 @@ struct SocketDiagnosis {
         case ENOENT:
             if let missing = firstMissingDirectory() {
                 return """
-                    no broker at \(socketPath): the directory \(missing) does not exist, so no broker runs there; \(startAdvice) \
-                    (it makes its socket's directory)
+                    no broker at \(socketPath): the directory \(missing) does not exist, so no broker runs there (a broker \
+                    makes its socket's directory when it starts); \(startAdvice)
                     """
             }
             return "no broker at \(socketPath): nothing is there, so no broker runs there; \(startAdvice)"

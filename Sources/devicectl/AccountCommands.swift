@@ -224,9 +224,12 @@ struct SignOut: AsyncParsableCommand {
             caller = try await broker.caller()
         } catch let error as CLIError where error.exitCode == .unavailable {
             let direct = DeviceLocations.runsAsRoot
-                ? " (a broker that was named is never replaced by a store: to sign out in the store \(store.directory.path.forTerminal) directly, run without --socket and with DEVICECTL_SOCKET unset)"
+                ? " (to sign out in the store \(store.directory.path.forTerminal) itself, run without --socket and $DEVICECTL_SOCKET)"
                 : ""
-            throw CLIError(exitCode: .unavailable, "\(error.description); nothing was signed out\(direct)")
+            throw CLIError(exitCode: .unavailable, """
+                \(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never \
+                replaced by a store\(direct)
+                """)
         }
         try BrokerRoute.checkStateDirectory(store.stateDir, servedBy: caller.stateDirectory, at: broker.socketPath)
         if !DeviceLocations.runsAsRoot, let app, let own = caller.appID, app != own {
@@ -255,7 +258,14 @@ struct SignOut: AsyncParsableCommand {
         let directory = store.directory.path
         let note = DeviceLocations.runsAsRoot && app != nil
             ? "in the store \(directory.forTerminal)"
-            : "in the store \(directory.forTerminal); no broker answers at \(path.forTerminal) (name one with --socket)"
+            : "in the store \(directory.forTerminal), as no broker answers at \(path.forTerminal) (name one with --socket)"
+        // A store that is not there is a mistyped --state-dir or another device's path: never created to sign out in.
+        guard FileManager.default.fileExists(atPath: store.directory.appendingPathComponent(KeychainStore.databaseFileName).path) else {
+            throw CLIError(exitCode: .unavailable, """
+                there is no store in \(directory.forTerminal), so nobody to sign out there; nothing was created. Check \
+                --state-dir, or name the device's broker with --socket
+                """)
+        }
         let outcome: AccountManager.SignOutOutcome
         do {
             let context = try AccountContext(store)
@@ -265,7 +275,7 @@ struct SignOut: AsyncParsableCommand {
                                              wipeEverywhere: wipeEverywhere, actor: identity?.appID ?? Actor.current)
             }
         } catch let error as CLIError {
-            throw CLIError(exitCode: error.exitCode, "\(error.description) (\(note))")
+            throw CLIError(exitCode: error.exitCode, "\(error.description); looked \(note)")
         }
         if output.json {
             try Output.json(Result(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved,

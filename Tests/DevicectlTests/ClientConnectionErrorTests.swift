@@ -107,7 +107,7 @@ import Testing
         let down = try await Self.devicectl(["signout", "--socket", daemon.socketPath],
                                             environment: ["DEVICECTL_STATE_DIR": other.path, "DEVICECTL_SOCKET": ""])
         #expect(down.status == 69, "\(down.stdout) \(down.stderr)")
-        #expect(down.stderr.contains("no broker at \(daemon.socketPath): nothing is there") && down.stderr.contains("nothing was signed out")
+        #expect(down.stderr.contains("no broker at \(daemon.socketPath): nothing is there") && down.stderr.contains("Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never replaced by a store")
                 && down.stderr.contains("deviced --socket \(daemon.socketPath)"), "\(down.stderr)")
         #expect(!FileManager.default.fileExists(atPath: other.path), "the sign-out fell back to another store")
         // $DEVICECTL_SOCKET names a broker just as --socket does.
@@ -137,8 +137,12 @@ import Testing
         #expect(((outcome["account"] as? [String: Any])?["username"] as? String) == Worker.jo.username, "\(outcome)")
         let nobody = try await daemon.cli.run(["signout"], environment: ["DEVICECTL_SOCKET": ""])
         #expect(nobody.status != 0, "\(nobody.stdout)")
-        #expect(nobody.stderr.contains("nobody is signed in") && nobody.stderr.contains("in the store \(store); no broker answers at /run/devicectl/broker.sock"),
+        #expect(nobody.stderr.contains("nobody is signed in") && nobody.stderr.contains("looked in the store \(store), as no broker answers at /run/devicectl/broker.sock"),
                 "\(nobody.stderr)")
+        // A store that is not there (a mistyped --state-dir) is not created to sign out in.
+        let mistyped = try await Self.devicectl(["signout", "--state-dir", other.path], environment: ["DEVICECTL_SOCKET": ""])
+        #expect(mistyped.status == 69 && mistyped.stderr.contains("there is no store in \(other.path)"), "\(mistyped.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: other.path), "signout created a store")
         await daemon.cleanUp()
     }
 }
