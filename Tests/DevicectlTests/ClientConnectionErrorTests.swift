@@ -93,6 +93,35 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func thePythonTroubleshootingTableNamesTheExceptionsAPythonAppSees() async throws {
+        try #require(FileManager.default.fileExists(atPath: Daemon.pythonPath + "/varlink"), "PyPI varlink is not installed; run tools/setup")
+        let daemon = try await Daemon()
+        let directory = daemon.publicDirectory.path
+        #expect(mkdir(directory + "/closed", 0o700) == 0 && FileManager.default.createFile(atPath: directory + "/file", contents: Data()))
+        try await daemon.start()
+        _ = daemon.process?.send(SIGKILL)  // its socket stays, with nothing accepting on it
+        try #require(await daemon.process?.waitForExit(timeout: 20) == true)
+        let script = """
+            import sys, varlink
+            try:
+                with varlink.Client(address="unix:" + sys.argv[1]) as client, client.open("org.sharedmode.Broker1", namespaced=True) as broker:
+                    broker.GetCaller()
+            except Exception as error:
+                print(type(error).__name__, error)
+            """
+        let readme = try String(contentsOf: DevicectlRunner.policiesDirectory.deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        for (path, expected) in [(directory + "/none.sock", "FileNotFoundError"), (directory + "/closed/broker.sock", "PermissionError"),
+                                 (daemon.socketPath, "ConnectionRefusedError"), (directory + "/file/broker.sock", "NotADirectoryError"),
+                                 (directory + "/" + String(repeating: "x", count: 120), "OSError AF_UNIX path too long")] {
+            let run = try await Command.run(Daemon.setpriv, Daemon.asUser(Daemon.scannerUID) + ["/usr/bin/python3", "-c", script, path],
+                                            environment: ["PYTHONPATH": Daemon.pythonPath])
+            #expect(run.stdout.hasPrefix(expected), "\(path): \(run.stdout) \(run.stderr)")
+            let row = expected == "OSError AF_UNIX path too long" ? "| `OSError: AF_UNIX path too long` |" : "| `\(expected)` ("
+            #expect(readme.contains(row), "the README's table has no row for \(expected)")
+        }
+        await daemon.cleanUp()
+    }
+
     /// Runs the built devicectl as root with `environment` added (no `--state-dir` of the runner's).
     static func devicectl(_ arguments: [String], environment: [String: String]) async throws -> Command.Result {
         try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"), arguments, environment: environment)
