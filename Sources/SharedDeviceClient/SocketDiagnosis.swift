@@ -44,8 +44,8 @@ struct SocketDiagnosis {
             return "no broker at \(socketPath): nothing is there, so no broker runs there; \(startAdvice)"
         case ECONNREFUSED:
             return """
-                no broker at \(socketPath): a socket is there but nothing accepts connections on it (a broker that \
-                stopped without removing it); \(startAdvice) (it replaces the stale socket)
+                no broker at \(socketPath): a socket is there but nothing accepts connections on it (left by a broker \
+                that stopped without removing it; the next broker replaces it); \(startAdvice)
                 """
         case EAGAIN:
             return "the broker at \(socketPath) is not accepting connections now (its queue of new connections is full); try again"
@@ -82,7 +82,7 @@ struct SocketDiagnosis {
         return """
             cannot reach the broker at \(socketPath): the kernel refused uid \(uid) the connection (permission denied) \
             although every directory on the way is searchable and the socket writable: a security module (AppArmor, \
-            SELinux) or a sandbox refuses it; allow the app the socket (Flatpak: --filesystem=\(directory(of: socketPath)))
+            SELinux) or a sandbox refuses it; allow the app the socket (Flatpak: --filesystem=\(socketDirectory))
             """
     }
 
@@ -100,9 +100,7 @@ struct SocketDiagnosis {
     }
 
     /// The socket's directory as the path names it.
-    private func directory(of path: String) -> String {
-        ancestors().last ?? "."
-    }
+    private var socketDirectory: String { ancestors().last ?? "." }
 
     /// The first directory of the path that does not exist (nil when they all do).
     private func firstMissingDirectory() -> String? {

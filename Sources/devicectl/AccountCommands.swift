@@ -210,14 +210,15 @@ struct SignOut: AsyncParsableCommand {
                 broker = chosen
             }
             if let broker {
-                return try await signOut(through: broker, reason: parsedReason ?? (administrator ? .admin : .user))
+                return try await signOut(through: broker, named: named, reason: parsedReason ?? (administrator ? .admin : .user))
             }
             try signOutInStore(reason: parsedReason, brokerAt: path)
         }
     }
 
     /// Through `broker` (the administrator's remote sign-out, or an app's as itself): the broker's store.
-    private func signOut(through broker: BrokerConnection, reason: SharedDevice.SignOutReason) async throws {
+    /// - Parameter named: whether the user named the broker (`--socket`, `$DEVICECTL_SOCKET`).
+    private func signOut(through broker: BrokerConnection, named: Bool, reason: SharedDevice.SignOutReason) async throws {
         let via = "the broker at \(broker.socketPath.forTerminal)"
         let caller: (uid: Int, appID: String?, stateDirectory: String?)
         do {
@@ -226,16 +227,12 @@ struct SignOut: AsyncParsableCommand {
             let direct = DeviceLocations.runsAsRoot
                 ? " (to sign out in the store \(store.directory.path.forTerminal) itself, run without --socket and $DEVICECTL_SOCKET)"
                 : ""
-            throw CLIError(exitCode: .unavailable, """
-                \(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never \
-                replaced by a store\(direct)
-                """)
+            throw CLIError(exitCode: .unavailable, named
+                ? "\(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never replaced by a store\(direct)"
+                : "\(error.description). Nothing was signed out")
         }
         try BrokerRoute.checkStateDirectory(store.stateDir, servedBy: caller.stateDirectory, at: broker.socketPath)
-        if !DeviceLocations.runsAsRoot, let app, let own = caller.appID, app != own {
-            throw CLIError(exitCode: .permissionDenied,
-                "--app \(app) names another app: the broker knows this process (uid \(caller.uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user")
-        }
+        if !DeviceLocations.runsAsRoot { try BrokerRoute.refuseAnotherApp(app, own: caller.appID, uid: caller.uid) }
         let served = caller.stateDirectory.map { " (store \($0.forTerminal))" } ?? ""
         let outcome: BrokerSignOutSummary
         do {

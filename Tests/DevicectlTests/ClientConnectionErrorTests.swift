@@ -40,7 +40,7 @@ import Testing
         let stale = try await Self.thinApp(daemon, as: Daemon.scannerUID, socket: daemon.socketPath)
         #expect(stale.status == 1, "\(stale.standardError)")
         #expect(stale.standardError.contains("no broker at \(daemon.socketPath): a socket is there but nothing accepts connections on it")
-                && stale.standardError.contains("replaces the stale socket"), "\(stale.standardError)")
+                && stale.standardError.contains("the next broker replaces it); start the broker that serves it: deviced --socket \(daemon.socketPath)"), "\(stale.standardError)")
         await daemon.cleanUp()
     }
 
