@@ -38,6 +38,15 @@ public enum DeviceLocations {
         return fromEnvironment.isEmpty ? nil : fromEnvironment
     }
 
+    /// The broker's socket the user named (`explicit`, else a non-empty `$DEVICECTL_SOCKET`), if any: a
+    /// command given one acts through that broker or not at all.
+    public static func namedBrokerSocket(explicit: String?,
+                                         environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        if let explicit, !explicit.isEmpty { return explicit }
+        let fromEnvironment = environment["DEVICECTL_SOCKET"] ?? ""
+        return fromEnvironment.isEmpty ? nil : fromEnvironment
+    }
+
     /// The broker's socket: `explicit` (`--socket`), else `$DEVICECTL_SOCKET`, else `systemBrokerSocket`.
     public static func brokerSocket(explicit: String? = nil,
                                     environment: [String: String] = ProcessInfo.processInfo.environment) -> String {

@@ -184,20 +184,12 @@ struct BrokerCall: Sendable {
         }
     }
 
-    /// The client error for a connection that could not be made.
+    /// The client error for a connection that could not be made: which socket, why (nothing there, nothing
+    /// accepting, which directory or the socket itself refused this uid) and what to do.
     private func unreachable(_ error: any Error) -> SharedDeviceClientError {
         if Task.isCancelled { return .cancelled }
-        switch (error as? IOError)?.errnoCode ?? 0 {
-        case EACCES, EPERM:
-            return .brokerUnavailable("no permission to connect to the broker at \(endpoint.socketPath)")
-        case ENOENT, ECONNREFUSED, ENOTDIR:
-            return .brokerUnavailable("""
-                the broker daemon is not running (nothing listens on \(endpoint.socketPath)); start it with \
-                `systemctl start deviced` (or run deviced), or point the app at the socket of a broker that runs
-                """)
-        default:
-            return .brokerUnavailable("cannot reach the broker at \(endpoint.socketPath): \(error)")
-        }
+        let code = (error as? IOError)?.errnoCode ?? 0
+        return .brokerUnavailable(SocketDiagnosis(socketPath: endpoint.socketPath).explain(errno: code, underlying: "\(error)"))
     }
 
     /// Refuses a listener that runs as a user the endpoint does not trust; nothing has been sent yet.

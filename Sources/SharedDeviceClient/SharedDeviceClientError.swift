@@ -2,7 +2,10 @@
 /// token or a secret.
 public enum SharedDeviceClientError: Error, Sendable, Hashable, CustomStringConvertible {
     /// No broker answers at the socket (not running, or it went away during the call), or it refused the
-    /// connection as over its limits. Start it (`systemctl start deviced`) or try again.
+    /// connection as over its limits. The message names the socket's path and the cause (nothing there, a
+    /// stale socket nothing accepts on, a directory on the way this uid may not search, a socket it may not
+    /// write to) and the fix: start the broker (`systemctl start deviced.socket`, `deviced --socket PATH`),
+    /// make the directory searchable, or try again.
     case brokerUnavailable(String)
     /// What listens at the socket runs as a user the client does not trust; nothing was sent to it.
     case untrustedBroker(String)

@@ -58,13 +58,24 @@ struct SocketPath {
         guard held.ownerID == me else {
             throw VarlinkServerError("""
                 the socket's directory \(directory) is owned by uid \(held.ownerID), not by this daemon's uid \(me): \
-                its owner could replace the socket; use a directory of the daemon's own (the default \(directory == "/run/devicectl" ? "is" : "/run/devicectl is"))
+                its owner could replace the socket; \(Self.ownDirectoryAdvice(for: me))
                 """)
         }
         guard held.permissions & 0o022 == 0 else {
+            let writers = held.permissions & 0o002 != 0 ? "every user" : "its group"
+            let mode = String(held.permissions, radix: 8)
+            // A shared sticky directory (/tmp) is meant to stay writable: the fix is a directory of the daemon's own.
+            if held.permissions & 0o1000 != 0 {
+                throw VarlinkServerError("""
+                    the socket's directory \(directory) is writable by \(writers) (mode \(mode), a shared directory such as /tmp): \
+                    another user could take the socket's name there before the daemon does or once it stops; \
+                    \(Self.ownDirectoryAdvice(for: me))
+                    """)
+            }
             throw VarlinkServerError("""
-                the socket's directory \(directory) is writable by \(held.permissions & 0o002 != 0 ? "every user" : "its group") \
-                (mode \(String(held.permissions, radix: 8))): anyone who may write there could replace the socket; chmod go-w \(directory) or use another directory
+                the socket's directory \(directory) is writable by \(writers) (mode \(mode)): anyone who may write there \
+                could replace the socket; if the directory is the daemon's alone, run chmod go-w \(directory); else \
+                \(Self.ownDirectoryAdvice(for: me))
                 """)
         }
         let existing: Stat
@@ -90,6 +101,14 @@ struct SocketPath {
         case .regular: throw VarlinkServerError("the socket path \(path) is a regular file, not a socket; nothing was changed: remove it or choose another --socket")
         default: throw VarlinkServerError("the socket path \(path) is not a socket; nothing was changed: remove it or choose another --socket")
         }
+    }
+
+    /// What to do instead of a socket directory that is not the daemon's own: make one (owned by the
+    /// daemon's uid, searchable by the apps' users, writable by nobody else) and put the socket in it.
+    static func ownDirectoryAdvice(for uid: uid_t) -> String {
+        uid == 0
+            ? "give the daemon a directory of its own: install -d -m 0755 /run/myapp, then --socket /run/myapp/broker.sock (the system's default, /run/devicectl/broker.sock, is one)"
+            : "give the daemon a directory of its own (owned by uid \(uid), in a directory the apps' users can search): install -d -m 0755 DIR, then --socket DIR/broker.sock"
     }
 
     /// A private directory (mode 0700, owned by this process's uid) in `directory` to bind the socket in.

@@ -143,7 +143,12 @@ struct SignOut: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "signout",
         abstract: "Sign the current worker out: globally in shared mode (every app's credentials), else for the app.",
-        discussion: "Without --app an administrator signs out (globally). Reasons: user, shift-end, idle, admin.")
+        discussion: """
+            Without --app an administrator signs out (globally). Reasons: user, shift-end, idle, admin. The output \
+            names the broker (its socket) or the store (its state directory) the sign-out acted on. A broker named \
+            with --socket or $DEVICECTL_SOCKET must answer: the sign-out never falls back to a store then (exit 69, \
+            nothing done). Root without a named broker goes through the system's when it runs, else to the store.
+            """)
 
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("The acting app.", valueName: "id")) var app: String?
@@ -151,46 +156,130 @@ struct SignOut: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Why: user, shift-end, idle or admin (recorded in the audit log).", valueName: "reason"))
     var reason: String?
     @Flag(help: "Private mode: remove the account from every app, not just this one.") var wipeEverywhere = false
+    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else the system's); a named broker must answer.",
+                               valueName: "path"))
+    var socket: String?
     @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if DeviceLocations.runsAsRoot, app != nil, let socket, !socket.isEmpty {
+            throw ValidationError("root's --app signs out in the store directly, and --socket names a broker: drop one of them")
+        }
+    }
+
+    /// `--json` output: the outcome and where it happened.
+    struct Result: Encodable {
+        var account: DeviceAccount?
+        var global: Bool
+        var itemsRemoved: Int
+        /// Access groups searched (in the store; the broker does not say).
+        var accessGroups: Int?
+        /// The broker's socket when the sign-out went through one.
+        var broker: String?
+        /// The store signed out in (the broker's, as it says, or the one opened).
+        var stateDirectory: String?
+
+        private enum CodingKeys: String, CodingKey { case account, global, itemsRemoved, accessGroups, broker, stateDirectory }
+
+        /// Every key, `null` when it does not apply, so a script can read `broker` either way.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(account, forKey: .account)
+            try container.encode(global, forKey: .global)
+            try container.encode(itemsRemoved, forKey: .itemsRemoved)
+            try container.encode(accessGroups, forKey: .accessGroups)
+            try container.encode(broker, forKey: .broker)
+            try container.encode(stateDirectory, forKey: .stateDirectory)
+        }
+    }
 
     func run() async throws {
         try await runReportingErrors {
             let parsedReason = try signOutReason(reason)
-            // Root without --app (remote / administrator sign-out) goes through a running broker too.
-            let administratorBroker = DeviceLocations.runsAsRoot && app == nil && !wipeEverywhere
-                ? try await BrokerRoute.runningBroker(stateDir: store.stateDir, logger: store.logger) : nil
-            if let broker = administratorBroker {
-                let outcome = try await broker.signOut(reason: parsedReason ?? .admin)
-                if output.json {
-                    try Output.json(outcome)
-                } else {
-                    Output.print("signed out \(AccountText.line(outcome.account)) from every app (through the broker): \(outcome.itemsRemoved) credential item(s) removed")
-                }
-                return
+            let path = DeviceLocations.brokerSocket(explicit: socket)
+            let named = DeviceLocations.namedBrokerSocket(explicit: socket) != nil
+            let administrator = DeviceLocations.runsAsRoot && app == nil && !wipeEverywhere
+            // A named broker must answer; otherwise root without --app uses the system's when it runs, and an
+            // app's user its broker as every app command does.
+            var broker: BrokerConnection?
+            if named && !(DeviceLocations.runsAsRoot && app != nil) {
+                broker = BrokerConnection(socketPath: path, logger: store.logger)
+            } else if administrator {
+                broker = BrokerConnection.isListening(at: path) ? BrokerConnection(socketPath: path, logger: store.logger) : nil
+            } else if case .broker(let chosen, _) = try await BrokerRoute.choose(app: app, socket: socket, stateDir: store.stateDir, logger: store.logger) {
+                broker = chosen
             }
-            if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
-                // Through the broker the app signs out as itself; it may say the worker left or the shift ended.
-                let outcome = try await broker.signOut(reason: parsedReason ?? .user)
-                if output.json {
-                    try Output.json(outcome)
-                } else {
-                    let scope = outcome.global ? "from every app" : "from this app"
-                    Output.print("signed out \(AccountText.line(outcome.account)) \(scope): \(outcome.itemsRemoved) credential item(s) removed")
-                }
-                return
+            if let broker {
+                return try await signOut(through: broker, named: named, reason: parsedReason ?? (administrator ? .admin : .user))
             }
+            try signOutInStore(reason: parsedReason, brokerAt: path)
+        }
+    }
+
+    /// Through `broker` (the administrator's remote sign-out, or an app's as itself): the broker's store.
+    /// - Parameter named: whether the user named the broker (`--socket`, `$DEVICECTL_SOCKET`).
+    private func signOut(through broker: BrokerConnection, named: Bool, reason: SharedDevice.SignOutReason) async throws {
+        let via = "the broker at \(broker.socketPath.forTerminal)"
+        let caller: (uid: Int, appID: String?, stateDirectory: String?)
+        do {
+            caller = try await broker.caller()
+        } catch let error as CLIError where error.exitCode == .unavailable {
+            let direct = DeviceLocations.runsAsRoot
+                ? " (to sign out in the store \(store.directory.path.forTerminal) itself, run without --socket and $DEVICECTL_SOCKET)"
+                : ""
+            throw CLIError(exitCode: .unavailable, named
+                ? "\(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never replaced by a store\(direct)"
+                : "\(error.description). Nothing was signed out")
+        }
+        try BrokerRoute.checkStateDirectory(store.stateDir, servedBy: caller.stateDirectory, at: broker.socketPath)
+        if !DeviceLocations.runsAsRoot { try BrokerRoute.refuseAnotherApp(app, own: caller.appID, uid: caller.uid) }
+        let served = caller.stateDirectory.map { " (store \($0.forTerminal))" } ?? ""
+        let outcome: BrokerSignOutSummary
+        do {
+            outcome = try await broker.signOut(reason: reason)
+        } catch let error as CLIError {
+            throw CLIError(exitCode: error.exitCode, "\(error.description) (through \(via)\(served))")
+        }
+        if output.json {
+            try Output.json(Result(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved,
+                                   broker: broker.socketPath, stateDirectory: caller.stateDirectory))
+        } else {
+            let scope = outcome.global ? "from every app" : "from this app"
+            Output.print("signed out \(AccountText.line(outcome.account)) \(scope) through \(via)\(served): \(outcome.itemsRemoved) credential item(s) removed")
+        }
+    }
+
+    /// In the store itself (root, or no broker runs and none was named), saying which store, and that no
+    /// broker answered at `path`.
+    private func signOutInStore(reason: SharedDevice.SignOutReason?, brokerAt path: String) throws {
+        let directory = store.directory.path
+        let note = DeviceLocations.runsAsRoot && app != nil
+            ? "in the store \(directory.forTerminal)"
+            : "in the store \(directory.forTerminal), as no broker answers at \(path.forTerminal) (name one with --socket)"
+        // A store that is not there is a mistyped --state-dir or another device's path: never created to sign out in.
+        guard FileManager.default.fileExists(atPath: store.directory.appendingPathComponent(KeychainStore.databaseFileName).path) else {
+            throw CLIError(exitCode: .unavailable, """
+                there is no store in \(directory.forTerminal), so nobody to sign out there; nothing was created. Check \
+                --state-dir, or name the device's broker with --socket
+                """)
+        }
+        let outcome: AccountManager.SignOutOutcome
+        do {
             let context = try AccountContext(store)
             let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
-            let outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
-                try context.accounts.signOut(app: identity, reason: parsedReason ?? (identity == nil ? .admin : .user),
+            outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try context.accounts.signOut(app: identity, reason: reason ?? (identity == nil ? .admin : .user),
                                              wipeEverywhere: wipeEverywhere, actor: identity?.appID ?? Actor.current)
             }
-            if output.json {
-                try Output.json(outcome)
-            } else {
-                let scope = outcome.global ? "from every app (\(outcome.accessGroups) access groups)" : "from this app"
-                Output.print("signed out \(AccountText.line(outcome.account)) \(scope): \(outcome.itemsRemoved) credential item(s) removed")
-            }
+        } catch let error as CLIError {
+            throw CLIError(exitCode: error.exitCode, "\(error.description); looked \(note)")
+        }
+        if output.json {
+            try Output.json(Result(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved,
+                                   accessGroups: outcome.accessGroups, broker: nil, stateDirectory: directory))
+        } else {
+            let scope = outcome.global ? "from every app (\(outcome.accessGroups) access groups)" : "from this app"
+            Output.print("signed out \(AccountText.line(outcome.account)) \(scope) \(note): \(outcome.itemsRemoved) credential item(s) removed")
         }
     }
 }

@@ -27,12 +27,16 @@ enum BrokerRoute {
         let broker = BrokerConnection(socketPath: path, logger: logger)
         let caller = try await broker.caller()
         try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
-        // A uid the policy does not list goes on to its call, which the broker refuses and audits.
-        if let app, let own = caller.appID, app != own {
-            throw CLIError(exitCode: .permissionDenied,
-                "--app \(app) names another app: the broker knows this process (uid \(caller.uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user")
-        }
+        try refuseAnotherApp(app, own: caller.appID, uid: caller.uid)
         return .broker(broker, appID: caller.appID)
+    }
+
+    /// Refuses `--app` naming another app than the one the broker knows this process as (exit 77): an app
+    /// acts only as itself. A uid the policy does not list goes on to its call, which the broker refuses and audits.
+    static func refuseAnotherApp(_ app: String?, own: String?, uid: Int) throws {
+        guard let app, let own, app != own else { return }
+        throw CLIError(exitCode: .permissionDenied,
+            "--app \(app) names another app: the broker knows this process (uid \(uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user")
     }
 
     /// The running broker, for an administrator's command that goes through it (so that every app hears of

@@ -10,7 +10,8 @@ struct Provision: ParsableCommand {
             Creates the state directory and store if needed and records the policy, its SHA-256, a device id and \
             the device's audit signing key in the device's own access group. The same policy again changes \
             nothing. A changed policy is an update; groups no app of the new policy is entitled to are \
-            crypto-shredded. A change of mode needs --force and removes every app's credentials.
+            crypto-shredded. A change of mode needs --force and removes every app's credentials. An app whose first \
+            (default) access group another app shares is warned of on standard error; provisioning goes on.
             """)
 
     @OptionGroup var store: StoreLocation
@@ -35,6 +36,7 @@ struct Provision: ParsableCommand {
                 throw CLIError(exitCode: .badInput, "invalid policy \(policy): \(error); nothing was changed")
             }
             try Self.refuseReadableSecret(decoded, policyFile: policy)
+            PolicyWarnings.report(decoded, file: policy)
             let sealing = try self.sealing.sealing(policy: decoded)
             let device = ManagedDevice(store: try store.open(), logger: store.logger)
             let (outcome, record) = try reportingDeviceErrors { () throws(SharedDeviceError) in

@@ -105,7 +105,7 @@ struct DeviceCLITests {
         try #require(provision.status == 0, "\(provision.stderr)")
         let summary = try #require(try parseJSON(provision.stdout) as? [String: Any])
         let deviceID = try #require((summary["device"] as? [String: Any])?["deviceId"] as? String)
-        try await addItem(cli, app: Self.scanner, service: "graph", account: "worker-1", secret: "tok-1")
+        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "tok-1")
         try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "a", secret: "cfg")
 
         // Without --force: usage error, nothing changes.
@@ -162,7 +162,7 @@ struct DeviceCLITests {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
         try #require(try await cli.run(["provision", "--policy", Self.kiosk]).status == 0)
-        try await addItem(cli, app: Self.scanner, service: "graph", account: "worker-1", secret: "shared-tok")
+        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "shared-tok")
         try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "s", account: "a", secret: "scanner-own")
         try await addItem(cli, app: Self.timeclock, group: Self.timeclock, service: "t", account: "a", secret: "timeclock-own")
 
@@ -324,10 +324,10 @@ struct DeviceCLITests {
                                "--service", "graph", "--account", "worker-1", "--secret-stdin"], stdin: "tok-SHARED")
         #expect(add.status == 0, "\(add.stderr)")
         #expect(add.stdout.contains("added item to com.microsoft.adalcache"))
-        // Without a group the item goes to the policy's first group for the app.
+        // Without a group the item goes to the policy's first group for the app: its own.
         let defaultGroup = try await cli.run(["keychain", "add-generic-password", "--app", Self.scanner,
                                         "--service", "graph", "--account", "worker-2", "--secret-stdin"], stdin: "tok-2")
-        #expect(defaultGroup.stdout.contains("added item to com.microsoft.adalcache"), "\(defaultGroup.stdout) \(defaultGroup.stderr)")
+        #expect(defaultGroup.stdout.contains("added item to \(Self.scanner)"), "\(defaultGroup.stdout) \(defaultGroup.stderr)")
         try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "a", secret: "SCANNER-PRIVATE")
 
         // The timeclock app finds the shared item…
@@ -345,7 +345,8 @@ struct DeviceCLITests {
         let hidden = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--service", "scanner-config"])
         #expect(hidden.status == 44, "\(hidden.stderr)")
         let list = try #require(try await cli.json(["keychain", "list", "--json", "--app", Self.timeclock]) as? [[String: Any]])
-        #expect(Set(list.compactMap { $0["account"] as? String }) == ["worker-1", "worker-2"])
+        // The shared item only: the one the scanner stored without naming a group is in the scanner's own.
+        #expect(Set(list.compactMap { $0["account"] as? String }) == ["worker-1"])
 
         // An app the policy does not list: refused and audited.
         let stranger = try await cli.run(["keychain", "list", "--app", "com.contoso.unlisted"])
@@ -382,7 +383,7 @@ struct DeviceCLITests {
         let provision = try await cli.run(["provision", "--policy", Self.kiosk, "--json"])
         try #require(provision.status == 0)
         let firstID = try #require(((try parseJSON(provision.stdout) as? [String: Any])?["device"] as? [String: Any])?["deviceId"] as? String)
-        try await addItem(cli, app: Self.scanner, service: "graph", account: "worker-1", secret: "tok-1")
+        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "tok-1")
         try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "cfg", account: "a", secret: "cfg-1")
         try await addItem(cli, app: Self.timeclock, group: Self.timeclock, service: "cfg", account: "b", secret: "cfg-2")
 

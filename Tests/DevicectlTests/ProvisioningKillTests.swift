@@ -30,8 +30,8 @@ struct ProvisioningKillTests {
         "private": ["com.microsoft.identity.universalstorage", "com.contoso.fieldnotes"],
     ]
     static let apps: [String: [String: [String]]] = [
-        "shared": ["com.contoso.kiosk.scanner": ["com.microsoft.adalcache", "com.contoso.kiosk.scanner"],
-                   "com.contoso.kiosk.timeclock": ["com.microsoft.adalcache", "com.contoso.kiosk.timeclock"]],
+        "shared": ["com.contoso.kiosk.scanner": ["com.contoso.kiosk.scanner", "com.microsoft.adalcache"],
+                   "com.contoso.kiosk.timeclock": ["com.contoso.kiosk.timeclock", "com.microsoft.adalcache"]],
         "private": ["com.contoso.fieldnotes": ["com.microsoft.identity.universalstorage", "com.contoso.fieldnotes"]],
     ]
     static let policyIDs = ["shared": "contoso-frontdesk-kiosk-2026-11", "private": "contoso-personal-2026-11"]

@@ -63,6 +63,32 @@ import Testing
         await daemon.cleanUp()
     }
 
+    @Test func aSharedStickyDirectoryLikeTmpIsRefusedSuggestingADirectoryOfTheDaemonsOwnNotAChmod() async throws {
+        let daemon = try await Daemon()
+        let sticky = daemon.publicDirectory.appendingPathComponent("sticky")
+        try FileManager.default.createDirectory(at: sticky, withIntermediateDirectories: false)
+        #expect(chmod(sticky.path, 0o1777) == 0)
+        for directory in ["/tmp", sticky.path] {
+            let socket = directory + "/broker-\(UUID().uuidString.prefix(8)).sock"
+            let refused = try await Self.refusedStart(daemon, socket: socket)
+            #expect(refused.status == 75, "\(refused.message)")
+            #expect(refused.message.contains("the socket's directory \(directory) is writable by every user (mode 1777, a shared directory such as /tmp)")
+                    && refused.message.contains("install -d -m 0755 /run/myapp, then --socket /run/myapp/broker.sock"), "\(refused.message)")
+            #expect(!refused.message.contains("chmod"), "deviced suggests changing a shared directory's mode: \(refused.message)")
+            #expect(!FileManager.default.fileExists(atPath: socket))
+        }
+        // A directory of its own, as suggested, is taken.
+        let own = daemon.publicDirectory.appendingPathComponent("myapp")
+        let install = try await Command.run(URL(fileURLWithPath: "/usr/bin/install"), ["-d", "-m", "0755", own.path])
+        try #require(install.status == 0, "\(install.stderr)")
+        let broker = try ChildProcess(product: "deviced", ["--state-dir", daemon.cli.stateDirectory.path, "--socket", own.appendingPathComponent("broker.sock").path])
+        defer { _ = broker.killIfRunning() }
+        #expect(await Daemon.waitUntilReady(broker), "\(broker.standardError)")
+        _ = broker.send(SIGTERM)
+        #expect(await broker.waitForExit(timeout: 20))
+        await daemon.cleanUp()
+    }
+
     @Test func aFileADirectoryOrASymlinkAtTheSocketPathIsRefusedAndKept() async throws {
         let daemon = try await Daemon()
         let base = daemon.publicDirectory.path

@@ -143,8 +143,8 @@ enum KioskApps {
     static let timeclockID = AccountWorkerFixture.timeclockID
     static let scannerGroup = AccountWorkerFixture.scannerGroup
     static let timeclockGroup = AccountWorkerFixture.timeclockGroup
-    static let scanner = try! AppIdentity(appID: scannerID, accessGroups: [AccessGroup.adalCache, scannerGroup])
-    static let timeclock = try! AppIdentity(appID: timeclockID, accessGroups: [AccessGroup.adalCache, timeclockGroup])
+    static let scanner = try! AppIdentity(appID: scannerID, accessGroups: [scannerGroup, AccessGroup.adalCache])
+    static let timeclock = try! AppIdentity(appID: timeclockID, accessGroups: [timeclockGroup, AccessGroup.adalCache])
 }
 
 // MARK: - Errors

@@ -30,11 +30,43 @@ struct PolicyDecodingTests {
         let policy = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json"))
         #expect(policy.device.mode == .shared)
         #expect(policy.apps.map(\.id) == ["com.contoso.kiosk.scanner", "com.contoso.kiosk.timeclock"])
-        #expect(policy.apps.allSatisfy { $0.accessGroups.first == "com.microsoft.adalcache" && $0.accessGroups.count == 2 })
+        // Each app's own group first (its items' default), the shared MSAL group second.
+        #expect(policy.apps.allSatisfy { $0.accessGroups == [$0.id, "com.microsoft.adalcache"] })
         #expect(policy.app("com.contoso.kiosk.timeclock")?.uid == 1002)
         #expect(policy.session.idleSignOutSeconds == 900)
         #expect(policy.audit.checkpointInterval == 100)
         #expect(policy.authority.scopes.contains("offline_access"))
+    }
+
+    @Test func anAppWhoseFirstGroupAnotherAppListsIsReportedWithItsOwnGroupToListFirst() throws {
+        #expect(try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).sharedDefaultGroups.isEmpty)
+        var document = try Self.kiosk()
+        var apps = document["apps"] as! [[String: Any]]
+        apps[0]["accessGroups"] = ["com.microsoft.adalcache", "com.contoso.kiosk.scanner"]
+        apps[1]["accessGroups"] = ["com.microsoft.adalcache"]
+        document["apps"] = apps
+        let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
+        #expect(policy.sharedDefaultGroups == [
+            DevicePolicy.SharedDefaultGroup(appID: "com.contoso.kiosk.scanner", group: "com.microsoft.adalcache",
+                                            sharedWith: ["com.contoso.kiosk.timeclock"], privateGroup: "com.contoso.kiosk.scanner"),
+            DevicePolicy.SharedDefaultGroup(appID: "com.contoso.kiosk.timeclock", group: "com.microsoft.adalcache",
+                                            sharedWith: ["com.contoso.kiosk.scanner"], privateGroup: nil),
+        ])
+    }
+
+    @Test(arguments: [
+        ("{\n  \"version\": 1,\n  \"apps\": [1, 2,,]\n}", "a syntax error at line 3, column 17"),
+        ("{\n  \"version\": 1\n  \"device\": {}\n}", "a syntax error at line 3, column 3"),
+        ("{\n  \"device\": {\"name\": \"Café kiosk\" \"mode\": \"shared\"}\n}", "a syntax error at line 2, column 35"),
+        ("{\n  \"version\": 1,\n  \"apps\": [\n", "the document ends at line 4, column 1"),
+    ])
+    func aDocumentThatIsNotJSONNamesTheLineAndColumnOfItsFirstSyntaxError(text: String, expected: String) throws {
+        do {
+            _ = try DevicePolicy.decode(Data(text.utf8))
+            Issue.record("decoded: \(text)")
+        } catch {
+            #expect(error.path == "(document)" && error.problem.hasPrefix("not valid JSON: \(expected)"), "\(error)")
+        }
     }
 
     @Test func shippedPersonalPolicyDecodesAsPrivateWithDefaults() throws {

@@ -202,7 +202,7 @@ struct ProvisioningTests {
 
         let scanner = try #require(try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID))
         #expect(scanner.appID == KioskApps.scannerID)
-        #expect(scanner.accessGroups == [AccessGroup.adalCache, KioskApps.scannerGroup])
+        #expect(scanner.accessGroups == [KioskApps.scannerGroup, AccessGroup.adalCache])
         #expect(try fixture.device.lastAuditSequence() == 1)
 
         fixture.clock.advance(by: 5)

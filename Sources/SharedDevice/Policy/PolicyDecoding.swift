@@ -8,7 +8,8 @@ extension DevicePolicy {
     public static let deviceAccessGroup = AccessGroup.device
 
     /// Decodes a policy strictly: an unknown key, a wrong type, a duplicate app id, an empty or malformed
-    /// access group or an unknown mode is a `PolicyError` naming the JSON path and what is expected.
+    /// access group or an unknown mode is a `PolicyError` naming the JSON path and what is expected; a
+    /// document that is not JSON, one naming the line and column of its first syntax error.
     /// A document over `InputLimits.policyDocumentBytes` is refused before it is parsed.
     public static func decode(_ data: Data) throws(PolicyError) -> DevicePolicy {
         guard data.count <= InputLimits.policyDocumentBytes else { throw PolicyError.documentTooLarge }
@@ -16,7 +17,12 @@ extension DevicePolicy {
         do {
             document = try JSONDecoder().decode(JSONValue.self, from: data)
         } catch {
-            throw PolicyError(.root, "not valid JSON (\(Self.describe(error)))")
+            guard let location = JSONSyntaxLocation.firstError(in: data) else {
+                throw PolicyError(.root, "not valid JSON (\(Self.describe(error)))")
+            }
+            throw PolicyError(.root, location.atEnd
+                ? "not valid JSON: the document ends at \(location) before its last object, array or string is closed"
+                : "not valid JSON: a syntax error at \(location) (a missing or extra comma, quote or bracket there or just before it)")
         }
         return try PolicyReader().policy(document)
     }

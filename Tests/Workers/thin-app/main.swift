@@ -14,7 +14,7 @@
 //   thin-app [--socket PATH] poll N MS         asks for the current account N times, MS ms apart (a
 //                                              connection per call): `ok <username|none>` or `error <case>`
 //   thin-app [--socket PATH] soak S TAG        for S seconds, mixed calls in a loop: add an item (service
-//                                              `soak-TAG-<i>`) to the app's last group, read it back, update
+//                                              `soak-TAG-<i>`) to the app's first group (its own), read it back, update
 //                                              it, read the update, list, current account, and every 10th
 //                                              item delete it again; any wrong answer fails. Then every kept
 //                                              item must be there with its last secret: `soak <calls> calls <kept> kept`
@@ -71,7 +71,7 @@ func name(_ error: SharedDeviceClientError) -> String {
 
 /// The soak loop: every answer checked, every kept item re-read at the end.
 func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
-    guard let group = try await application.caller().accessGroups.last else { fail(.refused(error: "", message: "the app has no access group")) }
+    guard let group = try await application.caller().accessGroups.first else { fail(.refused(error: "", message: "the app has no access group")) }
     let deadline = Date().addingTimeInterval(seconds)
     var calls = 0, index = 0
     var kept: [String: Data] = [:]
