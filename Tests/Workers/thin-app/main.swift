@@ -124,7 +124,7 @@ do throws(SharedDeviceClientError) {
                 switch event {
                 case .subscribed(let current, _): say("event subscribed \(current?.username ?? "none")")
                 case .signedIn(let current, _): say("event signedIn \(current?.username ?? "none")")
-                case .signedOut(let reason, _): say("event signedOut \(reason ?? "-")")
+                case .signedOut(let reason, _): say("event signedOut \(reason?.rawValue ?? "-")")
                 case .switched(let current, _): say("event switched \(current?.username ?? "none")")
                 case .deviceModeChanged(let mode, _): say("event deviceModeChanged \(mode.rawValue)")
                 case .idleWarning(let secondsLeft): say("event idleWarning \(secondsLeft)")
