@@ -21,9 +21,10 @@ public final class PublicClientApplication: Sendable {
     /// An application for the broker at `endpoint` (by default the system's, `/run/devicectl/broker.sock`).
     ///
     /// - Parameters:
-    ///   - logger: gets the client's own diagnostics at `debug` and `trace` (never a token or a secret). By
-    ///     default the task-local `Logger.current` (swift-log's `withLogger`), as the other libraries take it:
-    ///     the client never makes a logger of its own, so an app that sets none up hears nothing.
+    ///   - logger: gets the client's own diagnostics (never a token or a secret): `debug`, and a `warning`
+    ///     when it refuses an untrusted broker. By default the task-local `Logger.current` (the logger of the
+    ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
+    ///     take theirs: the client never makes a logger of its own.
     ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
     public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger = Logger.current, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.endpoint = endpoint
