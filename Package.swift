@@ -330,6 +330,15 @@ let package = Package(
             path: "Tests/Workers/thin-app",
             swiftSettings: strictSettings
         ),
+        // The README's Swift app sample, compiled as an app would compile it (Swift 6 mode, no stricter
+        // settings): ReadmeSampleTests checks its main.swift is the README's block, byte for byte, and runs it
+        // under an app's uid against a real broker.
+        .executableTarget(
+            name: "readme-kiosk-app",
+            dependencies: ["SharedDeviceClient"],
+            path: "Tests/Workers/readme-kiosk-app",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // Every method and app-facing error of the broker's interface through the generated contract, run by
         // the conformance test under an app's uid.
         .executableTarget(
@@ -400,6 +409,11 @@ let package = Package(
         .testTarget(
             name: "DeviceLocationsTests",
             dependencies: ["DeviceLocations"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "SharedDeviceClientTests",
+            dependencies: ["SharedDeviceClient"],
             swiftSettings: strictSettings
         ),
         .testTarget(

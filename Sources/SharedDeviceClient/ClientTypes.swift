@@ -129,6 +129,56 @@ public enum SignOutReason: String, Sendable, Hashable {
     case shiftEnd = "shift-end"
 }
 
+/// Why the worker was signed out, as an account event reports it (the `reason` of the broker's
+/// `signedOut` event). Its description is a phrase for a person (`the shift ended`); `rawValue` is the
+/// broker's word (`shift-end`). A reason this client does not know (a newer broker's) is `other`.
+public enum SignedOutReason: Sendable, Hashable, CustomStringConvertible {
+    /// The worker signed out (`user`).
+    case user
+    /// The shift ended: a shift switch or the end-of-shift button (`shift-end`).
+    case shiftEnd
+    /// An administrator signed the worker out (`admin`): root's `devicectl signout`, or a member of the
+    /// policy's administratorsGroup.
+    case admin
+    /// The worker was idle past the policy's `session.idleSignOutSeconds` (`idle`).
+    case idle
+    /// A reason this client does not know, as the broker spelled it.
+    case other(String)
+
+    /// The reason the broker names with `rawValue` (`user`, `shift-end`, `admin`, `idle`, or any other word).
+    public init(rawValue: String) {
+        switch rawValue {
+        case "user": self = .user
+        case "shift-end": self = .shiftEnd
+        case "admin": self = .admin
+        case "idle": self = .idle
+        default: self = .other(rawValue)
+        }
+    }
+
+    /// The broker's word for the reason.
+    public var rawValue: String {
+        switch self {
+        case .user: "user"
+        case .shiftEnd: "shift-end"
+        case .admin: "admin"
+        case .idle: "idle"
+        case .other(let reason): reason
+        }
+    }
+
+    /// The reason in words, for a person (`the shift ended`).
+    public var description: String {
+        switch self {
+        case .user: "the worker signed out"
+        case .shiftEnd: "the shift ended"
+        case .admin: "an administrator signed the worker out"
+        case .idle: "the worker was idle too long"
+        case .other(let reason): "signed out (\(reason))"
+        }
+    }
+}
+
 /// What a sign-out did, as the broker counted it.
 public struct SignOutResult: Sendable, Hashable {
     /// Who was signed out (nil: nobody was signed in).
@@ -146,8 +196,8 @@ public enum AccountEvent: Sendable, Hashable {
     case subscribed(current: Account?, sequence: Int)
     /// A worker signed in.
     case signedIn(current: Account?, sequence: Int)
-    /// The worker was signed out of every app: `reason` is `user`, `shift-end`, `admin` or `idle`.
-    case signedOut(reason: String?, sequence: Int)
+    /// The worker was signed out of every app, for `reason` (nil when the broker gave none).
+    case signedOut(reason: SignedOutReason?, sequence: Int)
     /// One worker left and the next signed in, in one step.
     case switched(current: Account?, sequence: Int)
     /// The device's mode changed (shared or private).

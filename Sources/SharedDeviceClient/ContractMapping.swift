@@ -52,7 +52,7 @@ extension AccountEvent {
         switch event.kind {
         case "subscribed": self = .subscribed(current: current, sequence: event.sequence)
         case "signedIn": self = .signedIn(current: current, sequence: event.sequence)
-        case "signedOut": self = .signedOut(reason: event.reason, sequence: event.sequence)
+        case "signedOut": self = .signedOut(reason: event.reason.map(SignedOutReason.init(rawValue:)), sequence: event.sequence)
         case "switched": self = .switched(current: current, sequence: event.sequence)
         case "deviceModeChanged":
             guard let mode = DeviceInformation.Mode(rawValue: event.mode) else {

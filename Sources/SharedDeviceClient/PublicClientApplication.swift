@@ -18,9 +18,15 @@ public final class PublicClientApplication: Sendable {
     public let endpoint: BrokerEndpoint
     private let broker: BrokerCall
 
-    /// An application for the broker at `endpoint`. `logger` gets the client's own diagnostics (never a
-    /// token or a secret); `eventLoopGroup` runs the connections (nil: SwiftNIO's shared singleton group).
-    public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
+    /// An application for the broker at `endpoint` (by default the system's, `/run/devicectl/broker.sock`).
+    ///
+    /// - Parameters:
+    ///   - logger: gets the client's own diagnostics (never a token or a secret): `debug`, and a `warning`
+    ///     when it refuses an untrusted broker. By default the task-local `Logger.current` (the logger of the
+    ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
+    ///     take theirs: the client never makes a logger of its own.
+    ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
+    public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger = Logger.current, eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.endpoint = endpoint
         broker = BrokerCall(endpoint: endpoint, group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
     }
@@ -282,12 +288,26 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Deletes every item `query` selects; returns how many. No match throws the keychain's item-not-found
-    /// (`-25300`, as `SecItemDelete`): an app for which "nothing to delete" is fine treats it as success.
+    /// (`-25300`, as `SecItemDelete`; `error.isItemNotFound`). An app for which "nothing to delete" is fine
+    /// calls `deleteGenericPasswordIfPresent` instead.
     @discardableResult
     public func deleteGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.DeleteGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
                                                                   type: query.type.map(Int.init), accessGroup: query.accessGroup)
         return try await broker.run(Broker1.DeleteGenericPassword.self, parameters) { reply throws(SharedDeviceClientError) in reply.deleted }
+    }
+
+    /// Deletes every item `query` selects, if there is any; returns how many, 0 when nothing matched. The
+    /// broker still answers a delete without a match with item-not-found (-25300, as `SecItemDelete`): this
+    /// call takes that answer for 0 and throws every other failure (-34018 for a group the app lacks, …).
+    @discardableResult
+    public func deleteGenericPasswordIfPresent(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
+        do throws(SharedDeviceClientError) {
+            return try await deleteGenericPassword(query)
+        } catch {
+            guard error.isItemNotFound else { throw error }
+            return 0
+        }
     }
 
     /// The attributes (never the secrets) of every item `query` selects.

@@ -30,7 +30,7 @@ struct AccountFollow {
         switch event {
         case .subscribed(let current, let sequence): EventJSON(kind: "subscribed", current: current.map(DeviceAccount.init), sequence: sequence)
         case .signedIn(let current, let sequence): EventJSON(kind: "signedIn", current: current.map(DeviceAccount.init), sequence: sequence)
-        case .signedOut(let reason, let sequence): EventJSON(kind: "signedOut", reason: reason, sequence: sequence)
+        case .signedOut(let reason, let sequence): EventJSON(kind: "signedOut", reason: reason?.rawValue, sequence: sequence)
         case .switched(let current, let sequence): EventJSON(kind: "switched", current: current.map(DeviceAccount.init), sequence: sequence)
         case .deviceModeChanged(let mode, let sequence): EventJSON(kind: "deviceModeChanged", mode: mode.rawValue, sequence: sequence)
         case .idleWarning(let secondsLeft): EventJSON(kind: "idleWarning", secondsLeft: secondsLeft)
@@ -43,7 +43,7 @@ struct AccountFollow {
         case .subscribed(let current, let sequence):
             "following account changes; current: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
         case .signedIn(let current, let sequence): "signed in: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
-        case .signedOut(let reason, let sequence): "signed out\(reason.map { " (\($0.forTerminal))" } ?? "") (audit #\(sequence))"
+        case .signedOut(let reason, let sequence): "signed out\(reason.map { " (\($0.rawValue.forTerminal))" } ?? "") (audit #\(sequence))"
         case .switched(let current, let sequence): "switched to: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
         case .deviceModeChanged(let mode, let sequence): "device mode changed to \(mode.rawValue) (audit #\(sequence))"
         case .idleWarning(let secondsLeft): "idle: the worker is signed out in \(secondsLeft) s unless there is activity"

@@ -23,7 +23,7 @@ struct SignOutWatcher: Sendable {
                     case .subscribed(let current, _) where current == nil:
                         await clear(because: "nobody is signed in")
                     case .signedOut(let reason, _):
-                        await clear(because: "the worker was signed out (\(reason ?? "user"))")
+                        await clear(because: "the worker was signed out (\(reason?.rawValue ?? "user"))")
                     case .switched:
                         await clear(because: "the shift changed")
                     default:

@@ -47,6 +47,18 @@ import Testing
         await daemon.cleanUp()
     }
 
+    /// The wire keeps the keychain's semantics (a delete or find that matches nothing is -25300); the client
+    /// lets an app say "nothing there is fine" without matching the error's shape.
+    @Test func nothingToDeleteIsItemNotFoundOnTheWireAndZeroForDeleteIfPresent() async throws {
+        let daemon = try await Daemon()
+        try await daemon.start()
+        #expect(try await Self.finished(daemon, as: Daemon.scannerUID, ["not-found"]) == [
+            "if-present 0", "if-present 1",
+            "find isItemNotFound true status -25300", "delete isItemNotFound true status -25300",
+        ])
+        await daemon.cleanUp()
+    }
+
     @Test func accountChangesCarryTheIdleWarningItsCancellationAndTheIdleSignOut() async throws {
         // 60 policy seconds, warning 40 s before, 10x clock: the warning 2 real seconds after the last
         // activity, the sign-out 6.

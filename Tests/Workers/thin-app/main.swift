@@ -11,6 +11,10 @@
 //   thin-app [--socket PATH] silent SCOPES     `token <source> <username> <scopes>`
 //   thin-app [--socket PATH] signout           `signed-out <username|none> global <bool> items <n>`
 //   thin-app [--socket PATH] activity          `idle <signOutIn|none>`
+//   thin-app [--socket PATH] not-found         in the app's last group: `if-present <n>` for a delete-if-present
+//                                              with nothing there, then with one item; `find isItemNotFound
+//                                              <bool> status <n>` and `delete isItemNotFound <bool> status <n>`
+//                                              for a find and a delete of the item gone
 //   thin-app [--socket PATH] poll N MS         asks for the current account N times, MS ms apart (a
 //                                              connection per call): `ok <username|none>` or `error <case>`
 //   thin-app [--socket PATH] soak S TAG        for S seconds, mixed calls in a loop: add an item (service
@@ -124,7 +128,7 @@ do throws(SharedDeviceClientError) {
                 switch event {
                 case .subscribed(let current, _): say("event subscribed \(current?.username ?? "none")")
                 case .signedIn(let current, _): say("event signedIn \(current?.username ?? "none")")
-                case .signedOut(let reason, _): say("event signedOut \(reason ?? "-")")
+                case .signedOut(let reason, _): say("event signedOut \(reason?.rawValue ?? "-")")
                 case .switched(let current, _): say("event switched \(current?.username ?? "none")")
                 case .deviceModeChanged(let mode, _): say("event deviceModeChanged \(mode.rawValue)")
                 case .idleWarning(let secondsLeft): say("event idleWarning \(secondsLeft)")
@@ -180,6 +184,23 @@ do throws(SharedDeviceClientError) {
                 say("error \(name(error))")
             }
             try? await Task.sleep(for: .milliseconds(interval))
+        }
+    case "not-found":
+        let group = try await application.caller().accessGroups.last
+        let query = ItemQuery(accessGroup: group, service: "thin-app-not-found", account: "a")
+        say("if-present \(try await application.deleteGenericPasswordIfPresent(query))")
+        try await application.addGenericPassword(service: "thin-app-not-found", account: "a", secret: Data("s".utf8), accessGroup: group)
+        say("if-present \(try await application.deleteGenericPasswordIfPresent(query))")
+        do throws(SharedDeviceClientError) {
+            _ = try await application.findGenericPassword(query)
+            say("find found")
+        } catch {
+            say("find isItemNotFound \(error.isItemNotFound) status \(error.keychainStatus.map(String.init) ?? "none")")
+        }
+        do throws(SharedDeviceClientError) {
+            say("delete deleted \(try await application.deleteGenericPassword(query))")
+        } catch {
+            say("delete isItemNotFound \(error.isItemNotFound) status \(error.keychainStatus.map(String.init) ?? "none")")
         }
     case "soak":
         try await soak(seconds: Double(argument) ?? 10, tag: arguments.dropFirst(2).first ?? "t")
