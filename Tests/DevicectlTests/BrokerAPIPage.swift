@@ -18,8 +18,9 @@ struct BrokerAPIPage {
     /// `nobody signed in`, `WORKER signed in`, `approve WORKER` (the worker approves the device code a reply
     /// shows), `browse WORKER` (the worker signs in at the authorization URL a reply shows), `meanwhile sign
     /// in WORKER` / `meanwhile sign out REASON` (done after the first reply, in order), `after N
-    /// connections` (N others held open first); clauses separated by `;`.
-    struct Note: Equatable {
+    /// connections` (N others held open first), `deviced OPTIONS` (on a broker of its own started with
+    /// them), `given N secrets of B bytes labelled L` (the caller adds them first); clauses separated by `;`.
+    struct Note {
         var caller = "scanner"
         var identityProvider = false
         /// nil: any state; "": nobody signed in; else the worker signed in.
@@ -28,6 +29,10 @@ struct BrokerAPIPage {
         var browse: String?
         var meanwhile: [String] = []
         var held = 0
+        /// Options of a broker of the block's own (none: the suite's broker).
+        var daemonArguments: [String] = []
+        /// Items the caller adds before the block: how many, the bytes of each secret, their label.
+        var given: (count: Int, bytes: Int, label: String)?
         /// Why the block is not replayed (it is illustrative, or needs what the replay does not set up).
         var notReplayed: String?
     }
@@ -111,7 +116,14 @@ struct BrokerAPIPage {
             case 2 where words[0] == "browse": note.browse = words[1]
             case 4 where words[0...2] == ["meanwhile", "sign", "in"], 4 where words[0...2] == ["meanwhile", "sign", "out"]:
                 note.meanwhile.append(words[1...].joined(separator: " "))
-            case 3 where words[0] == "after" && words[2] == "connections" && Int(words[1]) != nil: note.held = Int(words[1]) ?? 0
+            case 3 where words[0] == "after" && ["connection", "connections"].contains(words[2]) && Int(words[1]) != nil:
+                note.held = Int(words[1]) ?? 0
+            case 2... where words[0] == "deviced": note.daemonArguments = Array(words.dropFirst())
+            case 8 where words[0] == "given" && words[2...3] == ["secrets", "of"] && words[5...6] == ["bytes", "labelled"]:
+                guard let count = Int(words[1]), let bytes = Int(words[4]) else {
+                    throw PageError(line: line, message: "the note's clause \"\(clause)\" needs numbers")
+                }
+                note.given = (count, bytes, words[7])
             default: throw PageError(line: line, message: "the note's clause \"\(clause)\" is none the replay knows")
             }
         }

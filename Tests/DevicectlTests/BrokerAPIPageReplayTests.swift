@@ -31,7 +31,14 @@ import Testing
         var replayed = 0
         for exchange in try BrokerAPIPage.exchanges() where exchange.note.notReplayed == nil && !exchange.note.identityProvider {
             try #require(exchange.note.signedIn == nil || exchange.note.signedIn == "", "line \(exchange.line) needs a worker signed in: mark it `identity provider`")
-            await replay.replay(exchange)
+            if exchange.note.daemonArguments.isEmpty {
+                await replay.replay(exchange)
+            } else {
+                let own = try await Daemon(policy: policy)
+                try await own.start(exchange.note.daemonArguments)
+                await BrokerAPIReplay(daemon: own, host: replay.host).replay(exchange)
+                await own.cleanUp()
+            }
             replayed += 1
         }
         #expect(replayed >= 25)
@@ -85,15 +92,20 @@ struct BrokerAPIReplay {
             try ExecutableCopy.copy(from: Self.script.path, to: copy, mode: 0o644)
         }
         let script: [String: Any] = ["hold": held, "messages": messages.map { ["send": $0.send ?? NSNull(), "replies": $0.replies.count] as [String: Any] }]
-        let text = String(decoding: try JSONSerialization.data(withJSONObject: script), as: UTF8.self)
-        return try ChildProcess(Daemon.setpriv, ["--pdeathsig", "KILL"] + Daemon.asUser(uid) + ["/usr/bin/python3", copy, daemon.socketPath, text])
+        // In a file the client's uid can read: a block's messages may be larger than the argument list may.
+        let file = daemon.publicDirectory.appendingPathComponent("replay-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: script).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
+        return try ChildProcess(Daemon.setpriv, ["--pdeathsig", "KILL"] + Daemon.asUser(uid) + ["/usr/bin/python3", copy, daemon.socketPath, file.path])
     }
 
-    /// The replies the client printed, as text (`closed` when the broker closed the connection first).
+    /// The replies the client printed, as text (`closed` when the broker closed the connection first; a
+    /// line saying so when a connection to hold open was refused).
     static func replies(_ client: ChildProcess) -> [String] {
         client.lines.compactMap { line in
             guard let object = try? parseJSON(line) as? [String: Any] else { return nil }
             if let reply = object["reply"] as? String { return reply }
+            if let refused = object["held_refused"] { return "a held connection was refused: \(refused)" }
             return object["closed"] != nil ? "closed" : nil
         }
     }
@@ -117,6 +129,34 @@ struct BrokerAPIReplay {
 
     /// Sends one block's connections as its note says and compares every reply with the page's.
     func replay(_ exchange: BrokerAPIPage.Exchange) async {
+        let note = exchange.note
+        if let given = note.given {
+            // The caller's items the block needs, added one call at a time (each under the message limit),
+            // and deleted after it.
+            let secret = Data(repeating: UInt8(ascii: "x"), count: given.bytes).base64EncodedString()
+            let adds = (1...given.count).map { index in
+                BrokerAPIPage.Message(send: #"{"method":"org.sharedmode.Broker1.AddGenericPassword","parameters":{"service":"page-\#(given.label)-\#(index)","account":"a","label":"\#(given.label)","secret":"\#(secret)"}}"#,
+                                      replies: ["?"])
+            }
+            do {
+                let client = try start(adds, as: Self.uid(note.caller))
+                defer { _ = client.killIfRunning() }
+                let added = await client.waitForExit(timeout: 120)
+                #expect(added && Self.replies(client).allSatisfy { !$0.contains("\"error\"") } && Self.replies(client).count == given.count,
+                        "line \(exchange.line): adding the items failed: \(Self.replies(client).map { $0.prefix(300) }) \(client.standardError)")
+            } catch {
+                Issue.record("line \(exchange.line): cannot add the items: \(error)")
+            }
+        }
+        await replayConnections(exchange)
+        if let given = note.given {
+            let deleted = try? await call("DeleteGenericPassword", #"{"label":"\#(given.label)"}"#, as: Self.uid(note.caller))
+            #expect(deleted.map { "\($0)".contains("\"deleted\":\(given.count)") } == true, "line \(exchange.line): the items stayed: \(String(describing: deleted))")
+        }
+    }
+
+    /// Sends each connection of a block and compares its replies with the page's.
+    private func replayConnections(_ exchange: BrokerAPIPage.Exchange) async {
         let note = exchange.note
         for messages in exchange.connections {
             let expected = messages.flatMap(\.replies)

@@ -4,8 +4,10 @@ run it under an app's uid), and prints every reply exactly as it came, one JSON 
 {"reply": "<the reply's text>"}; {"closed": true} when the broker closed the connection first.
 
 Usage: wire_replay.py SOCKET SCRIPT
-  SCRIPT is JSON: {"hold": N, "messages": [{"send": TEXT or null, "replies": K}, ...]}. N connections are
-  opened and kept first (they send nothing); then on one more connection each TEXT is sent with its NUL
+  SCRIPT is a file of JSON: {"hold": N, "messages": [{"send": TEXT or null, "replies": K}, ...]}. N connections are
+  opened and kept first, one after the other, each admitted before the next is opened (it answered a GetInfo:
+  the broker admits connections asynchronously, so without that a later one could take an earlier one's slot);
+  then on one more connection each TEXT is sent with its NUL
   (null: nothing is sent, the replies come unasked), and K replies are read, fewer when one ends the call
   (it has no "continues") or the broker closes the connection. The broker's replies are waited for as
   long as they take: the test that runs this ends it when it gives up.
@@ -25,9 +27,33 @@ def connect(path):
     return sock
 
 
+def read_reply(sock, buffered):
+    """The next reply's text and what is left, or (None, b"") when the broker closed the connection."""
+    while b"\0" not in buffered:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return None, b""
+        buffered += chunk
+    reply, buffered = buffered.split(b"\0", 1)
+    return reply.decode(), buffered
+
+
 def main():
-    path, script = sys.argv[1], json.loads(sys.argv[2])
-    held = [connect(path) for _ in range(script.get("hold", 0))]
+    path = sys.argv[1]
+    with open(sys.argv[2], encoding="utf-8") as file:
+        script = json.load(file)
+    held = []
+    for _ in range(script.get("hold", 0)):
+        connection = connect(path)
+        connection.sendall(b'{"method":"org.varlink.service.GetInfo"}\0')
+        reply, _ = read_reply(connection, b"")
+        if reply is None or "error" in json.loads(reply):
+            emit(held_refused=reply)
+            return
+        held.append(connection)
     sock = connect(path)
     buffered = b""
     for message in script["messages"]:
@@ -38,17 +64,10 @@ def main():
                 emit(closed=True)
                 return
         for _ in range(message["replies"]):
-            while b"\0" not in buffered:
-                try:
-                    chunk = sock.recv(65536)
-                except ConnectionResetError:
-                    chunk = b""
-                if not chunk:
-                    emit(closed=True)
-                    return
-                buffered += chunk
-            reply, buffered = buffered.split(b"\0", 1)
-            text = reply.decode()
+            text, buffered = read_reply(sock, buffered)
+            if text is None:
+                emit(closed=True)
+                return
             emit(reply=text)
             if not json.loads(text).get("continues", False):
                 break
