@@ -19,7 +19,8 @@ struct BrokerAPIPage {
     /// shows), `browse WORKER` (the worker signs in at the authorization URL a reply shows), `meanwhile sign
     /// in WORKER` / `meanwhile sign out REASON` (done after the first reply, in order), `after N
     /// connections` (N others held open first), `deviced OPTIONS` (on a broker of its own started with
-    /// them), `given N secrets of B bytes labelled L` (the caller adds them first); clauses separated by `;`.
+    /// them), `policy kiosk-password.json` (on a broker of its own on that policy, the password flow allowed),
+    /// `given N secrets of B bytes labelled L` (the caller adds them first); clauses separated by `;`.
     struct Note {
         var caller = "scanner"
         var identityProvider = false
@@ -31,6 +32,8 @@ struct BrokerAPIPage {
         var held = 0
         /// Options of a broker of the block's own (none: the suite's broker).
         var daemonArguments: [String] = []
+        /// The policy of a broker of the block's own (in `policies/`; none: the suite's broker).
+        var policy: String?
         /// Items the caller adds before the block: how many, the bytes of each secret, their label.
         var given: (count: Int, bytes: Int, label: String)?
         /// Why the block is not replayed (it is illustrative, or needs what the replay does not set up).
@@ -119,6 +122,7 @@ struct BrokerAPIPage {
             case 3 where words[0] == "after" && ["connection", "connections"].contains(words[2]) && Int(words[1]) != nil:
                 note.held = Int(words[1]) ?? 0
             case 2... where words[0] == "deviced": note.daemonArguments = Array(words.dropFirst())
+            case 2 where words == ["policy", "kiosk-password.json"]: note.policy = words[1]
             case 8 where words[0] == "given" && words[2...3] == ["secrets", "of"] && words[5...6] == ["bytes", "labelled"]:
                 guard let count = Int(words[1]), let bytes = Int(words[4]) else {
                     throw PageError(line: line, message: "the note's clause \"\(clause)\" needs numbers")

@@ -31,6 +31,7 @@ import Testing
         var replayed = 0
         for exchange in try BrokerAPIPage.exchanges() where exchange.note.notReplayed == nil && !exchange.note.identityProvider {
             try #require(exchange.note.signedIn == nil || exchange.note.signedIn == "", "line \(exchange.line) needs a worker signed in: mark it `identity provider`")
+            try #require(exchange.note.policy == nil, "line \(exchange.line) names a policy with the identity provider's issuer: mark it `identity provider`")
             if exchange.note.daemonArguments.isEmpty {
                 await replay.replay(exchange)
             } else {
@@ -55,6 +56,13 @@ import Testing
         let replay = BrokerAPIReplay(daemon: daemon, host: "127.0.0.1:\(IdentityCLITests.port)")
         var replayed = 0
         for exchange in try BrokerAPIPage.exchanges() where exchange.note.notReplayed == nil && exchange.note.identityProvider {
+            if exchange.note.policy == "kiosk-password.json" {
+                // The password flow's policy, with the provider's issuer (as PasswordSignInTests runs it).
+                let own = try await PasswordSignInTests.daemon()
+                await BrokerAPIReplay(daemon: own, host: replay.host).replay(exchange)
+                await own.cleanUp()
+                continue
+            }
             try await replay.arrange(signedIn: exchange.note.signedIn)
             await replay.replay(exchange)
             replayed += 1
