@@ -117,6 +117,36 @@ import VarlinkGenerator
         #expect(row?.split(separator: "|").dropFirst().first?.contains(value) == true, "the limits table's row for \(limit) does not say \(value): \(row ?? "missing")")
     }
 
+    /// `varlink-generate --markdown` as a user runs it: `--check` fails on a page whose region is stale and
+    /// writes nothing; without it the page is rewritten to what the checked-in page is.
+    @Test func theCommandChecksAndRewritesAStalePage() throws {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("varlink-generate")
+        try #require(FileManager.default.isExecutableFile(atPath: executable.path), "build the package first: \(executable.path) is missing")
+        let page = try Self.page()
+        let stale = page.replacingOccurrences(of: "method GetAccounts() -> (accounts: []Account)", with: "method GetAccounts() -> ()")
+        try #require(stale != page)
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("broker-api-\(UUID().uuidString).md")
+        try stale.write(to: copy, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        func run(_ arguments: [String]) throws -> Int32 {
+            let process = Process()
+            process.executableURL = executable
+            process.arguments = arguments
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        let interface = ContractGenerationTests.root.appendingPathComponent(Self.interfacePath).path
+        #expect(try run(["--markdown", interface, copy.path, "--check"]) == 1)
+        #expect(try String(contentsOf: copy, encoding: .utf8) == stale)
+        #expect(try run(["--markdown", interface, copy.path]) == 0)
+        let rewritten = try String(contentsOf: copy, encoding: .utf8)
+        #expect(rewritten == page, "the command's rewrite differs from the checked-in page")
+        #expect(try run(["--markdown", interface, copy.path, "--check"]) == 0)
+    }
+
     @Test func aRegionThatNamesNoMemberOrIsNotClosedIsAnErrorNamingItsLine() throws {
         let generator = MarkdownSignatureGenerator(interface: try Self.interface())
         #expect {
