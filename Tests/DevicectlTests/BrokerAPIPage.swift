@@ -88,7 +88,7 @@ struct BrokerAPIPage {
                 }
                 let message = String(text[text.index(text.startIndex, offsetBy: 2)..<end.lowerBound])
                 if direction == "→" {
-                    connections[connections.count - 1].append(Message(send: message, replies: []))
+                    connections[connections.count - 1].append(Message(send: expandingPadding(message), replies: []))
                 } else if var last = connections[connections.count - 1].popLast() {
                     last.replies.append(message)
                     connections[connections.count - 1].append(last)
@@ -99,6 +99,12 @@ struct BrokerAPIPage {
             exchanges.append(Exchange(line: fence + 1, note: note, connections: connections.filter { !$0.isEmpty }))
         }
         return exchanges
+    }
+
+    /// A message to send with its `xxx…(1 MB)` written out: that many `x`.
+    static func expandingPadding(_ message: String) -> String {
+        let abbreviation = "xxx…(1 MB)"
+        return message.replacingOccurrences(of: abbreviation, with: String(repeating: "x", count: 1_000_000))
     }
 
     static func note(_ text: String, line: Int) throws -> Note? {

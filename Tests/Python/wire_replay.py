@@ -61,8 +61,8 @@ def main():
             try:
                 sock.sendall(message["send"].encode() + b"\0")
             except (BrokenPipeError, ConnectionResetError):
-                emit(closed=True)
-                return
+                # The broker refused while the message was arriving: its reply may be waiting to be read.
+                pass
         for _ in range(message["replies"]):
             text, buffered = read_reply(sock, buffered)
             if text is None:
