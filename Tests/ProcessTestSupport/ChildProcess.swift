@@ -59,8 +59,17 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
-        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
-        try Self.withDefaultSignalMask { try process.run() }
+        // The watchdog hears of the child before it hears that the child was reaped: the termination handler
+        // waits for the spawn's lock.
+        let spawning = NSLock()
+        process.terminationHandler = { [output] process in
+            spawning.withLock { ChildWatchdog.release(process.processIdentifier) }
+            output.withLock { $0.exited = true }
+        }
+        try spawning.withLock {
+            try Self.withDefaultSignalMask { try process.run() }
+            ChildWatchdog.watch(process.processIdentifier)
+        }
         let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
         let thread = Thread { [self] in
             drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
