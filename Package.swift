@@ -365,6 +365,7 @@ let package = Package(
             name: "IdentityClientTests",
             dependencies: [
                 "IdentityClient",
+                "ProcessTestSupport",
                 "IdentityTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -78,7 +78,7 @@ final class BrokerDaemon: @unchecked Sendable {
     }
 
     /// Waits until `daemon` logged that it is ready (it logs to standard error); false on timeout or exit.
-    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = 20) async -> Bool {
+    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = ChildProcess.shortestWait) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline && !daemon.hasExited {
             if daemon.standardError.contains("deviced ready") { return true }

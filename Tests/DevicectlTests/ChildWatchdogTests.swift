@@ -21,7 +21,7 @@ import Glibc
     }
 
     @Test func aChildUnderAnotherUidDiesWithTheProcessThatStartedIt() async throws {
-        // The probe starts `sleep` as the stranger's uid through ChildProcess, then kills itself.
+        // The probe starts `sleep` as the stranger's uid through ChildProcess; the test then kills the probe.
         let probe = try ChildProcess(product: "watchdog-probe", ["/usr/bin/setpriv"] + BrokerDaemon.asUser(BrokerDaemon.strangerUID)
                                      + ["/bin/sleep", "3600"])
         defer { _ = probe.killIfRunning() }
@@ -29,6 +29,7 @@ import Glibc
         let pid = try #require(pid_t(line.dropFirst("child ".count)))
         // Known by its start time from now on: a process that gets the pid later cannot pass for it.
         let started = try #require(Self.stat(pid)?.startTime, "the child \(pid) was gone before the probe died")
+        #expect(probe.send(SIGKILL))
         #expect(await probe.waitForExit(timeout: 60) && probe.killedBySignal == SIGKILL, "\(probe.reasonDescription)")
         let deadline = Date().addingTimeInterval(60)
         func alive() -> Bool { Self.stat(pid).map { $0.startTime == started && $0.state != "Z" } ?? false }

@@ -17,6 +17,9 @@ public enum ChildWatchdog {
     /// The watchdog's program: reads `+PID`/`-PID` lines until end of file, then kills what is left.
     private static let program = """
         import os, signal
+        # Nothing of the test process's but the socket: Foundation's Process learns that a child exited when the
+        # descriptors it holds for it reach their end, which a copy held here would postpone for ever.
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         os.setsid()
         for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
             signal.signal(number, signal.SIG_IGN)
@@ -82,6 +85,10 @@ public enum ChildWatchdog {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, ends[1], 0)  // dup2 clears close-on-exec on the copy
+        // Not this process's output pipes: the test runner reads them to their end. (The program closes every
+        // other descriptor it inherits first thing.)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -1,6 +1,6 @@
 // watchdog-probe: a test helper that starts one child the way the tests do (`ChildProcess`), prints
-// `child <pid>`, and then dies by SIGKILL without stopping it, as a crashed test run would. ChildWatchdogTests
-// check that the child dies with it.
+// `child <pid>` and waits to be killed (ChildWatchdogTests kill it with SIGKILL, as a crashed test run
+// dies, and check that the child dies with it).
 //
 //   watchdog-probe EXECUTABLE [ARGUMENTS…]
 
@@ -16,7 +16,7 @@ guard let executable = arguments.first else { WorkerOutput.fail("usage: watchdog
 do {
     let child = try ChildProcess(URL(fileURLWithPath: executable), Array(arguments.dropFirst()))
     WorkerOutput.say("child \(child.pid)")
-    kill(getpid(), SIGKILL)
+    while true { pause() }
 } catch {
     WorkerOutput.fail("cannot start \(executable): \(error)")
 }
