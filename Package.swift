@@ -319,6 +319,13 @@ let package = Package(
             path: "Tests/Workers/account-worker",
             swiftSettings: strictSettings
         ),
+        // Starts a child the tests' way and dies by SIGKILL: the child must die with it (ChildWatchdogTests).
+        .executableTarget(
+            name: "watchdog-probe",
+            dependencies: ["ProcessTestSupport"],
+            path: "Tests/Workers/watchdog-probe",
+            swiftSettings: strictSettings
+        ),
         // An app that links only SharedDeviceClient (the thin-client tests run it under the app's uid, and
         // check that its link holds no store, crypto or curl symbol).
         .executableTarget(
@@ -367,6 +374,7 @@ let package = Package(
             name: "IdentityClientTests",
             dependencies: [
                 "IdentityClient",
+                "ProcessTestSupport",
                 "IdentityTestSupport",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

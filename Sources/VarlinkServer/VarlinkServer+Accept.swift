@@ -16,6 +16,38 @@ struct ServedConnection: Sendable {
     var channel: NIOAsyncChannel<ReceivedCall, ByteBuffer>
     var context: VarlinkCallContext
     var ledger: ConnectionLedger
+    /// Closes the connection should the server never serve it.
+    let unserved: UnservedConnectionCloser
+
+    init(channel: NIOAsyncChannel<ReceivedCall, ByteBuffer>, context: VarlinkCallContext, ledger: ConnectionLedger) {
+        self.channel = channel
+        self.context = context
+        self.ledger = ledger
+        unserved = UnservedConnectionCloser(channel)
+    }
+}
+
+/// Closes an admitted connection that is dropped without being served: one whose setup finished while the
+/// server was stopping, after its accept loop had ended. (Dropping the async channel unserved would stop the
+/// process: its writer must be finished, and only `executeThenClose` does that.)
+final class UnservedConnectionCloser: Sendable {
+    private let channel: NIOAsyncChannel<ReceivedCall, ByteBuffer>
+    private let served = Atomic<Bool>(false)
+
+    init(_ channel: NIOAsyncChannel<ReceivedCall, ByteBuffer>) {
+        self.channel = channel
+    }
+
+    /// The server serves the connection: nothing to do when it is dropped.
+    func markServed() {
+        served.store(true, ordering: .releasing)
+    }
+
+    deinit {
+        guard !served.load(ordering: .acquiring) else { return }
+        let channel = self.channel
+        Task { try? await channel.executeThenClose { _, _ in } }
+    }
 }
 
 /// A connection holding one of the server's slots.

@@ -8,6 +8,7 @@ extension VarlinkServer {
     /// task. The connection closing (the peer gone, a limit, the server stopping) cancels the call running
     /// (an interactive sign-in stops); the peer half-closing gets its replies, then the close.
     func serve(_ connection: ServedConnection) async {
+        connection.unserved.markServed()
         let channel = connection.channel.channel
         do {
             try await connection.channel.executeThenClose { inbound, outbound in

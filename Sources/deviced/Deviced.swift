@@ -56,14 +56,14 @@ struct Deviced: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds a client may leave a reply unread before its connection is closed.", valueName: "seconds"))
     var replyTimeout: Int = 30
 
-    /// Runs the idle clock this many times faster than the wall clock: for tests of the idle sign-out only.
-    @Option(help: .hidden) var clockScale: Double = 1
+    /// Runs the idle sign-out and the password back-off on the Unix time written in this file instead of the
+    /// wall clock (time stands still until the file changes): for tests only.
+    @Option(help: .hidden) var clockFile: String?
 
     /// Runs without the allocator's wiping of freed memory (`MemoryHygiene`): for the benchmark of its cost only.
     @Flag(help: .hidden) var keepFreedMemory = false
 
     func validate() throws {
-        guard clockScale > 0, clockScale <= 1000 else { throw ValidationError("--clock-scale must be above 0 and at most 1000") }
         guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
         guard (1...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be between 1 and 86400 seconds") }
         guard (1...3_600).contains(messageTimeout) else { throw ValidationError("--message-timeout must be between 1 and 3600 seconds") }
@@ -112,8 +112,14 @@ struct Deviced: AsyncParsableCommand {
             logger.warning("deviced: no disk reserve for sign-outs on a full disk: \(error.message)")
         }
         let device = ManagedDevice(store: store, logger: logger)
-        let clock: any IdleClock = clockScale == 1 ? SystemIdleClock() : ScaledIdleClock(scale: clockScale)
-        let broker = Broker(device: device, idleClock: clock, logger: logger)
+        let clock: any IdleClock
+        do {
+            clock = try clockFile.map { path throws(FileClockError) in try FileClock(path: path) } ?? SystemIdleClock()
+        } catch {
+            FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
+            throw ExitCode(64)
+        }
+        let broker = Broker(device: device, idleClock: clock, passwordClock: { clock.now() }, logger: logger)
         // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
         do {
             let moved = try broker.moveTokenCacheIntoNamespace()

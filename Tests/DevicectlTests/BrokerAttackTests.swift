@@ -34,14 +34,16 @@ import Testing
         let memory = daemon.sampleMemory()
         // 12 connections, each a never-ending subscription and 63 calls of 1 MB behind it (the attack:
         // 845 MB before, kept after the connections closed).
-        let attacker = try daemon.attacker(as: Daemon.scannerUID, "pipeline", ["12", "63", "1000000", "8"])
-        try await Task.sleep(for: .seconds(1))
+        let attacker = try daemon.attacker(as: Daemon.scannerUID, "pipeline", ["12", "63", "1000000"])
+        defer { _ = attacker.killIfRunning() }
+        try #require(await attacker.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil, "\(attacker.standardError)")
         for _ in 0..<3 { try await Self.victimAndRootAreServed(daemon) }
-        // Root ends the shift while the attacker still holds its connections.
+        // Root ends the shift while the attacker still holds its connections (until it is told to stop).
         #expect(!attacker.hasExited, "the attack ended before the sign-out")
         let signOut = try await daemon.devicectl(as: 0, ["signout"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
-        let connections = try await Self.steps(attacker)
+        #expect(attacker.send(SIGTERM))
+        let connections = try await Self.steps(attacker).filter { $0["step"] as? String == "connection" }
         memory.stop()
         #expect(connections.count == 12)
         for connection in connections {
@@ -76,8 +78,8 @@ import Testing
 
         // Ten connections pipeline twenty reads of a 700 KB secret each and never read a byte.
         let memory = daemon.sampleMemory()
-        let unread = try daemon.attacker(as: Daemon.scannerUID, "unread", ["10", "20", "big-0", "attacker", "8"])
-        try await Task.sleep(for: .seconds(1))
+        let unread = try daemon.attacker(as: Daemon.scannerUID, "unread", ["10", "20", "big-0", "attacker", "120"])
+        try #require(await unread.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil, "\(unread.standardError)")
         try await Self.victimAndRootAreServed(daemon)
         let result = try await Self.steps(unread)
         memory.stop()

@@ -51,8 +51,34 @@ final class BrokerDaemon: @unchecked Sendable {
         try #require(await Self.waitUntilReady(daemon), "deviced did not become ready: \(daemon.standardError)")
     }
 
+    /// The file the daemon's idle and password clocks read when it was started with `clockArguments()`.
+    var clockFile: String { publicDirectory.appendingPathComponent("clock").path }
+
+    /// Sets the daemon's clock to `start` (default: now, in whole seconds) and returns the arguments that
+    /// make `start(_:)` run it on that clock: time then stands still until `setClock(_:)` moves it, so no
+    /// test of a deadline depends on how fast the machine is.
+    func clockArguments(startingAt start: Double = Date().timeIntervalSince1970.rounded(.down)) throws -> [String] {
+        try setClock(start)
+        return ["--clock-file", clockFile]
+    }
+
+    /// The time on the daemon's clock file.
+    var clock: Double {
+        get throws { try #require(Double(try String(contentsOfFile: clockFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))) }
+    }
+
+    /// Moves the daemon's clock to `unixTime` (a new file renamed over the old: the daemon never reads half).
+    func setClock(_ unixTime: Double) throws {
+        try Data("\(unixTime)\n".utf8).write(to: URL(fileURLWithPath: clockFile), options: .atomic)
+    }
+
+    /// Moves the daemon's clock on by `seconds`.
+    func advanceClock(by seconds: Double) throws {
+        try setClock(try clock + seconds)
+    }
+
     /// Waits until `daemon` logged that it is ready (it logs to standard error); false on timeout or exit.
-    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = 20) async -> Bool {
+    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = ChildProcess.shortestWait) async -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline && !daemon.hasExited {
             if daemon.standardError.contains("deviced ready") { return true }

@@ -8,19 +8,21 @@ import Testing
 @Suite(.serialized, .tags(.integration, .needsRoot)) struct BrokerTrustTests {
     typealias Daemon = BrokerDaemon
 
-    /// A fake broker run by `uid` on a socket in a directory of its own, answering anything with success.
-    static func fakeBroker(_ daemon: Daemon, as uid: UInt32, seconds: Int = 20) async throws -> (process: ChildProcess, socket: String) {
+    /// A fake broker run by `uid` on a socket in a directory of its own, answering anything with success
+    /// until `received(by:)` stops it (it lives as long as the test needs it, however slow the machine).
+    static func fakeBroker(_ daemon: Daemon, as uid: UInt32) async throws -> (process: ChildProcess, socket: String) {
         let directory = daemon.publicDirectory.appendingPathComponent("fake-\(uid)-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         #expect(chown(directory.path, uid, uid) == 0)
         let socket = directory.appendingPathComponent("broker.sock").path
-        let listener = try daemon.attacker(as: uid, "fake-broker", ["\(seconds)"], socket: socket)
+        let listener = try daemon.attacker(as: uid, "fake-broker", [], socket: socket)
         try #require(await listener.waitForLine(timeout: 20) { $0.contains("listening") } != nil, "the fake broker did not start: \(listener.standardError)")
         return (listener, socket)
     }
 
-    /// How many bytes the fake broker received, once it stopped (by itself, after its seconds).
+    /// How many bytes the fake broker received: stops it and reads its count.
     static func received(by fake: ChildProcess) async throws -> Int {
+        #expect(fake.send(SIGTERM), "the fake broker had stopped by itself: \(fake.standardError)")
         let lines = try await BrokerAttackTests.steps(fake, timeout: 40)
         return try #require(lines.last?["received"] as? Int, "\(lines)")
     }
@@ -29,8 +31,7 @@ import Testing
         let daemon = try await Daemon()
         try await daemon.signWorkerIn()
         try await daemon.start()
-        // The fake listens long enough for both clients below on a loaded machine (it counts what it got when it stops).
-        let (fake, socket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID, seconds: 15)
+        let (fake, socket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID)
         // Root's shift-end sign-out, pointed at the fake: refused before anything is sent.
         let signOut = try await Command.run(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"), ["signout"],
                                             environment: ["DEVICECTL_SOCKET": socket, "DEVICECTL_STATE_DIR": daemon.cli.stateDirectory.path])
@@ -54,7 +55,7 @@ import Testing
     @Test func aBrokerOfTheClientsOwnUserOrOneTheConfigurationNamesIsTalkedTo() async throws {
         let daemon = try await Daemon()
         // A developer's personal broker: the same uid as the client.
-        let (own, ownSocket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID, seconds: 6)
+        let (own, ownSocket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID)
         let ownCall = try await Command.run(Daemon.setpriv, Daemon.asUser(Daemon.strangerUID) + [daemon.devicectlCopy, "account"],
                                             environment: ["DEVICECTL_SOCKET": ownSocket, "DEVICECTL_STATE_DIR": ""])
         _ = ownCall
@@ -66,7 +67,7 @@ import Testing
         #expect(status.stderr.contains("the broker's reply to GetStatus has the field status missing or mistyped"), "\(status.stderr)")
         #expect(try await Self.received(by: own) > 0, "the client did not talk to its own user's broker")
         // Another user's broker, trusted by name.
-        let (named, namedSocket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID, seconds: 6)
+        let (named, namedSocket) = try await Self.fakeBroker(daemon, as: Daemon.strangerUID)
         _ = try await Command.run(Daemon.setpriv, Daemon.asUser(Daemon.scannerUID) + [daemon.devicectlCopy, "account"],
                                   environment: ["DEVICECTL_SOCKET": namedSocket, "DEVICECTL_STATE_DIR": "", "DEVICECTL_BROKER_UID": "\(Daemon.strangerUID)"])
         #expect(try await Self.received(by: named) > 0, "DEVICECTL_BROKER_UID did not make the client trust that user")

@@ -13,7 +13,8 @@ import Testing
     static let password1 = "worker1-password", password2 = "worker2-password"
 
     /// A daemon on policies/kiosk-password.json (issuer: the test provider), with the back-off shortened
-    /// to `failures` failures and `backoff` seconds.
+    /// to `failures` failures and `backoff` seconds, on a clock the test moves (`BrokerDaemon.setClock`):
+    /// a back-off lasts until the test moves the clock past it, however slow the machine.
     static func daemon(failures: Int = 3, backoff: Int = 30, environment: [String: String] = [:]) async throws -> Daemon {
         let provider = try await Provider.shared()
         var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk-password.json"))))
@@ -27,7 +28,7 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         defer { try? FileManager.default.removeItem(at: file) }
         let daemon = try await Daemon(policy: file.path)
-        try await daemon.start(["--log-level", "trace"], environment: environment)
+        try await daemon.start(["--log-level", "trace"] + (try daemon.clockArguments()), environment: environment)
         return daemon
     }
 
@@ -127,7 +128,7 @@ import Testing
         #expect(second.status == 55, "\(second.stderr)")
         let held = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
         #expect(held.status == 75 && held.stderr.contains("try again in"), "\(held.status) \(held.stderr)")
-        try await Task.sleep(for: .seconds(3.5))
+        try daemon.advanceClock(by: 3)
         let after = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1", password: Self.password1)
         #expect(after.status == 0, "\(after.stderr)")
         let audit = try await daemon.cli.run(["audit", "--json"])
@@ -179,7 +180,7 @@ import Testing
 
         // A restart forgets nothing: the attacking app is still held back.
         await daemon.stop()
-        try await daemon.start(["--log-level", "trace"])
+        try await daemon.start(["--log-level", "trace", "--clock-file", daemon.clockFile])
         let again = try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker3", password: "guess")
         #expect(again.status == 75 && again.stderr.contains("by this app"), "\(again.status) \(again.stderr)")
         let kept = try String(contentsOf: daemon.cli.stateDirectory.appendingPathComponent("password-throttle.json"), encoding: .utf8)

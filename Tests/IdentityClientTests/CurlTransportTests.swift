@@ -1,5 +1,6 @@
 import Foundation
 @testable import IdentityClient
+import ProcessTestSupport
 import Testing
 
 /// The identity client's HTTP transport (libcurl, loaded on the first request) against a real loopback server.
@@ -17,6 +18,8 @@ import Testing
             let output = Pipe()
             process.standardOutput = output
             try process.run()
+            // Killed with the test process should a test end before its server goes away (a task still holding it).
+            ChildWatchdog.watch(process.processIdentifier)
             var line = Data()
             while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
             guard let port = Int(String(decoding: line, as: UTF8.self)) else { throw CocoaError(.fileReadCorruptFile) }
@@ -28,6 +31,7 @@ import Testing
         deinit {
             kill(process.processIdentifier, SIGKILL)  // SIGTERM may be blocked in what the test runner spawns
             process.waitUntilExit()
+            ChildWatchdog.release(process.processIdentifier)
         }
     }
 
@@ -49,25 +53,23 @@ import Testing
         #expect((getEcho["headers"] as? [String: String])?["Authorization"] == "Bearer t")
     }
 
-    @Test func aSlowAuthorityTimesOutAsUnreachable() async throws {
+    /// The server never answers `/slow`: only the timeout ends the request (the time limit catches a hang).
+    @Test(.timeLimit(.minutes(3))) func aSlowAuthorityTimesOutAsUnreachable() async throws {
         let server = try EchoServer()
-        let started = Date()
         do {
             _ = try await CurlTransport(timeout: 1).send(HTTPRequest(url: server.url("/slow")))
-            Issue.record("a 30-second answer arrived within a 1-second timeout")
+            Issue.record("an answer arrived from a server that never answers")
         } catch {
             #expect(error.code == .authorityUnreachable && error.message.contains("timed out"), "\(error.message)")
             #expect(error.message.contains("127.0.0.1:\(server.port)") && !error.message.contains("/slow"))
         }
-        // Well before the 30-second answer (the bound leaves room for a machine loaded by the other suites).
-        #expect(Date().timeIntervalSince(started) < 20)
     }
 
-    @Test func cancelingTheTaskStopsTheRequestAsUserCanceled() async throws {
+    /// The server never answers `/slow` and the timeout is an hour: only the cancellation ends the request.
+    @Test(.timeLimit(.minutes(3))) func cancelingTheTaskStopsTheRequestAsUserCanceled() async throws {
         let server = try EchoServer()
-        let started = Date()
         let request = Task { () async throws(IdentityError) -> HTTPResponse in
-            try await CurlTransport(timeout: 60).send(HTTPRequest(url: server.url("/slow")))
+            try await CurlTransport(timeout: 3600).send(HTTPRequest(url: server.url("/slow")))
         }
         try await Task.sleep(for: .milliseconds(300))
         request.cancel()
@@ -77,7 +79,6 @@ import Testing
             return
         }
         #expect(error.code == .userCanceled, "\(error.message)")
-        #expect(Date().timeIntervalSince(started) < 20, "the request ran on after its task was canceled")
     }
 
     @Test func exchangesBeyondTheSlotsWaitTheirTurnInsteadOfBeingRefused() async throws {
@@ -155,9 +156,9 @@ import Testing
         #expect(slots.inUse == 0 && slots.waiting == 0)
     }
 
-    /// Polls `condition` until it holds (true) or 30 seconds passed (false).
+    /// Polls `condition` until it holds (true) or 120 seconds passed (false: a bound for a hang, not a speed).
     static func until(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<3000 {
+        for _ in 0..<12_000 {
             if condition() { return true }
             try? await Task.sleep(for: .milliseconds(10))
         }

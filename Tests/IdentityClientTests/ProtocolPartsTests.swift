@@ -80,8 +80,11 @@ import Darwin
         let listener = try LoopbackRedirectListener()
         #expect(listener.port > 0)
         let base = "http://127.0.0.1:\(listener.port)"
-        let waiting = Task { try await listener.waitForRedirect(path: "/", deadline: Date().addingTimeInterval(20)) }
-        let session = URLSession(configuration: .ephemeral)
+        // Bounds for a hang only: a loaded machine can take many seconds for a loopback request.
+        let waiting = Task { try await listener.waitForRedirect(path: "/", deadline: Date().addingTimeInterval(600)) }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 600
+        let session = URLSession(configuration: configuration)
         let (_, favicon) = try await session.data(from: URL(string: "\(base)/favicon.ico")!)
         #expect((favicon as? HTTPURLResponse)?.statusCode == 404)
         let (page, redirect) = try await session.data(from: URL(string: "\(base)/?code=abc%2F1&state=xyz")!)

@@ -59,8 +59,17 @@ public final class ChildProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
-        process.terminationHandler = { [output] _ in output.withLock { $0.exited = true } }
-        try Self.withDefaultSignalMask { try process.run() }
+        // The watchdog hears of the child before it hears that the child was reaped: the termination handler
+        // waits for the spawn's lock.
+        let spawning = NSLock()
+        process.terminationHandler = { [output] process in
+            spawning.withLock { ChildWatchdog.release(process.processIdentifier) }
+            output.withLock { $0.exited = true }
+        }
+        try spawning.withLock {
+            try Self.withDefaultSignalMask { try process.run() }
+            ChildWatchdog.watch(process.processIdentifier)
+        }
         let readers = (stdoutPipe.fileHandleForReading, stderrPipe.fileHandleForReading)
         let thread = Thread { [self] in
             drain(stdout: readers.0.fileDescriptor, stderr: readers.1.fileDescriptor)
@@ -153,9 +162,17 @@ public final class ChildProcess: @unchecked Sendable {
 
     private var isFinished: Bool { output.withLock { $0.exited && $0.drained } }
 
+    /// The shortest bound any wait below gets, whatever the test asks for. A bound only catches a child that
+    /// hangs; it never measures speed, and a loaded 2-core machine (other builds, `stress-ng`) can take many
+    /// seconds for a step that takes milliseconds when it is idle. A wait returns as soon as its condition
+    /// holds, so the bound costs time only when the test fails anyway.
+    public static let shortestWait: TimeInterval = 120
+
+    private static func deadline(_ timeout: TimeInterval) -> Date { Date().addingTimeInterval(max(timeout, shortestWait)) }
+
     /// Waits until the child has exited and its output is fully read; `false` on timeout.
     public func waitForExit(timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Self.deadline(timeout)
         while !isFinished {
             if Date() > deadline { return false }
             try? await Task.sleep(for: .milliseconds(10))
@@ -165,7 +182,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Waits until a complete stdout line satisfies `predicate`; returns it, or `nil` on timeout or exit.
     public func waitForLine(timeout: TimeInterval, where predicate: (String) -> Bool) async -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Self.deadline(timeout)
         while true {
             if let line = lines.first(where: predicate) { return line }
             if Date() > deadline || isFinished { return lines.first(where: predicate) }
@@ -175,7 +192,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Waits until the complete stdout lines satisfy `condition`; `false` on timeout or exit.
     public func waitForLines(timeout: TimeInterval, until condition: ([String]) -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Self.deadline(timeout)
         while true {
             if condition(lines) { return true }
             if Date() > deadline || isFinished { return condition(lines) }
@@ -185,7 +202,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Waits until stdout holds at least `count` lines starting with `prefix`; `false` on timeout or exit.
     public func waitForLines(atLeast count: Int, prefix: String, timeout: TimeInterval) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = Self.deadline(timeout)
         while lines(prefix: prefix).count < count {
             if Date() > deadline || isFinished { return false }
             try? await Task.sleep(for: .milliseconds(5))

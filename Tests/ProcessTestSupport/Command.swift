@@ -42,7 +42,13 @@ public enum Command {
         let result = try await Subprocess.run(
             .path(FilePath(executable.path)), arguments: Arguments(arguments),
             environment: .inherit.updating(overrides),
-            input: .fileDescriptor(input, closeAfterSpawningProcess: true), output: .string(limit: outputLimit), error: .string(limit: outputLimit))
+            input: .fileDescriptor(input, closeAfterSpawningProcess: true), output: .string(limit: outputLimit), error: .string(limit: outputLimit)
+        ) { execution in
+            // Killed with the test process if it dies first (ChildWatchdog); forgotten once reaped, below.
+            ChildWatchdog.watch(execution.processIdentifier.value)
+            return execution.processIdentifier.value
+        }
+        ChildWatchdog.release(result.closureResult)
         let status: Int32 = switch result.terminationStatus {
         case .exited(let code): code
         case .signaled(let signal): 128 + signal

@@ -4,10 +4,10 @@ run it under another Unix uid. Every mode prints one JSON object per line on sta
 for the Swift test to read. Each loop is bounded in count and time; it talks only to the socket given.
 
 Modes:
-  pipeline SOCKET CONNECTIONS CALLS BYTES HOLD
+  pipeline SOCKET CONNECTIONS CALLS BYTES
       CONNECTIONS connections, each a SubscribeAccountChanges (never ending) followed by CALLS pipelined
-      calls of about BYTES bytes each; then holds the connections HOLD seconds. Prints per connection the
-      error that ended it (or none) and whether the broker closed it.
+      calls of about BYTES bytes each; prints "sent", then holds the connections until SIGTERM. Prints per
+      connection the error that ended it (or none) and whether the broker closed it.
   held SOCKET CONNECTIONS BYTES SHAPE
       CONNECTIONS connections, each a SubscribeAccountChanges (never ending) and one call of about BYTES
       bytes behind it: SHAPE `values` is a parameter `[{"":0},…]` (the most values per byte), `string` one
@@ -16,7 +16,7 @@ Modes:
       and whether the broker closed it.
   unread SOCKET CONNECTIONS CALLS SERVICE ACCOUNT HOLD
       CONNECTIONS connections, each pipelining CALLS FindGenericPassword for one (large) item and never
-      reading; after HOLD seconds, prints how many the broker closed.
+      reading; once the broker has closed them all (or after HOLD seconds), prints how many it closed.
   unread-held SOCKET CONNECTIONS CALLS SERVICE ACCOUNT
       As unread, but prints `stalled` once every connection has a reply waiting (or was closed), then holds
       them until SIGTERM and prints how many the broker closed.
@@ -32,9 +32,9 @@ Modes:
       last error, if any.
   call SOCKET METHOD PARAMETERS_JSON
       One call; prints its reply (error and parameters).
-  fake-broker SOCKET SECONDS
-      Listens on SOCKET as whoever runs it (a fake broker); for SECONDS accepts connections, answers any
-      message with a made-up success, and finally prints how many bytes clients sent it.
+  fake-broker SOCKET
+      Listens on SOCKET as whoever runs it (a fake broker) until SIGTERM: accepts connections, answers any
+      message with a made-up success, and then prints how many bytes clients sent it.
   browser-flood SOCKET COUNT
       COUNT connections, each starting a SignInWithBrowser (loopback redirect, left pending); reads each
       one's first reply and prints how many were started (an authorization URL came back) and the limits
@@ -106,7 +106,8 @@ def send_all(sock, payload):
         return False
 
 
-def pipeline(path, connections, calls, size, hold):
+def pipeline(path, connections, calls, size):
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     padding = "x" * size
     call = frame("GetDeviceInformation", {"padding": padding})
     socks = []
@@ -121,9 +122,11 @@ def pipeline(path, connections, calls, size, hold):
         for _ in range(calls):
             if not send_all(sock, call):
                 break
-    deadline = time.time() + hold
+    emit(step="sent", connections=len(socks))
+    # Holds every connection until the test is done with the daemon (SIGTERM), however long that takes.
+    signal.sigwait({signal.SIGTERM})
     for index, sock in enumerate(socks):
-        replies, closed = read_replies(sock, deadline if index == 0 else time.time() + 0.5)
+        replies, closed = read_replies(sock, time.time() + (30 if index == 0 else 0.5))
         errors = [reply for reply in replies if reply.get("error")]
         emit(step="connection", index=index, replies=len(replies), closed=closed,
              error=errors[-1]["error"] if errors else None,
@@ -138,6 +141,13 @@ def unsent(sock):
         return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0)))[0]
     except OSError:
         return 0
+
+
+def peer_closed(sock):
+    """Whether the broker has closed its end of sock (replies it wrote before may still be unread)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP)
+    return any(events & (select.POLLRDHUP | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def drain(sock):
@@ -203,7 +213,10 @@ def unread(path, connections, calls, service, account, hold):
                 break
         socks.append(sock)
     emit(step="sent", connections=len(socks))
-    time.sleep(hold)
+    # Until the broker has closed every connection (it closes those that never read), or `hold` seconds.
+    deadline = time.time() + hold
+    while time.time() < deadline and not all(peer_closed(sock) for sock in socks):
+        time.sleep(0.05)
     closed = 0
     for sock in socks:
         # A closed connection still holds what was written before the close; read until the end.
@@ -381,8 +394,10 @@ def call(path, method, parameters):
     sock.close()
 
 
-def fake_broker(path, seconds):
+def fake_broker(path):
     import os
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     os.chmod(path, 0o666)
@@ -390,23 +405,25 @@ def fake_broker(path, seconds):
     server.settimeout(0.2)
     emit(step="listening")
     received = 0
-    deadline = time.time() + seconds
-    while time.time() < deadline:
+    while not stopping:
         try:
             client, _ = server.accept()
-        except socket.timeout:
+        except (socket.timeout, InterruptedError):
             continue
-        client.settimeout(2)
+        client.settimeout(0.2)
         try:
-            while True:
-                data = client.recv(65536)
+            while not stopping:
+                try:
+                    data = client.recv(65536)
+                except socket.timeout:
+                    continue
                 if not data:
                     break
                 received += len(data)
                 for _ in range(data.count(b"\0")):
                     client.sendall(json.dumps({"parameters": {"uid": 0, "appId": None, "accessGroups": [], "administrator": True,
                                                               "account": None, "global": True, "itemsRemoved": 99}}).encode() + b"\0")
-        except (socket.timeout, ConnectionResetError, BrokenPipeError):
+        except (ConnectionResetError, BrokenPipeError):
             pass
         client.close()
     emit(step="fake-broker", received=received)
@@ -417,7 +434,7 @@ if __name__ == "__main__":
     mode, path = sys.argv[1], sys.argv[2]
     arguments = sys.argv[3:]
     if mode == "pipeline":
-        pipeline(path, int(arguments[0]), int(arguments[1]), int(arguments[2]), float(arguments[3]))
+        pipeline(path, int(arguments[0]), int(arguments[1]), int(arguments[2]))
     elif mode == "held":
         held(path, int(arguments[0]), int(arguments[1]), arguments[2])
     elif mode == "unread":
@@ -435,7 +452,7 @@ if __name__ == "__main__":
     elif mode == "call":
         call(path, arguments[0], json.loads(arguments[1]))
     elif mode == "fake-broker":
-        fake_broker(path, float(arguments[0]))
+        fake_broker(path)
     elif mode == "browser-flood":
         browser_flood(path, int(arguments[0]))
     elif mode == "find-all":

@@ -132,9 +132,37 @@ def bad_inputs(path):
     emit(step="vanished-mid-message", serving=still_serving(path))
 
 
+def round_trip(sock):
+    """Sends GetCaller on sock and reads its reply: the broker has admitted the connection."""
+    sock.sendall(json.dumps({"method": INTERFACE + ".GetCaller"}).encode() + b"\0")
+    data = b""
+    while b"\0" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data.split(b"\0")[0])
+
+
+def serving_again(path, seconds=60):
+    """Whether the broker serves a new connection within `seconds` (closed connections are let go asynchronously)."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            if still_serving(path):
+                return True
+        except Exception:
+            pass
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def limits(path, limit):
     held = [raw_connect(path) for _ in range(limit)]
-    time.sleep(0.3)
+    # Each held connection answered once: the broker counts all of them before the next one comes.
+    admitted = sum(1 for sock in held if (round_trip(sock) or {}).get("parameters"))
+    emit(step="held", admitted=admitted)
     reply, closed = raw_exchange(path, json.dumps({"method": INTERFACE + ".GetCaller"}).encode() + b"\0")
     emit(step="over-limit", error=(reply or {}).get("error"), parameters=(reply or {}).get("parameters"), closed=closed)
     answered = 0
@@ -151,8 +179,7 @@ def limits(path, limit):
     emit(step="held-served", answered=answered)
     for sock in held:
         sock.close()
-    time.sleep(0.3)
-    emit(step="after-release", serving=still_serving(path))
+    emit(step="after-release", serving=serving_again(path))
 
 
 def idle(path):

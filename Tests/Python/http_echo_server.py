@@ -2,12 +2,12 @@
 """A loopback HTTP server for CurlTransport's tests: prints its port, then answers
 
   POST/PUT/DELETE/GET /echo   201 with JSON {method, path, headers, body} and the header X-Echo-Method
-  GET /slow                   after 30 s (for timeouts and cancellation)
+  GET /slow                   never (until the server is killed: for timeouts and cancellation)
 
 until killed."""
 import json
 import sys
-import time
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -19,7 +19,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def answer(self):
         if self.path == "/slow":
-            time.sleep(30)
+            threading.Event().wait()
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode() if length else ""
         reply = json.dumps({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}).encode()
