@@ -107,7 +107,7 @@ import VarlinkGenerator
         ("over every caller's connections", "48 MiB"), ("over every caller's connections", "256 KiB"), ("a reply not read", "30 s"),
         ("replies unread by one uid", "8 MiB"), ("reply size", "4 MiB"), ("connections served at once", "256"),
         ("connections kept for root", "16"), ("connections per app", "16"), ("connections per uid the policy does not list", "2"),
-        ("interactive sign-ins pending per app", "2"), ("keychain items per app", "1000"), ("bytes of an app's items", "8 MiB"),
+        ("interactive sign-ins pending per app", "2"), ("browser sign-ins pending over every app", "16"), ("keychain items per app", "1000"), ("bytes of an app's items", "8 MiB"),
         ("failed password sign-ins", "3"), ("the first back-off", "30 s"), ("password sign-ins at once", "1"),
         ("a native sign-in waiting", "10 minutes"),
     ])
