@@ -26,18 +26,9 @@ import VarlinkServer
     /// Whether a connection to `path` is refused now (nothing listens there). Never waits: a listener that no
     /// longer accepts but is not closed yet fills its backlog, and a blocking connect would wait on it for ever.
     static func connectionRefused(_ path: String) -> Bool {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            for (index, byte) in path.utf8.prefix(buffer.count - 1).enumerated() { buffer[index] = byte }
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return result != 0 && (errno == ECONNREFUSED || errno == ENOENT)
+        let (descriptor, error) = connectUnix(path: path, flags: Int32(SOCK_NONBLOCK.rawValue))
+        if descriptor >= 0 { close(descriptor) }
+        return error == ECONNREFUSED || error == ENOENT
     }
 
     /// `org.example.Echo.Echo(text)` → `(text, uid)` (the caller's uid as the server was told by the kernel);
@@ -345,8 +336,13 @@ func readReplies(_ descriptor: Int32, count: Int, timeout: Int) -> (replies: Int
 
 /// A blocking Unix stream socket connected to `path`, or -1.
 func socket_unix(path: String) -> Int32 {
-    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return -1 }
+    connectUnix(path: path).descriptor
+}
+
+/// A Unix stream socket (with `flags`, e.g. SOCK_NONBLOCK) connected to `path`, or -1 and connect's errno.
+func connectUnix(path: String, flags: Int32 = 0) -> (descriptor: Int32, error: Int32) {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | flags, 0)
+    guard descriptor >= 0 else { return (-1, errno) }
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     withUnsafeMutableBytes(of: &address.sun_path) { bytes in
@@ -356,8 +352,9 @@ func socket_unix(path: String) -> Int32 {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }
     guard connected == 0 else {
+        let error = errno
         close(descriptor)
-        return -1
+        return (-1, error)
     }
-    return descriptor
+    return (descriptor, 0)
 }
