@@ -94,6 +94,46 @@ import Darwin
         #expect(fields == ["code": "abc/1", "state": "xyz"])
     }
 
+    @Test func aFixedRedirectPortBindsAgainRightAfterASignInOnIt() async throws {
+        // The listener answers the browser and closes first, so its side of that connection waits in TIME_WAIT
+        // for a minute: a second sign-in on the same registered redirect URI must still bind the port.
+        let first = try LoopbackRedirectListener()
+        let port = first.port
+        let waiting = Task { try await first.waitForRedirect(path: "/callback", deadline: Date().addingTimeInterval(600)) }
+        // A browser that reads the answer to its end and closes after the listener did.
+        let answer = try Self.getReadingToTheEnd(port: port, path: "/callback?code=c&state=s")
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+        _ = try await waiting.value
+        first.shutDown()
+        let second = try LoopbackRedirectListener(port: port)
+        #expect(second.port == port)
+    }
+
+    /// `GET path` to `127.0.0.1:port` on a plain socket, read until the server closes, then closed.
+    static func getReadingToTheEnd(port: UInt16, path: String) throws -> String {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0, "connect: errno \(errno)")
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+        try #require(write(fd, request, request.count) == request.count)
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count <= 0 { break }
+            answer += buffer[..<count]
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
     @Test func aTakenLoopbackPortIsUnsupportedNamingTheErrnoOfTheFailedCall() throws {
         let first = try LoopbackRedirectListener()
         do {

@@ -23,6 +23,7 @@ final class LoopbackRedirectListener: Sendable {
             throw IdentityError(.unsupported, "cannot open a loopback socket for the redirect (\(error), errno \(error.rawValue))")
         }
         do {
+            try LoopbackSocket.allowRebindingDuringTimeWait(socket)
             try LoopbackSocket.bindLoopback(socket, port: requested)
             try LoopbackSocket.startListening(socket, backlog: 8)
             port = try LoopbackSocket.boundPort(socket)

@@ -21,6 +21,16 @@ enum LoopbackSocket {
         return FileDescriptor(rawValue: fd)
     }
 
+    /// `SO_REUSEADDR`: a fixed redirect port binds again while the last sign-in's connection is in TIME_WAIT
+    /// (the listener closes first, so for a minute after a browser sign-in the port would be "in use"). It
+    /// never lets a second socket listen on a port another one listens on.
+    static func allowRebindingDuringTimeWait(_ socket: FileDescriptor) throws(Errno) {
+        var on: Int32 = 1
+        guard setsockopt(socket.rawValue, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+            throw Errno(rawValue: errno)
+        }
+    }
+
     /// `bind` to `127.0.0.1:port` (0: a port the system picks).
     static func bindLoopback(_ socket: FileDescriptor, port: UInt16) throws(Errno) {
         var address = loopbackAddress(port: port)
