@@ -28,7 +28,15 @@ struct BrokerAPIPage {
         var signedIn: String?
         var approve: String?
         var browse: String?
+        /// The worker declines in the browser: the provider sends them back to the redirect URI with `access_denied`.
+        var decline = false
+        /// The provider revokes the signed-in worker's refresh tokens before the block (`tools/idp revoke`).
+        var refreshTokenRevoked = false
+        /// Actions taken while the block runs, the `k`th once the `k+1`th reply came: `sign in WORKER`,
+        /// `sign out REASON`, `idle N s` (the broker's clock set N s after the last activity), `activity`.
         var meanwhile: [String] = []
+        /// The block runs on a broker of its own whose idle clock the replay moves (`deviced --clock-file`).
+        var testClock = false
         var held = 0
         /// Options of a broker of the block's own (none: the suite's broker).
         var daemonArguments: [String] = []
@@ -123,6 +131,12 @@ struct BrokerAPIPage {
             case 3 where words[1...] == ["signed", "in"]: note.signedIn = words[0]
             case 2 where words[0] == "approve": note.approve = words[1]
             case 2 where words[0] == "browse": note.browse = words[1]
+            case 1 where words[0] == "decline": note.decline = true
+            case 3 where words == ["refresh", "token", "revoked"]: note.refreshTokenRevoked = true
+            case 4 where words == ["on", "a", "test", "clock"]: note.testClock = true
+            case 4 where words[0...1] == ["meanwhile", "idle"] && Int(words[2]) != nil && words[3] == "s",
+                 2 where words == ["meanwhile", "activity"]:
+                note.meanwhile.append(words[1...].joined(separator: " "))
             case 4 where words[0...2] == ["meanwhile", "sign", "in"], 4 where words[0...2] == ["meanwhile", "sign", "out"]:
                 note.meanwhile.append(words[1...].joined(separator: " "))
             case 3 where words[0] == "after" && ["connection", "connections"].contains(words[2]) && Int(words[1]) != nil:

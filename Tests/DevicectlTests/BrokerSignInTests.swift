@@ -9,7 +9,8 @@ import Testing
     typealias Daemon = BrokerDaemon
     typealias Provider = IdentityCLITests.Provider
 
-    static func daemon(logLevel: String = "info") async throws -> Daemon {
+    /// - Parameter onATestClock: the broker's idle and password clocks read a file the test moves (`Daemon.setClock`).
+    static func daemon(logLevel: String = "info", onATestClock: Bool = false) async throws -> Daemon {
         let provider = try await Provider.shared()
         let scratch = DevicectlRunner()
         defer { scratch.cleanUp() }
@@ -18,7 +19,7 @@ import Testing
         try FileManager.default.copyItem(atPath: policy, toPath: copy.path)
         defer { try? FileManager.default.removeItem(at: copy) }
         let daemon = try await Daemon(policy: copy.path)
-        try await daemon.start(["--log-level", logLevel])
+        try await daemon.start(["--log-level", logLevel] + (onATestClock ? try daemon.clockArguments() : []))
         return daemon
     }
 
