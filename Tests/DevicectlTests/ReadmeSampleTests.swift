@@ -83,6 +83,21 @@ import Testing
         await daemon.cleanUp()
     }
 
+    /// The README's second way to give an app's user PyPI varlink: its venv commands as written (in a scratch
+    /// directory instead of `/opt/kiosk-app`), then the venv's Python run as the timeclock's uid imports it.
+    @Test(.tags(.integration)) func theReadmesVenvGivesTheAppsUserAnImportableVarlink() async throws {
+        let scratch = URL(fileURLWithPath: "/tmp/readme-venv-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let commands = try ReadmeBlocks.block("python-venv").replacingOccurrences(of: "/opt/kiosk-app", with: scratch.path)
+        let made = try await Command.run(URL(fileURLWithPath: "/bin/bash"), ["-euo", "pipefail", "-c", commands])
+        try #require(made.status == 0, "the README's venv commands failed: \(made.stderr)")
+        let python = scratch.appendingPathComponent("venv/bin/python").path
+        let probe = "import varlink, importlib.metadata; print(importlib.metadata.version('varlink'), varlink.Client.__name__)"
+        let imported = try await Command.run(Daemon.setpriv, Daemon.asUser(Daemon.timeclockUID) + [python, "-c", probe])
+        #expect(imported.status == 0 && imported.stdout == "31.0.0 Client\n", "\(imported.stdout) \(imported.stderr)")
+    }
+
     /// The README's `Package.swift` for an app, with the README's Swift sample as its main.swift, beside a
     /// link named as the manifest's path dependency (`../sharedmode`) to this checkout: SwiftPM resolves it
     /// and loads the package graph, which refuses a `package:` that is not the dependency's identity.
