@@ -2,6 +2,10 @@ import BrokerContract
 import DeviceLocations
 import Foundation
 import KeychainStore
+// The keychain's item types by their plain names here; the client's same-named ones are SharedDeviceClient.X.
+import struct KeychainStore.ItemChanges
+import struct KeychainStore.ItemQuery
+import struct KeychainStore.KeychainItem
 import Logging
 import SharedDevice
 import SharedDeviceClient
@@ -15,7 +19,7 @@ import Varlink
 struct BrokerConnection: Sendable {
     /// The broker's socket.
     let socketPath: String
-    private let application: ClientApplication
+    private let application: PublicClientApplication
     private let interface: BrokerInterfaceClient
 
     /// The broker at `socketPath`, trusted when it runs as root, as this user, or as a user
@@ -23,7 +27,7 @@ struct BrokerConnection: Sendable {
     init(socketPath: String, logger: Logger) {
         let endpoint = BrokerEndpoint(socketPath: socketPath, alsoTrusted: DeviceLocations.alsoTrustedBrokerUIDs())
         self.socketPath = socketPath
-        application = ClientApplication(endpoint: endpoint, logger: logger)
+        application = PublicClientApplication(endpoint: endpoint, logger: logger)
         interface = BrokerInterfaceClient(endpoint: endpoint, logger: logger)
     }
 
@@ -36,7 +40,10 @@ struct BrokerConnection: Sendable {
     // MARK: - The broker
 
     /// Who the broker takes this process to be, and the store it serves.
-    func caller() async throws -> (uid: Int, appID: String?, stateDirectory: String?) {
+    typealias Caller = (uid: Int, appID: String?, stateDirectory: String?)
+
+    /// Who the broker takes this process to be, and the store it serves.
+    func caller() async throws -> Caller {
         let caller = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.caller() }
         return (caller.uid, caller.appID, caller.stateDirectory)
     }
@@ -76,7 +83,7 @@ struct BrokerConnection: Sendable {
     }
 
     /// Every account change the broker pushes from now on, the first being `subscribed`.
-    func accountChanges() -> AsyncThrowingStream<ClientAccountEvent, any Error> {
+    func accountChanges() -> AsyncThrowingStream<SharedDeviceClient.AccountEvent, any Error> {
         application.accountChanges()
     }
 
@@ -91,7 +98,7 @@ struct BrokerConnection: Sendable {
         case browser(prompt: String?, openBrowser: @Sendable (URL) -> Void)
         case password(username: String, password: String)
 
-        var clientFlow: ClientInteractiveFlow {
+        var clientFlow: SharedDeviceClient.InteractiveFlow {
             switch self {
             case .deviceCode(let showCode): .deviceCode { verification in showCode(verification.instructions) }
             case .browser(let prompt, let openBrowser): .browser(prompt: prompt) { url in openBrowser(url) }
@@ -102,7 +109,7 @@ struct BrokerConnection: Sendable {
 
     /// Signs a worker in as this app: the broker runs the sign-in and keeps the tokens.
     func signIn(scopes: [String], loginHint: String?, flow: SignInFlow, authority: String? = nil) async throws -> SharedDevice.AuthenticationResult {
-        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint, authority: authority)
+        let parameters = SharedDeviceClient.InteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint, authority: authority)
         return SharedDevice.AuthenticationResult(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
             try await application.acquireToken(parameters)
         })
@@ -115,7 +122,7 @@ struct BrokerConnection: Sendable {
         guard let reason = SharedDeviceClient.SignOutReason(rawValue: reason.rawValue) else {
             throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
         }
-        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint)
+        let parameters = SharedDeviceClient.InteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint)
         let outcome = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
             try await application.switchWorker(parameters, reason: reason) { result in signedOut(result.account.map(DeviceAccount.init)) }
         }
@@ -142,31 +149,31 @@ struct BrokerConnection: Sendable {
     }
 
     /// The first matching item with its secret, or every match with `all`.
-    func find(_ query: StoreItemQuery, all: Bool) async throws -> [StoreKeychainItem] {
-        let selection = ClientItemQuery(query)
+    func find(_ query: ItemQuery, all: Bool) async throws -> [KeychainItem] {
+        let selection = SharedDeviceClient.ItemQuery(query)
         return try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
             all ? try await application.findAllGenericPasswords(selection) : [try await application.findGenericPassword(selection)]
-        }.map(StoreKeychainItem.init)
+        }.map(KeychainItem.init)
     }
 
     /// Changes every matching item; returns how many.
-    func update(_ query: StoreItemQuery, with changes: StoreItemChanges) async throws -> Int {
+    func update(_ query: ItemQuery, with changes: ItemChanges) async throws -> Int {
         try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.updateGenericPassword(ClientItemQuery(query), secret: changes.secret, changes: ClientItemChanges(changes))
+            try await application.updateGenericPassword(SharedDeviceClient.ItemQuery(query), secret: changes.secret, changes: SharedDeviceClient.ItemChanges(changes))
         }
     }
 
     /// Deletes every matching item; returns how many.
-    func delete(_ query: StoreItemQuery) async throws -> Int {
+    func delete(_ query: ItemQuery) async throws -> Int {
         try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.deleteGenericPassword(ClientItemQuery(query))
+            try await application.deleteGenericPassword(SharedDeviceClient.ItemQuery(query))
         }
     }
 
     /// The attributes of every matching item (no secrets).
-    func metadata(matching query: StoreItemQuery) async throws -> [ItemMetadata] {
+    func metadata(matching query: ItemQuery) async throws -> [ItemMetadata] {
         try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.listGenericPasswords(ClientItemQuery(query))
+            try await application.listGenericPasswords(SharedDeviceClient.ItemQuery(query))
         }.map(ItemMetadata.init)
     }
 }
