@@ -49,5 +49,6 @@ extension CLIError {
                 return CLIError.from(SharedDeviceError(IdentityError(code, error.message)))
             }
             return CLIError.from(SharedDeviceError(SharedDeviceError.Code(name: error.code.name) ?? .store, error.message))
+        }
     }
 }
