@@ -22,7 +22,7 @@ struct BridgeFailure: Error, Sendable {
             self.init(.serverTemporarilyUnavailable, context)
         case (.callerNotInPolicy, _):
             self.init(.accountUnusable, context, isPolicyRefusal: true)
-        case (SharedDeviceClientError.Code(name: "msalClientNotAllowed"), _):
+        case (.msalClientNotAllowed, _):
             // MSAL's silent sign-in goes on to the interactive call, which is refused the same way.
             self.init(.interactionRequired, "\(context); the device policy's key is apps[].msalClientIds", isPolicyRefusal: true)
         case (.noCurrentAccount, _), (.currentAccountMismatch, _), (.identity, "interaction_required"), (.identity, "declined_scopes"):

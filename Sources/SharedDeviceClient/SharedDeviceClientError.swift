@@ -72,6 +72,8 @@ public struct SharedDeviceClientError: Error, Sendable, Hashable, CustomStringCo
         public static let flowNotAllowed = Code(name: "flowNotAllowed")
         /// The call's authority is neither the policy's issuer nor one of its knownAuthorities.
         public static let authorityNotAllowed = Code(name: "authorityNotAllowed")
+        /// The call's `msalClientId` is not in the app's `msalClientIds` in the device policy.
+        public static let msalClientNotAllowed = Code(name: "msalClientNotAllowed")
         /// The device is not provisioned.
         public static let notProvisioned = Code(name: "notProvisioned")
 

@@ -15,7 +15,7 @@ import Glibc
 
     /// The app commands an app's user runs, each of which once fell back to a store of the user's own.
     static let appCommands: [[String]] = [
-        ["account"], ["account", "--all"], ["token", "--scopes", "User.Read"], ["signin"], ["call", "--scopes", "User.Read", "userinfo"],
+        ["account"], ["account", "--all"], ["token", "--scopes", "User.Read"], ["signin"], ["switch"], ["call", "--scopes", "User.Read", "userinfo"],
         ["keychain", "find-generic-password", "--service", "printer", "--account", "pin"], ["keychain", "list"],
         ["activity"], ["account", "--follow"],
     ]
