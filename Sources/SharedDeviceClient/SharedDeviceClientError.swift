@@ -82,6 +82,7 @@ public struct SharedDeviceClientError: Error, Sendable, Hashable, CustomStringCo
             (error as? SharedDeviceClientError)?.code == code
         }
 
+        /// The code's name (`itemNotFound`).
         public var description: String { name }
     }
 

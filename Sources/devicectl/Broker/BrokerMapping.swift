@@ -73,11 +73,6 @@ extension SharedDeviceClient.ItemChanges {
     }
 }
 
-extension DeviceCodeVerification {
-    /// "To sign in, open URL and enter the code CODE", as the engine's device-code session says it.
-    var instructions: String { "To sign in, open \(verificationURI) and enter the code \(userCode)" }
-}
-
 extension BrokerStatus {
     init(_ status: Broker1.BrokerStatus) {
         self.init(version: status.version, startedAt: Date(timeIntervalSince1970: status.startedAt), provisioned: status.provisioned,
