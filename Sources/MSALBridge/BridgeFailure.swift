@@ -17,30 +17,22 @@ struct BridgeFailure: Error, Sendable {
     /// The status of a failed call to the device's broker.
     init(_ error: SharedDeviceClientError) {
         let context = "\(error)"
-        switch error {
-        case .brokerUnavailable:
+        switch (error.code, error.identityCode) {
+        case (.brokerUnavailable, _), (.limitExceeded, _):
             self.init(.serverTemporarilyUnavailable, context)
-        case .callerNotInPolicy:
+        case (.callerNotInPolicy, _):
             self.init(.accountUnusable, context, isPolicyRefusal: true)
-        case .account(let code, _, _, let identityCode):
-            switch (code, identityCode) {
-            case ("msalClientNotAllowed", _):
-                // MSAL's silent sign-in goes on to the interactive call, which is refused the same way.
-                self.init(.interactionRequired, "\(context); the device policy's key is apps[].msalClientIds", isPolicyRefusal: true)
-            case ("noCurrentAccount", _), ("currentAccountMismatch", _), (_, "interaction_required"), (_, "declined_scopes"):
-                self.init(.interactionRequired, context)
-            case (_, "user_canceled"), (_, "access_denied"), (_, "device_code_expired"):
-                self.init(.userCanceled, context)
-            case (_, "authority_unreachable"), (_, "server_error"):
-                self.init(.serverTemporarilyUnavailable, context)
-            default:
-                self.init(.accountUnusable, context)
-            }
-        case .limitExceeded:
-            self.init(.serverTemporarilyUnavailable, context)
-        case .cancelled:
+        case (.msalClientNotAllowed, _):
+            // MSAL's silent sign-in goes on to the interactive call, which is refused the same way.
+            self.init(.interactionRequired, "\(context); the device policy's key is apps[].msalClientIds", isPolicyRefusal: true)
+        case (.noCurrentAccount, _), (.currentAccountMismatch, _), (.identity, "interaction_required"), (.identity, "declined_scopes"):
+            self.init(.interactionRequired, context)
+        case (.identity, "user_canceled"), (.identity, "access_denied"), (.identity, "device_code_expired"), (.cancelled, _):
             self.init(.userCanceled, context)
-        case .untrustedBroker, .keychain, .refused:
+        case (.identity, "authority_unreachable"), (.identity, "server_error"):
+            self.init(.serverTemporarilyUnavailable, context)
+        default:
+            // An untrusted broker, the keychain's refusals, any other refusal or account failure.
             self.init(.accountUnusable, context)
         }
     }

@@ -23,7 +23,7 @@ struct BrokerCall: Sendable {
     static let maximumReplyBytes = 16 << 20
 
     /// Calls `method` and hands each reply to `handle` until it returns a value.
-    /// - Throws: `SharedDeviceClientError`: the broker's error replies as their cases, `brokerUnavailable`
+    /// - Throws: `SharedDeviceClientError`: the broker's error replies by their codes, `brokerUnavailable`
     ///   when it cannot be reached or goes away, `untrustedBroker`, `cancelled`, `refused` for a reply off
     ///   the interface (a field missing or mistyped is named).
     func run<Method: VarlinkMethod, Value: Sendable>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = false,
@@ -78,7 +78,8 @@ struct BrokerCall: Sendable {
                     }
                 }
                 if Task.isCancelled { throw SharedDeviceClientError.cancelled }
-                throw SharedDeviceClientError.brokerUnavailable("the broker at \(endpoint.socketPath) closed the connection during \(member); try again")
+                throw SharedDeviceClientError.brokerUnavailable("the broker at \(endpoint.socketPath) closed the connection during \(member); try again",
+                                                                    socketPath: endpoint.socketPath)
             }
         } catch let error as SharedDeviceClientError {
             throw error
@@ -86,7 +87,7 @@ struct BrokerCall: Sendable {
             throw .cancelled
         } catch {
             if Task.isCancelled { throw .cancelled }
-            throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again")
+            throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again", socketPath: endpoint.socketPath)
         }
     }
 
@@ -132,7 +133,7 @@ struct BrokerCall: Sendable {
                     reused = false
                     continue
                 }
-                throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again")
+                throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again", socketPath: endpoint.socketPath)
             }
             do throws(SharedDeviceClientError) {
                 let value = try await handle(message)
@@ -189,7 +190,7 @@ struct BrokerCall: Sendable {
     private func unreachable(_ error: any Error) -> SharedDeviceClientError {
         if Task.isCancelled { return .cancelled }
         let code = (error as? IOError)?.errnoCode ?? 0
-        return .brokerUnavailable(SocketDiagnosis(socketPath: endpoint.socketPath).explain(errno: code, underlying: "\(error)"))
+        return .brokerUnavailable(SocketDiagnosis(socketPath: endpoint.socketPath).explain(errno: code, underlying: "\(error)"), socketPath: endpoint.socketPath)
     }
 
     /// Refuses a listener that runs as a user the endpoint does not trust; nothing has been sent yet.
@@ -198,14 +199,15 @@ struct BrokerCall: Sendable {
         do {
             credentials = try await peer.get()
         } catch {
-            throw .untrustedBroker("refusing the broker at \(endpoint.socketPath): the kernel does not say who runs it (\(error)); nothing was sent")
+            throw .untrustedBroker("refusing the broker at \(endpoint.socketPath): the kernel does not say who runs it (\(error)); nothing was sent",
+                                  socketPath: endpoint.socketPath)
         }
         guard endpoint.trustedUIDs.contains(credentials.uid) else {
             logger.warning("refusing an untrusted broker", metadata: ["socket": "\(endpoint.socketPath)", "peer.uid": "\(credentials.uid)"])
             throw .untrustedBroker("""
                 refusing the broker at \(endpoint.socketPath): it runs as uid \(credentials.uid) (pid \(credentials.pid)), not as root \
                 or as this user, so it is not the device's broker; nothing was sent
-                """)
+                """, socketPath: endpoint.socketPath)
         }
     }
 
@@ -220,15 +222,15 @@ struct BrokerCall: Sendable {
         }
         switch decoded {
         case .keychainError(let error)?:
-            return .keychain(status: error.status, code: error.code, message: error.message)
+            return SharedDeviceClientError(.init(name: error.code), error.message, keychainStatus: error.status)
         case .accountError(let error)?:
-            return .account(code: error.code, message: error.message, msalStatus: error.msalStatus, identityCode: error.identityCode)
+            return SharedDeviceClientError(.init(name: error.code), error.message, msalStatus: error.msalStatus, identityCode: error.identityCode)
         case .callerNotInPolicy(let error)?:
-            return .callerNotInPolicy(uid: error.uid, message: error.message)
+            return SharedDeviceClientError(.callerNotInPolicy, error.message, uid: error.uid)
         case .limitExceeded(let error)?:
-            return .limitExceeded(limit: error.limit, maximum: error.maximum, message: error.message)
+            return SharedDeviceClientError(.limitExceeded, error.message, limit: error.limit, maximum: error.maximum)
         case .tooManyConnections(let error)?:
-            return .brokerUnavailable(error.explanation)
+            return SharedDeviceClientError(.brokerUnavailable, error.explanation)
         case .protocolError(let error)?:
             return .refused(error: name, message: error.reason)
         case nil:

@@ -233,7 +233,7 @@ public final class PublicClientApplication: Sendable {
                     }
                     return nil
                 }
-            } catch SharedDeviceClientError.cancelled {
+            } catch SharedDeviceClientError.Code.cancelled {
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)

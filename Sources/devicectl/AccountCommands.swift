@@ -71,9 +71,8 @@ struct ShowAccount: AsyncParsableCommand {
     func run() async throws {
         try await runReportingErrors {
             if follow {
-                guard let broker = try await BrokerRoute.runningBroker(socket: socket, stateDir: store.stateDir, logger: store.logger) else {
-                    throw CLIError(exitCode: .unavailable, "no broker answers at \(DeviceLocations.brokerSocket(explicit: socket)); --follow hears the changes deviced pushes: start deviced.socket")
-                }
+                // The changes deviced pushes: only a running broker has them.
+                let (broker, _) = try await BrokerRoute.requiredBroker(socket: socket, stateDir: store.stateDir, logger: store.logger)
                 return try await AccountFollow.run(broker, json: output.json)
             }
             if all || policy != nil { return try await listAppAccounts() }
@@ -220,7 +219,7 @@ struct SignOut: AsyncParsableCommand {
     /// - Parameter named: whether the user named the broker (`--socket`, `$DEVICECTL_SOCKET`).
     private func signOut(through broker: BrokerConnection, named: Bool, reason: SharedDevice.SignOutReason) async throws {
         let via = "the broker at \(broker.socketPath.forTerminal)"
-        let caller: (uid: Int, appID: String?, stateDirectory: String?)
+        let caller: BrokerConnection.Caller
         do {
             caller = try await broker.caller()
         } catch let error as CLIError where error.exitCode == .unavailable {

@@ -26,7 +26,7 @@ struct AccountFollow {
         }
     }
 
-    static func json(_ event: ClientAccountEvent) -> EventJSON {
+    static func json(_ event: SharedDeviceClient.AccountEvent) -> EventJSON {
         switch event {
         case .subscribed(let current, let sequence): EventJSON(kind: "subscribed", current: current.map(DeviceAccount.init), sequence: sequence)
         case .signedIn(let current, let sequence): EventJSON(kind: "signedIn", current: current.map(DeviceAccount.init), sequence: sequence)
@@ -38,7 +38,7 @@ struct AccountFollow {
         }
     }
 
-    static func text(_ event: ClientAccountEvent) -> String {
+    static func text(_ event: SharedDeviceClient.AccountEvent) -> String {
         switch event {
         case .subscribed(let current, let sequence):
             "following account changes; current: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"

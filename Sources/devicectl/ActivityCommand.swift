@@ -18,10 +18,8 @@ struct Activity: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
-            let path = DeviceLocations.brokerSocket(explicit: socket)
-            guard let broker = try await BrokerRoute.runningBroker(socket: path, logger: Logger(label: DevicectlLogging.label)) else {
-                throw CLIError(exitCode: .unavailable, "no broker answers on \(path): start deviced (systemctl start deviced.socket); the idle clock lives in the broker")
-            }
+            // The idle clock lives in the broker: only a running one has it.
+            let (broker, _) = try await BrokerRoute.requiredBroker(socket: socket, logger: Logger(label: DevicectlLogging.label))
             let idle = try await broker.reportActivity()
             if output.json {
                 try Output.json(idle)

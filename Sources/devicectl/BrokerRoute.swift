@@ -4,31 +4,52 @@ import KeychainStore
 import Logging
 import SharedDevice
 
-// The way app-facing commands reach the device, decided once per command: through the broker daemon when
-// it runs and the caller is not root (the caller is then the app the policy gives its uid, whatever --app
-// says), with the client an app links; else the engine on the store (root, or no daemon).
+// The way app-facing commands reach the device, decided once per command. An app's user (anyone but root)
+// goes through the broker daemon only, with the client an app links: the broker knows the caller by its uid
+// (the app the policy gives it, whatever --app says). With no broker there is nothing to fall back to: the
+// command names the socket, why it could not connect and how to start the broker, and creates nothing.
+// Root is the device's administrator and never an app: its --app commands act for that app on the store
+// directly, whether or not a broker runs (the broker acts only for the app a caller's uid is; it hears of
+// the changes through the store's change signal, as of any other process's).
 
 /// Where an app-facing command's calls go.
 enum BrokerRoute {
     /// Through the running broker, which knows the caller by its uid; `appID` is the policy's app for it
     /// (`nil`: none, and every call will be refused and audited by the broker).
     case broker(BrokerConnection, appID: String?)
-    /// The engine on the store (root, or no broker).
+    /// The engine on the store, as the administrator acting for `--app` (root only).
     case direct
 
-    /// The route for this process: the broker when it answers and this process is not root.
+    /// The route for this process: the engine for root, else the broker, which must answer.
     /// - Parameter app: the app `--app` names, if any: through the broker it must be the caller's own
     ///   app (exit 77 otherwise).
     /// - Parameter stateDir: the command's `--state-dir`, if given: a broker serving another store is refused.
+    /// - Throws: exit 69 naming the socket, the cause and how to start the broker when none answers.
     static func choose(app: String?, socket: String? = nil, stateDir: String? = nil, logger: Logger) async throws -> BrokerRoute {
         guard !DeviceLocations.runsAsRoot else { return .direct }
-        let path = DeviceLocations.brokerSocket(explicit: socket)
-        guard BrokerConnection.isListening(at: path) else { return .direct }
-        let broker = BrokerConnection(socketPath: path, logger: logger)
-        let caller = try await broker.caller()
-        try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
+        let (broker, caller) = try await requiredBroker(socket: socket, stateDir: stateDir, logger: logger)
         try refuseAnotherApp(app, own: caller.appID, uid: caller.uid)
         return .broker(broker, appID: caller.appID)
+    }
+
+    /// The broker, which must answer, and who it takes this process to be.
+    /// - Throws: exit 69 naming the socket, why it could not connect and how to start the broker; exit 64
+    ///   for a broker serving another store than `--state-dir`.
+    static func requiredBroker(socket: String? = nil, stateDir: String? = nil, logger: Logger) async throws
+        -> (BrokerConnection, BrokerConnection.Caller) {
+        let path = DeviceLocations.brokerSocket(explicit: socket)
+        let broker = BrokerConnection(socketPath: path, logger: logger)
+        let caller: BrokerConnection.Caller
+        do {
+            caller = try await broker.caller()
+        } catch let error as CLIError where error.exitCode == .unavailable {
+            throw CLIError(exitCode: .unavailable, """
+                \(error.description). devicectl's app commands go through the broker only (root's --app commands use \
+                the store); nothing was done and nothing was created
+                """)
+        }
+        try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
+        return (broker, caller)
     }
 
     /// Refuses `--app` naming another app than the one the broker knows this process as (exit 77): an app
@@ -76,7 +97,7 @@ struct KeychainAccess {
     private let backend: Backend
     private let caller: CallerOptions
 
-    /// The keychain for `caller`, through the broker when it runs (see `BrokerRoute`).
+    /// The keychain for `caller`: through the broker, or for root the store (see `BrokerRoute`).
     init(caller: CallerOptions, location: StoreLocation) async throws {
         self.caller = caller
         switch try await BrokerRoute.choose(app: caller.app, stateDir: location.stateDir, logger: location.logger) {

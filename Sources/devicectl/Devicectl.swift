@@ -9,9 +9,20 @@ struct Devicectl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
+        discussion: appRoute,
         subcommands: [Provision.self, Deprovision.self, Info.self, Status.self, Activity.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
                       Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self, KeyCommand.self]
     )
+
+    /// The one rule of where app commands (account, signin, token, call, switch, signout, activity,
+    /// keychain …) go, in the help of devicectl and of `--app`.
+    static let appRoute = """
+        App commands run by an app's user (anyone but root) go through the broker (deviced) only, which knows \
+        the app by the caller's uid: with no broker answering they name the socket tried, why it failed and how \
+        to start the broker (exit 69), and create nothing. Root is the device's administrator, never an app: \
+        its --app commands act for that app on the store directly (--state-dir), whether or not a broker runs; \
+        the broker hears of account changes made there at once.
+        """
 
     /// Sets up logging once, then parses and runs the command.
     static func main() async {

@@ -69,8 +69,8 @@ struct StoreLocation: ParsableArguments {
 /// provisioning they are given with `--entitlements`.
 struct CallerOptions: ParsableArguments {
     /// `--app` of every app-facing command.
-    static let appHelp = ArgumentHelp("The calling app's id (through the broker daemon: optional, and it must be the caller's own app).",
-                                      valueName: "id")
+    static let appHelp = ArgumentHelp("The app (an app's user: optional, its own app; root: the app to act for, on the store).",
+                                      discussion: Devicectl.appRoute, valueName: "id")
 
     @Option(help: CallerOptions.appHelp)
     var app: String?

@@ -1,29 +1,29 @@
 import BrokerContract
 import DeviceLocations
 import Foundation
-import KeychainStore
 import Logging
-import SharedDevice
 import SharedDeviceClient
 import Varlink
 
-/// The running broker as devicectl reaches it, with the client an app links: the app-facing
-/// `PublicClientApplication` for the app commands (and `GetCaller`, on the same pooled connection), and
-/// the interface client for what the application does not wrap (`GetStatus` for administrators, an
-/// administrator's sign-out). Every call answers in the library's types, so both routes print alike, and
-/// a refusal is the `CLIError` the same failure is in-process.
+/// The running broker as devicectl reaches it, with the client an app links, in the client's types only:
+/// the app-facing `PublicClientApplication` for the app commands (and `GetCaller`, on the same pooled
+/// connection), and the interface client for what the application does not wrap (`GetStatus` for
+/// administrators, an administrator's sign-out). `BrokerConnection+Calls` answers in the library's types,
+/// so both routes print alike; a refusal is the `CLIError` the same failure is in-process.
 struct BrokerConnection: Sendable {
     /// The broker's socket.
     let socketPath: String
-    private let application: ClientApplication
-    private let interface: BrokerInterfaceClient
+    /// The app-facing client.
+    let application: PublicClientApplication
+    /// The interface client, for the methods the application does not wrap.
+    let interface: BrokerInterfaceClient
 
     /// The broker at `socketPath`, trusted when it runs as root, as this user, or as a user
     /// `$DEVICECTL_BROKER_UID` names.
     init(socketPath: String, logger: Logger) {
         let endpoint = BrokerEndpoint(socketPath: socketPath, alsoTrusted: DeviceLocations.alsoTrustedBrokerUIDs())
         self.socketPath = socketPath
-        application = ClientApplication(endpoint: endpoint, logger: logger)
+        application = PublicClientApplication(endpoint: endpoint, logger: logger)
         interface = BrokerInterfaceClient(endpoint: endpoint, logger: logger)
     }
 
@@ -36,53 +36,17 @@ struct BrokerConnection: Sendable {
     // MARK: - The broker
 
     /// Who the broker takes this process to be, and the store it serves.
-    func caller() async throws -> (uid: Int, appID: String?, stateDirectory: String?) {
+    typealias Caller = (uid: Int, appID: String?, stateDirectory: String?)
+
+    /// Who the broker takes this process to be, and the store it serves.
+    func caller() async throws -> Caller {
         let caller = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.caller() }
         return (caller.uid, caller.appID, caller.stateDirectory)
     }
 
-    /// The broker's state (administrators only: root or the policy's administratorsGroup).
-    func status() async throws -> BrokerStatus {
-        BrokerStatus(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await interface.call(Broker1.GetStatus.self, .init()).status
-        })
-    }
-
-    /// Tells the broker the worker is active; the idle clock (`nil`: the policy sets no idle sign-out).
-    func reportActivity() async throws -> SharedDevice.IdleState? {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.reportActivity() }
-            .map(SharedDevice.IdleState.init)
-    }
-
-    // MARK: - Accounts and tokens
-
-    /// The device's information as the broker gives it to this app.
-    func extraDeviceInformation() async throws -> [String: String] {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.deviceInformation() }.extraDeviceInformation
-    }
-
-    /// The current and previous account for this app.
-    func currentAccount() async throws -> SharedDevice.CurrentAccount {
-        SharedDevice.CurrentAccount(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.currentAccount()
-        })
-    }
-
-    /// A token without UI: from the broker's cache, else refreshed by the broker.
-    func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false, authority: String? = nil) async throws -> SharedDevice.AuthenticationResult {
-        SharedDevice.AuthenticationResult(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.acquireTokenSilent(scopes: scopes, forceRefresh: forceRefresh, authority: authority)
-        })
-    }
-
     /// Every account change the broker pushes from now on, the first being `subscribed`.
-    func accountChanges() -> AsyncThrowingStream<ClientAccountEvent, any Error> {
+    func accountChanges() -> AsyncThrowingStream<AccountEvent, any Error> {
         application.accountChanges()
-    }
-
-    /// The accounts this app holds (the worker's, one per B2C user flow).
-    func accounts() async throws -> [DeviceAccount] {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.accounts() }.map(DeviceAccount.init)
     }
 
     /// How the worker signs in through the broker: the device code shown by `showCode`, or the browser.
@@ -91,7 +55,7 @@ struct BrokerConnection: Sendable {
         case browser(prompt: String?, openBrowser: @Sendable (URL) -> Void)
         case password(username: String, password: String)
 
-        var clientFlow: ClientInteractiveFlow {
+        var clientFlow: InteractiveFlow {
             switch self {
             case .deviceCode(let showCode): .deviceCode { verification in showCode(verification.instructions) }
             case .browser(let prompt, let openBrowser): .browser(prompt: prompt) { url in openBrowser(url) }
@@ -99,81 +63,9 @@ struct BrokerConnection: Sendable {
             }
         }
     }
-
-    /// Signs a worker in as this app: the broker runs the sign-in and keeps the tokens.
-    func signIn(scopes: [String], loginHint: String?, flow: SignInFlow, authority: String? = nil) async throws -> SharedDevice.AuthenticationResult {
-        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint, authority: authority)
-        return SharedDevice.AuthenticationResult(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.acquireToken(parameters)
-        })
-    }
-
-    /// A shift change: the current worker out of every app (`signedOut` hears who, before the sign-in
-    /// starts), then the next one in. If the sign-in fails the device stays signed out.
-    func switchWorker(scopes: [String], reason: SharedDevice.SignOutReason, loginHint: String?, flow: SignInFlow,
-                      signedOut: @escaping @Sendable (DeviceAccount?) -> Void) async throws -> SharedDevice.AuthenticationResult {
-        guard let reason = SharedDeviceClient.SignOutReason(rawValue: reason.rawValue) else {
-            throw CLIError(exitCode: .usage, "a switch's reason is shift-end or user")
-        }
-        let parameters = ClientInteractiveTokenParameters(scopes: scopes, flow: flow.clientFlow, loginHint: loginHint)
-        let outcome = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.switchWorker(parameters, reason: reason) { result in signedOut(result.account.map(DeviceAccount.init)) }
-        }
-        return SharedDevice.AuthenticationResult(outcome.result)
-    }
-
-    /// The broker's sign-out with `reason` as given (the broker decides which reasons the caller may give:
-    /// `admin` is an administrator's); the counts are the broker's.
-    func signOut(reason: SharedDevice.SignOutReason) async throws -> BrokerSignOutSummary {
-        let reply = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await interface.call(Broker1.SignOut.self, .init(reason: reason.rawValue))
-        }
-        return BrokerSignOutSummary(account: reply.account.map(DeviceAccount.init), global: reply.global, itemsRemoved: reply.itemsRemoved)
-    }
-
-    // MARK: - Keychain
-
-    /// Adds a generic password in the app's group (or `item.accessGroup`).
-    func add(_ item: NewItem) async throws -> ItemMetadata {
-        ItemMetadata(try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.addGenericPassword(service: item.service, account: item.account, secret: item.secret,
-                                                     accessGroup: item.accessGroup, label: item.label, type: item.type, generic: item.generic)
-        })
-    }
-
-    /// The first matching item with its secret, or every match with `all`.
-    func find(_ query: StoreItemQuery, all: Bool) async throws -> [StoreKeychainItem] {
-        let selection = ClientItemQuery(query)
-        return try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            all ? try await application.findAllGenericPasswords(selection) : [try await application.findGenericPassword(selection)]
-        }.map(StoreKeychainItem.init)
-    }
-
-    /// Changes every matching item; returns how many.
-    func update(_ query: StoreItemQuery, with changes: StoreItemChanges) async throws -> Int {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.updateGenericPassword(ClientItemQuery(query), secret: changes.secret, changes: ClientItemChanges(changes))
-        }
-    }
-
-    /// Deletes every matching item; returns how many.
-    func delete(_ query: StoreItemQuery) async throws -> Int {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.deleteGenericPassword(ClientItemQuery(query))
-        }
-    }
-
-    /// The attributes of every matching item (no secrets).
-    func metadata(matching query: StoreItemQuery) async throws -> [ItemMetadata] {
-        try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
-            try await application.listGenericPasswords(ClientItemQuery(query))
-        }.map(ItemMetadata.init)
-    }
 }
 
-/// `devicectl signout --json` through the broker.
-struct BrokerSignOutSummary: Encodable {
-    var account: DeviceAccount?
-    var global: Bool
-    var itemsRemoved: Int
+extension DeviceCodeVerification {
+    /// "To sign in, open URL and enter the code CODE", as the engine's device-code session says it.
+    var instructions: String { "To sign in, open \(verificationURI) and enter the code \(userCode)" }
 }

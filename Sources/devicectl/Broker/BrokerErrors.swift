@@ -17,35 +17,38 @@ func reportingBrokerErrors<T>(_ body: () async throws(SharedDeviceClientError) -
 extension CLIError {
     /// The documented exit code and message of a refusal through the broker.
     static func from(_ error: SharedDeviceClientError) -> CLIError {
-        switch error {
-        case .keychain(_, let code, let message):
-            let error = KeychainError(KeychainError.Code(name: code) ?? .ioError, message)
+        if error.keychainStatus != nil {
+            let error = KeychainError(KeychainError.Code(name: error.code.name) ?? .ioError, error.message)
             return CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
-        case .account(let code, let message, _, let identityCode):
-            // The call's authority is not one the policy lists: the device's configuration decides.
-            if code == "authorityNotAllowed" { return CLIError(exitCode: .configuration, message) }
-            if let identityCode, let code = IdentityError.Code(rawValue: identityCode) {
-                return CLIError.from(SharedDeviceError(IdentityError(code, message)))
-            }
-            return CLIError.from(SharedDeviceError(SharedDeviceError.Code(name: code) ?? .store, message))
-        case .callerNotInPolicy(_, let message):
-            return CLIError(exitCode: .permissionDenied, message)
-        case .brokerUnavailable(let message):
-            return CLIError(exitCode: .unavailable, message)
-        case .untrustedBroker(let message):
-            return CLIError(exitCode: .unavailable, """
-                \(message). Use the system's socket (\(DeviceLocations.systemBrokerSocket)), or trust that user with \
-                DEVICECTL_BROKER_UID=<uid> if it is yours
-                """)
-        case .limitExceeded(let limit, _, let message):
-            // The device holds password sign-ins back after repeated failures: try again later.
-            if limit == "passwordBackoff" || limit == "passwordSignInInProgress" { return CLIError(exitCode: .tryLater, message) }
-            // A limit of the broker or the policy: the service cannot take this call now.
-            return CLIError(exitCode: .unavailable, message)
-        case .refused(let name, let message):
-            return CLIError(exitCode: name == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput, message)
+        }
+        switch error.code {
+        case .brokerUnavailable:
+            return CLIError(exitCode: .unavailable, error.message)
         case .cancelled:
             return CLIError(exitCode: .unavailable, "the call to the broker was cancelled; nothing was changed by it")
+        case .callerNotInPolicy:
+            return CLIError(exitCode: .permissionDenied, error.message)
+        case .untrustedBroker:
+            return CLIError(exitCode: .unavailable, """
+                \(error.message). Use the system's socket (\(DeviceLocations.systemBrokerSocket)), or trust that user with \
+                DEVICECTL_BROKER_UID=<uid> if it is yours
+                """)
+        case .limitExceeded:
+            // The device holds password sign-ins back after repeated failures: try again later.
+            if error.limit == "passwordBackoff" || error.limit == "passwordSignInInProgress" { return CLIError(exitCode: .tryLater, error.message) }
+            // A limit of the broker or the policy: the service cannot take this call now.
+            return CLIError(exitCode: .unavailable, error.message)
+        case .refused:
+            return CLIError(exitCode: error.varlinkError == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput, error.message)
+        case .authorityNotAllowed:
+            // The call's authority is not one the policy lists: the device's configuration decides.
+            return CLIError(exitCode: .configuration, error.message)
+        default:
+            // The account manager's answers, as the same failure is in-process.
+            if let identityCode = error.identityCode, let code = IdentityError.Code(rawValue: identityCode) {
+                return CLIError.from(SharedDeviceError(IdentityError(code, error.message)))
+            }
+            return CLIError.from(SharedDeviceError(SharedDeviceError.Code(name: error.code.name) ?? .store, error.message))
         }
     }
 }

@@ -1,6 +1,10 @@
 import BrokerContract
 import Foundation
 import KeychainStore
+// The keychain's item types by their plain names here; the client's same-named ones are SharedDeviceClient.X.
+import struct KeychainStore.ItemChanges
+import struct KeychainStore.ItemQuery
+import struct KeychainStore.KeychainItem
 import SharedDevice
 import SharedDeviceClient
 
@@ -8,7 +12,7 @@ import SharedDeviceClient
 // becomes the library types devicectl prints, so that both routes print the same.
 
 extension DeviceAccount {
-    init(_ account: ClientAccount) {
+    init(_ account: SharedDeviceClient.Account) {
         self.init(homeAccountID: account.homeAccountID, environment: account.environment, realm: account.realm,
                   username: account.username, name: account.name, localAccountID: account.localAccountID)
     }
@@ -20,20 +24,20 @@ extension DeviceAccount {
 }
 
 extension SharedDevice.CurrentAccount {
-    init(_ accounts: ClientCurrentAccount) {
+    init(_ accounts: SharedDeviceClient.CurrentAccount) {
         self.init(current: accounts.current.map(DeviceAccount.init), previous: accounts.previous.map(DeviceAccount.init))
     }
 }
 
 extension SharedDevice.AuthenticationResult {
-    init(_ result: ClientAuthenticationResult) {
+    init(_ result: SharedDeviceClient.AuthenticationResult) {
         self.init(accessToken: result.accessToken, scopes: result.scopes, expiresOn: result.expiresOn, account: DeviceAccount(result.account),
                   idToken: nil, source: Source(rawValue: result.source.rawValue) ?? .cache, correlationID: result.correlationID)
     }
 }
 
 extension SharedDevice.IdleState {
-    init(_ state: ClientIdleState) {
+    init(_ state: SharedDeviceClient.IdleState) {
         self.init(idleSignOutSeconds: state.idleSignOutSeconds, warningSeconds: state.warningSeconds, idleSeconds: state.idleSeconds,
                   signOutIn: state.signOutIn, warning: state.warning)
     }
@@ -45,33 +49,28 @@ extension SharedDevice.IdleState {
 }
 
 extension ItemMetadata {
-    init(_ item: ClientKeychainItem) {
+    init(_ item: SharedDeviceClient.KeychainItem) {
         self.init(accessGroup: item.accessGroup, service: item.service, account: item.account, type: item.type, generic: item.generic,
                   label: item.label, creator: nil, creationDate: item.creationDate, modificationDate: item.modificationDate)
     }
 }
 
-extension StoreKeychainItem {
-    init(_ item: ClientKeychainItem) {
+extension KeychainItem {
+    init(_ item: SharedDeviceClient.KeychainItem) {
         self.init(metadata: ItemMetadata(item), secret: item.secret ?? Data())
     }
 }
 
-extension ClientItemQuery {
-    init(_ query: StoreItemQuery) {
+extension SharedDeviceClient.ItemQuery {
+    init(_ query: ItemQuery) {
         self.init(accessGroup: query.accessGroup, service: query.service, account: query.account, label: query.label, type: query.type)
     }
 }
 
-extension ClientItemChanges {
-    init(_ changes: StoreItemChanges) {
+extension SharedDeviceClient.ItemChanges {
+    init(_ changes: ItemChanges) {
         self.init(service: changes.service, account: changes.account, label: changes.label, type: changes.type, generic: changes.generic)
     }
-}
-
-extension ClientDeviceCodeVerification {
-    /// "To sign in, open URL and enter the code CODE", as the engine's device-code session says it.
-    var instructions: String { "To sign in, open \(verificationURI) and enter the code \(userCode)" }
 }
 
 extension BrokerStatus {

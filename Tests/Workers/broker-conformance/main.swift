@@ -26,15 +26,14 @@ func say(_ line: String) {
 
 /// The varlink error (and its telling detail) a failure stands for.
 func describe(_ error: SharedDeviceClientError) -> String {
-    switch error {
-    case .keychain(let status, _, _): "KeychainError \(status)"
-    case .account(let code, _, _, _): "AccountError \(code)"
-    case .callerNotInPolicy: "CallerNotInPolicy"
-    case .limitExceeded(let limit, _, _): "LimitExceeded \(limit)"
-    case .refused(let name, _): name
-    case .brokerUnavailable(let message): message.contains("already holds") ? "TooManyConnections user" : "brokerUnavailable \(message)"
-    case .untrustedBroker: "untrustedBroker"
-    case .cancelled: "cancelled"
+    if let status = error.keychainStatus { return "KeychainError \(status)" }
+    switch error.code {
+    case .callerNotInPolicy: return "CallerNotInPolicy"
+    case .limitExceeded: return "LimitExceeded \(error.limit ?? "")"
+    case .refused: return error.varlinkError ?? ""
+    case .brokerUnavailable: return error.message.contains("already holds") ? "TooManyConnections user" : "brokerUnavailable \(error.message)"
+    case .untrustedBroker, .cancelled: return error.code.name
+    default: return "AccountError \(error.code)"
     }
 }
 
@@ -173,7 +172,7 @@ let subscription = Task {
             return nil
         }
     } catch {
-        if error != .cancelled { events.append("error \(describe(error))") }
+        if error.code != .cancelled { events.append("error \(describe(error))") }
     }
 }
 while events.all.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }

@@ -60,22 +60,19 @@ var logger = Logger(label: "thin-app")
 logger.logLevel = .warning
 let application = PublicClientApplication(endpoint: BrokerEndpoint(socketPath: socket), logger: logger)
 
+/// The error's kind as the tests read it: the client's own codes and the broker's refusals by their code,
+/// the keychain's and the account manager's answers as `keychain` and `account`.
 func name(_ error: SharedDeviceClientError) -> String {
-    switch error {
-    case .brokerUnavailable: "brokerUnavailable"
-    case .untrustedBroker: "untrustedBroker"
-    case .callerNotInPolicy: "callerNotInPolicy"
-    case .keychain: "keychain"
-    case .account: "account"
-    case .limitExceeded: "limitExceeded"
-    case .refused: "refused"
-    case .cancelled: "cancelled"
+    if error.keychainStatus != nil { return "keychain" }
+    switch error.code {
+    case .brokerUnavailable, .untrustedBroker, .callerNotInPolicy, .limitExceeded, .refused, .cancelled: return error.code.name
+    default: return "account"
     }
 }
 
 /// The soak loop: every answer checked, every kept item re-read at the end.
 func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
-    guard let group = try await application.caller().accessGroups.first else { fail(.refused(error: "", message: "the app has no access group")) }
+    guard let group = try await application.caller().accessGroups.first else { fail(SharedDeviceClientError(.refused, "the app has no access group")) }
     let deadline = Date().addingTimeInterval(seconds)
     var calls = 0, index = 0
     var kept: [String: Data] = [:]
@@ -140,7 +137,7 @@ do throws(SharedDeviceClientError) {
         } catch let error as SharedDeviceClientError {
             fail(error)
         } catch {
-            fail(.refused(error: "", message: "\(error)"))
+            fail(SharedDeviceClientError(.refused, "\(error)"))
         }
     case "signin":
         let result = try await application.acquireToken(InteractiveTokenParameters(scopes: scopes, flow: .deviceCode { verification in
@@ -162,10 +159,10 @@ do throws(SharedDeviceClientError) {
         do {
             _ = try await signIn.value
             say("not cancelled")
-        } catch SharedDeviceClientError.cancelled {
+        } catch SharedDeviceClientError.Code.cancelled {
             say("cancelled")
         } catch {
-            fail(error as? SharedDeviceClientError ?? .refused(error: "", message: "\(error)"))
+            fail(error as? SharedDeviceClientError ?? SharedDeviceClientError(.refused, "\(error)"))
         }
     case "silent":
         say(describe(try await application.acquireTokenSilent(scopes: scopes)))
