@@ -108,6 +108,16 @@ let package = Package(
             name: "Varlink",
             swiftSettings: strictSettings
         ),
+        // The varlink framing on SwiftNIO's ByteBuffer, shared by the server and the app's client: messages
+        // found where they lie in the connection's buffer, the same limit and error as Varlink's decoder.
+        .target(
+            name: "VarlinkNIO",
+            dependencies: [
+                "Varlink",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The varlink IDL parser and the Swift contract generator (types, methods, errors, the method enum).
         .target(
             name: "VarlinkGenerator",
@@ -141,6 +151,7 @@ let package = Package(
             dependencies: [
                 "BrokerContract",
                 "Varlink",
+                "VarlinkNIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -154,6 +165,7 @@ let package = Package(
             name: "VarlinkServer",
             dependencies: [
                 "Varlink",
+                "VarlinkNIO",
                 "PathSafety",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -427,6 +439,16 @@ let package = Package(
         .testTarget(
             name: "MSALBridgeTests",
             dependencies: ["MSALBridge", "SharedDeviceClient"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "VarlinkNIOTests",
+            dependencies: [
+                "VarlinkNIO",
+                "Varlink",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
