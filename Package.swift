@@ -192,10 +192,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The broker behind a VarlinkServer: its calls, connection slots, registry and service info, as the
+        // daemon serves them and the in-process client tests do.
+        .target(
+            name: "BrokerServer",
+            dependencies: ["BrokerContract", "DeviceBroker", "SharedDevice", "Varlink", "VarlinkServer"],
+            swiftSettings: strictSettings
+        ),
         // The broker daemon: wires DeviceBroker to VarlinkServer, systemd readiness and graceful stop.
         .executableTarget(
             name: "deviced",
             dependencies: [
+                "BrokerServer",
                 "CProcessControl",
                 "PathSafety",
                 "DeviceBroker",
