@@ -439,9 +439,19 @@ let package = Package(
             dependencies: ["DeviceLocations"],
             swiftSettings: strictSettings
         ),
+        // The client against the real broker and server in the test's process (the caller's uid injected).
         .testTarget(
             name: "SharedDeviceClientTests",
-            dependencies: ["SharedDeviceClient"],
+            dependencies: [
+                "SharedDeviceClient",
+                "BrokerServer",
+                "DeviceBroker",
+                "SharedDevice",
+                "KeychainStore",
+                "StoreTestSupport",
+                "VarlinkServer",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
