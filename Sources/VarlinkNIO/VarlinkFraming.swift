@@ -49,6 +49,18 @@ public struct VarlinkFraming: Sendable {
         scanned = 0
         let message = buffer.readSlice(length: length)
         buffer.moveReaderIndex(forwardBy: 1)
+        Self.releaseSpareCapacity(of: &buffer)
         return message
+    }
+
+    /// Capacity a buffer keeps for the bytes of the next message.
+    public static let keptCapacity = 64 << 10
+
+    /// A buffer that grew past `keptCapacity` for a large message and holds far less now is replaced by a
+    /// copy of what it holds, so that a connection that once received a large message does not keep its
+    /// buffer for as long as it stays open. (A buffer left empty is dropped by `ByteToMessageHandler`.)
+    private static func releaseSpareCapacity(of buffer: inout ByteBuffer) {
+        guard buffer.capacity > keptCapacity, buffer.readableBytes > 0, buffer.readableBytes < buffer.capacity / 4 else { return }
+        buffer = ByteBuffer(bytes: buffer.readableBytesView)
     }
 }

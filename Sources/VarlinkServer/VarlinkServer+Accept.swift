@@ -57,7 +57,7 @@ extension VarlinkServer {
     /// the async channel its task reads from).
     func accept(_ channel: any Channel) -> EventLoopFuture<AcceptedConnection> {
         let id = connections.makeID()
-        return PeerCredentials.read(from: channel).map { [callerIdentity] peer in
+        return PeerCredentials.read(from: channel).map { [callerIdentity = configuration.callerIdentity] peer in
             callerIdentity?(peer) ?? peer
         }.flatMap { [self] peer in
             allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance -> AcceptedConnection in

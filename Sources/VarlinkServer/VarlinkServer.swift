@@ -62,8 +62,6 @@ public final class VarlinkServer: Service, Sendable {
     let connections: VarlinkConnectionRegistry
     let usage = ServerUsage()
     let callsInProgress = CallsInProgress()
-    /// What the tests make of a peer's kernel credentials (`@_spi(Testing)`); `nil`: the kernel's as they are.
-    let callerIdentity: (@Sendable (PeerCredentials) -> PeerCredentials)?
     private let onServerRunning: (@Sendable () async -> Void)?
     private let state = Mutex<State>(.initial)
 
@@ -80,39 +78,11 @@ public final class VarlinkServer: Service, Sendable {
     ///     caller's other blocking work (the caller stops it); by default the server makes its own.
     ///   - onServerRunning: called once the socket accepts connections, before the first is served (tell
     ///     systemd the service is ready here).
-    public convenience init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo,
-                            handler: any VarlinkMethodHandler, connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
-                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, handlerThreads: Int = 4,
-                            handlerExecutor: VarlinkHandlerExecutor? = nil, onServerRunning: (@Sendable () async -> Void)? = nil,
-                            logger: Logger) {
-        self.init(listener: listener, configuration: configuration, info: info, handler: handler, connections: connections,
-                  eventLoopGroup: eventLoopGroup, handlerThreads: handlerThreads, handlerExecutor: handlerExecutor,
-                  onServerRunning: onServerRunning, callerIdentity: nil, logger: logger)
-    }
-
-    /// A server whose callers are who `callerIdentity` says, given what the kernel said: for tests only, which
-    /// run the server in their own process and need its callers to be an app's uid without running as one.
-    ///
-    /// Why this is safe: it is `@_spi(Testing)`, so only a module that imports `VarlinkServer` with
-    /// `@_spi(Testing)` sees it, and no product target does (`VarlinkServerLifecycleTests` checks that no
-    /// file under `Sources` imports a module so); a deviced built from this tree takes every caller's identity from `SO_PEERCRED`
-    /// alone. Code in the server's own process could do anything to it anyway; the hook gives a peer on the
-    /// socket no way in.
-    @_spi(Testing)
-    public convenience init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo,
-                            handler: any VarlinkMethodHandler, connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
-                            eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, handlerThreads: Int = 4,
-                            onServerRunning: (@Sendable () async -> Void)? = nil,
-                            callerIdentity: @escaping @Sendable (PeerCredentials) -> PeerCredentials, logger: Logger) {
-        self.init(listener: listener, configuration: configuration, info: info, handler: handler, connections: connections,
-                  eventLoopGroup: eventLoopGroup, handlerThreads: handlerThreads, handlerExecutor: nil,
-                  onServerRunning: onServerRunning, callerIdentity: .some(callerIdentity), logger: logger)
-    }
-
-    private init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
-                 connections: VarlinkConnectionRegistry, eventLoopGroup: any EventLoopGroup, handlerThreads: Int,
-                 handlerExecutor: VarlinkHandlerExecutor?, onServerRunning: (@Sendable () async -> Void)?,
-                 callerIdentity: (@Sendable (PeerCredentials) -> PeerCredentials)?, logger: Logger) {
+    public init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo,
+                handler: any VarlinkMethodHandler, connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, handlerThreads: Int = 4,
+                handlerExecutor: VarlinkHandlerExecutor? = nil, onServerRunning: (@Sendable () async -> Void)? = nil,
+                logger: Logger) {
         self.listener = listener
         self.configuration = configuration
         self.info = info
@@ -120,7 +90,6 @@ public final class VarlinkServer: Service, Sendable {
         self.connections = connections
         self.eventLoopGroup = eventLoopGroup
         self.onServerRunning = onServerRunning
-        self.callerIdentity = callerIdentity
         self.logger = logger
         executor = handlerExecutor ?? VarlinkHandlerExecutor(threads: handlerThreads)
         ownsExecutor = handlerExecutor == nil
@@ -133,19 +102,14 @@ public final class VarlinkServer: Service, Sendable {
     /// shut down before it ran).
     /// - Throws: `VarlinkServerError` when the socket cannot be taken, or the server runs already.
     public func run() async throws {
-        let begins = state.withLock { state -> Bool? in
-            switch state {
-            case .initial:
-                state = .starting
-                return true
-            case .stopped:
-                return false
-            case .starting, .running, .stopping:
-                return nil
-            }
+        switch state.withLock({ state in
+            defer { if case .initial = state { state = .starting } }
+            return state
+        }) {
+        case .initial: break
+        case .stopped: return await finish(removing: nil)
+        case .starting, .running, .stopping: throw VarlinkServerError("the varlink server runs already: run it once")
         }
-        guard let begins else { throw VarlinkServerError("the varlink server runs already: run it once") }
-        guard begins else { return await finish(removing: nil) }
         let listening: NIOAsyncChannel<AcceptedConnection, Never>, published: PublishedSocket?
         do {
             (listening, published) = try await listen()

@@ -33,12 +33,12 @@ final class InProcessBroker: Sendable {
         _ = try device.provision(policyDocument: try Data(contentsOf: policy), actor: "test")
         broker = Broker(device: device, connections: BrokerServerConnections(connections), logger: Self.quiet)
         var configuration = VarlinkServerConfiguration.broker(broker)
+        configuration.callerIdentity = { kernel in PeerCredentials(pid: kernel.pid, uid: uid, gid: uid) }
         configure(&configuration)
         socket = socketDirectory.url.appendingPathComponent("broker.sock").path
         server = VarlinkServer(
             listener: .path(socket), configuration: configuration, info: .broker, handler: BrokerMethodHandler(broker: broker),
-            connections: connections, onServerRunning: onServerRunning,
-            callerIdentity: { kernel in PeerCredentials(pid: kernel.pid, uid: uid, gid: uid) }, logger: Self.quiet)
+            connections: connections, onServerRunning: onServerRunning, logger: Self.quiet)
     }
 
     /// A client of this broker, as an app makes one (it trusts the broker: this process's uid runs it).

@@ -87,6 +87,16 @@ struct VarlinkFramingTests {
         _ = try? channel.finish()
     }
 
+    @Test func aBufferThatGrewForALargeMessageIsGivenBackOnceItHoldsLittle() throws {
+        var framing = VarlinkFraming(maximumMessageBytes: 1 << 20)
+        var buffer = ByteBuffer()
+        buffer.writeBytes(Array(repeating: UInt8(ascii: "a"), count: 512 << 10) + [0] + Array(Self.one.utf8.prefix(10)))
+        #expect(try framing.nextMessage(in: &buffer)?.readableBytes == 512 << 10)
+        #expect(buffer.capacity <= VarlinkFraming.keptCapacity, "a buffer of \(buffer.capacity) bytes was kept for 10")
+        buffer.writeBytes(Array(Self.one.utf8.dropFirst(10)) + [0])
+        #expect(try framing.nextMessage(in: &buffer).map { String(buffer: $0) } == Self.one)
+    }
+
     @Test func theSplitterHandsOnEveryMessageOfARead() throws {
         let channel = EmbeddedChannel(handler: ByteToMessageHandler(VarlinkMessageSplitter(maximumMessageBytes: 1024)))
         try channel.writeInbound(ByteBuffer(string: Self.one + "\0" + Self.two + "\0" + "{\"meth"))

@@ -91,15 +91,16 @@ import Varlink
         let socket = directory.appendingPathComponent("echo.sock").path
         let running = Server.Running()
         let kernel = Mutex<PeerCredentials?>(nil)
+        var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
+        configuration.callerIdentity = { peer in
+            kernel.withLock { $0 = peer }
+            return PeerCredentials(pid: peer.pid, uid: 4242, gid: 4242)
+        }
         let server = VarlinkServer(
-            listener: .path(socket), configuration: VarlinkServerConfiguration(errorInterface: "org.example.Echo"),
+            listener: .path(socket), configuration: configuration,
             info: VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                      interfaces: [(name: "org.example.Echo", description: Server.interface)]),
-            handler: Server.EchoHandler(), onServerRunning: { running.continuation.yield() },
-            callerIdentity: { peer in
-                kernel.withLock { $0 = peer }
-                return PeerCredentials(pid: peer.pid, uid: 4242, gid: 4242)
-            }, logger: Self.quiet)
+            handler: Server.EchoHandler(), onServerRunning: { running.continuation.yield() }, logger: Self.quiet)
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             try await running.start(server, in: &tasks)
             let reply = try await Server.blocking {
