@@ -29,6 +29,19 @@ import VarlinkServer
         }
     }
 
+    @Test func aUidThePolicyDoesNotListIsToldSoByItsUid() async throws {
+        try await InProcessBroker.with(caller: 1003) { broker in
+            do throws(SharedDeviceClientError) {
+                _ = try await broker.client().currentAccount()
+                Issue.record("a uid outside the policy was answered")
+            } catch .callerNotInPolicy(let uid, let message) {
+                #expect(uid == 1003, "\(message)")
+            } catch {
+                Issue.record("not CallerNotInPolicy: \(error)")
+            }
+        }
+    }
+
     @Test func aSecretIsAddedFoundUpdatedAndDeleted() async throws {
         try await InProcessBroker.with { broker in
             let app = broker.client()
