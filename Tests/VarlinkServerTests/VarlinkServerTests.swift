@@ -271,7 +271,8 @@ import VarlinkServer
                 }
                 _ = calls.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
                 _ = shutdown(descriptor, Int32(SHUT_WR))
-                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                // A bound on a hang, never on a speed: the replies and the close end the read long before.
+                var timeout = timeval(tv_sec: 120, tv_usec: 0)
                 setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 var received: [UInt8] = []
                 var chunk = [UInt8](repeating: 0, count: 4096)
@@ -304,13 +305,14 @@ import VarlinkServer
                     usleep(200_000)
                 }
                 _ = Array(call[half...]).withUnsafeBytes { write(streaming, $0.baseAddress, $0.count) }
-                let streamed = readReplies(streaming, count: 9, timeout: 5)
+                // (Bounds on a hang: nine replies, or the close, end each read long before.)
+                let streamed = readReplies(streaming, count: 9, timeout: 120)
                 // One call's first half, and nothing more: told why (a protocolError) and cut off after the deadline.
                 let trickling = socket_unix(path: socket)
                 try #require(trickling >= 0, "cannot connect: \(errno)")
                 defer { close(trickling) }
                 _ = Array(call[..<half]).withUnsafeBytes { write(trickling, $0.baseAddress, $0.count) }
-                let cutOff = readReplies(trickling, count: 2, timeout: 5)
+                let cutOff = readReplies(trickling, count: 2, timeout: 120)
                 return (streamed.replies, !streamed.closed, cutOff.closed && cutOff.replies == 1)
             }
             #expect(replies == 9 && streamedOpen, "a peer streaming whole messages was cut off after \(replies) replies")
