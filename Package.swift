@@ -108,6 +108,16 @@ let package = Package(
             name: "Varlink",
             swiftSettings: strictSettings
         ),
+        // The varlink framing on SwiftNIO's ByteBuffer, shared by the server and the app's client: messages
+        // found where they lie in the connection's buffer, the same limit and error as Varlink's decoder.
+        .target(
+            name: "VarlinkNIO",
+            dependencies: [
+                "Varlink",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The varlink IDL parser and the Swift contract generator (types, methods, errors, the method enum).
         .target(
             name: "VarlinkGenerator",
@@ -141,6 +151,7 @@ let package = Package(
             dependencies: [
                 "BrokerContract",
                 "Varlink",
+                "VarlinkNIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -154,6 +165,7 @@ let package = Package(
             name: "VarlinkServer",
             dependencies: [
                 "Varlink",
+                "VarlinkNIO",
                 "PathSafety",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -180,10 +192,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The broker behind a VarlinkServer: its calls, connection slots, registry and service info, as the
+        // daemon serves them and the in-process client tests do.
+        .target(
+            name: "BrokerServer",
+            dependencies: ["BrokerContract", "DeviceBroker", "SharedDevice", "Varlink", "VarlinkServer"],
+            swiftSettings: strictSettings
+        ),
         // The broker daemon: wires DeviceBroker to VarlinkServer, systemd readiness and graceful stop.
         .executableTarget(
             name: "deviced",
             dependencies: [
+                "BrokerServer",
                 "CProcessControl",
                 "PathSafety",
                 "DeviceBroker",
@@ -419,14 +439,34 @@ let package = Package(
             dependencies: ["DeviceLocations"],
             swiftSettings: strictSettings
         ),
+        // The client against the real broker and server in the test's process (the caller's uid injected).
         .testTarget(
             name: "SharedDeviceClientTests",
-            dependencies: ["SharedDeviceClient"],
+            dependencies: [
+                "SharedDeviceClient",
+                "BrokerServer",
+                "DeviceBroker",
+                "SharedDevice",
+                "KeychainStore",
+                "StoreTestSupport",
+                "VarlinkServer",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "MSALBridgeTests",
             dependencies: ["MSALBridge", "SharedDeviceClient"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "VarlinkNIOTests",
+            dependencies: [
+                "VarlinkNIO",
+                "Varlink",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -47,16 +47,11 @@ public final class Broker: Sendable {
     let diskReserveMissing = Mutex(false)
     /// When the broker was made (for `GetStatus`).
     let startedAt = Date()
-    /// The callers connected now, as the server knows them (set by the daemon once its server exists).
-    private let connectionsProvider = Mutex<(@Sendable () -> [BrokerCaller])?>(nil)
-
-    /// Tells the broker how to list the connected callers (for `GetStatus`).
-    public func setConnectionsProvider(_ provider: @escaping @Sendable () -> [BrokerCaller]) {
-        connectionsProvider.withLock { $0 = provider }
-    }
+    /// Who is connected, as the server in front of the broker knows them.
+    private let connections: any BrokerConnections
 
     /// The callers connected now.
-    var connectedCallers: [BrokerCaller] { connectionsProvider.withLock { $0 }?() ?? [] }
+    var connectedCallers: [BrokerCaller] { connections.connectedCallers() }
 
     /// A broker for `device`.
     /// - Parameters:
@@ -66,10 +61,12 @@ public final class Broker: Sendable {
     ///   - logger: where the broker's debug events go; never a token or a secret.
     ///   - browserSignInsInTotal: the most browser sign-ins pending over every app (each holds a thread
     ///     while it listens for the browser); an app with none pending may still start one beyond it.
+    ///   - connections: who is connected (the server's registry, for `GetStatus`); none by default.
     public init(device: ManagedDevice, transport: any HTTPTransport = CurlTransport(), idleClock: any IdleClock = SystemIdleClock(),
                 passwordClock: @escaping @Sendable () -> Date = Date.init, browserSignInsInTotal: Int = Broker.defaultBrowserSignInsInTotal,
-                logger: Logger = Logger.current) {
+                connections: any BrokerConnections = NoBrokerConnections(), logger: Logger = Logger.current) {
         self.device = device
+        self.connections = connections
         self.browserSignInsInTotal = max(browserSignInsInTotal, 1)
         self.transport = transport
         self.logger = logger

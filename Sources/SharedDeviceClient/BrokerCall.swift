@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import Varlink
+import VarlinkNIO
 
 /// Calls to the broker. A call with more replies (a sign-in, a subscription) runs on a connection of its
 /// own: connect, check who listens (`SO_PEERCRED`), send, read replies until the handler has what it
@@ -173,7 +174,7 @@ struct BrokerCall: Sendable {
             let channel = try await ClientBootstrap(group: loop).connect(unixDomainSocketPath: endpoint.socketPath) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
-                        PeerCredentialsCapture(peer), ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: Self.maximumReplyBytes)),
+                        PeerCredentialsCapture(peer), ByteToMessageHandler(VarlinkMessageSplitter(maximumMessageBytes: Self.maximumReplyBytes)),
                     ])
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
@@ -236,24 +237,5 @@ struct BrokerCall: Sendable {
         case nil:
             return .refused(error: name, message: Broker1.refusalMessage(reply))
         }
-    }
-}
-
-/// Splits the bytes of a connection into varlink messages (each ends with a NUL), refusing one larger
-/// than `maximumBytes`.
-struct VarlinkMessageSplitter: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
-    let maximumBytes: Int
-
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let end = buffer.readableBytesView.firstIndex(of: 0) else {
-            if buffer.readableBytes > maximumBytes { throw ChannelError.inappropriateOperationForState }
-            return .needMoreData
-        }
-        let length = end - buffer.readerIndex
-        guard length <= maximumBytes, let message = buffer.readSlice(length: length) else { throw ChannelError.inappropriateOperationForState }
-        buffer.moveReaderIndex(forwardBy: 1)
-        context.fireChannelRead(wrapInboundOut(message))
-        return .continue
     }
 }

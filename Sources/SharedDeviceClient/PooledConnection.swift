@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Varlink
+import VarlinkNIO
 
 /// A connection to the broker kept open between single-reply calls, one call at a time. Cancelling the
 /// call in flight closes it (so the broker drops that call, and only that one).
@@ -30,7 +31,7 @@ final class PooledConnection: Sendable {
                     let waiter = ReplyWaiter()
                     try channel.pipeline.syncOperations.addHandlers([
                         PeerCredentialsCapture(peer),
-                        ByteToMessageHandler(VarlinkMessageSplitter(maximumBytes: maximumReplyBytes)), waiter,
+                        ByteToMessageHandler(VarlinkMessageSplitter(maximumMessageBytes: maximumReplyBytes)), waiter,
                     ])
                     installed.succeed(NIOLoopBound(waiter, eventLoop: channel.eventLoop))
                 }

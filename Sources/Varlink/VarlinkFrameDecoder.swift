@@ -3,7 +3,8 @@ public import Foundation
 /// Splits a varlink byte stream into messages: each is a JSON object ended by one NUL byte. Bytes arrive
 /// in any chunks; a message is handed out only when its NUL has arrived. A message longer than
 /// `maximumMessageBytes` is refused as soon as that many bytes have arrived without a NUL, so a peer
-/// cannot make the decoder hold more than the limit.
+/// cannot make the decoder hold more than the limit. The blocking client's framing; the NIO server and the
+/// app's client frame in their channel's buffer with `VarlinkNIO.VarlinkFraming`, at the same limit.
 public struct VarlinkFrameDecoder: Sendable {
     /// The default limit on one message: 1 MiB.
     public static let defaultMaximumMessageBytes = 1 << 20
@@ -41,8 +42,7 @@ public struct VarlinkFrameDecoder: Sendable {
         }
         scanned = searchEnd
         if buffer.count > maximumMessageBytes {
-            throw VarlinkProtocolError(.messageTooLarge,
-                "a message is longer than \(maximumMessageBytes) bytes (the limit) without its terminating NUL")
+            throw .messageTooLarge(maximumBytes: maximumMessageBytes)
         }
         return nil
     }

@@ -1,4 +1,4 @@
-public import NIOPosix
+import NIOPosix
 
 /// Where a `VarlinkServer` runs its connections' calls: a few threads of their own (a `NIOThreadPool`), the
 /// task executor preference of each connection's call task (from the moment a call comes off the wire to

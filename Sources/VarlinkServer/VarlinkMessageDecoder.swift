@@ -1,5 +1,7 @@
+import Foundation
 import NIOCore
 import Varlink
+import VarlinkNIO
 
 /// One call as it came off the wire: the call and what it is counted as holding until it ends, in the
 /// queued-bytes limits: its message's bytes and `heldBytesPerValue` for each value it decoded into.
@@ -27,8 +29,9 @@ struct QueueLimitExceeded: Error {
     var reason: String
 }
 
-/// Splits a connection's bytes into varlink calls with `VarlinkFrameDecoder` (NUL-terminated messages of
-/// at most `maximumMessageBytes`, decoding into at most `maximumValues` values), and refuses the connection
+/// Splits a connection's bytes into varlink calls with `VarlinkFraming` (NUL-terminated messages of at most
+/// `maximumMessageBytes`, found where they lie in the channel's buffer: the bytes of an unfinished message
+/// stay there, and count as queued; each message decodes into at most `maximumValues` values), and refuses the connection
 /// (`MessageDeadlinePassed`) when a message that has started is not complete within `messageTimeout`: later
 /// bytes of it never push that deadline back, so a peer that trickles bytes is closed like a silent one;
 /// each message has a deadline of its own, so a peer that streams complete messages back to back is never
@@ -38,46 +41,50 @@ struct QueueLimitExceeded: Error {
 struct VarlinkMessageDecoder: ByteToMessageDecoder {
     typealias InboundOut = ReceivedCall
 
-    private var frames: VarlinkFrameDecoder
+    private var framing: VarlinkFraming
     private let maximumValues: Int
     private let messageTimeout: TimeAmount
     private let ledger: ConnectionLedger
     private var deadline: Scheduled<Void>?
 
     init(maximumMessageBytes: Int, maximumValues: Int, messageTimeout: TimeAmount, ledger: ConnectionLedger) {
-        frames = VarlinkFrameDecoder(maximumMessageBytes: maximumMessageBytes)
+        framing = VarlinkFraming(maximumMessageBytes: maximumMessageBytes)
         self.maximumValues = maximumValues
         self.messageTimeout = messageTimeout
         self.ledger = ledger
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if !ledger.isClosing { frames.append(buffer.readableBytesView) }
-        buffer.moveReaderIndex(to: buffer.writerIndex)
         do {
-            while !ledger.isClosing, let message = try frames.nextMessage() {
+            while !ledger.isClosing, let message = try framing.nextMessage(in: &buffer) {
                 // The message the deadline was for is complete: the bytes left start the next one, which
                 // gets a deadline of its own.
                 disarm()
                 // Its bytes are no longer an unfinished message's: they count as the call's from here.
-                try noteBuffered()
-                let (call, values) = try VarlinkCall.decodeCounting(message, maximumValues: maximumValues)
-                let held = message.count + values * VarlinkServerConfiguration.heldBytesPerValue
+                try noteBuffered(buffer)
+                let (call, values) = try VarlinkCall.decodeCounting(Data(message.readableBytesView), maximumValues: maximumValues)
+                let held = message.readableBytes + values * VarlinkServerConfiguration.heldBytesPerValue
                 context.fireChannelRead(Self.wrapInboundOut(ReceivedCall(call: call, bytes: held)))
             }
-            try noteBuffered()
+            try noteBuffered(buffer)
         } catch {
             disarm()
             throw error
         }
-        if ledger.isClosing { disarm() } else { armDeadline(context) }
+        if ledger.isClosing {
+            // Closing: what the peer still sends is dropped unread.
+            buffer.moveReaderIndex(to: buffer.writerIndex)
+            disarm()
+        } else {
+            armDeadline(context, buffered: buffer.readableBytes)
+        }
         return .needMoreData
     }
 
-    /// Counts the bytes of the unfinished message held now in the ledger.
+    /// Counts the bytes of the unfinished message held now (what is readable in `buffer`) in the ledger.
     /// - Throws: `QueueLimitExceeded` when they take the uid or the server over its queued-bytes limit.
-    private func noteBuffered() throws(QueueLimitExceeded) {
-        if let reason = ledger.noteBuffered(frames.bufferedByteCount) { throw QueueLimitExceeded(reason: reason) }
+    private func noteBuffered(_ buffer: ByteBuffer) throws(QueueLimitExceeded) {
+        if let reason = ledger.noteBuffered(ledger.isClosing ? 0 : buffer.readableBytes) { throw QueueLimitExceeded(reason: reason) }
     }
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
@@ -93,8 +100,8 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
 
     /// Arms the message deadline when a message has started and none is armed; disarms it when no bytes
     /// of an unfinished message are left.
-    private mutating func armDeadline(_ context: ChannelHandlerContext) {
-        guard frames.bufferedByteCount > 0 else { return disarm() }
+    private mutating func armDeadline(_ context: ChannelHandlerContext, buffered: Int) {
+        guard buffered > 0 else { return disarm() }
         guard deadline == nil else { return }
         let timeout = messageTimeout, ledger = self.ledger
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: messageTimeout) {

@@ -50,19 +50,16 @@ final class UnservedConnectionCloser: Sendable {
     }
 }
 
-/// A connection holding one of the server's slots.
-struct OpenConnection: Sendable {
-    var channel: any Channel
-    var peer: PeerCredentials
-}
-
 extension VarlinkServer {
-    /// Sets up an accepted socket, before it is registered: reads who is calling, gives it a slot or refuses
-    /// it, and builds the pipeline of an admitted one (unread replies, reply deadline, framing, idle state,
-    /// queue limits, then the async channel its task reads from).
+    /// Sets up an accepted socket, before it is registered: reads who is calling (the kernel's credentials,
+    /// or what the tests' `callerIdentity` makes of them), gives it a slot or refuses it, and builds the
+    /// pipeline of an admitted one (unread replies, reply deadline, framing, idle state, queue limits, then
+    /// the async channel its task reads from).
     func accept(_ channel: any Channel) -> EventLoopFuture<AcceptedConnection> {
-        let id = nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
-        return PeerCredentials.read(from: channel).flatMap { [self] peer in
+        let id = connections.makeID()
+        return PeerCredentials.read(from: channel).map { [callerIdentity = configuration.callerIdentity] peer in
+            callerIdentity?(peer) ?? peer
+        }.flatMap { [self] peer in
             allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance -> AcceptedConnection in
                 if let refusal = admit(id, channel: channel, peer: peer, allowance: allowance) {
                     logger.debug("varlink connection refused: too many connections",
@@ -72,9 +69,7 @@ extension VarlinkServer {
                     try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
                     return .refused
                 }
-                channel.closeFuture.whenComplete { [self] _ in
-                    _ = connections.withLock { $0.removeValue(forKey: id) }
-                }
+                channel.closeFuture.whenComplete { [connections] _ in connections.remove(id) }
                 return .admitted(try makePipeline(channel, context: VarlinkCallContext(peer: peer, connectionID: id),
                                                   privileged: allowance.privileged))
             }
@@ -129,7 +124,7 @@ extension VarlinkServer {
     private func admit(_ id: UInt64, channel: any Channel, peer: PeerCredentials,
                        allowance: VarlinkConnectionAllowance) -> (limit: Int, scope: String)? {
         let maximum = configuration.maximumConnections
-        return connections.withLock { open -> (limit: Int, scope: String)? in
+        return connections.withOpen { open -> (limit: Int, scope: String)? in
             if open.count >= maximum { return (maximum, "server") }
             // At most a quarter of the slots are kept: a small server still serves apps.
             let unreserved = maximum - min(allowance.reservedConnections, maximum / 4)

@@ -77,7 +77,7 @@ extension VarlinkServer {
             guard counted else { return }
             // A shutdown waits for this call: its replies are taken before it counts as done (and the
             // connection may be closed).
-            if stopping.load(ordering: .relaxed) { _ = await writer.flushed() }
+            if isStopping { _ = await writer.flushed() }
             callsInProgress.end()
         }
     }

@@ -2,8 +2,8 @@
 import Glibc
 #endif
 public import Logging
-import NIOCore
-import NIOPosix
+public import NIOCore
+public import NIOPosix
 import PathSafety
 public import ServiceLifecycle
 import Synchronization
@@ -16,9 +16,11 @@ import Varlink
 /// connection count, queued calls, reply size and pace) come from the configuration; a connection that
 /// breaks one is closed and the others keep being served.
 ///
-/// `start(_:)` takes the socket; `run()` serves it until a graceful shutdown (or `shutdown()`), then stops
+/// `run()` takes the socket, calls `onServerRunning` once it accepts connections (the kernel queues them
+/// until the hook returns), and serves it until a graceful shutdown (or `shutdown()`); then it stops
 /// accepting, lets the calls in progress finish (up to `shutdownGracePeriod`, long-lived calls excepted)
-/// and closes every connection.
+/// and closes every connection. The sockets run on the event-loop group it is given (by default NIO's
+/// shared one), which it never shuts down.
 public final class VarlinkServer: Service, Sendable {
     /// Where the server listens.
     public enum Listener: Sendable {
@@ -33,109 +35,101 @@ public final class VarlinkServer: Service, Sendable {
         case inherited(descriptor: Int32)
     }
 
-    /// Where the server is in its life.
-    private enum Phase {
-        case created
-        case listening(NIOAsyncChannel<AcceptedConnection, Never>)
+    /// Where the server is in its life: the one record of it.
+    private enum State {
+        /// Made; `run()` has not been called.
+        case initial
+        /// `run()` is taking the socket.
+        case starting
+        /// Accepting connections on the listening channel.
         case running(any Channel)
+        /// A shutdown began: no longer accepting, the calls in progress finishing.
+        case stopping
+        /// Stopped, or shut down before it ran.
         case stopped
     }
 
+    let listener: Listener
     let configuration: VarlinkServerConfiguration
     let info: VarlinkServiceInfo
     let handler: any VarlinkMethodHandler
     let logger: Logger
-    let group: MultiThreadedEventLoopGroup
+    let eventLoopGroup: any EventLoopGroup
     let executor: VarlinkHandlerExecutor
     /// The server made `executor` (and stops it when it stops), as opposed to being given it.
     private let ownsExecutor: Bool
-    let connections = Mutex<[UInt64: OpenConnection]>([:])
-    let nextConnectionID = Atomic<UInt64>(1)
+    /// The connections open now (the service's logic may hold the same registry).
+    let connections: VarlinkConnectionRegistry
     let usage = ServerUsage()
     let callsInProgress = CallsInProgress()
-    /// A shutdown began: it no longer accepts, and waits for the calls in progress.
-    let stopping = Atomic<Bool>(false)
-    private let phase = Mutex<Phase>(.created)
-    /// The socket this server put at a path, removed at shutdown while it is still there.
-    private let published = Mutex<(socket: SocketPath, identity: SocketPath.Identity, directory: SafeDirectory)?>(nil)
+    private let onServerRunning: (@Sendable () async -> Void)?
+    private let state = Mutex<State>(.initial)
 
-    /// A server that has not started listening yet.
+    /// A server that listens on `listener` once it runs.
     /// - Parameters:
-    ///   - eventLoopThreads: threads for the sockets (the handler's work runs elsewhere).
+    ///   - connections: where the server keeps its open connections; the service makes it and hands it to
+    ///     its own logic too when that needs to know who is connected.
+    ///   - eventLoopGroup: the event loops for the sockets (the handler's work runs elsewhere); not shut down
+    ///     by the server.
     ///   - handlerThreads: threads the handler's calls run on, and admissions are decided on, when no
     ///     `handlerExecutor` is given: as many calls may block (on the store, a lock) at once before the
     ///     next waits for a thread.
     ///   - handlerExecutor: the executor to run the handler's calls and the admissions on, shared with the
     ///     caller's other blocking work (the caller stops it); by default the server makes its own.
-    public init(configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo, handler: any VarlinkMethodHandler,
-                eventLoopThreads: Int = 1, handlerThreads: Int = 4, handlerExecutor: VarlinkHandlerExecutor? = nil, logger: Logger) {
+    ///   - onServerRunning: called once the socket accepts connections, before the first is served (tell
+    ///     systemd the service is ready here).
+    public init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo,
+                handler: any VarlinkMethodHandler, connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
+                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, handlerThreads: Int = 4,
+                handlerExecutor: VarlinkHandlerExecutor? = nil, onServerRunning: (@Sendable () async -> Void)? = nil,
+                logger: Logger) {
+        self.listener = listener
         self.configuration = configuration
         self.info = info
         self.handler = handler
+        self.connections = connections
+        self.eventLoopGroup = eventLoopGroup
+        self.onServerRunning = onServerRunning
         self.logger = logger
-        group = MultiThreadedEventLoopGroup(numberOfThreads: eventLoopThreads)
         executor = handlerExecutor ?? VarlinkHandlerExecutor(threads: handlerThreads)
         ownsExecutor = handlerExecutor == nil
     }
 
-    /// The peers of the connections open now (as the kernel identified them), by connection id.
-    public var connectedPeers: [(connectionID: UInt64, peer: PeerCredentials)] {
-        connections.withLock { open in
-            open.map { ($0.key, $0.value.peer) }.sorted { $0.connectionID < $1.connectionID }
-        }
-    }
-
-    /// Takes the socket; returns once it accepts connections (the kernel queues them until `run()`).
-    public func start(_ listener: Listener) async throws {
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in accept(channel) }
-        let channel: NIOAsyncChannel<AcceptedConnection, Never>
-        switch listener {
-        case .path(let path):
-            let socket = SocketPath(path: path)
-            let directory = try socket.prepare()
-            let staging = try socket.makeStagingDirectory(in: directory)
-            do {
-                channel = try await bootstrap.bind(unixDomainSocketPath: staging.bindPath, cleanupExistingSocketFile: false,
-                                                   childChannelInitializer: initialize)
-            } catch {
-                try? directory.remove(staging.name, isDirectory: true)
-                throw VarlinkServerError("cannot listen on \(path): \(error)")
-            }
-            do {
-                let identity = try socket.publish(from: staging, to: directory)
-                published.withLock { $0 = (socket, identity, directory) }
-            } catch {
-                try? await channel.channel.close()
-                throw error
-            }
-        case .inherited(let descriptor):
-            channel = try await bootstrap.bind(descriptor, childChannelInitializer: initialize)
-        }
-        phase.withLock { $0 = .listening(channel) }
-        logger.debug("varlink server listening", metadata: ["varlink.listener": "\(listener)"])
-    }
-
-    /// Serves the socket taken by `start(_:)`: one child task per connection, until a graceful shutdown
-    /// of the service group (or `shutdown()`); then stops accepting, waits up to the grace period for
-    /// calls in progress other than long-lived ones, and closes every connection. Cancelled, it closes
-    /// every connection at once. Returns once every connection is closed and the server's threads are
-    /// stopped.
+    /// Takes the socket, calls `onServerRunning`, then serves: one child task per connection, until a
+    /// graceful shutdown of the service group (or `shutdown()`); then stops accepting, waits up to the grace
+    /// period for calls in progress other than long-lived ones, and closes every connection. Cancelled, it
+    /// closes every connection at once. Returns once every connection is closed (at once if the server was
+    /// shut down before it ran).
+    /// - Throws: `VarlinkServerError` when the socket cannot be taken, or the server runs already.
     public func run() async throws {
-        let listening = phase.withLock { phase -> NIOAsyncChannel<AcceptedConnection, Never>? in
-            guard case .listening(let channel) = phase else { return nil }
-            phase = .running(channel.channel)
-            return channel
+        switch state.withLock({ state in
+            defer { if case .initial = state { state = .starting } }
+            return state
+        }) {
+        case .initial: break
+        case .stopped: return await finish(removing: nil)
+        case .starting, .running, .stopping: throw VarlinkServerError("the varlink server runs already: run it once")
         }
-        guard let listening else { throw VarlinkServerError("the varlink server is not listening: start it first, once") }
-        defer { logger.debug("varlink server stopped") }
+        let listening: NIOAsyncChannel<AcceptedConnection, Never>, published: PublishedSocket?
+        do {
+            (listening, published) = try await listen()
+        } catch {
+            await finish(removing: nil)
+            throw error
+        }
+        let shutDownMeanwhile = state.withLock { state -> Bool in
+            guard case .starting = state else { return true }
+            state = .running(listening.channel)
+            return false
+        }
+        logger.debug("varlink server listening", metadata: ["varlink.listener": "\(listener)"])
         var failure: (any Error)?
         do {
             try await withThrowingDiscardingTaskGroup { connections in
                 try await withGracefulShutdownHandler {
                     try await listening.executeThenClose { inbound in
+                        guard !shutDownMeanwhile else { return }
+                        await onServerRunning?()
                         for try await accepted in inbound {
                             guard case .admitted(let connection) = accepted else { continue }
                             connections.addTask { await self.serve(connection) }
@@ -152,31 +146,81 @@ public final class VarlinkServer: Service, Sendable {
         } catch {
             failure = error
         }
-        removePublishedSocket()
-        await stopThreads()
+        await finish(removing: published)
         if let failure { throw failure }
     }
 
     /// Stops accepting connections, as a graceful shutdown of the service group does: `run()` then lets
     /// the calls in progress finish (up to the grace period) and closes every connection before it
-    /// returns. A server that was started and never run is closed here.
+    /// returns. A server shut down before it runs never listens.
     public func shutdown() {
-        stopping.store(true, ordering: .relaxed)
-        let current = phase.withLock { phase -> Phase in
-            defer { if case .listening = phase { phase = .stopped } }
-            return phase
-        }
-        switch current {
-        case .running(let channel):
-            channel.close(promise: nil)
-        case .listening(let channel):
-            let server = self
-            channel.channel.close().whenComplete { _ in
-                server.removePublishedSocket()
-                Task { await server.stopThreads() }
+        let listening = state.withLock { state -> (any Channel)? in
+            switch state {
+            case .initial:
+                state = .stopped
+                return nil
+            case .starting:
+                state = .stopping
+                return nil
+            case .running(let channel):
+                state = .stopping
+                return channel
+            case .stopping, .stopped:
+                return nil
             }
-        case .created, .stopped:
-            break
+        }
+        listening?.close(promise: nil)
+    }
+
+    /// A shutdown began (a call's replies are then taken before it counts as done).
+    var isStopping: Bool {
+        state.withLock { state in
+            switch state {
+            case .stopping, .stopped: true
+            case .initial, .starting, .running: false
+            }
+        }
+    }
+
+    /// The socket this server put at a path, removed when it stops while it is still there.
+    private struct PublishedSocket {
+        var socket: SocketPath
+        var identity: SocketPath.Identity
+        var directory: SafeDirectory
+
+        func remove() {
+            socket.remove(ifStill: identity, in: directory)
+        }
+    }
+
+    /// Takes the listener's socket: a path's is bound in a staging directory and published once it listens.
+    private func listen() async throws -> (NIOAsyncChannel<AcceptedConnection, Never>, PublishedSocket?) {
+        let bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in accept(channel) }
+        switch listener {
+        case .path(let path):
+            let socket = SocketPath(path: path)
+            let directory = try socket.prepare()
+            let staging = try socket.makeStagingDirectory(in: directory)
+            let channel: NIOAsyncChannel<AcceptedConnection, Never>
+            do {
+                channel = try await bootstrap.bind(unixDomainSocketPath: staging.bindPath, cleanupExistingSocketFile: false,
+                                                   childChannelInitializer: initialize)
+            } catch {
+                try? directory.remove(staging.name, isDirectory: true)
+                throw VarlinkServerError("cannot listen on \(path): \(error)")
+            }
+            do {
+                let identity = try socket.publish(from: staging, to: directory)
+                return (channel, PublishedSocket(socket: socket, identity: identity, directory: directory))
+            } catch {
+                try? await channel.executeThenClose { _ in }
+                throw error
+            }
+        case .inherited(let descriptor):
+            return (try await bootstrap.bind(descriptor, childChannelInitializer: initialize), nil)
         }
     }
 
@@ -184,19 +228,15 @@ public final class VarlinkServer: Service, Sendable {
     /// every connection: their tasks cancel what still runs and end.
     private func closeConnectionsOnceCallsEnd() async {
         await callsInProgress.waitUntilNone(atMost: .nanoseconds(configuration.shutdownGracePeriod.nanoseconds))
-        for channel in connections.withLock({ $0.values.map(\.channel) }) { channel.close(promise: nil) }
+        for channel in connections.channels { channel.close(promise: nil) }
     }
 
-    private func removePublishedSocket() {
-        if let (socket, identity, directory) = published.withLock({ published in defer { published = nil }; return published }) {
-            socket.remove(ifStill: identity, in: directory)
-        }
-    }
-
-    private func stopThreads() async {
-        phase.withLock { $0 = .stopped }
-        try? await group.shutdownGracefully()
+    /// The end of `run()`: the published socket removed, the server stopped, its own threads too.
+    private func finish(removing published: PublishedSocket?) async {
+        published?.remove()
+        state.withLock { $0 = .stopped }
         if ownsExecutor { await executor.shutdown() }
+        logger.debug("varlink server stopped")
     }
 }
 

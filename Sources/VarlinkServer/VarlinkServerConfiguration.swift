@@ -69,6 +69,16 @@ public struct VarlinkServerConfiguration: Sendable {
     /// Decides, per peer, how many connections it may hold and whether it may take the slots kept for
     /// administrators. Without one every peer may take every slot.
     public var admission: (any VarlinkConnectionAdmission)?
+    /// Who the server takes each peer for, given the kernel's credentials (`nil`: the kernel's, as they are):
+    /// for tests only, which serve in their own process and need their callers to be an app's uid without
+    /// running as one.
+    ///
+    /// Why this is safe: it is `@_spi(Testing)`, so only a module that imports `VarlinkServer` with
+    /// `@_spi(Testing)` can set it, and no product module does (`VarlinkServerLifecycleTests` checks that no
+    /// file under `Sources` imports a module so): deviced takes every caller's identity from `SO_PEERCRED`
+    /// alone. A peer on the socket has no say in it; only code in the server's own process could set it, and
+    /// such code could do anything to the server anyway.
+    @_spi(Testing) public var callerIdentity: (@Sendable (PeerCredentials) -> PeerCredentials)?
 
     /// A configuration whose server-level errors belong to the interface named `interface`
     /// (`<interface>.TooManyConnections`, `<interface>.ProtocolError`, `<interface>.LimitExceeded`).

@@ -2,18 +2,14 @@ import Logging
 import ServiceLifecycle
 import VarlinkServer
 
-/// The daemon's one service: listen, tell systemd it is ready, serve until SIGTERM, then let the server
-/// finish the calls in progress and stop.
+/// The daemon's one service: the server (which tells systemd it is ready once it listens), serving until
+/// SIGTERM; then systemd is told the daemon stops while the server finishes the calls in progress.
 struct BrokerService: Service {
     let server: VarlinkServer
-    let listener: VarlinkServer.Listener
     let notifier: SystemdNotifier
     let logger: Logger
 
     func run() async throws {
-        try await server.start(listener)
-        notifier.notify("READY=1\nSTATUS=serving")
-        logger.info("deviced ready", metadata: ["deviced.listener": "\(listener)"])
         try await withGracefulShutdownHandler {
             // The server quiesces on the same graceful shutdown: it stops accepting, waits for the calls in
             // progress (up to its grace period) and closes every connection before it returns.

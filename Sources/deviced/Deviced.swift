@@ -1,5 +1,5 @@
 public import ArgumentParser
-import BrokerContract
+import BrokerServer
 import DeviceBroker
 import DeviceLocations
 import Foundation
@@ -119,7 +119,10 @@ struct Deviced: AsyncParsableCommand {
             FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
             throw ExitCode(64)
         }
-        let broker = Broker(device: device, idleClock: clock, passwordClock: { clock.now() }, logger: logger)
+        // The server's connection registry first, so that the broker is made knowing who is connected.
+        let connections = VarlinkConnectionRegistry()
+        let broker = Broker(device: device, idleClock: clock, passwordClock: { clock.now() },
+                            connections: BrokerServerConnections(connections), logger: logger)
         // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
         do {
             let moved = try broker.moveTokenCacheIntoNamespace()
@@ -135,28 +138,25 @@ struct Deviced: AsyncParsableCommand {
             // The server creates the socket's directory (0755) if it is missing, once every directory above it is found safe.
             listener = .path(DeviceLocations.brokerSocket(explicit: socket))
         }
-        var configuration = VarlinkServerConfiguration(errorInterface: Broker1.name)
+        var configuration = VarlinkServerConfiguration.broker(broker)
         configuration.maximumConnections = maxConnections
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.messageTimeout = .seconds(Int64(messageTimeout))
         configuration.replyTimeout = .seconds(Int64(replyTimeout))
-        configuration.admission = BrokerAdmission(broker: broker)
         // The store's blocking work (every call's, the admissions', the audit journal's, the idle sign-out's,
         // the refusal counts') runs on these few threads, never on Swift's cooperative pool, which the server's
         // connections keep (its threads end with the process).
         let storeThreads = VarlinkHandlerExecutor(threads: 4)
+        let notifier = SystemdNotifier()
         let server = VarlinkServer(
-            configuration: configuration,
-            info: VarlinkServiceInfo(vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
-                                     url: "urn:sharedmode:deviced",
-                                     interfaces: [(Broker1.name, Broker1.description)]),
-            handler: BrokerMethodHandler(broker: broker), handlerExecutor: storeThreads, logger: logger)
-        broker.setConnectionsProvider { [weak server] in
-            (server?.connectedPeers ?? []).map {
-                BrokerCaller(uid: $0.peer.uid, gid: $0.peer.gid, pid: $0.peer.pid, executable: $0.peer.executable, connectionID: $0.connectionID)
-            }
-        }
-        let service = BrokerService(server: server, listener: listener, notifier: SystemdNotifier(), logger: logger)
+            listener: listener, configuration: configuration, info: .broker, handler: BrokerMethodHandler(broker: broker),
+            connections: connections, handlerExecutor: storeThreads,
+            onServerRunning: {
+                notifier.notify("READY=1\nSTATUS=serving")
+                logger.info("deviced ready", metadata: ["deviced.listener": "\(listener)"])
+            },
+            logger: logger)
+        let service = BrokerService(server: server, notifier: notifier, logger: logger)
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
                        .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,

@@ -74,11 +74,12 @@ import VarlinkServer
         method Block() -> ()
         """
 
-    /// A started server (not yet running) on a socket in a directory of its own: the server, its socket,
-    /// and the directory to remove afterwards.
-    static func startServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
-                            handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
-                            configure: (inout VarlinkServerConfiguration) -> Void = { _ in }) async throws -> (VarlinkServer, String, URL) {
+    /// A server (not yet running) on a socket in a directory of its own: the server, its socket, the
+    /// directory to remove afterwards, and what its `onServerRunning` hook says (once it accepts connections;
+    /// the stream ends when `run()` returns, through `running(_:)`).
+    static func makeServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
+                           handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
+                           configure: (inout VarlinkServerConfiguration) -> Void = { _ in }) throws -> (VarlinkServer, String, URL, Running) {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
@@ -87,12 +88,39 @@ import VarlinkServer
         configure(&configuration)
         let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
                                       interfaces: [(name: "org.example.Echo", description: interface)])
-        let server = VarlinkServer(configuration: configuration, info: info, handler: handler, handlerThreads: handlerThreads,
-                                   logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let socket = directory.appendingPathComponent("echo.sock").path
-        try await server.start(.path(socket))
-        return (server, socket, directory)
+        let running = Running()
+        let server = VarlinkServer(listener: .path(socket), configuration: configuration, info: info, handler: handler,
+                                   handlerThreads: handlerThreads, onServerRunning: { running.continuation.yield() },
+                                   logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        return (server, socket, directory, running)
     }
+
+    /// What a server's `onServerRunning` hook said: waited for by the test before it connects.
+    struct Running: Sendable {
+        let stream: AsyncStream<Void>
+        let continuation: AsyncStream<Void>.Continuation
+
+        init() {
+            (stream, continuation) = AsyncStream<Void>.makeStream()
+        }
+
+        /// Runs `server` (in `group`) and returns once it accepts connections.
+        /// - Throws: what `run()` threw, when it returned before it ran.
+        func start(_ server: VarlinkServer, in group: inout ThrowingTaskGroup<Void, any Error>) async throws {
+            group.addTask { [continuation] in
+                defer { continuation.finish() }
+                try await server.run()
+            }
+            var iterator = stream.makeAsyncIterator()
+            if await iterator.next() == nil {
+                try await group.next()
+                throw VarlinkServerTestError.serverEndedBeforeRunning
+            }
+        }
+    }
+
+    enum VarlinkServerTestError: Error { case serverEndedBeforeRunning }
 
     /// A server on a socket in a directory of its own, running (its `run()` in a child task) while `body`
     /// runs, then shut down gracefully and removed.
@@ -100,11 +128,11 @@ import VarlinkServer
                            handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
                            configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
                            _ body: (String) async throws -> Void) async throws {
-        let (server, socket, directory) = try await startServer(maximumMessageBytes: maximumMessageBytes, messageTimeout: messageTimeout,
-                                                                handler: handler, handlerThreads: handlerThreads, configure: configure)
+        let (server, socket, directory, running) = try makeServer(maximumMessageBytes: maximumMessageBytes, messageTimeout: messageTimeout,
+                                                                  handler: handler, handlerThreads: handlerThreads, configure: configure)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await server.run() }
+            try await running.start(server, in: &group)
             // A failing body leaves the group by throwing: the server's task is cancelled and closes everything.
             try await body(socket)
             server.shutdown()
@@ -243,7 +271,8 @@ import VarlinkServer
                 }
                 _ = calls.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
                 _ = shutdown(descriptor, Int32(SHUT_WR))
-                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                // A bound on a hang, never on a speed: the replies and the close end the read long before.
+                var timeout = timeval(tv_sec: 120, tv_usec: 0)
                 setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 var received: [UInt8] = []
                 var chunk = [UInt8](repeating: 0, count: 4096)
@@ -276,13 +305,14 @@ import VarlinkServer
                     usleep(200_000)
                 }
                 _ = Array(call[half...]).withUnsafeBytes { write(streaming, $0.baseAddress, $0.count) }
-                let streamed = readReplies(streaming, count: 9, timeout: 5)
+                // (Bounds on a hang: nine replies, or the close, end each read long before.)
+                let streamed = readReplies(streaming, count: 9, timeout: 120)
                 // One call's first half, and nothing more: told why (a protocolError) and cut off after the deadline.
                 let trickling = socket_unix(path: socket)
                 try #require(trickling >= 0, "cannot connect: \(errno)")
                 defer { close(trickling) }
                 _ = Array(call[..<half]).withUnsafeBytes { write(trickling, $0.baseAddress, $0.count) }
-                let cutOff = readReplies(trickling, count: 2, timeout: 5)
+                let cutOff = readReplies(trickling, count: 2, timeout: 120)
                 return (streamed.replies, !streamed.closed, cutOff.closed && cutOff.replies == 1)
             }
             #expect(replies == 9 && streamedOpen, "a peer streaming whole messages was cut off after \(replies) replies")
@@ -292,10 +322,10 @@ import VarlinkServer
 
     @Test func aGracefulShutdownLetsTheCallInProgressFinishAndStopsAccepting() async throws {
         let handler = GateHandler()
-        let (server, socket, directory) = try await Self.startServer(handler: handler)
+        let (server, socket, directory, running) = try Self.makeServer(handler: handler)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await server.run() }
+            try await running.start(server, in: &group)
             let (reply, refusedDuringShutdown) = try await Self.blocking { () throws -> (VarlinkReply?, Bool) in
                 defer { handler.gate.signal() }
                 let connection = try VarlinkConnection(unixSocketPath: socket)

@@ -1,12 +1,17 @@
-import DeviceBroker
-import VarlinkServer
+public import DeviceBroker
+public import VarlinkServer
 
 /// The server's connection slots shared out by the broker's policy: administrators may take the kept
 /// slots, apps and other local users are held to their `limits`.
-struct BrokerAdmission: VarlinkConnectionAdmission {
+public struct BrokerAdmission: VarlinkConnectionAdmission {
     let broker: Broker
 
-    func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance {
+    /// The admission rule of `broker`'s policy.
+    public init(broker: Broker) {
+        self.broker = broker
+    }
+
+    public func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance {
         let share = broker.connectionShare(uid: peer.uid, gid: peer.gid, pid: peer.pid)
         return VarlinkConnectionAllowance(connectionsPerUser: share.connectionsPerUser, privileged: share.administrator,
                                           reservedConnections: share.administratorConnections)
