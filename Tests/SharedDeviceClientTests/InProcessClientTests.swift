@@ -34,8 +34,8 @@ import VarlinkServer
             do throws(SharedDeviceClientError) {
                 _ = try await broker.client().currentAccount()
                 Issue.record("a uid outside the policy was answered")
-            } catch .callerNotInPolicy(let uid, let message) {
-                #expect(uid == 1003, "\(message)")
+            } catch where error.code == .callerNotInPolicy {
+                #expect(error.uid == 1003, "\(error.message)")
             } catch {
                 Issue.record("not CallerNotInPolicy: \(error)")
             }
@@ -87,9 +87,9 @@ import VarlinkServer
             do throws(SharedDeviceClientError) {
                 _ = try await app.listGenericPasswords()
                 Issue.record("a listing over the reply limit was sent")
-            } catch .limitExceeded(let limit, let maximum, let message) {
-                #expect(limit == "replyBytes" && maximum == 2048, "\(limit) \(maximum)")
-                #expect(message.contains("narrow the query"), "\(message)")
+            } catch where error.code == .limitExceeded {
+                #expect(error.limit == "replyBytes" && error.maximum == 2048, "\(String(describing: error.limit)) \(String(describing: error.maximum))")
+                #expect(error.message.contains("narrow the query"), "\(error.message)")
             } catch {
                 Issue.record("not the reply limit: \(error)")
             }
@@ -136,7 +136,7 @@ import VarlinkServer
                 _ = try await call.value
                 Issue.record("a cancelled call was made")
             } catch {
-                #expect(error as? SharedDeviceClientError == .cancelled, "\(error)")
+                #expect((error as? SharedDeviceClientError)?.code == .cancelled, "\(error)")
             }
             do throws(SharedDeviceClientError) {
                 _ = try await app.findGenericPassword(ItemQuery(service: "never"))
