@@ -140,10 +140,20 @@ public enum VarlinkField {
         return map
     }
 
-    /// A value of an enum `type` (a string naming one of its cases).
-    public static func enumeration<T: RawRepresentable>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                                                         as type: T.Type = T.self) throws(VarlinkFieldError) -> T where T.RawValue == String {
-        guard case .string(let text)? = fields[key], let value = T(rawValue: text) else { throw VarlinkFieldError(field: name(path, key)) }
+    /// A value of an enum `type`: any string, one the interface does not declare becoming `unknown` (how
+    /// replies, errors and the interface's types decode, so a newer peer's values are understood).
+    public static func enumeration<T: VarlinkEnum>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
+                                                   as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        guard case .string(let text)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
+        return T(rawValue: text)
+    }
+
+    /// A value of an enum `type` that must be one the interface declares (how a call's parameters decode:
+    /// a server cannot act on a value it does not know).
+    public static func knownEnumeration<T: VarlinkEnum>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
+                                                        as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        let value = try enumeration(fields, key, path, as: type)
+        guard value.isKnown else { throw VarlinkFieldError(field: name(path, key)) }
         return value
     }
 
@@ -188,10 +198,16 @@ public enum VarlinkField {
         return value
     }
 
-    /// An enum element.
-    public static func enumeration<T: RawRepresentable>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T
-        where T.RawValue == String {
-        guard case .string(let text) = value, let element = T(rawValue: text) else { throw VarlinkFieldError(field: path) }
+    /// An enum element (any string: see `enumeration(_:_:_:as:)`).
+    public static func enumeration<T: VarlinkEnum>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        guard case .string(let text) = value else { throw VarlinkFieldError(field: path) }
+        return T(rawValue: text)
+    }
+
+    /// An enum element the interface declares (in a call's parameters).
+    public static func knownEnumeration<T: VarlinkEnum>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        let element = try enumeration(value, path, as: type)
+        guard element.isKnown else { throw VarlinkFieldError(field: path) }
         return element
     }
 

@@ -1,9 +1,19 @@
 /// Writes the Swift contract of a varlink interface: a type per varlink `type`, a `Parameters` and a
-/// `Reply` type per method, a type per error, and the method enum a server switches on, each with its
-/// decode and encode written out (the runtime is `Varlink`'s `VarlinkStruct` and `VarlinkField`).
+/// `Reply` type per method, a type per error, the method enum a server switches on, each with its
+/// decode and encode written out (the runtime is `Varlink`'s `VarlinkStruct` and `VarlinkField`), and the
+/// server side: a `Service` protocol with one method per interface method and the `dispatch` that routes
+/// a decoded call to it (as swift-openapi-generator writes `APIProtocol` and `registerHandlers`).
+///
+/// An enum `type` (`type Mode (shared, private)`) becomes a Swift enum with a case per value and
+/// `unknown(String)` for any other string (see `VarlinkEnum`): replies, errors and the interface's types
+/// decode a value the contract does not declare as `unknown`, so a client keeps working when a newer
+/// server adds values; a call's parameters refuse it (`InvalidParameter` naming the field), since a server
+/// cannot act on a value it does not know. The check is on the parameters' own fields (and the elements
+/// of their arrays and maps); an enum inside a struct type a parameter holds decodes leniently.
 ///
 /// The output depends on the definition alone, so regenerating it from the same `.varlink` file gives
-/// the same bytes (a test compares the checked-in file with a fresh one).
+/// the same bytes (a test compares the checked-in file with a fresh one). Lines stay within
+/// `SwiftWriter.width` columns, except the documentation the interface file's comments give.
 public struct SwiftContractGenerator: Sendable {
     /// The interface.
     public let interface: VarlinkInterfaceDefinition
@@ -54,15 +64,15 @@ public struct SwiftContractGenerator: Sendable {
                 case .type(let name, let documentation, .structure(let fields)):
                     try structure(name, documentation: documentation, fields: fields, conformances: "VarlinkStruct, Hashable", context, into: &out)
                 case .type(let name, let documentation, .enumeration(let values)):
-                    enumeration(name, documentation: documentation, values: values, into: &out)
-                case .method(let name, let documentation, let parameters, let reply):
+                    try enumeration(name, documentation: documentation, values: values, into: &out)
+                case .method(let name, let documentation, let parameters, let reply, _):
                     out.documentation(documentation)
                     out.line("public enum \(name): VarlinkMethod {")
                     try out.indented { (out: inout SwiftWriter) throws(VarlinkIDLError) in
                         out.line("public static let qualifiedName = \(literal("\(interface.name).\(name)"))")
                         out.line("")
                         try structure("Parameters", documentation: ["The parameters of a call of \(name)."], fields: parameters,
-                                      conformances: "VarlinkStruct, Hashable", context, into: &out)
+                                      conformances: "VarlinkStruct, Hashable", context, into: &out, knownEnumerations: true)
                         out.line("")
                         try structure("Reply", documentation: ["A reply of \(name)."], fields: reply,
                                       conformances: "VarlinkStruct, Hashable", context, into: &out)
@@ -77,18 +87,21 @@ public struct SwiftContractGenerator: Sendable {
             out.line("}")
         }
         callEnumeration(into: &out)
+        service(into: &out)
         return out.text
     }
 
-    private struct Context {
+    struct Context {
         var declared: Set<String>
         var enumerations: Set<String>
     }
 
     // MARK: - Structs
 
+    /// `knownEnumerations`: the struct is a call's parameters, whose enum fields must hold declared values.
     private func structure(_ name: String, documentation: [String], fields: [VarlinkInterfaceDefinition.Field], conformances: String,
-                           _ context: Context, into out: inout SwiftWriter, qualifiedName: String? = nil) throws(VarlinkIDLError) {
+                           _ context: Context, into out: inout SwiftWriter, qualifiedName: String? = nil,
+                           knownEnumerations: Bool = false) throws(VarlinkIDLError) {
         for field in fields {
             try check(field.type, context)
             if field.type == .named(name) || field.type == .optional(.named(name)) {
@@ -116,7 +129,7 @@ public struct SwiftContractGenerator: Sendable {
             if fields.isEmpty {
                 out.line("public init() {}")
             } else {
-                out.line("public init(\(arguments.joined(separator: ", "))) {")
+                out.wrapped("public init(", arguments, ") {")
                 out.indented { out in
                     for field in fields { out.line("self.\(identifier(field.name)) = \(identifier(field.name))") }
                 }
@@ -127,7 +140,7 @@ public struct SwiftContractGenerator: Sendable {
             out.indented { out in
                 if fields.isEmpty { out.line("_ = (fields, path)") }
                 for field in fields {
-                    out.line("\(identifier(field.name)) = \(fieldDecoder(field.type, key: field.name, context))")
+                    out.assignment(identifier(field.name), fieldDecoder(field.type, key: field.name, context, known: knownEnumerations))
                 }
             }
             out.line("}")
@@ -141,11 +154,13 @@ public struct SwiftContractGenerator: Sendable {
                 }
                 let required = fields.filter { if case .optional = $0.type { false } else { true } }
                 let optional = fields.filter { if case .optional = $0.type { true } else { false } }
+                // One entry a line, with a trailing comma when there are several (as swift-format writes them).
+                let entries = required.map { "\(literal($0.name)): \(encoder($0.type, identifier($0.name), context))" }
                 if optional.isEmpty {
                     out.line("_ = omittingAbsent")
                     out.line("return [")
                     out.indented { out in
-                        for field in required { out.line("\(literal(field.name)): \(encoder(field.type, identifier(field.name), context)),") }
+                        for entry in entries { out.line(entry + (entries.count > 1 ? "," : "")) }
                     }
                     out.line("]")
                     return
@@ -155,7 +170,7 @@ public struct SwiftContractGenerator: Sendable {
                 } else {
                     out.line("var fields: [String: VarlinkValue] = [")
                     out.indented { out in
-                        for field in required { out.line("\(literal(field.name)): \(encoder(field.type, identifier(field.name), context)),") }
+                        for entry in entries { out.line(entry + (entries.count > 1 ? "," : "")) }
                     }
                     out.line("]")
                 }
@@ -175,20 +190,56 @@ public struct SwiftContractGenerator: Sendable {
         out.line("}")
     }
 
-    private func enumeration(_ name: String, documentation: [String], values: [String], into out: inout SwiftWriter) {
+    /// An enum `type`: a case per value (`select_account` becomes `selectAccount`) and `unknown(String)`.
+    private func enumeration(_ name: String, documentation: [String], values: [String], into out: inout SwiftWriter) throws(VarlinkIDLError) {
+        let cases = values.map { (value: $0, name: caseName(camelCased($0))) }
+        for value in values where camelCased(value) == "unknown" {
+            throw VarlinkIDLError(line: 0, message: "\(name)'s value \(value) clashes with the case for values the contract does not declare")
+        }
         out.documentation(documentation)
-        out.line("public enum \(name): String, Sendable, Hashable, CaseIterable {")
+        out.line("public enum \(name): VarlinkEnum, CustomStringConvertible {")
         out.indented { out in
-            for value in values { out.line("case \(identifier(value))") }
+            for value in cases { out.line("case \(value.name)") }
+            out.line("/// A value the interface did not declare when this contract was generated (a newer peer's), as sent.")
+            out.line("case unknown(String)")
+            out.line("")
+            out.line("/// The values the interface declares.")
+            out.wrapped("public static let knownCases: [Self] = [", cases.map { ".\($0.name)" }, "]", trailingComma: true)
+            out.line("")
+            out.line("public init(rawValue: String) {")
+            out.indented { out in
+                out.line("switch rawValue {")
+                for value in cases { out.line("case \(literal(value.value)): self = .\(value.name)") }
+                out.line("default: self = .unknown(rawValue)")
+                out.line("}")
+            }
+            out.line("}")
+            out.line("")
+            out.line("public var rawValue: String {")
+            out.indented { out in
+                out.line("switch self {")
+                for value in cases { out.line("case .\(value.name): \(literal(value.value))") }
+                out.line("case .unknown(let value): value")
+                out.line("}")
+            }
+            out.line("}")
+            out.line("")
+            out.line("public var isKnown: Bool {")
+            out.indented { out in
+                out.line("if case .unknown = self { false } else { true }")
+            }
+            out.line("}")
+            out.line("")
+            out.line("public var description: String { rawValue }")
         }
         out.line("}")
     }
 
     // MARK: - The method and error enums
 
-    private var methods: [(name: String, documentation: [String])] {
+    var methods: [(name: String, documentation: [String], streams: Bool)] {
         interface.members.compactMap { member in
-            if case .method(let name, let documentation, _, _) = member { (name, documentation) } else { nil }
+            if case .method(let name, let documentation, _, _, let streams) = member { (name, documentation, streams) } else { nil }
         }
     }
 
@@ -214,7 +265,8 @@ public struct SwiftContractGenerator: Sendable {
                 out.indented { out in
                     out.line("switch call.method {")
                     for method in methods {
-                        out.line("case \(method.name).qualifiedName: self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))")
+                        out.collapsible(["case \(method.name).qualifiedName:",
+                                         "    self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))"])
                     }
                     out.line("default: throw .methodNotFound(call.method)")
                     out.line("}")
@@ -243,7 +295,8 @@ public struct SwiftContractGenerator: Sendable {
                 out.indented { out in
                     out.line("switch reply.error {")
                     for error in errors {
-                        out.line("case \(error).qualifiedName?: self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))")
+                        out.collapsible(["case \(error).qualifiedName?:",
+                                         "    self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))"])
                     }
                     out.line("default: return nil")
                     out.line("}")
@@ -292,47 +345,57 @@ public struct SwiftContractGenerator: Sendable {
         }
     }
 
-    /// The expression decoding field `key` of `fields` (at `path`).
-    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context) -> String {
+    /// The lines of the expression decoding field `key` of `fields` (at `path`), the lines after the first
+    /// indented relative to it; `known`: an enum value must be one the interface declares.
+    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context, known: Bool) -> [String] {
         let arguments = "fields, \(literal(key)), path"
         switch type {
-        case .string: return "try VarlinkField.string(\(arguments))"
-        case .int: return "try VarlinkField.int(\(arguments))"
-        case .float: return "try VarlinkField.float(\(arguments))"
-        case .bool: return "try VarlinkField.bool(\(arguments))"
-        case .object: return "try VarlinkField.object(\(arguments))"
+        case .string: return ["try VarlinkField.string(\(arguments))"]
+        case .int: return ["try VarlinkField.int(\(arguments))"]
+        case .float: return ["try VarlinkField.float(\(arguments))"]
+        case .bool: return ["try VarlinkField.bool(\(arguments))"]
+        case .object: return ["try VarlinkField.object(\(arguments))"]
         case .named(let name) where context.enumerations.contains(name):
-            return "try VarlinkField.enumeration(\(arguments), as: \(name).self)"
-        case .named(let name): return "try VarlinkField.struct(\(arguments), as: \(name).self)"
+            return ["try VarlinkField.\(known ? "knownEnumeration" : "enumeration")(\(arguments), as: \(name).self)"]
+        case .named(let name): return ["try VarlinkField.struct(\(arguments), as: \(name).self)"]
         case .optional(let wrapped):
-            return "VarlinkField.isAbsent(fields, \(literal(key))) ? nil : \(fieldDecoder(wrapped, key: key, context))"
-        case .array(let element): return "try VarlinkField.array(\(arguments)) \(elementDecoder(element, context))"
-        case .map(let element): return "try VarlinkField.map(\(arguments)) \(elementDecoder(element, context))"
-        case .inlineEnumeration, .inlineStructure: return "fatalError()"
+            var lines = fieldDecoder(wrapped, key: key, context, known: known)
+            lines[0] = "VarlinkField.isAbsent(fields, \(literal(key))) ? nil : " + lines[0]
+            return lines
+        case .array(let element):
+            return ["try VarlinkField.array(\(arguments)) {"] + elementDecoder(element, context, known: known)
+        case .map(let element):
+            return ["try VarlinkField.map(\(arguments)) {"] + elementDecoder(element, context, known: known)
+        case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }
 
-    /// A closure decoding one element of an array or a map.
-    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> String {
-        "{ (value: VarlinkValue, path: String) throws(VarlinkFieldError) in \(elementExpression(type, "value", "path", context)) }"
+    /// The lines of a closure decoding one element of an array or a map, after its opening brace.
+    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context, known: Bool) -> [String] {
+        ["    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in"]
+            + elementExpression(type, "value", "path", context, known: known).map { "    " + $0 } + ["}"]
     }
 
-    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context) -> String {
+    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context,
+                                   known: Bool) -> [String] {
         switch type {
-        case .string: return "try VarlinkField.string(\(value), \(path))"
-        case .int: return "try VarlinkField.int(\(value), \(path))"
-        case .float: return "try VarlinkField.float(\(value), \(path))"
-        case .bool: return "try VarlinkField.bool(\(value), \(path))"
-        case .object: return "try VarlinkField.object(\(value), \(path))"
+        case .string: return ["try VarlinkField.string(\(value), \(path))"]
+        case .int: return ["try VarlinkField.int(\(value), \(path))"]
+        case .float: return ["try VarlinkField.float(\(value), \(path))"]
+        case .bool: return ["try VarlinkField.bool(\(value), \(path))"]
+        case .object: return ["try VarlinkField.object(\(value), \(path))"]
         case .named(let name) where context.enumerations.contains(name):
-            return "try VarlinkField.enumeration(\(value), \(path), as: \(name).self)"
-        case .named(let name): return "try VarlinkField.struct(\(value), \(path), as: \(name).self)"
-        case .optional(let wrapped): return "\(value) == .null ? nil : \(elementExpression(wrapped, value, path, context))"
+            return ["try VarlinkField.\(known ? "knownEnumeration" : "enumeration")(\(value), \(path), as: \(name).self)"]
+        case .named(let name): return ["try VarlinkField.struct(\(value), \(path), as: \(name).self)"]
+        case .optional(let wrapped):
+            var lines = elementExpression(wrapped, value, path, context, known: known)
+            lines[0] = "\(value) == .null ? nil : " + lines[0]
+            return lines
         case .array(let element):
-            return "try VarlinkField.array(\(value), \(path)) \(elementDecoder(element, context))"
+            return ["try VarlinkField.array(\(value), \(path)) {"] + elementDecoder(element, context, known: known)
         case .map(let element):
-            return "try VarlinkField.map(\(value), \(path)) \(elementDecoder(element, context))"
-        case .inlineEnumeration, .inlineStructure: return "fatalError()"
+            return ["try VarlinkField.map(\(value), \(path)) {"] + elementDecoder(element, context, known: known)
+        case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }
 
@@ -355,15 +418,22 @@ public struct SwiftContractGenerator: Sendable {
 
     // MARK: - Names
 
-    private func caseName(_ name: String) -> String {
+    func caseName(_ name: String) -> String {
         identifier(name.prefix(1).lowercased() + name.dropFirst())
+    }
+
+    /// `select_account` as `selectAccount`.
+    private func camelCased(_ name: String) -> String {
+        let words = name.split(separator: "_")
+        guard let first = words.first else { return name }
+        return String(first) + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
     }
 
     private func identifier(_ name: String) -> String {
         Self.keywords.contains(name) ? "`\(name)`" : name
     }
 
-    private func literal(_ text: String) -> String {
+    func literal(_ text: String) -> String {
         var escaped = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -384,17 +454,85 @@ public struct SwiftContractGenerator: Sendable {
     ]
 }
 
-/// Lines of Swift, indented by four spaces a level.
+/// Lines of Swift, indented by four spaces a level, kept within `width` columns where the generator
+/// can break them.
 struct SwiftWriter {
+    /// The longest line (swift-format's `lineLength` for the project).
+    static let width = 120
+
     private(set) var text = ""
     private var depth = 0
 
+    private var indentation: String { String(repeating: "    ", count: depth) }
+
     mutating func line(_ line: String) {
-        text += line.isEmpty ? "\n" : String(repeating: "    ", count: depth) + line + "\n"
+        text += line.isEmpty ? "\n" : indentation + line + "\n"
     }
 
     mutating func documentation(_ lines: [String]) {
         for line in lines { self.line(line.isEmpty ? "///" : "/// \(line)") }
+    }
+
+    /// `open`, the items separated by commas, and `close` on one line when it fits; else one item a line
+    /// between them, indented (with a comma after the last one too when `trailingComma`).
+    mutating func wrapped(_ open: String, _ items: [String], _ close: String, trailingComma: Bool = false) {
+        let single = open + items.joined(separator: ", ") + close
+        guard indentation.count + single.count > Self.width, !items.isEmpty else {
+            line(single)
+            return
+        }
+        line(open)
+        indented { out in
+            for (index, item) in items.enumerated() {
+                out.line(item + (index < items.count - 1 || trailingComma ? "," : ""))
+            }
+        }
+        line(close)
+    }
+
+    /// `target = ` and the expression in `lines` (see `collapsible`), as swift-format breaks them: on one
+    /// line when it fits; else the expression on the next lines, indented, one that still does not fit
+    /// and is conditional (`a ? nil : b`) broken before its `?` (and before its `:` when `b` has a closure).
+    mutating func assignment(_ target: String, _ lines: [String]) {
+        let single = lines.map { $0.drop { $0 == " " } }.joined(separator: " ")
+        guard indentation.count + target.count + 3 + single.count > Self.width else {
+            line("\(target) = \(single)")
+            return
+        }
+        let conditional = lines[0].firstRange(of: " ? nil : ")
+        guard lines.count == 1 || conditional != nil else {
+            var lines = lines
+            lines[0] = "\(target) = " + lines[0]
+            collapsible(lines)
+            return
+        }
+        line("\(target) =")
+        indented { out in
+            guard let conditional, out.indentation.count + single.count > Self.width else {
+                out.line(single)
+                return
+            }
+            let condition = lines[0][..<conditional.lowerBound], value = lines[0][conditional.upperBound...]
+            out.line(String(condition))
+            if lines.count == 1 {
+                out.line("? nil : " + value)
+            } else {
+                out.line("? nil")
+                out.line(": " + value)
+                for text in lines.dropFirst() { out.line(text) }
+            }
+        }
+    }
+
+    /// `lines` (the ones after the first indented relative to it) joined on one line when that fits, else
+    /// as they are.
+    mutating func collapsible(_ lines: [String]) {
+        let single = lines.map { $0.drop { $0 == " " } }.joined(separator: " ")
+        if indentation.count + single.count <= Self.width {
+            line(single)
+        } else {
+            for text in lines { line(text) }
+        }
     }
 
     mutating func indented(_ body: (inout SwiftWriter) -> Void) {

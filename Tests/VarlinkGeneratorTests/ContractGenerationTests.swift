@@ -41,7 +41,7 @@ import VarlinkGenerator
         var errors: [String] = []
         for member in interface.members {
             switch member {
-            case .method(let name, _, _, _): methods.append(name)
+            case .method(let name, _, _, _, _): methods.append(name)
             case .error(let name, _, _): errors.append(name)
             case .type: break
             }
@@ -84,14 +84,16 @@ import VarlinkGenerator
         #expect(fields.first { $0.name == "grid" }?.type == .array(.array(.int)))
         #expect(fields.first { $0.name == "labels" }?.type == .array(.optional(.string)))
         #expect(fields.first { $0.name == "tags" }?.type == .map(.string))
-        guard case .method("Draw", let documentation, let parameters, let reply) = interface.members[2] else {
+        guard case .method("Draw", let documentation, let parameters, let reply, let streams) = interface.members[2] else {
             Issue.record("the third member is \(interface.members[2])")
             return
         }
+        // `@streams` marks the method and is no documentation.
         #expect(documentation == ["Draws shapes; call with `more` for one reply per shape."])
+        #expect(streams)
         #expect(parameters.map(\.name) == ["shapes", "scale"])
         #expect(reply.map(\.type) == [.optional(.named("Shape")), .optional(.int)])
-        guard case .method("Nothing", [], [], []) = interface.members[3] else {
+        guard case .method("Nothing", [], [], [], false) = interface.members[3] else {
             Issue.record("the fourth member is \(interface.members[3])")
             return
         }
@@ -155,7 +157,7 @@ import VarlinkGenerator
         ("name", VarlinkValue.int(1)),
         ("sides", .string("4")),
         ("sides", .double(4.5)),
-        ("colour", .string("purple")),
+        ("colour", .int(1)),
         ("colours", .array([.string("red"), .int(1)])),
         ("grid", .array([.array([.string("x")])])),
         ("tags", .object(["a": .int(1)])),
