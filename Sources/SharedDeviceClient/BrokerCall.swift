@@ -226,7 +226,7 @@ struct BrokerCall: Sendable {
         case .callerNotInPolicy(let error)?:
             return .callerNotInPolicy(uid: error.uid, message: error.message)
         case .limitExceeded(let error)?:
-            return .limitExceeded(limit: error.limit, maximum: error.maximum, message: error.message)
+            return .limitExceeded(limit: error.limit.rawValue, maximum: error.maximum, message: error.message)
         case .tooManyConnections(let error)?:
             return .brokerUnavailable(error.explanation)
         case .protocolError(let error)?:
