@@ -34,6 +34,27 @@ import VarlinkGenerator
             """)
     }
 
+    /// What the formatter to come allows (swift-format at 120 columns); only the documentation the interface
+    /// file's comments give may be longer.
+    @Test(arguments: ["Sources/BrokerContract/Broker1.swift", "Tests/VarlinkGeneratorTests/Shapes.swift"])
+    func generatedCodeStaysWithin120Columns(generated: String) throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent(generated), encoding: .utf8)
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where line.count > 120 {
+            let comment = line.drop { $0 == " " }.hasPrefix("//")
+            #expect(comment, "\(generated):\(index + 1) has \(line.count) columns: \(line)")
+        }
+    }
+
+    @Test func exactlyTheBrokersMethodsThatReplyMoreThanOnceStream() throws {
+        let interface = try VarlinkInterfaceDefinition(parsing: Broker1.description)
+        var streaming: [String] = []
+        for case .method(let name, let documentation, _, _, true) in interface.members {
+            streaming.append(name)
+            #expect(documentation.joined(separator: " ").contains("call with `more`"), "\(name)'s documentation does not say to call it with more")
+        }
+        #expect(streaming == ["SignInWithDeviceCode", "SignInWithBrowser", "SwitchWorker", "SubscribeAccountChanges"])
+    }
+
     @Test func theBrokerContractHasEveryMethodAndErrorOfItsInterface() throws {
         let interface = try VarlinkInterfaceDefinition(parsing: Broker1.description)
         #expect(interface.name == Broker1.name)
