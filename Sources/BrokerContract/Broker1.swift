@@ -183,6 +183,11 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
     }
 }
 
@@ -292,6 +297,11 @@ extension Broker1 {
                 fields["idToken"] = .null
             }
             return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.source.isKnown { return VarlinkField.path(path, "source") }
+            return nil
         }
     }
 }
@@ -566,6 +576,12 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.kind.isKnown { return VarlinkField.path(path, "kind") }
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
     }
 }
 
@@ -839,6 +855,11 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
     }
 }
 
@@ -962,6 +983,13 @@ extension Broker1 {
                     "status": .object(status.varlinkFields)
                 ]
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.status.firstUndeclaredEnumValue(path: VarlinkField.path(path, "status")) {
+                    return field
+                }
+                return nil
+            }
         }
     }
 }
@@ -1055,6 +1083,13 @@ extension Broker1 {
                 return [
                     "information": .object(information.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.information.firstUndeclaredEnumValue(path: VarlinkField.path(path, "information")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1276,6 +1311,15 @@ extension Broker1 {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
+            }
         }
     }
 }
@@ -1404,6 +1448,15 @@ extension Broker1 {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
+            }
         }
     }
 }
@@ -1497,6 +1550,13 @@ extension Broker1 {
                 return [
                     "result": .object(result.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1626,6 +1686,11 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.challenge.isKnown { return VarlinkField.path(path, "challenge") }
+            return nil
+        }
     }
 }
 
@@ -1719,6 +1784,13 @@ extension Broker1 {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.next.firstUndeclaredEnumValue(path: VarlinkField.path(path, "next")) {
+                    return field
+                }
+                return nil
+            }
         }
     }
 }
@@ -1767,6 +1839,13 @@ extension Broker1 {
                 return [
                     "next": .object(next.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.next.firstUndeclaredEnumValue(path: VarlinkField.path(path, "next")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1840,6 +1919,13 @@ extension Broker1 {
                 return [
                     "result": .object(result.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1936,7 +2022,7 @@ extension Broker1 {
                 reason = VarlinkField.isAbsent(fields, "reason") ? nil : try VarlinkField.string(fields, "reason", path)
                 flow =
                     VarlinkField.isAbsent(fields, "flow")
-                    ? nil : try VarlinkField.knownEnumeration(fields, "flow", path, as: SignInFlow.self)
+                    ? nil : try VarlinkField.enumeration(fields, "flow", path, as: SignInFlow.self)
                 loginHint =
                     VarlinkField.isAbsent(fields, "loginHint")
                     ? nil : try VarlinkField.string(fields, "loginHint", path)
@@ -1989,6 +2075,13 @@ extension Broker1 {
                     fields["password"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.flow {
+                    if !element.isKnown { return VarlinkField.path(path, "flow") }
+                }
+                return nil
             }
         }
 
@@ -2050,6 +2143,15 @@ extension Broker1 {
                     fields["result"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
     }
@@ -2137,6 +2239,13 @@ extension Broker1 {
                 return [
                     "result": .object(result.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -2809,6 +2918,13 @@ extension Broker1 {
                     "event": .object(event.varlinkFields)
                 ]
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.event.firstUndeclaredEnumValue(path: VarlinkField.path(path, "event")) {
+                    return field
+                }
+                return nil
+            }
         }
     }
 }
@@ -3042,6 +3158,13 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if let element = self.scope {
+                if !element.isKnown { return VarlinkField.path(path, "scope") }
+            }
+            return nil
+        }
     }
 }
 
@@ -3130,6 +3253,11 @@ extension Broker1 {
                 "maximum": .int(Int64(maximum)),
                 "message": .string(message),
             ]
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.limit.isKnown { return VarlinkField.path(path, "limit") }
+            return nil
         }
     }
 }

@@ -8,8 +8,8 @@
 /// `unknown(String)` for any other string (see `VarlinkEnum`): replies, errors and the interface's types
 /// decode a value the contract does not declare as `unknown`, so a client keeps working when a newer
 /// server adds values; a call's parameters refuse it (`InvalidParameter` naming the field), since a server
-/// cannot act on a value it does not know. The check is on the parameters' own fields (and the elements
-/// of their arrays and maps); an enum inside a struct type a parameter holds decodes leniently.
+/// cannot act on a value it does not know (each struct holding enum values, at any depth, says where its
+/// first undeclared one is: `firstUndeclaredEnumValue(path:)`, which `VarlinkField.parameters(of:)` asks).
 ///
 /// The output depends on the definition alone, so regenerating it from the same `.varlink` file gives
 /// the same bytes (a test compares the checked-in file with a fresh one). Lines stay within
@@ -55,7 +55,18 @@ public struct SwiftContractGenerator: Sendable {
         let enumerations = Set(interface.members.compactMap { member -> String? in
             if case .type(let name, _, .enumeration) = member { name } else { nil }
         })
-        let context = Context(declared: declared, enumerations: enumerations)
+        var context = Context(declared: declared, enumerations: enumerations, holdingEnumerations: [])
+        // The struct types that hold an enum value, at any depth (until nothing changes: types may nest).
+        var changed = true
+        while changed {
+            changed = false
+            for case .type(let name, _, .structure(let fields)) in interface.members where !context.holdingEnumerations.contains(name) {
+                if fields.contains(where: { holdsEnumeration($0.type, context) }) {
+                    context.holdingEnumerations.insert(name)
+                    changed = true
+                }
+            }
+        }
         for member in interface.members {
             out.line("")
             out.line("extension \(namespace) {")
@@ -72,7 +83,7 @@ public struct SwiftContractGenerator: Sendable {
                         out.line("public static let qualifiedName = \(literal("\(interface.name).\(name)"))")
                         out.line("")
                         try structure("Parameters", documentation: ["The parameters of a call of \(name)."], fields: parameters,
-                                      conformances: "VarlinkStruct, Hashable", context, into: &out, knownEnumerations: true)
+                                      conformances: "VarlinkStruct, Hashable", context, into: &out)
                         out.line("")
                         try structure("Reply", documentation: ["A reply of \(name)."], fields: reply,
                                       conformances: "VarlinkStruct, Hashable", context, into: &out)
@@ -94,14 +105,62 @@ public struct SwiftContractGenerator: Sendable {
     struct Context {
         var declared: Set<String>
         var enumerations: Set<String>
+        /// The struct types holding an enum value somewhere inside.
+        var holdingEnumerations: Set<String>
+    }
+
+    private func holdsEnumeration(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> Bool {
+        switch type {
+        case .named(let name): context.enumerations.contains(name) || context.holdingEnumerations.contains(name)
+        case .optional(let wrapped), .array(let wrapped), .map(let wrapped): holdsEnumeration(wrapped, context)
+        default: false
+        }
+    }
+
+    /// `firstUndeclaredEnumValue(path:)` for a struct holding enum values: the path of the first value its
+    /// interface does not declare (a server refuses a call's parameters with one).
+    private func undeclaredEnumValueCheck(_ fields: [VarlinkInterfaceDefinition.Field], _ context: Context, into out: inout SwiftWriter) {
+        let checked = fields.filter { holdsEnumeration($0.type, context) }
+        guard !checked.isEmpty else { return }
+        out.line("")
+        out.line("public func firstUndeclaredEnumValue(path: String) -> String? {")
+        out.indented { out in
+            for field in checked {
+                let path = "VarlinkField.path(path, \(literal(field.name)))"
+                for line in undeclaredCheck(field.type, "self.\(identifier(field.name))", path, depth: 0, context) { out.line(line) }
+            }
+            out.line("return nil")
+        }
+        out.line("}")
+    }
+
+    /// The statements returning `path` when `value` (of `type`) holds an undeclared enum value.
+    private func undeclaredCheck(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, depth: Int,
+                                 _ context: Context) -> [String] {
+        let element = depth == 0 ? "element" : "element\(depth)"
+        switch type {
+        case .named(let name) where context.enumerations.contains(name):
+            return ["if !\(value).isKnown { return \(path) }"]
+        case .named:
+            return ["if let field = \(value).firstUndeclaredEnumValue(path: \(path)) {", "    return field", "}"]
+        case .optional(let wrapped):
+            return ["if let \(element) = \(value) {"]
+                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
+        case .array(let wrapped):
+            return ["for \(element) in \(value) {"]
+                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
+        case .map(let wrapped):
+            return ["for \(element) in \(value).values {"]
+                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
+        default:
+            return []
+        }
     }
 
     // MARK: - Structs
 
-    /// `knownEnumerations`: the struct is a call's parameters, whose enum fields must hold declared values.
     private func structure(_ name: String, documentation: [String], fields: [VarlinkInterfaceDefinition.Field], conformances: String,
-                           _ context: Context, into out: inout SwiftWriter, qualifiedName: String? = nil,
-                           knownEnumerations: Bool = false) throws(VarlinkIDLError) {
+                           _ context: Context, into out: inout SwiftWriter, qualifiedName: String? = nil) throws(VarlinkIDLError) {
         for field in fields {
             try check(field.type, context)
             if field.type == .named(name) || field.type == .optional(.named(name)) {
@@ -140,7 +199,7 @@ public struct SwiftContractGenerator: Sendable {
             out.indented { out in
                 if fields.isEmpty { out.line("_ = (fields, path)") }
                 for field in fields {
-                    out.assignment(identifier(field.name), fieldDecoder(field.type, key: field.name, context, known: knownEnumerations))
+                    out.assignment(identifier(field.name), fieldDecoder(field.type, key: field.name, context))
                 }
             }
             out.line("}")
@@ -186,6 +245,7 @@ public struct SwiftContractGenerator: Sendable {
                 out.line("return fields")
             }
             out.line("}")
+            undeclaredEnumValueCheck(fields, context, into: &out)
         }
         out.line("}")
     }
@@ -346,8 +406,8 @@ public struct SwiftContractGenerator: Sendable {
     }
 
     /// The lines of the expression decoding field `key` of `fields` (at `path`), the lines after the first
-    /// indented relative to it; `known`: an enum value must be one the interface declares.
-    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context, known: Bool) -> [String] {
+    /// indented relative to it.
+    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context) -> [String] {
         let arguments = "fields, \(literal(key)), path"
         switch type {
         case .string: return ["try VarlinkField.string(\(arguments))"]
@@ -356,28 +416,27 @@ public struct SwiftContractGenerator: Sendable {
         case .bool: return ["try VarlinkField.bool(\(arguments))"]
         case .object: return ["try VarlinkField.object(\(arguments))"]
         case .named(let name) where context.enumerations.contains(name):
-            return ["try VarlinkField.\(known ? "knownEnumeration" : "enumeration")(\(arguments), as: \(name).self)"]
+            return ["try VarlinkField.enumeration(\(arguments), as: \(name).self)"]
         case .named(let name): return ["try VarlinkField.struct(\(arguments), as: \(name).self)"]
         case .optional(let wrapped):
-            var lines = fieldDecoder(wrapped, key: key, context, known: known)
+            var lines = fieldDecoder(wrapped, key: key, context)
             lines[0] = "VarlinkField.isAbsent(fields, \(literal(key))) ? nil : " + lines[0]
             return lines
         case .array(let element):
-            return ["try VarlinkField.array(\(arguments)) {"] + elementDecoder(element, context, known: known)
+            return ["try VarlinkField.array(\(arguments)) {"] + elementDecoder(element, context)
         case .map(let element):
-            return ["try VarlinkField.map(\(arguments)) {"] + elementDecoder(element, context, known: known)
+            return ["try VarlinkField.map(\(arguments)) {"] + elementDecoder(element, context)
         case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }
 
     /// The lines of a closure decoding one element of an array or a map, after its opening brace.
-    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context, known: Bool) -> [String] {
+    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> [String] {
         ["    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in"]
-            + elementExpression(type, "value", "path", context, known: known).map { "    " + $0 } + ["}"]
+            + elementExpression(type, "value", "path", context).map { "    " + $0 } + ["}"]
     }
 
-    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context,
-                                   known: Bool) -> [String] {
+    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context) -> [String] {
         switch type {
         case .string: return ["try VarlinkField.string(\(value), \(path))"]
         case .int: return ["try VarlinkField.int(\(value), \(path))"]
@@ -385,16 +444,16 @@ public struct SwiftContractGenerator: Sendable {
         case .bool: return ["try VarlinkField.bool(\(value), \(path))"]
         case .object: return ["try VarlinkField.object(\(value), \(path))"]
         case .named(let name) where context.enumerations.contains(name):
-            return ["try VarlinkField.\(known ? "knownEnumeration" : "enumeration")(\(value), \(path), as: \(name).self)"]
+            return ["try VarlinkField.enumeration(\(value), \(path), as: \(name).self)"]
         case .named(let name): return ["try VarlinkField.struct(\(value), \(path), as: \(name).self)"]
         case .optional(let wrapped):
-            var lines = elementExpression(wrapped, value, path, context, known: known)
+            var lines = elementExpression(wrapped, value, path, context)
             lines[0] = "\(value) == .null ? nil : " + lines[0]
             return lines
         case .array(let element):
-            return ["try VarlinkField.array(\(value), \(path)) {"] + elementDecoder(element, context, known: known)
+            return ["try VarlinkField.array(\(value), \(path)) {"] + elementDecoder(element, context)
         case .map(let element):
-            return ["try VarlinkField.map(\(value), \(path)) {"] + elementDecoder(element, context, known: known)
+            return ["try VarlinkField.map(\(value), \(path)) {"] + elementDecoder(element, context)
         case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }

@@ -73,6 +73,22 @@ import VarlinkGenerator
         }
     }
 
+    @Test func anUndeclaredValueInsideAStructAParameterHoldsIsRefusedByItsPath() throws {
+        var child = GeneratedCodecTests.shape.children[0].varlinkFields
+        child["colours"] = .array([.string("green"), .string("infrared")])
+        var shape = GeneratedCodecTests.shape.varlinkFields
+        shape["children"] = .array([.object(child)])
+        let call = VarlinkCall(method: Shapes.Draw.qualifiedName, parameters: ["shapes": .array([.object(shape)])], more: true)
+        #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "shapes.children.colours"))) {
+            try Shapes.Call(call)
+        }
+        // The same struct in a reply keeps the value, and says where it is.
+        let reply = try Shapes.Draw.Reply(varlinkFields: ["drawn": .object(shape)])
+        #expect(reply.drawn?.children[0].colours == [.green, .unknown("infrared")])
+        #expect(reply.firstUndeclaredEnumValue(path: "") == "drawn.children.colours")
+        #expect(Shapes.Draw.Reply(drawn: GeneratedCodecTests.shape).firstUndeclaredEnumValue(path: "") == nil)
+    }
+
     @Test func theBrokersParametersRefuseAnUnknownFlowWithInvalidParameter() throws {
         let call = VarlinkCall(method: Broker1.SwitchWorker.qualifiedName, parameters: ["scopes": .array([]), "flow": .string("telepathy")])
         #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "flow"))) { try Broker1.Call(call) }

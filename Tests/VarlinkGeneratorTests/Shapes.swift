@@ -151,6 +151,19 @@ extension Shapes {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+            for element in self.colours {
+                if !element.isKnown { return VarlinkField.path(path, "colours") }
+            }
+            for element in self.children {
+                if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "children")) {
+                    return field
+                }
+            }
+            return nil
+        }
     }
 }
 
@@ -189,6 +202,15 @@ extension Shapes {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                for element in self.shapes {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "shapes")) {
+                        return field
+                    }
+                }
+                return nil
+            }
         }
 
         /// A reply of Draw.
@@ -222,6 +244,15 @@ extension Shapes {
                     fields["count"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.drawn {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "drawn")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
     }
@@ -282,17 +313,17 @@ extension Shapes {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                colour = try VarlinkField.knownEnumeration(fields, "colour", path, as: Colour.self)
+                colour = try VarlinkField.enumeration(fields, "colour", path, as: Colour.self)
                 also =
                     VarlinkField.isAbsent(fields, "also")
                     ? nil
                     : try VarlinkField.array(fields, "also", path) {
                         (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
-                        try VarlinkField.knownEnumeration(value, path, as: Colour.self)
+                        try VarlinkField.enumeration(value, path, as: Colour.self)
                     }
                 finish =
                     VarlinkField.isAbsent(fields, "finish")
-                    ? nil : try VarlinkField.knownEnumeration(fields, "finish", path, as: Finish.self)
+                    ? nil : try VarlinkField.enumeration(fields, "finish", path, as: Finish.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -310,6 +341,19 @@ extension Shapes {
                     fields["finish"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+                if let element = self.also {
+                    for element1 in element {
+                        if !element1.isKnown { return VarlinkField.path(path, "also") }
+                    }
+                }
+                if let element = self.finish {
+                    if !element.isKnown { return VarlinkField.path(path, "finish") }
+                }
+                return nil
             }
         }
 
@@ -338,6 +382,14 @@ extension Shapes {
                     "colour": .string(colour.rawValue),
                     "finishes": .object(finishes.mapValues { .string($0.rawValue) }),
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+                for element in self.finishes.values {
+                    if !element.isKnown { return VarlinkField.path(path, "finishes") }
+                }
+                return nil
             }
         }
     }
