@@ -109,54 +109,6 @@ public struct SwiftContractGenerator: Sendable {
         var holdingEnumerations: Set<String>
     }
 
-    private func holdsEnumeration(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> Bool {
-        switch type {
-        case .named(let name): context.enumerations.contains(name) || context.holdingEnumerations.contains(name)
-        case .optional(let wrapped), .array(let wrapped), .map(let wrapped): holdsEnumeration(wrapped, context)
-        default: false
-        }
-    }
-
-    /// `firstUndeclaredEnumValue(path:)` for a struct holding enum values: the path of the first value its
-    /// interface does not declare (a server refuses a call's parameters with one).
-    private func undeclaredEnumValueCheck(_ fields: [VarlinkInterfaceDefinition.Field], _ context: Context, into out: inout SwiftWriter) {
-        let checked = fields.filter { holdsEnumeration($0.type, context) }
-        guard !checked.isEmpty else { return }
-        out.line("")
-        out.line("public func firstUndeclaredEnumValue(path: String) -> String? {")
-        out.indented { out in
-            for field in checked {
-                let path = "VarlinkField.path(path, \(literal(field.name)))"
-                for line in undeclaredCheck(field.type, "self.\(identifier(field.name))", path, depth: 0, context) { out.line(line) }
-            }
-            out.line("return nil")
-        }
-        out.line("}")
-    }
-
-    /// The statements returning `path` when `value` (of `type`) holds an undeclared enum value.
-    private func undeclaredCheck(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, depth: Int,
-                                 _ context: Context) -> [String] {
-        let element = depth == 0 ? "element" : "element\(depth)"
-        switch type {
-        case .named(let name) where context.enumerations.contains(name):
-            return ["if !\(value).isKnown { return \(path) }"]
-        case .named:
-            return ["if let field = \(value).firstUndeclaredEnumValue(path: \(path)) {", "    return field", "}"]
-        case .optional(let wrapped):
-            return ["if let \(element) = \(value) {"]
-                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
-        case .array(let wrapped):
-            return ["for \(element) in \(value) {"]
-                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
-        case .map(let wrapped):
-            return ["for \(element) in \(value).values {"]
-                + undeclaredCheck(wrapped, element, path, depth: depth + 1, context).map { "    " + $0 } + ["}"]
-        default:
-            return []
-        }
-    }
-
     // MARK: - Structs
 
     private func structure(_ name: String, documentation: [String], fields: [VarlinkInterfaceDefinition.Field], conformances: String,
@@ -246,51 +198,6 @@ public struct SwiftContractGenerator: Sendable {
             }
             out.line("}")
             undeclaredEnumValueCheck(fields, context, into: &out)
-        }
-        out.line("}")
-    }
-
-    /// An enum `type`: a case per value (`select_account` becomes `selectAccount`) and `unknown(String)`.
-    private func enumeration(_ name: String, documentation: [String], values: [String], into out: inout SwiftWriter) throws(VarlinkIDLError) {
-        let cases = values.map { (value: $0, name: caseName(camelCased($0))) }
-        for value in values where camelCased(value) == "unknown" {
-            throw VarlinkIDLError(line: 0, message: "\(name)'s value \(value) clashes with the case for values the contract does not declare")
-        }
-        out.documentation(documentation)
-        out.line("public enum \(name): VarlinkEnum, CustomStringConvertible {")
-        out.indented { out in
-            for value in cases { out.line("case \(value.name)") }
-            out.line("/// A value the interface did not declare when this contract was generated (a newer peer's), as sent.")
-            out.line("case unknown(String)")
-            out.line("")
-            out.line("/// The values the interface declares.")
-            out.wrapped("public static let knownCases: [Self] = [", cases.map { ".\($0.name)" }, "]", trailingComma: true)
-            out.line("")
-            out.line("public init(rawValue: String) {")
-            out.indented { out in
-                out.line("switch rawValue {")
-                for value in cases { out.line("case \(literal(value.value)): self = .\(value.name)") }
-                out.line("default: self = .unknown(rawValue)")
-                out.line("}")
-            }
-            out.line("}")
-            out.line("")
-            out.line("public var rawValue: String {")
-            out.indented { out in
-                out.line("switch self {")
-                for value in cases { out.line("case .\(value.name): \(literal(value.value))") }
-                out.line("case .unknown(let value): value")
-                out.line("}")
-            }
-            out.line("}")
-            out.line("")
-            out.line("public var isKnown: Bool {")
-            out.indented { out in
-                out.line("if case .unknown = self { false } else { true }")
-            }
-            out.line("}")
-            out.line("")
-            out.line("public var description: String { rawValue }")
         }
         out.line("}")
     }
@@ -482,13 +389,13 @@ public struct SwiftContractGenerator: Sendable {
     }
 
     /// `select_account` as `selectAccount`.
-    private func camelCased(_ name: String) -> String {
+    func camelCased(_ name: String) -> String {
         let words = name.split(separator: "_")
         guard let first = words.first else { return name }
         return String(first) + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
     }
 
-    private func identifier(_ name: String) -> String {
+    func identifier(_ name: String) -> String {
         Self.keywords.contains(name) ? "`\(name)`" : name
     }
 
@@ -511,98 +418,4 @@ public struct SwiftContractGenerator: Sendable {
         "case", "catch", "continue", "default", "defer", "do", "else", "fallthrough", "for", "guard", "if", "in", "repeat", "return",
         "throw", "switch", "where", "while", "Any", "as", "false", "is", "nil", "self", "Self", "super", "throws", "true", "try",
     ]
-}
-
-/// Lines of Swift, indented by four spaces a level, kept within `width` columns where the generator
-/// can break them.
-struct SwiftWriter {
-    /// The longest line (swift-format's `lineLength` for the project).
-    static let width = 120
-
-    private(set) var text = ""
-    private var depth = 0
-
-    private var indentation: String { String(repeating: "    ", count: depth) }
-
-    mutating func line(_ line: String) {
-        text += line.isEmpty ? "\n" : indentation + line + "\n"
-    }
-
-    mutating func documentation(_ lines: [String]) {
-        for line in lines { self.line(line.isEmpty ? "///" : "/// \(line)") }
-    }
-
-    /// `open`, the items separated by commas, and `close` on one line when it fits; else one item a line
-    /// between them, indented (with a comma after the last one too when `trailingComma`).
-    mutating func wrapped(_ open: String, _ items: [String], _ close: String, trailingComma: Bool = false) {
-        let single = open + items.joined(separator: ", ") + close
-        guard indentation.count + single.count > Self.width, !items.isEmpty else {
-            line(single)
-            return
-        }
-        line(open)
-        indented { out in
-            for (index, item) in items.enumerated() {
-                out.line(item + (index < items.count - 1 || trailingComma ? "," : ""))
-            }
-        }
-        line(close)
-    }
-
-    /// `target = ` and the expression in `lines` (see `collapsible`), as swift-format breaks them: on one
-    /// line when it fits; else the expression on the next lines, indented, one that still does not fit
-    /// and is conditional (`a ? nil : b`) broken before its `?` (and before its `:` when `b` has a closure).
-    mutating func assignment(_ target: String, _ lines: [String]) {
-        let single = lines.map { $0.drop { $0 == " " } }.joined(separator: " ")
-        guard indentation.count + target.count + 3 + single.count > Self.width else {
-            line("\(target) = \(single)")
-            return
-        }
-        let conditional = lines[0].firstRange(of: " ? nil : ")
-        guard lines.count == 1 || conditional != nil else {
-            var lines = lines
-            lines[0] = "\(target) = " + lines[0]
-            collapsible(lines)
-            return
-        }
-        line("\(target) =")
-        indented { out in
-            guard let conditional, out.indentation.count + single.count > Self.width else {
-                out.line(single)
-                return
-            }
-            let condition = lines[0][..<conditional.lowerBound], value = lines[0][conditional.upperBound...]
-            out.line(String(condition))
-            if lines.count == 1 {
-                out.line("? nil : " + value)
-            } else {
-                out.line("? nil")
-                out.line(": " + value)
-                for text in lines.dropFirst() { out.line(text) }
-            }
-        }
-    }
-
-    /// `lines` (the ones after the first indented relative to it) joined on one line when that fits, else
-    /// as they are.
-    mutating func collapsible(_ lines: [String]) {
-        let single = lines.map { $0.drop { $0 == " " } }.joined(separator: " ")
-        if indentation.count + single.count <= Self.width {
-            line(single)
-        } else {
-            for text in lines { line(text) }
-        }
-    }
-
-    mutating func indented(_ body: (inout SwiftWriter) -> Void) {
-        depth += 1
-        body(&self)
-        depth -= 1
-    }
-
-    mutating func indented<E: Error>(_ body: (inout SwiftWriter) throws(E) -> Void) throws(E) {
-        depth += 1
-        defer { depth -= 1 }
-        try body(&self)
-    }
 }
