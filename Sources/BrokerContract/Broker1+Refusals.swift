@@ -7,11 +7,11 @@ extension Broker1.TooManyConnections {
     /// Why the connection was refused, and what to do.
     public var explanation: String {
         switch scope {
-        case "user":
+        case .user?:
             "the broker refused this connection: this user already holds \(limit) connections to it (the policy's limits); close some or try again later"
-        case "reserved":
+        case .reserved?:
             "the broker refused this connection: its last free connections are kept for administrators; try again later"
-        default:
+        case .server?, .unknown?, nil:
             "the broker at its limit of \(limit) connections refused this one; try again later"
         }
     }

@@ -33,7 +33,14 @@ extension Broker1 {
         public var localAccountId: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(homeAccountId: String, environment: String, realm: String, username: String? = nil, name: String? = nil, localAccountId: String? = nil) {
+        public init(
+            homeAccountId: String,
+            environment: String,
+            realm: String,
+            username: String? = nil,
+            name: String? = nil,
+            localAccountId: String? = nil
+        ) {
             self.homeAccountId = homeAccountId
             self.environment = environment
             self.realm = realm
@@ -46,9 +53,12 @@ extension Broker1 {
             homeAccountId = try VarlinkField.string(fields, "homeAccountId", path)
             environment = try VarlinkField.string(fields, "environment", path)
             realm = try VarlinkField.string(fields, "realm", path)
-            username = VarlinkField.isAbsent(fields, "username") ? nil : try VarlinkField.string(fields, "username", path)
+            username =
+                VarlinkField.isAbsent(fields, "username") ? nil : try VarlinkField.string(fields, "username", path)
             name = VarlinkField.isAbsent(fields, "name") ? nil : try VarlinkField.string(fields, "name", path)
-            localAccountId = VarlinkField.isAbsent(fields, "localAccountId") ? nil : try VarlinkField.string(fields, "localAccountId", path)
+            localAccountId =
+                VarlinkField.isAbsent(fields, "localAccountId")
+                ? nil : try VarlinkField.string(fields, "localAccountId", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -78,10 +88,44 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// The device's mode: shared device mode (workers share it, one signed in at a time) or a personal device.
+    public enum DeviceMode: VarlinkEnum, CustomStringConvertible {
+        case shared
+        case `private`
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.shared, .`private`]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "shared": self = .shared
+            case "private": self = .`private`
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .shared: "shared"
+            case .`private`: "private"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
     /// MSAL's device information.
     public struct DeviceInformation: VarlinkStruct, Hashable {
-        /// `shared` (shared device mode) or `private`.
-        public var mode: String
+        public var mode: DeviceMode
         public var deviceId: String?
         public var deviceName: String?
         public var policyId: String?
@@ -89,7 +133,13 @@ extension Broker1 {
         public var extraDeviceInformation: [String: String]
 
         /// A value with every field given (optional ones default to nil).
-        public init(mode: String, deviceId: String? = nil, deviceName: String? = nil, policyId: String? = nil, extraDeviceInformation: [String: String]) {
+        public init(
+            mode: DeviceMode,
+            deviceId: String? = nil,
+            deviceName: String? = nil,
+            policyId: String? = nil,
+            extraDeviceInformation: [String: String]
+        ) {
             self.mode = mode
             self.deviceId = deviceId
             self.deviceName = deviceName
@@ -98,16 +148,22 @@ extension Broker1 {
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-            mode = try VarlinkField.string(fields, "mode", path)
-            deviceId = VarlinkField.isAbsent(fields, "deviceId") ? nil : try VarlinkField.string(fields, "deviceId", path)
-            deviceName = VarlinkField.isAbsent(fields, "deviceName") ? nil : try VarlinkField.string(fields, "deviceName", path)
-            policyId = VarlinkField.isAbsent(fields, "policyId") ? nil : try VarlinkField.string(fields, "policyId", path)
-            extraDeviceInformation = try VarlinkField.map(fields, "extraDeviceInformation", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+            mode = try VarlinkField.enumeration(fields, "mode", path, as: DeviceMode.self)
+            deviceId =
+                VarlinkField.isAbsent(fields, "deviceId") ? nil : try VarlinkField.string(fields, "deviceId", path)
+            deviceName =
+                VarlinkField.isAbsent(fields, "deviceName") ? nil : try VarlinkField.string(fields, "deviceName", path)
+            policyId =
+                VarlinkField.isAbsent(fields, "policyId") ? nil : try VarlinkField.string(fields, "policyId", path)
+            extraDeviceInformation = try VarlinkField.map(fields, "extraDeviceInformation", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.string(value, path)
+            }
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
-                "mode": .string(mode),
+                "mode": .string(mode.rawValue),
                 "extraDeviceInformation": .object(extraDeviceInformation.mapValues { .string($0) }),
             ]
             if let deviceId = self.deviceId {
@@ -127,6 +183,49 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
+    }
+}
+
+extension Broker1 {
+    /// Where a token came from: the token cache, a refresh token, or an interactive sign-in.
+    public enum TokenSource: VarlinkEnum, CustomStringConvertible {
+        case cache
+        case refresh
+        case interactive
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.cache, .refresh, .interactive]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "cache": self = .cache
+            case "refresh": self = .refresh
+            case "interactive": self = .interactive
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .cache: "cache"
+            case .refresh: "refresh"
+            case .interactive: "interactive"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
     }
 }
 
@@ -138,8 +237,7 @@ extension Broker1 {
         public var expiresOn: Int?
         /// The scopes the token carries.
         public var scopes: [String]
-        /// `cache`, `refresh` or `interactive`.
-        public var source: String
+        public var source: TokenSource
         public var account: Account
         /// Ties the call to its audit events.
         public var correlationId: String
@@ -148,7 +246,15 @@ extension Broker1 {
         public var idToken: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(accessToken: String, expiresOn: Int? = nil, scopes: [String], source: String, account: Account, correlationId: String, idToken: String? = nil) {
+        public init(
+            accessToken: String,
+            expiresOn: Int? = nil,
+            scopes: [String],
+            source: TokenSource,
+            account: Account,
+            correlationId: String,
+            idToken: String? = nil
+        ) {
             self.accessToken = accessToken
             self.expiresOn = expiresOn
             self.scopes = scopes
@@ -160,9 +266,13 @@ extension Broker1 {
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             accessToken = try VarlinkField.string(fields, "accessToken", path)
-            expiresOn = VarlinkField.isAbsent(fields, "expiresOn") ? nil : try VarlinkField.int(fields, "expiresOn", path)
-            scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
-            source = try VarlinkField.string(fields, "source", path)
+            expiresOn =
+                VarlinkField.isAbsent(fields, "expiresOn") ? nil : try VarlinkField.int(fields, "expiresOn", path)
+            scopes = try VarlinkField.array(fields, "scopes", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.string(value, path)
+            }
+            source = try VarlinkField.enumeration(fields, "source", path, as: TokenSource.self)
             account = try VarlinkField.struct(fields, "account", path, as: Account.self)
             correlationId = try VarlinkField.string(fields, "correlationId", path)
             idToken = VarlinkField.isAbsent(fields, "idToken") ? nil : try VarlinkField.string(fields, "idToken", path)
@@ -172,7 +282,7 @@ extension Broker1 {
             var fields: [String: VarlinkValue] = [
                 "accessToken": .string(accessToken),
                 "scopes": .array(scopes.map { .string($0) }),
-                "source": .string(source),
+                "source": .string(source.rawValue),
                 "account": .object(account.varlinkFields),
                 "correlationId": .string(correlationId),
             ]
@@ -187,6 +297,11 @@ extension Broker1 {
                 fields["idToken"] = .null
             }
             return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.source.isKnown { return VarlinkField.path(path, "source") }
+            return nil
         }
     }
 }
@@ -203,7 +318,13 @@ extension Broker1 {
         public var message: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(verificationUri: String, verificationUriComplete: String? = nil, userCode: String, expiresIn: Int, message: String? = nil) {
+        public init(
+            verificationUri: String,
+            verificationUriComplete: String? = nil,
+            userCode: String,
+            expiresIn: Int,
+            message: String? = nil
+        ) {
             self.verificationUri = verificationUri
             self.verificationUriComplete = verificationUriComplete
             self.userCode = userCode
@@ -213,7 +334,9 @@ extension Broker1 {
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             verificationUri = try VarlinkField.string(fields, "verificationUri", path)
-            verificationUriComplete = VarlinkField.isAbsent(fields, "verificationUriComplete") ? nil : try VarlinkField.string(fields, "verificationUriComplete", path)
+            verificationUriComplete =
+                VarlinkField.isAbsent(fields, "verificationUriComplete")
+                ? nil : try VarlinkField.string(fields, "verificationUriComplete", path)
             userCode = try VarlinkField.string(fields, "userCode", path)
             expiresIn = try VarlinkField.int(fields, "expiresIn", path)
             message = VarlinkField.isAbsent(fields, "message") ? nil : try VarlinkField.string(fields, "message", path)
@@ -256,7 +379,17 @@ extension Broker1 {
         public var secret: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(accessGroup: String, service: String, account: String, type: Int? = nil, label: String? = nil, generic: String? = nil, creationDate: Double, modificationDate: Double, secret: String? = nil) {
+        public init(
+            accessGroup: String,
+            service: String,
+            account: String,
+            type: Int? = nil,
+            label: String? = nil,
+            generic: String? = nil,
+            creationDate: Double,
+            modificationDate: Double,
+            secret: String? = nil
+        ) {
             self.accessGroup = accessGroup
             self.service = service
             self.account = account
@@ -314,18 +447,77 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// What an account event says: `subscribed` (the first reply: the subscription is live), `signedIn`,
+    /// `signedOut`, `switched`, `deviceModeChanged`, `idleWarning` (the worker will be signed out for
+    /// inactivity in `secondsLeft` seconds unless there is activity: show a countdown) or `idleWarningCanceled`
+    /// (there was activity). A client ignores a kind it does not know (a newer broker's).
+    public enum AccountEventKind: VarlinkEnum, CustomStringConvertible {
+        case subscribed
+        case signedIn
+        case signedOut
+        case switched
+        case deviceModeChanged
+        case idleWarning
+        case idleWarningCanceled
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [
+            .subscribed,
+            .signedIn,
+            .signedOut,
+            .switched,
+            .deviceModeChanged,
+            .idleWarning,
+            .idleWarningCanceled,
+        ]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "subscribed": self = .subscribed
+            case "signedIn": self = .signedIn
+            case "signedOut": self = .signedOut
+            case "switched": self = .switched
+            case "deviceModeChanged": self = .deviceModeChanged
+            case "idleWarning": self = .idleWarning
+            case "idleWarningCanceled": self = .idleWarningCanceled
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .subscribed: "subscribed"
+            case .signedIn: "signedIn"
+            case .signedOut: "signedOut"
+            case .switched: "switched"
+            case .deviceModeChanged: "deviceModeChanged"
+            case .idleWarning: "idleWarning"
+            case .idleWarningCanceled: "idleWarningCanceled"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
     /// An account change or an idle warning, pushed to every subscriber.
     public struct AccountEvent: VarlinkStruct, Hashable {
-        /// `subscribed` (the first reply: the subscription is live), `signedIn`, `signedOut`, `switched`,
-        /// `deviceModeChanged`, `idleWarning` (the worker will be signed out for inactivity in `secondsLeft`
-        /// seconds unless there is activity: show a countdown) or `idleWarningCanceled` (there was activity).
-        public var kind: String
+        public var kind: AccountEventKind
         /// The device's current account after the change.
         public var current: Account?
-        /// For `signedOut`: `user`, `shift-end`, `admin` or `idle`.
+        /// For `signedOut`: `user`, `shift-end`, `admin` or `idle` (a string, not an enum: `shift-end` is no
+        /// identifier).
         public var reason: String?
-        /// The device mode after the change (`shared` or `private`).
-        public var mode: String
+        /// The device mode after the change.
+        public var mode: DeviceMode
         /// The audit log's sequence number of the change (for `subscribed` and the idle events, the last
         /// event's; 0 on an empty log).
         public var sequence: Int
@@ -333,7 +525,14 @@ extension Broker1 {
         public var secondsLeft: Int?
 
         /// A value with every field given (optional ones default to nil).
-        public init(kind: String, current: Account? = nil, reason: String? = nil, mode: String, sequence: Int, secondsLeft: Int? = nil) {
+        public init(
+            kind: AccountEventKind,
+            current: Account? = nil,
+            reason: String? = nil,
+            mode: DeviceMode,
+            sequence: Int,
+            secondsLeft: Int? = nil
+        ) {
             self.kind = kind
             self.current = current
             self.reason = reason
@@ -343,18 +542,21 @@ extension Broker1 {
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-            kind = try VarlinkField.string(fields, "kind", path)
-            current = VarlinkField.isAbsent(fields, "current") ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
+            kind = try VarlinkField.enumeration(fields, "kind", path, as: AccountEventKind.self)
+            current =
+                VarlinkField.isAbsent(fields, "current")
+                ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
             reason = VarlinkField.isAbsent(fields, "reason") ? nil : try VarlinkField.string(fields, "reason", path)
-            mode = try VarlinkField.string(fields, "mode", path)
+            mode = try VarlinkField.enumeration(fields, "mode", path, as: DeviceMode.self)
             sequence = try VarlinkField.int(fields, "sequence", path)
-            secondsLeft = VarlinkField.isAbsent(fields, "secondsLeft") ? nil : try VarlinkField.int(fields, "secondsLeft", path)
+            secondsLeft =
+                VarlinkField.isAbsent(fields, "secondsLeft") ? nil : try VarlinkField.int(fields, "secondsLeft", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
-                "kind": .string(kind),
-                "mode": .string(mode),
+                "kind": .string(kind.rawValue),
+                "mode": .string(mode.rawValue),
                 "sequence": .int(Int64(sequence)),
             ]
             if let current = self.current {
@@ -374,6 +576,12 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.kind.isKnown { return VarlinkField.path(path, "kind") }
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
     }
 }
 
@@ -390,7 +598,13 @@ extension Broker1 {
         public var warning: Bool
 
         /// A value with every field given (optional ones default to nil).
-        public init(idleSignOutSeconds: Int, warningSeconds: Int, idleSeconds: Double? = nil, signOutIn: Double? = nil, warning: Bool) {
+        public init(
+            idleSignOutSeconds: Int,
+            warningSeconds: Int,
+            idleSeconds: Double? = nil,
+            signOutIn: Double? = nil,
+            warning: Bool
+        ) {
             self.idleSignOutSeconds = idleSignOutSeconds
             self.warningSeconds = warningSeconds
             self.idleSeconds = idleSeconds
@@ -401,8 +615,10 @@ extension Broker1 {
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             idleSignOutSeconds = try VarlinkField.int(fields, "idleSignOutSeconds", path)
             warningSeconds = try VarlinkField.int(fields, "warningSeconds", path)
-            idleSeconds = VarlinkField.isAbsent(fields, "idleSeconds") ? nil : try VarlinkField.float(fields, "idleSeconds", path)
-            signOutIn = VarlinkField.isAbsent(fields, "signOutIn") ? nil : try VarlinkField.float(fields, "signOutIn", path)
+            idleSeconds =
+                VarlinkField.isAbsent(fields, "idleSeconds") ? nil : try VarlinkField.float(fields, "idleSeconds", path)
+            signOutIn =
+                VarlinkField.isAbsent(fields, "signOutIn") ? nil : try VarlinkField.float(fields, "signOutIn", path)
             warning = try VarlinkField.bool(fields, "warning", path)
         }
 
@@ -518,8 +734,7 @@ extension Broker1 {
         /// When the broker started (Unix seconds).
         public var startedAt: Double
         public var provisioned: Bool
-        /// `shared` or `private`.
-        public var mode: String
+        public var mode: DeviceMode
         public var policyId: String?
         public var policySha256: String?
         /// The signed-in worker, and since when (Unix seconds).
@@ -537,7 +752,21 @@ extension Broker1 {
         public var diskReserve: Bool?
 
         /// A value with every field given (optional ones default to nil).
-        public init(version: String, startedAt: Double, provisioned: Bool, mode: String, policyId: String? = nil, policySha256: String? = nil, current: Account? = nil, signedInAt: Double? = nil, lastAuditSequence: Int, idle: IdleState? = nil, connections: [Connection], msalClients: [MsalClient], diskReserve: Bool? = nil) {
+        public init(
+            version: String,
+            startedAt: Double,
+            provisioned: Bool,
+            mode: DeviceMode,
+            policyId: String? = nil,
+            policySha256: String? = nil,
+            current: Account? = nil,
+            signedInAt: Double? = nil,
+            lastAuditSequence: Int,
+            idle: IdleState? = nil,
+            connections: [Connection],
+            msalClients: [MsalClient],
+            diskReserve: Bool? = nil
+        ) {
             self.version = version
             self.startedAt = startedAt
             self.provisioned = provisioned
@@ -557,16 +786,31 @@ extension Broker1 {
             version = try VarlinkField.string(fields, "version", path)
             startedAt = try VarlinkField.float(fields, "startedAt", path)
             provisioned = try VarlinkField.bool(fields, "provisioned", path)
-            mode = try VarlinkField.string(fields, "mode", path)
-            policyId = VarlinkField.isAbsent(fields, "policyId") ? nil : try VarlinkField.string(fields, "policyId", path)
-            policySha256 = VarlinkField.isAbsent(fields, "policySha256") ? nil : try VarlinkField.string(fields, "policySha256", path)
-            current = VarlinkField.isAbsent(fields, "current") ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
-            signedInAt = VarlinkField.isAbsent(fields, "signedInAt") ? nil : try VarlinkField.float(fields, "signedInAt", path)
+            mode = try VarlinkField.enumeration(fields, "mode", path, as: DeviceMode.self)
+            policyId =
+                VarlinkField.isAbsent(fields, "policyId") ? nil : try VarlinkField.string(fields, "policyId", path)
+            policySha256 =
+                VarlinkField.isAbsent(fields, "policySha256")
+                ? nil : try VarlinkField.string(fields, "policySha256", path)
+            current =
+                VarlinkField.isAbsent(fields, "current")
+                ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
+            signedInAt =
+                VarlinkField.isAbsent(fields, "signedInAt") ? nil : try VarlinkField.float(fields, "signedInAt", path)
             lastAuditSequence = try VarlinkField.int(fields, "lastAuditSequence", path)
-            idle = VarlinkField.isAbsent(fields, "idle") ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
-            connections = try VarlinkField.array(fields, "connections", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Connection.self) }
-            msalClients = try VarlinkField.array(fields, "msalClients", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: MsalClient.self) }
-            diskReserve = VarlinkField.isAbsent(fields, "diskReserve") ? nil : try VarlinkField.bool(fields, "diskReserve", path)
+            idle =
+                VarlinkField.isAbsent(fields, "idle")
+                ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
+            connections = try VarlinkField.array(fields, "connections", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.struct(value, path, as: Connection.self)
+            }
+            msalClients = try VarlinkField.array(fields, "msalClients", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.struct(value, path, as: MsalClient.self)
+            }
+            diskReserve =
+                VarlinkField.isAbsent(fields, "diskReserve") ? nil : try VarlinkField.bool(fields, "diskReserve", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -574,7 +818,7 @@ extension Broker1 {
                 "version": .string(version),
                 "startedAt": .double(startedAt),
                 "provisioned": .bool(provisioned),
-                "mode": .string(mode),
+                "mode": .string(mode.rawValue),
                 "lastAuditSequence": .int(Int64(lastAuditSequence)),
                 "connections": .array(connections.map { .object($0.varlinkFields) }),
                 "msalClients": .array(msalClients.map { .object($0.varlinkFields) }),
@@ -611,6 +855,11 @@ extension Broker1 {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            return nil
+        }
     }
 }
 
@@ -645,7 +894,13 @@ extension Broker1 {
             public var stateDirectory: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(uid: Int, appId: String? = nil, accessGroups: [String], administrator: Bool, stateDirectory: String? = nil) {
+            public init(
+                uid: Int,
+                appId: String? = nil,
+                accessGroups: [String],
+                administrator: Bool,
+                stateDirectory: String? = nil
+            ) {
                 self.uid = uid
                 self.appId = appId
                 self.accessGroups = accessGroups
@@ -656,9 +911,14 @@ extension Broker1 {
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 uid = try VarlinkField.int(fields, "uid", path)
                 appId = VarlinkField.isAbsent(fields, "appId") ? nil : try VarlinkField.string(fields, "appId", path)
-                accessGroups = try VarlinkField.array(fields, "accessGroups", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                accessGroups = try VarlinkField.array(fields, "accessGroups", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
                 administrator = try VarlinkField.bool(fields, "administrator", path)
-                stateDirectory = VarlinkField.isAbsent(fields, "stateDirectory") ? nil : try VarlinkField.string(fields, "stateDirectory", path)
+                stateDirectory =
+                    VarlinkField.isAbsent(fields, "stateDirectory")
+                    ? nil : try VarlinkField.string(fields, "stateDirectory", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -720,8 +980,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "status": .object(status.varlinkFields),
+                    "status": .object(status.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.status.firstUndeclaredEnumValue(path: VarlinkField.path(path, "status")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -760,7 +1027,9 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                idle = VarlinkField.isAbsent(fields, "idle") ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
+                idle =
+                    VarlinkField.isAbsent(fields, "idle")
+                    ? nil : try VarlinkField.struct(fields, "idle", path, as: IdleState.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -812,8 +1081,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "information": .object(information.varlinkFields),
+                    "information": .object(information.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.information.firstUndeclaredEnumValue(path: VarlinkField.path(path, "information")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -834,7 +1110,9 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -860,8 +1138,12 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                current = VarlinkField.isAbsent(fields, "current") ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
-                previous = VarlinkField.isAbsent(fields, "previous") ? nil : try VarlinkField.struct(fields, "previous", path, as: Account.self)
+                current =
+                    VarlinkField.isAbsent(fields, "current")
+                    ? nil : try VarlinkField.struct(fields, "current", path, as: Account.self)
+                previous =
+                    VarlinkField.isAbsent(fields, "previous")
+                    ? nil : try VarlinkField.struct(fields, "previous", path, as: Account.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -914,13 +1196,16 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                accounts = try VarlinkField.array(fields, "accounts", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Account.self) }
+                accounts = try VarlinkField.array(fields, "accounts", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.struct(value, path, as: Account.self)
+                }
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "accounts": .array(accounts.map { .object($0.varlinkFields) }),
+                    "accounts": .array(accounts.map { .object($0.varlinkFields) })
                 ]
             }
         }
@@ -941,7 +1226,12 @@ extension Broker1 {
             public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], loginHint: String? = nil, msalClientId: String? = nil, authority: String? = nil) {
+            public init(
+                scopes: [String],
+                loginHint: String? = nil,
+                msalClientId: String? = nil,
+                authority: String? = nil
+            ) {
                 self.scopes = scopes
                 self.loginHint = loginHint
                 self.msalClientId = msalClientId
@@ -949,15 +1239,24 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
-                loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
-                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
+                loginHint =
+                    VarlinkField.isAbsent(fields, "loginHint")
+                    ? nil : try VarlinkField.string(fields, "loginHint", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority =
+                    VarlinkField.isAbsent(fields, "authority")
+                    ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) }),
+                    "scopes": .array(scopes.map { .string($0) })
                 ]
                 if let loginHint = self.loginHint {
                     fields["loginHint"] = .string(loginHint)
@@ -990,8 +1289,12 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                verification = VarlinkField.isAbsent(fields, "verification") ? nil : try VarlinkField.struct(fields, "verification", path, as: DeviceCodeVerification.self)
-                result = VarlinkField.isAbsent(fields, "result") ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
+                verification =
+                    VarlinkField.isAbsent(fields, "verification")
+                    ? nil : try VarlinkField.struct(fields, "verification", path, as: DeviceCodeVerification.self)
+                result =
+                    VarlinkField.isAbsent(fields, "result")
+                    ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1007,6 +1310,15 @@ extension Broker1 {
                     fields["result"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
     }
@@ -1031,7 +1343,15 @@ extension Broker1 {
             public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], redirectUri: String, loginHint: String? = nil, prompt: String? = nil, timeout: Int? = nil, msalClientId: String? = nil, authority: String? = nil) {
+            public init(
+                scopes: [String],
+                redirectUri: String,
+                loginHint: String? = nil,
+                prompt: String? = nil,
+                timeout: Int? = nil,
+                msalClientId: String? = nil,
+                authority: String? = nil
+            ) {
                 self.scopes = scopes
                 self.redirectUri = redirectUri
                 self.loginHint = loginHint
@@ -1042,13 +1362,22 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
                 redirectUri = try VarlinkField.string(fields, "redirectUri", path)
-                loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
+                loginHint =
+                    VarlinkField.isAbsent(fields, "loginHint")
+                    ? nil : try VarlinkField.string(fields, "loginHint", path)
                 prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
-                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority =
+                    VarlinkField.isAbsent(fields, "authority")
+                    ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1097,8 +1426,12 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                authorizationUrl = VarlinkField.isAbsent(fields, "authorizationUrl") ? nil : try VarlinkField.string(fields, "authorizationUrl", path)
-                result = VarlinkField.isAbsent(fields, "result") ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
+                authorizationUrl =
+                    VarlinkField.isAbsent(fields, "authorizationUrl")
+                    ? nil : try VarlinkField.string(fields, "authorizationUrl", path)
+                result =
+                    VarlinkField.isAbsent(fields, "result")
+                    ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1114,6 +1447,15 @@ extension Broker1 {
                     fields["result"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
     }
@@ -1141,7 +1483,13 @@ extension Broker1 {
             public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], username: String, password: String, msalClientId: String? = nil, authority: String? = nil) {
+            public init(
+                scopes: [String],
+                username: String,
+                password: String,
+                msalClientId: String? = nil,
+                authority: String? = nil
+            ) {
                 self.scopes = scopes
                 self.username = username
                 self.password = password
@@ -1150,11 +1498,18 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
                 username = try VarlinkField.string(fields, "username", path)
                 password = try VarlinkField.string(fields, "password", path)
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
-                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority =
+                    VarlinkField.isAbsent(fields, "authority")
+                    ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1193,8 +1548,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "result": .object(result.varlinkFields),
+                    "result": .object(result.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1213,13 +1575,15 @@ extension Broker1 {
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-            account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
+            account =
+                VarlinkField.isAbsent(fields, "account")
+                ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
             itemsRemoved = try VarlinkField.int(fields, "itemsRemoved", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
-                "itemsRemoved": .int(Int64(itemsRemoved)),
+                "itemsRemoved": .int(Int64(itemsRemoved))
             ]
             if let account = self.account {
                 fields["account"] = .object(account.varlinkFields)
@@ -1232,17 +1596,58 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// What a native sign-in asks the worker for: their password, or a one-time code.
+    public enum NativeSignInChallengeKind: VarlinkEnum, CustomStringConvertible {
+        case password
+        case code
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.password, .code]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "password": self = .password
+            case "code": self = .code
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .password: "password"
+            case .code: "code"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
     /// What a native sign-in needs next: `challenge` `password`, or `code` (the authority emailed a one-time
     /// code of `codeLength` characters to `sentTo`, a masked address, over `channel`).
     public struct NativeSignInChallenge: VarlinkStruct, Hashable {
         public var signInId: String
-        public var challenge: String
+        public var challenge: NativeSignInChallengeKind
         public var codeLength: Int?
         public var sentTo: String?
         public var channel: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(signInId: String, challenge: String, codeLength: Int? = nil, sentTo: String? = nil, channel: String? = nil) {
+        public init(
+            signInId: String,
+            challenge: NativeSignInChallengeKind,
+            codeLength: Int? = nil,
+            sentTo: String? = nil,
+            channel: String? = nil
+        ) {
             self.signInId = signInId
             self.challenge = challenge
             self.codeLength = codeLength
@@ -1252,8 +1657,9 @@ extension Broker1 {
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             signInId = try VarlinkField.string(fields, "signInId", path)
-            challenge = try VarlinkField.string(fields, "challenge", path)
-            codeLength = VarlinkField.isAbsent(fields, "codeLength") ? nil : try VarlinkField.int(fields, "codeLength", path)
+            challenge = try VarlinkField.enumeration(fields, "challenge", path, as: NativeSignInChallengeKind.self)
+            codeLength =
+                VarlinkField.isAbsent(fields, "codeLength") ? nil : try VarlinkField.int(fields, "codeLength", path)
             sentTo = VarlinkField.isAbsent(fields, "sentTo") ? nil : try VarlinkField.string(fields, "sentTo", path)
             channel = VarlinkField.isAbsent(fields, "channel") ? nil : try VarlinkField.string(fields, "channel", path)
         }
@@ -1261,7 +1667,7 @@ extension Broker1 {
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
                 "signInId": .string(signInId),
-                "challenge": .string(challenge),
+                "challenge": .string(challenge.rawValue),
             ]
             if let codeLength = self.codeLength {
                 fields["codeLength"] = .int(Int64(codeLength))
@@ -1279,6 +1685,11 @@ extension Broker1 {
                 fields["channel"] = .null
             }
             return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.challenge.isKnown { return VarlinkField.path(path, "challenge") }
+            return nil
         }
     }
 }
@@ -1318,13 +1729,17 @@ extension Broker1 {
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 username = try VarlinkField.string(fields, "username", path)
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
-                switchReason = VarlinkField.isAbsent(fields, "switchReason") ? nil : try VarlinkField.string(fields, "switchReason", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                switchReason =
+                    VarlinkField.isAbsent(fields, "switchReason")
+                    ? nil : try VarlinkField.string(fields, "switchReason", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "username": .string(username),
+                    "username": .string(username)
                 ]
                 if let msalClientId = self.msalClientId {
                     fields["msalClientId"] = .string(msalClientId)
@@ -1353,12 +1768,14 @@ extension Broker1 {
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 next = try VarlinkField.struct(fields, "next", path, as: NativeSignInChallenge.self)
-                signedOut = VarlinkField.isAbsent(fields, "signedOut") ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
+                signedOut =
+                    VarlinkField.isAbsent(fields, "signedOut")
+                    ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "next": .object(next.varlinkFields),
+                    "next": .object(next.varlinkFields)
                 ]
                 if let signedOut = self.signedOut {
                     fields["signedOut"] = .object(signedOut.varlinkFields)
@@ -1366,6 +1783,13 @@ extension Broker1 {
                     fields["signedOut"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.next.firstUndeclaredEnumValue(path: VarlinkField.path(path, "next")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1392,7 +1816,7 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "signInId": .string(signInId),
+                    "signInId": .string(signInId)
                 ]
             }
         }
@@ -1413,8 +1837,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "next": .object(next.varlinkFields),
+                    "next": .object(next.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.next.firstUndeclaredEnumValue(path: VarlinkField.path(path, "next")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1442,8 +1873,12 @@ extension Broker1 {
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 signInId = try VarlinkField.string(fields, "signInId", path)
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
-                password = VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
+                password =
+                    VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
                 code = VarlinkField.isAbsent(fields, "code") ? nil : try VarlinkField.string(fields, "code", path)
             }
 
@@ -1482,10 +1917,55 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "result": .object(result.varlinkFields),
+                    "result": .object(result.varlinkFields)
                 ]
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
+            }
         }
+    }
+}
+
+extension Broker1 {
+    /// How SwitchWorker signs the next worker in: by device code, through the browser, or with a password.
+    public enum SignInFlow: VarlinkEnum, CustomStringConvertible {
+        case deviceCode
+        case browser
+        case password
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.deviceCode, .browser, .password]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "deviceCode": self = .deviceCode
+            case "browser": self = .browser
+            case "password": self = .password
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .deviceCode: "deviceCode"
+            case .browser: "browser"
+            case .password: "password"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
     }
 }
 
@@ -1506,7 +1986,7 @@ extension Broker1 {
         public struct Parameters: VarlinkStruct, Hashable {
             public var scopes: [String]
             public var reason: String?
-            public var flow: String?
+            public var flow: SignInFlow?
             public var loginHint: String?
             public var redirectUri: String?
             public var prompt: String?
@@ -1514,7 +1994,16 @@ extension Broker1 {
             public var password: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], reason: String? = nil, flow: String? = nil, loginHint: String? = nil, redirectUri: String? = nil, prompt: String? = nil, timeout: Int? = nil, password: String? = nil) {
+            public init(
+                scopes: [String],
+                reason: String? = nil,
+                flow: SignInFlow? = nil,
+                loginHint: String? = nil,
+                redirectUri: String? = nil,
+                prompt: String? = nil,
+                timeout: Int? = nil,
+                password: String? = nil
+            ) {
                 self.scopes = scopes
                 self.reason = reason
                 self.flow = flow
@@ -1526,19 +2015,29 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
                 reason = VarlinkField.isAbsent(fields, "reason") ? nil : try VarlinkField.string(fields, "reason", path)
-                flow = VarlinkField.isAbsent(fields, "flow") ? nil : try VarlinkField.string(fields, "flow", path)
-                loginHint = VarlinkField.isAbsent(fields, "loginHint") ? nil : try VarlinkField.string(fields, "loginHint", path)
-                redirectUri = VarlinkField.isAbsent(fields, "redirectUri") ? nil : try VarlinkField.string(fields, "redirectUri", path)
+                flow =
+                    VarlinkField.isAbsent(fields, "flow")
+                    ? nil : try VarlinkField.enumeration(fields, "flow", path, as: SignInFlow.self)
+                loginHint =
+                    VarlinkField.isAbsent(fields, "loginHint")
+                    ? nil : try VarlinkField.string(fields, "loginHint", path)
+                redirectUri =
+                    VarlinkField.isAbsent(fields, "redirectUri")
+                    ? nil : try VarlinkField.string(fields, "redirectUri", path)
                 prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
-                password = VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
+                password =
+                    VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) }),
+                    "scopes": .array(scopes.map { .string($0) })
                 ]
                 if let reason = self.reason {
                     fields["reason"] = .string(reason)
@@ -1546,7 +2045,7 @@ extension Broker1 {
                     fields["reason"] = .null
                 }
                 if let flow = self.flow {
-                    fields["flow"] = .string(flow)
+                    fields["flow"] = .string(flow.rawValue)
                 } else if !omittingAbsent {
                     fields["flow"] = .null
                 }
@@ -1577,6 +2076,13 @@ extension Broker1 {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.flow {
+                    if !element.isKnown { return VarlinkField.path(path, "flow") }
+                }
+                return nil
+            }
         }
 
         /// A reply of SwitchWorker.
@@ -1587,7 +2093,12 @@ extension Broker1 {
             public var result: AuthenticationResult?
 
             /// A value with every field given (optional ones default to nil).
-            public init(signedOut: SignedOutWorker? = nil, verification: DeviceCodeVerification? = nil, authorizationUrl: String? = nil, result: AuthenticationResult? = nil) {
+            public init(
+                signedOut: SignedOutWorker? = nil,
+                verification: DeviceCodeVerification? = nil,
+                authorizationUrl: String? = nil,
+                result: AuthenticationResult? = nil
+            ) {
                 self.signedOut = signedOut
                 self.verification = verification
                 self.authorizationUrl = authorizationUrl
@@ -1595,10 +2106,18 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                signedOut = VarlinkField.isAbsent(fields, "signedOut") ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
-                verification = VarlinkField.isAbsent(fields, "verification") ? nil : try VarlinkField.struct(fields, "verification", path, as: DeviceCodeVerification.self)
-                authorizationUrl = VarlinkField.isAbsent(fields, "authorizationUrl") ? nil : try VarlinkField.string(fields, "authorizationUrl", path)
-                result = VarlinkField.isAbsent(fields, "result") ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
+                signedOut =
+                    VarlinkField.isAbsent(fields, "signedOut")
+                    ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
+                verification =
+                    VarlinkField.isAbsent(fields, "verification")
+                    ? nil : try VarlinkField.struct(fields, "verification", path, as: DeviceCodeVerification.self)
+                authorizationUrl =
+                    VarlinkField.isAbsent(fields, "authorizationUrl")
+                    ? nil : try VarlinkField.string(fields, "authorizationUrl", path)
+                result =
+                    VarlinkField.isAbsent(fields, "result")
+                    ? nil : try VarlinkField.struct(fields, "result", path, as: AuthenticationResult.self)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1625,6 +2144,15 @@ extension Broker1 {
                 }
                 return fields
             }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.result {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                        return field
+                    }
+                }
+                return nil
+            }
         }
     }
 }
@@ -1642,7 +2170,12 @@ extension Broker1 {
             public var authority: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(scopes: [String], forceRefresh: Bool? = nil, msalClientId: String? = nil, authority: String? = nil) {
+            public init(
+                scopes: [String],
+                forceRefresh: Bool? = nil,
+                msalClientId: String? = nil,
+                authority: String? = nil
+            ) {
                 self.scopes = scopes
                 self.forceRefresh = forceRefresh
                 self.msalClientId = msalClientId
@@ -1650,15 +2183,24 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                scopes = try VarlinkField.array(fields, "scopes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
-                forceRefresh = VarlinkField.isAbsent(fields, "forceRefresh") ? nil : try VarlinkField.bool(fields, "forceRefresh", path)
-                msalClientId = VarlinkField.isAbsent(fields, "msalClientId") ? nil : try VarlinkField.string(fields, "msalClientId", path)
-                authority = VarlinkField.isAbsent(fields, "authority") ? nil : try VarlinkField.string(fields, "authority", path)
+                scopes = try VarlinkField.array(fields, "scopes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.string(value, path)
+                }
+                forceRefresh =
+                    VarlinkField.isAbsent(fields, "forceRefresh")
+                    ? nil : try VarlinkField.bool(fields, "forceRefresh", path)
+                msalClientId =
+                    VarlinkField.isAbsent(fields, "msalClientId")
+                    ? nil : try VarlinkField.string(fields, "msalClientId", path)
+                authority =
+                    VarlinkField.isAbsent(fields, "authority")
+                    ? nil : try VarlinkField.string(fields, "authority", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) }),
+                    "scopes": .array(scopes.map { .string($0) })
                 ]
                 if let forceRefresh = self.forceRefresh {
                     fields["forceRefresh"] = .bool(forceRefresh)
@@ -1695,8 +2237,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "result": .object(result.varlinkFields),
+                    "result": .object(result.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.result.firstUndeclaredEnumValue(path: VarlinkField.path(path, "result")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -1749,7 +2298,9 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
+                account =
+                    VarlinkField.isAbsent(fields, "account")
+                    ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
                 global = try VarlinkField.bool(fields, "global", path)
                 itemsRemoved = try VarlinkField.int(fields, "itemsRemoved", path)
             }
@@ -1788,7 +2339,15 @@ extension Broker1 {
             public var generic: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(service: String, account: String, secret: String, accessGroup: String? = nil, label: String? = nil, type: Int? = nil, generic: String? = nil) {
+            public init(
+                service: String,
+                account: String,
+                secret: String,
+                accessGroup: String? = nil,
+                label: String? = nil,
+                type: Int? = nil,
+                generic: String? = nil
+            ) {
                 self.service = service
                 self.account = account
                 self.secret = secret
@@ -1802,10 +2361,13 @@ extension Broker1 {
                 service = try VarlinkField.string(fields, "service", path)
                 account = try VarlinkField.string(fields, "account", path)
                 secret = try VarlinkField.string(fields, "secret", path)
-                accessGroup = VarlinkField.isAbsent(fields, "accessGroup") ? nil : try VarlinkField.string(fields, "accessGroup", path)
+                accessGroup =
+                    VarlinkField.isAbsent(fields, "accessGroup")
+                    ? nil : try VarlinkField.string(fields, "accessGroup", path)
                 label = VarlinkField.isAbsent(fields, "label") ? nil : try VarlinkField.string(fields, "label", path)
                 type = VarlinkField.isAbsent(fields, "type") ? nil : try VarlinkField.int(fields, "type", path)
-                generic = VarlinkField.isAbsent(fields, "generic") ? nil : try VarlinkField.string(fields, "generic", path)
+                generic =
+                    VarlinkField.isAbsent(fields, "generic") ? nil : try VarlinkField.string(fields, "generic", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1854,7 +2416,7 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "item": .object(item.varlinkFields),
+                    "item": .object(item.varlinkFields)
                 ]
             }
         }
@@ -1876,7 +2438,14 @@ extension Broker1 {
             public var all: Bool?
 
             /// A value with every field given (optional ones default to nil).
-            public init(service: String? = nil, account: String? = nil, label: String? = nil, type: Int? = nil, accessGroup: String? = nil, all: Bool? = nil) {
+            public init(
+                service: String? = nil,
+                account: String? = nil,
+                label: String? = nil,
+                type: Int? = nil,
+                accessGroup: String? = nil,
+                all: Bool? = nil
+            ) {
                 self.service = service
                 self.account = account
                 self.label = label
@@ -1886,11 +2455,15 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                service = VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
-                account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
+                service =
+                    VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
+                account =
+                    VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
                 label = VarlinkField.isAbsent(fields, "label") ? nil : try VarlinkField.string(fields, "label", path)
                 type = VarlinkField.isAbsent(fields, "type") ? nil : try VarlinkField.int(fields, "type", path)
-                accessGroup = VarlinkField.isAbsent(fields, "accessGroup") ? nil : try VarlinkField.string(fields, "accessGroup", path)
+                accessGroup =
+                    VarlinkField.isAbsent(fields, "accessGroup")
+                    ? nil : try VarlinkField.string(fields, "accessGroup", path)
                 all = VarlinkField.isAbsent(fields, "all") ? nil : try VarlinkField.bool(fields, "all", path)
             }
 
@@ -1943,7 +2516,10 @@ extension Broker1 {
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
                 item = try VarlinkField.struct(fields, "item", path, as: KeychainItem.self)
-                items = try VarlinkField.array(fields, "items", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: KeychainItem.self) }
+                items = try VarlinkField.array(fields, "items", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.struct(value, path, as: KeychainItem.self)
+                }
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -1977,7 +2553,19 @@ extension Broker1 {
             public var setGeneric: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(service: String? = nil, account: String? = nil, label: String? = nil, type: Int? = nil, accessGroup: String? = nil, secret: String? = nil, setService: String? = nil, setAccount: String? = nil, setLabel: String? = nil, setType: Int? = nil, setGeneric: String? = nil) {
+            public init(
+                service: String? = nil,
+                account: String? = nil,
+                label: String? = nil,
+                type: Int? = nil,
+                accessGroup: String? = nil,
+                secret: String? = nil,
+                setService: String? = nil,
+                setAccount: String? = nil,
+                setLabel: String? = nil,
+                setType: Int? = nil,
+                setGeneric: String? = nil
+            ) {
                 self.service = service
                 self.account = account
                 self.label = label
@@ -1992,17 +2580,28 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                service = VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
-                account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
+                service =
+                    VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
+                account =
+                    VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
                 label = VarlinkField.isAbsent(fields, "label") ? nil : try VarlinkField.string(fields, "label", path)
                 type = VarlinkField.isAbsent(fields, "type") ? nil : try VarlinkField.int(fields, "type", path)
-                accessGroup = VarlinkField.isAbsent(fields, "accessGroup") ? nil : try VarlinkField.string(fields, "accessGroup", path)
+                accessGroup =
+                    VarlinkField.isAbsent(fields, "accessGroup")
+                    ? nil : try VarlinkField.string(fields, "accessGroup", path)
                 secret = VarlinkField.isAbsent(fields, "secret") ? nil : try VarlinkField.string(fields, "secret", path)
-                setService = VarlinkField.isAbsent(fields, "setService") ? nil : try VarlinkField.string(fields, "setService", path)
-                setAccount = VarlinkField.isAbsent(fields, "setAccount") ? nil : try VarlinkField.string(fields, "setAccount", path)
-                setLabel = VarlinkField.isAbsent(fields, "setLabel") ? nil : try VarlinkField.string(fields, "setLabel", path)
+                setService =
+                    VarlinkField.isAbsent(fields, "setService")
+                    ? nil : try VarlinkField.string(fields, "setService", path)
+                setAccount =
+                    VarlinkField.isAbsent(fields, "setAccount")
+                    ? nil : try VarlinkField.string(fields, "setAccount", path)
+                setLabel =
+                    VarlinkField.isAbsent(fields, "setLabel") ? nil : try VarlinkField.string(fields, "setLabel", path)
                 setType = VarlinkField.isAbsent(fields, "setType") ? nil : try VarlinkField.int(fields, "setType", path)
-                setGeneric = VarlinkField.isAbsent(fields, "setGeneric") ? nil : try VarlinkField.string(fields, "setGeneric", path)
+                setGeneric =
+                    VarlinkField.isAbsent(fields, "setGeneric")
+                    ? nil : try VarlinkField.string(fields, "setGeneric", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -2082,7 +2681,7 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "updated": .int(Int64(updated)),
+                    "updated": .int(Int64(updated))
                 ]
             }
         }
@@ -2103,7 +2702,13 @@ extension Broker1 {
             public var accessGroup: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(service: String? = nil, account: String? = nil, label: String? = nil, type: Int? = nil, accessGroup: String? = nil) {
+            public init(
+                service: String? = nil,
+                account: String? = nil,
+                label: String? = nil,
+                type: Int? = nil,
+                accessGroup: String? = nil
+            ) {
                 self.service = service
                 self.account = account
                 self.label = label
@@ -2112,11 +2717,15 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                service = VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
-                account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
+                service =
+                    VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
+                account =
+                    VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
                 label = VarlinkField.isAbsent(fields, "label") ? nil : try VarlinkField.string(fields, "label", path)
                 type = VarlinkField.isAbsent(fields, "type") ? nil : try VarlinkField.int(fields, "type", path)
-                accessGroup = VarlinkField.isAbsent(fields, "accessGroup") ? nil : try VarlinkField.string(fields, "accessGroup", path)
+                accessGroup =
+                    VarlinkField.isAbsent(fields, "accessGroup")
+                    ? nil : try VarlinkField.string(fields, "accessGroup", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -2166,7 +2775,7 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "deleted": .int(Int64(deleted)),
+                    "deleted": .int(Int64(deleted))
                 ]
             }
         }
@@ -2187,7 +2796,13 @@ extension Broker1 {
             public var accessGroup: String?
 
             /// A value with every field given (optional ones default to nil).
-            public init(service: String? = nil, account: String? = nil, label: String? = nil, type: Int? = nil, accessGroup: String? = nil) {
+            public init(
+                service: String? = nil,
+                account: String? = nil,
+                label: String? = nil,
+                type: Int? = nil,
+                accessGroup: String? = nil
+            ) {
                 self.service = service
                 self.account = account
                 self.label = label
@@ -2196,11 +2811,15 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                service = VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
-                account = VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
+                service =
+                    VarlinkField.isAbsent(fields, "service") ? nil : try VarlinkField.string(fields, "service", path)
+                account =
+                    VarlinkField.isAbsent(fields, "account") ? nil : try VarlinkField.string(fields, "account", path)
                 label = VarlinkField.isAbsent(fields, "label") ? nil : try VarlinkField.string(fields, "label", path)
                 type = VarlinkField.isAbsent(fields, "type") ? nil : try VarlinkField.int(fields, "type", path)
-                accessGroup = VarlinkField.isAbsent(fields, "accessGroup") ? nil : try VarlinkField.string(fields, "accessGroup", path)
+                accessGroup =
+                    VarlinkField.isAbsent(fields, "accessGroup")
+                    ? nil : try VarlinkField.string(fields, "accessGroup", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -2244,13 +2863,16 @@ extension Broker1 {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                items = try VarlinkField.array(fields, "items", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: KeychainItem.self) }
+                items = try VarlinkField.array(fields, "items", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.struct(value, path, as: KeychainItem.self)
+                }
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "items": .array(items.map { .object($0.varlinkFields) }),
+                    "items": .array(items.map { .object($0.varlinkFields) })
                 ]
             }
         }
@@ -2293,8 +2915,15 @@ extension Broker1 {
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 _ = omittingAbsent
                 return [
-                    "event": .object(event.varlinkFields),
+                    "event": .object(event.varlinkFields)
                 ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.event.firstUndeclaredEnumValue(path: VarlinkField.path(path, "event")) {
+                    return field
+                }
+                return nil
             }
         }
     }
@@ -2392,7 +3021,7 @@ extension Broker1 {
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             _ = omittingAbsent
             return [
-                "reason": .string(reason),
+                "reason": .string(reason)
             ]
         }
     }
@@ -2429,8 +3058,11 @@ extension Broker1 {
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             code = try VarlinkField.string(fields, "code", path)
             message = try VarlinkField.string(fields, "message", path)
-            msalStatus = VarlinkField.isAbsent(fields, "msalStatus") ? nil : try VarlinkField.int(fields, "msalStatus", path)
-            identityCode = VarlinkField.isAbsent(fields, "identityCode") ? nil : try VarlinkField.string(fields, "identityCode", path)
+            msalStatus =
+                VarlinkField.isAbsent(fields, "msalStatus") ? nil : try VarlinkField.int(fields, "msalStatus", path)
+            identityCode =
+                VarlinkField.isAbsent(fields, "identityCode")
+                ? nil : try VarlinkField.string(fields, "identityCode", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -2454,65 +3086,162 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// The broker already serves as many connections as it may for this caller; try again later. `scope`:
-    /// `server` (every slot is taken), `reserved` (the slots left are kept for administrators: the policy's
-    /// limits.administratorConnections) or `user` (the caller's uid holds limits.connectionsPerApp, or for a
-    /// uid the policy does not list limits.connectionsPerOtherUser, connections already).
+    /// Which connections TooManyConnections counted: `server` (every slot is taken), `reserved` (the slots left
+    /// are kept for administrators: the policy's limits.administratorConnections) or `user` (the caller's uid
+    /// holds limits.connectionsPerApp, or for a uid the policy does not list limits.connectionsPerOtherUser,
+    /// connections already).
+    public enum ConnectionScope: VarlinkEnum, CustomStringConvertible {
+        case server
+        case reserved
+        case user
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.server, .reserved, .user]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "server": self = .server
+            case "reserved": self = .reserved
+            case "user": self = .user
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .server: "server"
+            case .reserved: "reserved"
+            case .user: "user"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// The broker already serves as many connections as it may for this caller; try again later.
     public struct TooManyConnections: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.TooManyConnections"
 
         public var limit: Int
-        public var scope: String?
+        public var scope: ConnectionScope?
 
         /// A value with every field given (optional ones default to nil).
-        public init(limit: Int, scope: String? = nil) {
+        public init(limit: Int, scope: ConnectionScope? = nil) {
             self.limit = limit
             self.scope = scope
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             limit = try VarlinkField.int(fields, "limit", path)
-            scope = VarlinkField.isAbsent(fields, "scope") ? nil : try VarlinkField.string(fields, "scope", path)
+            scope =
+                VarlinkField.isAbsent(fields, "scope")
+                ? nil : try VarlinkField.enumeration(fields, "scope", path, as: ConnectionScope.self)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
-                "limit": .int(Int64(limit)),
+                "limit": .int(Int64(limit))
             ]
             if let scope = self.scope {
-                fields["scope"] = .string(scope)
+                fields["scope"] = .string(scope.rawValue)
             } else if !omittingAbsent {
                 fields["scope"] = .null
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if let element = self.scope {
+                if !element.isKnown { return VarlinkField.path(path, "scope") }
+            }
+            return nil
+        }
     }
 }
 
 extension Broker1 {
-    /// A limit refused the call; `limit` names it, `maximum` is its value, `message` says what to do:
-    /// `replyBytes` (a reply would be over 4 MiB: narrow the query), `pendingSignInsPerApp` (the app has that
-    /// many interactive sign-ins pending already; policy key limits.pendingSignInsPerApp, default 2),
-    /// `pendingBrowserSignIns` (16 browser sign-ins are pending over every app and the app has one already),
-    /// `passwordBackoff` (too many failed password sign-ins on the device: `maximum` is the seconds left;
-    /// policy keys limits.passwordFailuresBeforeBackoff and limits.passwordBackoffSeconds),
-    /// `passwordSignInInProgress` (another password sign-in runs on the device: try again when it ends).
+    /// A limit LimitExceeded names: `replyBytes` (a reply would be over 4 MiB: narrow the query),
+    /// `pendingSignInsPerApp` (the app has that many interactive sign-ins pending already; policy key
+    /// limits.pendingSignInsPerApp, default 2), `pendingBrowserSignIns` (16 browser sign-ins are pending over
+    /// every app and the app has one already), `passwordBackoff` (too many failed password sign-ins on the
+    /// device: `maximum` is the seconds left; policy keys limits.passwordFailuresBeforeBackoff and
+    /// limits.passwordBackoffSeconds), `passwordSignInInProgress` (another password sign-in runs on the device:
+    /// try again when it ends).
+    public enum LimitName: VarlinkEnum, CustomStringConvertible {
+        case replyBytes
+        case pendingSignInsPerApp
+        case pendingBrowserSignIns
+        case passwordBackoff
+        case passwordSignInInProgress
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [
+            .replyBytes,
+            .pendingSignInsPerApp,
+            .pendingBrowserSignIns,
+            .passwordBackoff,
+            .passwordSignInInProgress,
+        ]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "replyBytes": self = .replyBytes
+            case "pendingSignInsPerApp": self = .pendingSignInsPerApp
+            case "pendingBrowserSignIns": self = .pendingBrowserSignIns
+            case "passwordBackoff": self = .passwordBackoff
+            case "passwordSignInInProgress": self = .passwordSignInInProgress
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .replyBytes: "replyBytes"
+            case .pendingSignInsPerApp: "pendingSignInsPerApp"
+            case .pendingBrowserSignIns: "pendingBrowserSignIns"
+            case .passwordBackoff: "passwordBackoff"
+            case .passwordSignInInProgress: "passwordSignInInProgress"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// A limit refused the call; `limit` names it, `maximum` is its value, `message` says what to do.
     public struct LimitExceeded: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.LimitExceeded"
 
-        public var limit: String
+        public var limit: LimitName
         public var maximum: Int
         public var message: String
 
         /// A value with every field given (optional ones default to nil).
-        public init(limit: String, maximum: Int, message: String) {
+        public init(limit: LimitName, maximum: Int, message: String) {
             self.limit = limit
             self.maximum = maximum
             self.message = message
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-            limit = try VarlinkField.string(fields, "limit", path)
+            limit = try VarlinkField.enumeration(fields, "limit", path, as: LimitName.self)
             maximum = try VarlinkField.int(fields, "maximum", path)
             message = try VarlinkField.string(fields, "message", path)
         }
@@ -2520,10 +3249,15 @@ extension Broker1 {
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             _ = omittingAbsent
             return [
-                "limit": .string(limit),
+                "limit": .string(limit.rawValue),
                 "maximum": .int(Int64(maximum)),
                 "message": .string(message),
             ]
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.limit.isKnown { return VarlinkField.path(path, "limit") }
+            return nil
         }
     }
 }
@@ -2568,17 +3302,21 @@ extension Broker1 {
             case SignInWithBrowser.qualifiedName: self = .signInWithBrowser(try VarlinkField.parameters(of: call))
             case SignInWithPassword.qualifiedName: self = .signInWithPassword(try VarlinkField.parameters(of: call))
             case StartNativeSignIn.qualifiedName: self = .startNativeSignIn(try VarlinkField.parameters(of: call))
-            case ResendNativeSignInCode.qualifiedName: self = .resendNativeSignInCode(try VarlinkField.parameters(of: call))
+            case ResendNativeSignInCode.qualifiedName:
+                self = .resendNativeSignInCode(try VarlinkField.parameters(of: call))
             case SubmitNativeSignIn.qualifiedName: self = .submitNativeSignIn(try VarlinkField.parameters(of: call))
             case SwitchWorker.qualifiedName: self = .switchWorker(try VarlinkField.parameters(of: call))
             case AcquireTokenSilent.qualifiedName: self = .acquireTokenSilent(try VarlinkField.parameters(of: call))
             case SignOut.qualifiedName: self = .signOut(try VarlinkField.parameters(of: call))
             case AddGenericPassword.qualifiedName: self = .addGenericPassword(try VarlinkField.parameters(of: call))
             case FindGenericPassword.qualifiedName: self = .findGenericPassword(try VarlinkField.parameters(of: call))
-            case UpdateGenericPassword.qualifiedName: self = .updateGenericPassword(try VarlinkField.parameters(of: call))
-            case DeleteGenericPassword.qualifiedName: self = .deleteGenericPassword(try VarlinkField.parameters(of: call))
+            case UpdateGenericPassword.qualifiedName:
+                self = .updateGenericPassword(try VarlinkField.parameters(of: call))
+            case DeleteGenericPassword.qualifiedName:
+                self = .deleteGenericPassword(try VarlinkField.parameters(of: call))
             case ListGenericPasswords.qualifiedName: self = .listGenericPasswords(try VarlinkField.parameters(of: call))
-            case SubscribeAccountChanges.qualifiedName: self = .subscribeAccountChanges(try VarlinkField.parameters(of: call))
+            case SubscribeAccountChanges.qualifiedName:
+                self = .subscribeAccountChanges(try VarlinkField.parameters(of: call))
             default: throw .methodNotFound(call.method)
             }
         }
@@ -2624,11 +3362,13 @@ extension Broker1 {
         /// - Throws: `VarlinkFieldError` when the error's parameters are missing a field or mistyped.
         public init?(_ reply: VarlinkReply) throws(VarlinkFieldError) {
             switch reply.error {
-            case CallerNotInPolicy.qualifiedName?: self = .callerNotInPolicy(try CallerNotInPolicy(varlinkFields: reply.parameters))
+            case CallerNotInPolicy.qualifiedName?:
+                self = .callerNotInPolicy(try CallerNotInPolicy(varlinkFields: reply.parameters))
             case KeychainError.qualifiedName?: self = .keychainError(try KeychainError(varlinkFields: reply.parameters))
             case ProtocolError.qualifiedName?: self = .protocolError(try ProtocolError(varlinkFields: reply.parameters))
             case AccountError.qualifiedName?: self = .accountError(try AccountError(varlinkFields: reply.parameters))
-            case TooManyConnections.qualifiedName?: self = .tooManyConnections(try TooManyConnections(varlinkFields: reply.parameters))
+            case TooManyConnections.qualifiedName?:
+                self = .tooManyConnections(try TooManyConnections(varlinkFields: reply.parameters))
             case LimitExceeded.qualifiedName?: self = .limitExceeded(try LimitExceeded(varlinkFields: reply.parameters))
             default: return nil
             }
@@ -2644,6 +3384,275 @@ extension Broker1 {
             case .tooManyConnections(let error): error.reply
             case .limitExceeded(let error): error.reply
             }
+        }
+    }
+}
+
+extension Broker1 {
+    /// The server side of the interface: one method per interface method, each given the call's decoded
+    /// parameters and the server's `Context` for the call (who is calling, say). `dispatch(_:more:context:reply:)`
+    /// routes a decoded `Call` to them.
+    public protocol Service: Sendable {
+        /// What the server passes along with each call's parameters.
+        associatedtype Context: Sendable
+        /// The error the methods throw, and the one `dispatch` makes for a streaming call without `more`.
+        associatedtype Failure: VarlinkServiceError
+
+        /// Who the broker takes the caller to be: the kernel's uid, the policy's app for it, and whether it is an
+        /// administrator (root, or a member of the policy's administratorsGroup); and the state directory whose
+        /// store the broker serves (a client given another one refuses to act through this broker).
+        func getCaller(_ parameters: GetCaller.Parameters, context: Context) async throws(Failure) -> GetCaller.Reply
+
+        /// The broker's state (`devicectl status`): administrators only (root, or the policy's
+        /// administratorsGroup); anyone else gets org.varlink.service.PermissionDenied.
+        func getStatus(_ parameters: GetStatus.Parameters, context: Context) async throws(Failure) -> GetStatus.Reply
+
+        /// The worker is active (a kiosk shell or launcher saw input): the idle sign-out clock starts again, and
+        /// an `idleWarning` that was out is canceled. App calls on the worker's behalf (GetCurrentAccount,
+        /// AcquireTokenSilent, the sign-ins and the keychain methods) count as activity too. For the policy's
+        /// apps and administrators. `idle` is null when the policy sets no idle sign-out.
+        func reportActivity(
+            _ parameters: ReportActivity.Parameters,
+            context: Context
+        ) async throws(Failure) -> ReportActivity.Reply
+
+        /// The device's mode and registration (MSAL's getDeviceInformation). Any caller may ask.
+        func getDeviceInformation(
+            _ parameters: GetDeviceInformation.Parameters,
+            context: Context
+        ) async throws(Failure) -> GetDeviceInformation.Reply
+
+        /// The current and previous account for the caller (MSAL's getCurrentAccount). `msalClientId`: see below.
+        func getCurrentAccount(
+            _ parameters: GetCurrentAccount.Parameters,
+            context: Context
+        ) async throws(Failure) -> GetCurrentAccount.Reply
+
+        /// The accounts the caller's app holds (MSAL's allAccounts). Shared mode: the signed-in worker's — one, or
+        /// one per Azure AD B2C user flow they signed in through (pick one by its policy, as MSAL's
+        /// getAccountByPolicy: the home account id `<oid>-<policy>.<tenant>`); none when nobody is signed in.
+        func getAccounts(
+            _ parameters: GetAccounts.Parameters,
+            context: Context
+        ) async throws(Failure) -> GetAccounts.Reply
+
+        /// Signs a worker in by device code; call with `more`. The first reply carries `verification` (show it to
+        /// the worker); the last carries `result`. Closing the connection cancels the sign-in; nothing is cached.
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func signInWithDeviceCode(
+            _ parameters: SignInWithDeviceCode.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<SignInWithDeviceCode.Reply>
+        ) async throws(Failure)
+
+        /// Signs a worker in through the browser; call with `more`. The broker listens on the caller's loopback
+        /// `redirectUri` (http://127.0.0.1[:port]/path); the first reply carries `authorizationUrl` (open it in
+        /// the browser); the last carries `result` once the browser comes back. `prompt`: login,
+        /// select_account, consent or none. `timeout`: seconds to wait for the browser (default 300).
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func signInWithBrowser(
+            _ parameters: SignInWithBrowser.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<SignInWithBrowser.Reply>
+        ) async throws(Failure)
+
+        /// Signs a worker in with their username and password (the resource-owner password grant, RFC 6749 §4.3):
+        /// the app's own screen took them. Only where the policy's `authority.flows` lists `password` (else
+        /// AccountError `flowNotAllowed`). The password is sent to the identity provider and nowhere else: never
+        /// logged, audited or echoed in an error. A wrong username or password is AccountError `identity` with
+        /// `identityCode` `invalid_credentials`, audited as `account.sign_in_failed` (the username, never the
+        /// password); nothing is cached. After the policy's `limits.passwordFailuresBeforeBackoff` failures in a row
+        /// on the device, every password sign-in is refused for `limits.passwordBackoffSeconds` (doubling with each
+        /// further failure, up to an hour) with LimitExceeded `passwordBackoff`, without asking the provider; one
+        /// password sign-in runs at a time on the device (another gets LimitExceeded `passwordSignInInProgress`).
+        func signInWithPassword(
+            _ parameters: SignInWithPassword.Parameters,
+            context: Context
+        ) async throws(Failure) -> SignInWithPassword.Reply
+
+        /// Native authentication (Microsoft Entra External ID, `*.ciamlogin.com` authorities; only where the policy's
+        /// `authority.flows` lists `nativeAuth`): the app's own screen takes the worker's username, then the password
+        /// or the one-time code the authority emails. Two steps: StartNativeSignIn says what is next (and where the
+        /// code went), SubmitNativeSignIn finishes it. The sign-in belongs to the caller's uid and waits at most 10
+        /// minutes; a wrong code leaves it open (submit again, or ResendNativeSignInCode); success or any other
+        /// failure ends it; an app may have limits.pendingSignInsPerApp open. AccountError `identity` with
+        /// `identityCode` `user_not_found`, `invalid_credentials` (wrong password: audited, counted by the device's
+        /// password back-off like SignInWithPassword), `invalid_code`, `sign_in_expired`, `browser_required` (the
+        /// authority needs the browser: use SignInWithBrowser or the device code); `signInNotFound` for an id that is
+        /// not (or no longer) the caller's.
+        ///
+        /// `switchReason` (`shift-end` or `user`): the sign-in is the next worker of a shift change, as SwitchWorker:
+        /// once the authority took the username (and sent the code), the current worker is signed out of every app
+        /// and that commits (`signedOut` says who; null account: nobody was signed in), so nobody stays signed in
+        /// while the next worker types; SubmitNativeSignIn then signs them in, and the sign-out, the sign-in and
+        /// `account.switched` share one correlation id. If the sign-in never finishes, the device stays signed out.
+        func startNativeSignIn(
+            _ parameters: StartNativeSignIn.Parameters,
+            context: Context
+        ) async throws(Failure) -> StartNativeSignIn.Reply
+
+        /// Sends a new one-time code (the previous one stops working).
+        func resendNativeSignInCode(
+            _ parameters: ResendNativeSignInCode.Parameters,
+            context: Context
+        ) async throws(Failure) -> ResendNativeSignInCode.Reply
+
+        /// Finishes a native sign-in with the `password` or the `code` (one of them), as SignInWithPassword does.
+        func submitNativeSignIn(
+            _ parameters: SubmitNativeSignIn.Parameters,
+            context: Context
+        ) async throws(Failure) -> SubmitNativeSignIn.Reply
+
+        /// A shift change (`devicectl switch`); call with `more`. The broker signs the current worker out of every
+        /// app and commits that first (the first reply carries `signedOut`; `account` null when nobody was signed
+        /// in), then signs the next worker in by device code (`flow` deviceCode, the default: a `verification`
+        /// reply) or through the browser (`flow` browser with `redirectUri`, `prompt` and `timeout` as in
+        /// SignInWithBrowser: an `authorizationUrl` reply) or with a password (`flow` password: `loginHint` is the
+        /// username, `password` the password, as in SignInWithPassword); the last reply carries `result`. The sign-out, the
+        /// sign-in and `account.switched` share the result's correlationId in the audit log. If the sign-in fails
+        /// or the caller goes away, the device stays signed out and nothing of the next worker is cached (the
+        /// error's message says nobody is signed in). `reason`: `shift-end` (default) or `user`.
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func switchWorker(
+            _ parameters: SwitchWorker.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<SwitchWorker.Reply>
+        ) async throws(Failure)
+
+        /// A token without UI (MSAL's acquireTokenSilent): a cached access token, else a refresh.
+        func acquireTokenSilent(
+            _ parameters: AcquireTokenSilent.Parameters,
+            context: Context
+        ) async throws(Failure) -> AcquireTokenSilent.Reply
+
+        /// Signs the current worker out. Shared mode: globally, from every app on the device. `reason`: `user`
+        /// (default) or `shift-end`; `admin` is for administrators only (root, or the policy's
+        /// administratorsGroup; anyone else gets org.varlink.service.PermissionDenied, audited): the device's
+        /// current worker is signed out of every app whatever the caller's app. An administrator that is no app
+        /// of the policy signs the worker out that way with any reason.
+        func signOut(_ parameters: SignOut.Parameters, context: Context) async throws(Failure) -> SignOut.Reply
+
+        /// Adds a generic password. Without `accessGroup`, the caller's first group. What an app adds counts
+        /// against its quota (the policy's limits.itemsPerApp, default 1000 items, and limits.bytesPerApp, default
+        /// 8 MiB); beyond it the add (or an update that grows an item) is -34 and changes nothing.
+        func addGenericPassword(
+            _ parameters: AddGenericPassword.Parameters,
+            context: Context
+        ) async throws(Failure) -> AddGenericPassword.Reply
+
+        /// The first item matching, with its secret (`items` holds it too); with `all`, every match in `items`.
+        func findGenericPassword(
+            _ parameters: FindGenericPassword.Parameters,
+            context: Context
+        ) async throws(Failure) -> FindGenericPassword.Reply
+
+        /// Changes every matching item: a new `secret` (base64) and/or new attributes.
+        func updateGenericPassword(
+            _ parameters: UpdateGenericPassword.Parameters,
+            context: Context
+        ) async throws(Failure) -> UpdateGenericPassword.Reply
+
+        /// Deletes every matching item.
+        func deleteGenericPassword(
+            _ parameters: DeleteGenericPassword.Parameters,
+            context: Context
+        ) async throws(Failure) -> DeleteGenericPassword.Reply
+
+        /// The attributes (never the secrets) of every matching item.
+        func listGenericPasswords(
+            _ parameters: ListGenericPasswords.Parameters,
+            context: Context
+        ) async throws(Failure) -> ListGenericPasswords.Reply
+
+        /// Account changes, pushed within 50 ms of their commit; call with `more`. The first reply is `subscribed`.
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func subscribeAccountChanges(
+            _ parameters: SubscribeAccountChanges.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<SubscribeAccountChanges.Reply>
+        ) async throws(Failure)
+    }
+}
+
+extension Broker1.Service {
+    /// Answers `call` through the method it names and sends the method's reply, or replies, to `reply`
+    /// (which returns false once the caller is gone).
+    /// - Throws: what the method threw; `org.varlink.service.ExpectedMore` for a method that streams
+    ///   called without `more`.
+    public func dispatch(
+        _ call: Broker1.Call,
+        more: Bool,
+        context: Context,
+        reply: @escaping @Sendable (VarlinkReply) async -> Bool
+    ) async throws(Failure) {
+        switch call {
+        case .getCaller(let parameters):
+            let answer = try await getCaller(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .getStatus(let parameters):
+            let answer = try await getStatus(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .reportActivity(let parameters):
+            let answer = try await reportActivity(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .getDeviceInformation(let parameters):
+            let answer = try await getDeviceInformation(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .getCurrentAccount(let parameters):
+            let answer = try await getCurrentAccount(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .getAccounts(let parameters):
+            let answer = try await getAccounts(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .signInWithDeviceCode(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await signInWithDeviceCode(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .signInWithBrowser(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await signInWithBrowser(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .signInWithPassword(let parameters):
+            let answer = try await signInWithPassword(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .startNativeSignIn(let parameters):
+            let answer = try await startNativeSignIn(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .resendNativeSignInCode(let parameters):
+            let answer = try await resendNativeSignInCode(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .submitNativeSignIn(let parameters):
+            let answer = try await submitNativeSignIn(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .switchWorker(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await switchWorker(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .acquireTokenSilent(let parameters):
+            let answer = try await acquireTokenSilent(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .signOut(let parameters):
+            let answer = try await signOut(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .addGenericPassword(let parameters):
+            let answer = try await addGenericPassword(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .findGenericPassword(let parameters):
+            let answer = try await findGenericPassword(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .updateGenericPassword(let parameters):
+            let answer = try await updateGenericPassword(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .deleteGenericPassword(let parameters):
+            let answer = try await deleteGenericPassword(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .listGenericPasswords(let parameters):
+            let answer = try await listGenericPasswords(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .subscribeAccountChanges(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await subscribeAccountChanges(parameters, context: context, replies: VarlinkReplyStream(reply))
         }
     }
 }

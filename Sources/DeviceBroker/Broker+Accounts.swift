@@ -1,12 +1,14 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import IdentityClient
 import SharedDevice
-import Varlink
+public import Varlink
 
 // The MSAL-shaped methods: current account, interactive and silent tokens, sign-out.
 extension Broker {
-    func currentAccount(_ parameters: Broker1.GetCurrentAccount.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetCurrentAccount.Reply {
+    /// The caller's app's current and previous account.
+    public func getCurrentAccount(_ parameters: Broker1.GetCurrentAccount.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.GetCurrentAccount.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "GetCurrentAccount")
         do {
             let pair = try application.currentAccount()
@@ -16,7 +18,9 @@ extension Broker {
         }
     }
 
-    func acquireTokenSilent(_ parameters: Broker1.AcquireTokenSilent.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.AcquireTokenSilent.Reply {
+    /// A cached access token for the caller's app, else a refreshed one.
+    public func acquireTokenSilent(_ parameters: Broker1.AcquireTokenSilent.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.AcquireTokenSilent.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "AcquireTokenSilent",
                                           authority: parameters.authority)
         let result: SharedDevice.AuthenticationResult
@@ -29,7 +33,9 @@ extension Broker {
         return Broker1.AcquireTokenSilent.Reply(result: try Self.result(result, msalClientID: parameters.msalClientId))
     }
 
-    func accounts(caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetAccounts.Reply {
+    /// The accounts the caller's app holds.
+    public func getAccounts(_ parameters: Broker1.GetAccounts.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.GetAccounts.Reply {
         let application = try application(for: caller)
         do {
             return Broker1.GetAccounts.Reply(accounts: try application.accounts().map(Broker1.Account.init))
@@ -38,7 +44,9 @@ extension Broker {
         }
     }
 
-    func signOut(_ parameters: Broker1.SignOut.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignOut.Reply {
+    /// Signs the current worker out (an administrator's sign-out: of every app, whatever the caller's app).
+    public func signOut(_ parameters: Broker1.SignOut.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.SignOut.Reply {
         let reason = try ParameterCheck.reason(parameters.reason, default: .user, allowed: [.user, .shiftEnd, .admin])
         // An administrator (root, or a member of the policy's administratorsGroup) ends the shift for every
         // app: with reason `admin`, or with any reason when it is no app itself (root's `devicectl signout`).
@@ -75,8 +83,16 @@ extension Broker {
 
     /// Device code: the first reply carries the code to show, the last the result. If the caller goes
     /// away the task is cancelled, the polling stops, and nothing is cached.
-    func signInWithDeviceCode(_ parameters: Broker1.SignInWithDeviceCode.Parameters, caller: BrokerCaller,
-                              replies: ReplyStream<Broker1.SignInWithDeviceCode.Reply>) async throws(BrokerFailure) {
+    /// It holds one of the app's sign-in slots (`limits.pendingSignInsPerApp`) while it runs.
+    public func signInWithDeviceCode(_ parameters: Broker1.SignInWithDeviceCode.Parameters, context caller: BrokerCaller,
+                                     replies: VarlinkReplyStream<Broker1.SignInWithDeviceCode.Reply>) async throws(BrokerFailure) {
+        try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+            try await signInWithDeviceCodeInSlot(parameters, caller: caller, replies: replies)
+        }
+    }
+
+    private func signInWithDeviceCodeInSlot(_ parameters: Broker1.SignInWithDeviceCode.Parameters, caller: BrokerCaller,
+                                            replies: VarlinkReplyStream<Broker1.SignInWithDeviceCode.Reply>) async throws(BrokerFailure) {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithDeviceCode",
                                           authority: parameters.authority)
         let (sessions, shown) = AsyncStream.makeStream(of: DeviceCodeSession.self)
@@ -104,8 +120,18 @@ extension Broker {
 
     /// Browser: the broker listens on the caller's loopback redirect URI; the first reply carries the
     /// authorization URL to open, the last the result.
-    func signInWithBrowser(_ parameters: Broker1.SignInWithBrowser.Parameters, caller: BrokerCaller,
-                           replies: ReplyStream<Broker1.SignInWithBrowser.Reply>) async throws(BrokerFailure) {
+    /// It holds one of the app's sign-in slots and one of the device's browser sign-in slots while it runs.
+    public func signInWithBrowser(_ parameters: Broker1.SignInWithBrowser.Parameters, context caller: BrokerCaller,
+                                  replies: VarlinkReplyStream<Broker1.SignInWithBrowser.Reply>) async throws(BrokerFailure) {
+        try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+            try await inBrowserSignInSlot(caller) { () async throws(BrokerFailure) in
+                try await signInWithBrowserInSlots(parameters, caller: caller, replies: replies)
+            }
+        }
+    }
+
+    private func signInWithBrowserInSlots(_ parameters: Broker1.SignInWithBrowser.Parameters, caller: BrokerCaller,
+                                          replies: VarlinkReplyStream<Broker1.SignInWithBrowser.Reply>) async throws(BrokerFailure) {
         let redirectURI = try ParameterCheck.redirectURI(parameters.redirectUri)
         let prompt = try ParameterCheck.prompt(parameters.prompt)
         let timeout = try ParameterCheck.browserTimeout(parameters.timeout)

@@ -1,4 +1,4 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -6,7 +6,9 @@ import Varlink
 
 // The keychain's generic passwords, within the caller's own access groups.
 extension Broker {
-    func addGenericPassword(_ parameters: Broker1.AddGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.AddGenericPassword.Reply {
+    /// Adds a generic password to one of the caller's access groups.
+    public func addGenericPassword(_ parameters: Broker1.AddGenericPassword.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.AddGenericPassword.Reply {
         guard let secret = try ParameterCheck.bytes(parameters.secret, "secret") else { throw .invalidParameter("secret") }
         let item = NewItem(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account, secret: secret,
                            label: parameters.label, type: try ParameterCheck.itemType(parameters.type, "type"),
@@ -17,7 +19,9 @@ extension Broker {
         return Broker1.AddGenericPassword.Reply(item: Broker1.KeychainItem(metadata))
     }
 
-    func findGenericPassword(_ parameters: Broker1.FindGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.FindGenericPassword.Reply {
+    /// The first matching item with its secret, or every match.
+    public func findGenericPassword(_ parameters: Broker1.FindGenericPassword.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.FindGenericPassword.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
         let all = parameters.all ?? false
@@ -28,7 +32,9 @@ extension Broker {
         return Broker1.FindGenericPassword.Reply(item: found[0], items: found)
     }
 
-    func updateGenericPassword(_ parameters: Broker1.UpdateGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.UpdateGenericPassword.Reply {
+    /// Changes every matching item.
+    public func updateGenericPassword(_ parameters: Broker1.UpdateGenericPassword.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.UpdateGenericPassword.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
         let changes = ItemChanges(service: parameters.setService, account: parameters.setAccount, label: parameters.setLabel,
@@ -44,7 +50,9 @@ extension Broker {
         return Broker1.UpdateGenericPassword.Reply(updated: updated)
     }
 
-    func deleteGenericPassword(_ parameters: Broker1.DeleteGenericPassword.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.DeleteGenericPassword.Reply {
+    /// Deletes every matching item.
+    public func deleteGenericPassword(_ parameters: Broker1.DeleteGenericPassword.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.DeleteGenericPassword.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
         let deleted = try keychain(caller, group: query.accessGroup, type: query.type, services: [query.service]) { store, app throws(KeychainError) in
@@ -53,7 +61,9 @@ extension Broker {
         return Broker1.DeleteGenericPassword.Reply(deleted: deleted)
     }
 
-    func listGenericPasswords(_ parameters: Broker1.ListGenericPasswords.Parameters, caller: BrokerCaller) throws(BrokerFailure) -> Broker1.ListGenericPasswords.Reply {
+    /// The attributes of every matching item.
+    public func listGenericPasswords(_ parameters: Broker1.ListGenericPasswords.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.ListGenericPasswords.Reply {
         let query = try itemQuery(accessGroup: parameters.accessGroup, service: parameters.service, account: parameters.account,
                                   label: parameters.label, type: parameters.type)
         let items = try keychain(caller, group: query.accessGroup, type: query.type, services: [query.service]) { store, app throws(KeychainError) in

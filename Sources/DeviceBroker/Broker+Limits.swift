@@ -1,3 +1,4 @@
+import BrokerContract
 import SharedDevice
 import Synchronization
 import Varlink
@@ -35,7 +36,7 @@ extension Broker {
     /// Runs an interactive sign-in (`body`) in one of the caller's `limits.pendingSignInsPerApp` slots, so
     /// that one app cannot make the broker poll the identity provider for hundreds of pending sign-ins.
     /// - Throws: `LimitExceeded` (limit `pendingSignInsPerApp`) when every slot of the caller is taken.
-    func inSignInSlot(_ caller: BrokerCaller, _ body: () async throws(BrokerFailure) -> Void) async throws(BrokerFailure) {
+    func inSignInSlot<T>(_ caller: BrokerCaller, _ body: () async throws(BrokerFailure) -> T) async throws(BrokerFailure) -> T {
         let maximum = limits.pendingSignInsPerApp
         let taken = pendingSignIns.withLock { pending -> Bool in
             guard pending[caller.uid, default: 0] < maximum else { return false }
@@ -43,7 +44,7 @@ extension Broker {
             return true
         }
         guard taken else {
-            throw .limitExceeded("pendingSignInsPerApp", maximum: maximum,
+            throw .limitExceeded(.pendingSignInsPerApp, maximum: maximum,
                 "uid \(caller.uid) already has \(maximum) sign-ins pending (the policy's limits.pendingSignInsPerApp); finish or cancel one first")
         }
         defer {
@@ -52,7 +53,7 @@ extension Broker {
                 pending[caller.uid] = left > 0 ? left : nil
             }
         }
-        try await body()
+        return try await body()
     }
 
     /// The default of `browserSignInsInTotal`: 16 browser sign-ins pending over every app (with
@@ -75,7 +76,7 @@ extension Broker {
             return true
         }
         guard taken else {
-            throw .limitExceeded("pendingBrowserSignIns", maximum: maximum, """
+            throw .limitExceeded(.pendingBrowserSignIns, maximum: maximum, """
                 \(maximum) browser sign-ins are pending on this device, and uid \(caller.uid) has one already                 (the broker's bound on pending browser sign-ins over every app); finish or cancel it first, or retry later
                 """)
         }

@@ -1,4 +1,4 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import IdentityClient
 import SharedDevice
@@ -6,7 +6,9 @@ import Varlink
 
 // Native authentication through the broker: StartNativeSignIn, ResendNativeSignInCode, SubmitNativeSignIn.
 extension Broker {
-    func startNativeSignIn(_ parameters: Broker1.StartNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.StartNativeSignIn.Reply {
+    /// Starts a native sign-in: what the worker must give next.
+    public func startNativeSignIn(_ parameters: Broker1.StartNativeSignIn.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.StartNativeSignIn.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "StartNativeSignIn")
         let username = try ParameterCheck.username(parameters.username)
         let switchReason = try parameters.switchReason.map { reason throws(BrokerFailure) in
@@ -35,11 +37,13 @@ extension Broker {
     }
 
     private static func tooManyNativeSignIns(_ caller: BrokerCaller, maximum: Int) -> BrokerFailure {
-        .limitExceeded("pendingSignInsPerApp", maximum: maximum,
+        .limitExceeded(.pendingSignInsPerApp, maximum: maximum,
             "uid \(caller.uid) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp); finish one or wait 10 minutes")
     }
 
-    func resendNativeSignInCode(_ parameters: Broker1.ResendNativeSignInCode.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.ResendNativeSignInCode.Reply {
+    /// Sends a native sign-in's one-time code again.
+    public func resendNativeSignInCode(_ parameters: Broker1.ResendNativeSignInCode.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.ResendNativeSignInCode.Reply {
         let application = try application(for: caller)
         let entry = try openSignIn(parameters.signInId, caller: caller)
         do {
@@ -52,7 +56,9 @@ extension Broker {
         }
     }
 
-    func submitNativeSignIn(_ parameters: Broker1.SubmitNativeSignIn.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SubmitNativeSignIn.Reply {
+    /// Finishes a native sign-in with the password or the code.
+    public func submitNativeSignIn(_ parameters: Broker1.SubmitNativeSignIn.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.SubmitNativeSignIn.Reply {
         let application = try application(for: caller)
         let entry = try openSignIn(parameters.signInId, caller: caller)
         let credential: ApplicationEngine.NativeSignInCredential
@@ -90,9 +96,9 @@ extension Broker {
     private static func challenge(_ step: NativeSignInStep, id: String) -> Broker1.NativeSignInChallenge {
         switch step.challenge {
         case .password:
-            Broker1.NativeSignInChallenge(signInId: id, challenge: "password")
+            Broker1.NativeSignInChallenge(signInId: id, challenge: .password)
         case .code(let length, let sentTo, let channel):
-            Broker1.NativeSignInChallenge(signInId: id, challenge: "code", codeLength: length, sentTo: sentTo, channel: channel)
+            Broker1.NativeSignInChallenge(signInId: id, challenge: .code, codeLength: length, sentTo: sentTo, channel: channel)
         }
     }
 }

@@ -1,4 +1,4 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import IdentityClient
 import Logging
@@ -6,7 +6,17 @@ import SharedDevice
 
 // `SignInWithPassword`: the kiosk's own screen took the worker's username and password.
 extension Broker {
-    func signInWithPassword(_ parameters: Broker1.SignInWithPassword.Parameters, caller: BrokerCaller) async throws(BrokerFailure) -> Broker1.SignInWithPassword.Reply {
+    /// Signs a worker in with the username and password the app's screen took, in one of the app's
+    /// sign-in slots (`limits.pendingSignInsPerApp`).
+    public func signInWithPassword(_ parameters: Broker1.SignInWithPassword.Parameters, context caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.SignInWithPassword.Reply {
+        try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+            try await signInWithPasswordInSlot(parameters, caller: caller)
+        }
+    }
+
+    private func signInWithPasswordInSlot(_ parameters: Broker1.SignInWithPassword.Parameters, caller: BrokerCaller) async throws(BrokerFailure)
+        -> Broker1.SignInWithPassword.Reply {
         let application = try application(for: caller, msalClientID: parameters.msalClientId, method: "SignInWithPassword",
                                           authority: parameters.authority)
         let credentials = try ParameterCheck.credentials(username: parameters.username, password: parameters.password)
@@ -56,11 +66,11 @@ extension Broker {
             case .app: "\(failures) password sign-ins by this app failed recently"
             case .username: "\(failures) password sign-ins for this username failed recently"
             }
-            return .limitExceeded("passwordBackoff", maximum: secondsLeft,
+            return .limitExceeded(.passwordBackoff, maximum: secondsLeft,
                 "\(whose); try again in \(secondsLeft) s (the back-off starts at the policy's limits.passwordBackoffSeconds and doubles with each failure; one failure is forgotten every \(Int(PasswordThrottle.forgetInterval / 60)) minutes), or sign in by device code")
         case .inProgress(let scope):
             let whose = scope == .app ? "of this app" : "for this username"
-            return .limitExceeded("passwordSignInInProgress", maximum: 1,
+            return .limitExceeded(.passwordSignInInProgress, maximum: 1,
                 "another password sign-in \(whose) is running; try again when it ends")
         }
     }

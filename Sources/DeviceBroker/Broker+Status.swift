@@ -1,4 +1,4 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import KeychainStore
 import SharedDevice
@@ -6,7 +6,9 @@ import Varlink
 
 // `GetStatus`: the broker's state for an administrator (`devicectl status`).
 extension Broker {
-    func status(_ caller: BrokerCaller) throws(BrokerFailure) -> Broker1.GetStatus.Reply {
+    /// The broker's state; administrators only (anyone else gets PermissionDenied).
+    public func getStatus(_ parameters: Broker1.GetStatus.Parameters, context caller: BrokerCaller) throws(BrokerFailure)
+        -> Broker1.GetStatus.Reply {
         guard isAdministrator(caller) else { throw .permissionDenied }
         let (record, policy) = try currentPolicy()
         let statuses: [AccountStatus]
@@ -23,7 +25,7 @@ extension Broker {
         }
         return Broker1.GetStatus.Reply(status: Broker1.BrokerStatus(
             version: SharedDevice.DeviceInformation.brokerVersion, startedAt: startedAt.timeIntervalSince1970, provisioned: record != nil,
-            mode: device.information().information.mode.rawValue, policyId: record?.policyID, policySha256: record?.policySHA256,
+            mode: Broker1.DeviceMode(device.information().information.mode), policyId: record?.policyID, policySha256: record?.policySHA256,
             current: current.map { Broker1.Account($0.account) }, signedInAt: current?.signedInAt?.timeIntervalSince1970,
             lastAuditSequence: Int(lastSequence), idle: idleState(), connections: connections,
             msalClients: msalClientsStatus, diskReserve: hasDiskReserve))

@@ -1,8 +1,8 @@
-import BrokerContract
+public import BrokerContract
 import Foundation
 import IdentityClient
 import SharedDevice
-import Varlink
+public import Varlink
 
 // `SwitchWorker`: the shift change through the broker (`devicectl switch`).
 extension Broker {
@@ -10,8 +10,16 @@ extension Broker {
     /// worker in by device code or browser (`verification` or `authorizationUrl` replies), then `result`.
     /// All three audit events share the result's correlation id. A failed sign-in, or a caller that goes
     /// away, leaves the device signed out; the error says so.
-    func switchWorker(_ parameters: Broker1.SwitchWorker.Parameters, caller: BrokerCaller,
-                      replies: ReplyStream<Broker1.SwitchWorker.Reply>) async throws(BrokerFailure) {
+    /// It holds one of the app's sign-in slots while it runs.
+    public func switchWorker(_ parameters: Broker1.SwitchWorker.Parameters, context caller: BrokerCaller,
+                             replies: VarlinkReplyStream<Broker1.SwitchWorker.Reply>) async throws(BrokerFailure) {
+        try await inSignInSlot(caller) { () async throws(BrokerFailure) in
+            try await switchWorkerInSlot(parameters, caller: caller, replies: replies)
+        }
+    }
+
+    private func switchWorkerInSlot(_ parameters: Broker1.SwitchWorker.Parameters, caller: BrokerCaller,
+                                    replies: VarlinkReplyStream<Broker1.SwitchWorker.Reply>) async throws(BrokerFailure) {
         let reason = try ParameterCheck.reason(parameters.reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
         let application: ApplicationEngine
         var interactive: InteractiveTokenParameters
@@ -20,19 +28,19 @@ extension Broker {
             await replies.next(Broker1.SwitchWorker.Reply(signedOut: Broker1.SignedOutWorker(
                 account: signedOut?.account.map(Broker1.Account.init), itemsRemoved: signedOut?.itemsRemoved ?? 0)))
         }
-        switch parameters.flow ?? "deviceCode" {
-        case "deviceCode":
+        switch parameters.flow ?? .deviceCode {
+        case .deviceCode:
             application = try self.application(for: caller)
             interactive = InteractiveTokenParameters(scopes: parameters.scopes, flow: .deviceCode(showCode: { shown.yield($0) }),
                                                      loginHint: parameters.loginHint)
-        case "browser":
+        case .browser:
             let redirectURI = try ParameterCheck.redirectURI(parameters.redirectUri)
             let prompt = try ParameterCheck.prompt(parameters.prompt)
             application = try browserApplication(for: caller, redirectURI: redirectURI)
             let flow = Self.browserFlow { url in await replies.next(Broker1.SwitchWorker.Reply(authorizationUrl: url.absoluteString)) }
             interactive = InteractiveTokenParameters(scopes: parameters.scopes, flow: flow, prompt: prompt, loginHint: parameters.loginHint)
             interactive.browserTimeout = try ParameterCheck.browserTimeout(parameters.timeout)
-        case "password":
+        case .password:
             application = try self.application(for: caller)
             let credentials = try ParameterCheck.credentials(username: parameters.loginHint ?? "", password: parameters.password ?? "")
             interactive = InteractiveTokenParameters(scopes: parameters.scopes,
@@ -43,7 +51,7 @@ extension Broker {
             }
             await replies.last(Broker1.SwitchWorker.Reply(result: Broker1.AuthenticationResult(result)))
             return
-        default:
+        case .unknown:
             throw .invalidParameter("flow")
         }
         async let outcome = Self.switchWorker(application, interactive, reason: reason, shown: shown, signedOut: reportSignOut)

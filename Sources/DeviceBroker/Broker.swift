@@ -1,4 +1,4 @@
-import BrokerContract
+public import BrokerContract
 public import Foundation
 public import IdentityClient
 import KeychainStore
@@ -124,7 +124,7 @@ public final class Broker: Sendable {
             // The identity provider's exchanges made for this caller count against its share of the slots.
             let outcome = await CurlExchangeSlots.Owner.$current.withValue(caller.uid) { () async -> Result<Void, BrokerFailure> in
                 do throws(BrokerFailure) {
-                    try await dispatch(decoded, more: call.more, caller: caller, reply: reply)
+                    try await dispatch(decoded, more: call.more, context: caller, reply: reply)
                     return .success(())
                 } catch {
                     return .failure(error)
@@ -165,70 +165,10 @@ public final class Broker: Sendable {
         switch call {
         case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn, .signOut, .switchWorker:
             true
-        default:
+        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount, .getAccounts, .acquireTokenSilent,
+             .resendNativeSignInCode, .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword,
+             .listGenericPasswords, .subscribeAccountChanges:
             false
-        }
-    }
-
-    private func dispatch(_ call: Broker1.Call, more: Bool, caller: BrokerCaller,
-                          reply: @escaping @Sendable (VarlinkReply) async -> Bool) async throws(BrokerFailure) {
-        switch call {
-        case .getCaller:
-            _ = await reply(VarlinkReply(callerReply(caller)))
-        case .getStatus:
-            _ = await reply(VarlinkReply(try status(caller)))
-        case .reportActivity:
-            _ = await reply(VarlinkReply(try reportActivity(caller)))
-        case .getDeviceInformation:
-            _ = await reply(VarlinkReply(Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))))
-        case .getCurrentAccount(let parameters):
-            _ = await reply(VarlinkReply(try currentAccount(parameters, caller: caller)))
-        case .getAccounts:
-            _ = await reply(VarlinkReply(try accounts(caller: caller)))
-        case .acquireTokenSilent(let parameters):
-            _ = await reply(VarlinkReply(try await acquireTokenSilent(parameters, caller: caller)))
-        case .signInWithDeviceCode(let parameters):
-            guard more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
-                try await signInWithDeviceCode(parameters, caller: caller, replies: ReplyStream(send: reply))
-            }
-        case .signInWithBrowser(let parameters):
-            guard more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
-                try await inBrowserSignInSlot(caller) { () async throws(BrokerFailure) in
-                    try await signInWithBrowser(parameters, caller: caller, replies: ReplyStream(send: reply))
-                }
-            }
-        case .signInWithPassword(let parameters):
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
-                _ = await reply(VarlinkReply(try await signInWithPassword(parameters, caller: caller)))
-            }
-        case .startNativeSignIn(let parameters):
-            _ = await reply(VarlinkReply(try await startNativeSignIn(parameters, caller: caller)))
-        case .resendNativeSignInCode(let parameters):
-            _ = await reply(VarlinkReply(try await resendNativeSignInCode(parameters, caller: caller)))
-        case .submitNativeSignIn(let parameters):
-            _ = await reply(VarlinkReply(try await submitNativeSignIn(parameters, caller: caller)))
-        case .signOut(let parameters):
-            _ = await reply(VarlinkReply(try await signOut(parameters, caller: caller)))
-        case .switchWorker(let parameters):
-            guard more else { throw .expectedMore }
-            try await inSignInSlot(caller) { () async throws(BrokerFailure) in
-                try await switchWorker(parameters, caller: caller, replies: ReplyStream(send: reply))
-            }
-        case .addGenericPassword(let parameters):
-            _ = await reply(VarlinkReply(try addGenericPassword(parameters, caller: caller)))
-        case .findGenericPassword(let parameters):
-            _ = await reply(VarlinkReply(try findGenericPassword(parameters, caller: caller)))
-        case .updateGenericPassword(let parameters):
-            _ = await reply(VarlinkReply(try updateGenericPassword(parameters, caller: caller)))
-        case .deleteGenericPassword(let parameters):
-            _ = await reply(VarlinkReply(try deleteGenericPassword(parameters, caller: caller)))
-        case .listGenericPasswords(let parameters):
-            _ = await reply(VarlinkReply(try listGenericPasswords(parameters, caller: caller)))
-        case .subscribeAccountChanges:
-            guard more else { throw .expectedMore }
-            try await subscribe(caller: caller, replies: ReplyStream(send: reply))
         }
     }
 
@@ -289,7 +229,8 @@ public final class Broker: Sendable {
                          AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details))
     }
 
-    private func callerReply(_ caller: BrokerCaller) -> Broker1.GetCaller.Reply {
+    /// Who the broker takes the caller to be, and the state directory it serves.
+    public func getCaller(_ parameters: Broker1.GetCaller.Parameters, context caller: BrokerCaller) -> Broker1.GetCaller.Reply {
         let application = try? application(for: caller, audit: false)
         return Broker1.GetCaller.Reply(uid: Int(caller.uid), appId: application?.app.appID, accessGroups: application?.app.accessGroups ?? [],
                                        administrator: isAdministrator(caller),
@@ -304,5 +245,20 @@ public final class Broker: Sendable {
         if caller.gid == group.gid { return true }
         guard let user = UserDatabase.user(uid: caller.uid) else { return false }
         return user.gid == group.gid || group.members.contains(user.name)
+    }
+}
+
+// The broker implements the interface's generated service: `handle` decodes each call and `dispatch`
+// routes it to the method of the same name (in the `Broker+…` files).
+extension Broker: Broker1.Service {
+    /// Who is calling, as the kernel said when the connection was accepted.
+    public typealias Context = BrokerCaller
+    /// The error reply a refused call gets.
+    public typealias Failure = BrokerFailure
+
+    /// The device's mode and registration; any caller may ask.
+    public func getDeviceInformation(_ parameters: Broker1.GetDeviceInformation.Parameters, context caller: BrokerCaller)
+        -> Broker1.GetDeviceInformation.Reply {
+        Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))
     }
 }

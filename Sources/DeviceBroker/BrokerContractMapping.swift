@@ -15,9 +15,28 @@ extension Broker1.Account {
     }
 }
 
+extension Broker1.DeviceMode {
+    init(_ mode: SharedDevice.DeviceInformation.Mode) {
+        switch mode {
+        case .shared: self = .shared
+        case .private: self = .private
+        }
+    }
+}
+
+extension Broker1.TokenSource {
+    init(_ source: SharedDevice.AuthenticationResult.Source) {
+        switch source {
+        case .cache: self = .cache
+        case .refresh: self = .refresh
+        case .interactive: self = .interactive
+        }
+    }
+}
+
 extension Broker1.DeviceInformation {
     init(_ information: SharedDevice.DeviceInformation) {
-        self.init(mode: information.mode.rawValue, deviceId: information.deviceID, deviceName: information.deviceName,
+        self.init(mode: Broker1.DeviceMode(information.mode), deviceId: information.deviceID, deviceName: information.deviceName,
                   policyId: information.policyID, extraDeviceInformation: information.extraDeviceInformation)
     }
 }
@@ -25,7 +44,7 @@ extension Broker1.DeviceInformation {
 extension Broker1.AuthenticationResult {
     init(_ result: SharedDevice.AuthenticationResult) {
         self.init(accessToken: result.accessToken, expiresOn: result.expiresOn.map { Int($0.timeIntervalSince1970) }, scopes: result.scopes,
-                  source: result.source.rawValue, account: Broker1.Account(result.account), correlationId: result.correlationID)
+                  source: Broker1.TokenSource(result.source), account: Broker1.Account(result.account), correlationId: result.correlationID)
     }
 }
 
@@ -93,17 +112,4 @@ enum ParameterCheck {
         guard let reason = SignOutReason(rawValue: name), allowed.contains(reason) else { throw .invalidParameter("reason") }
         return reason
     }
-}
-
-/// Where a streaming method's replies go: all but the last with `continues`; optional fields left `nil`
-/// are left out (each reply carries one of the method's fields).
-struct ReplyStream<Reply: VarlinkStruct>: Sendable {
-    let send: @Sendable (VarlinkReply) async -> Bool
-
-    /// Sends a reply more will follow; false once the caller is gone.
-    @discardableResult
-    func next(_ reply: Reply) async -> Bool { await send(VarlinkReply(reply, continues: true, omittingAbsent: true)) }
-
-    /// Sends the last reply.
-    func last(_ reply: Reply) async { _ = await send(VarlinkReply(reply, omittingAbsent: true)) }
 }

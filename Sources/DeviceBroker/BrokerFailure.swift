@@ -2,12 +2,13 @@ import BrokerContract
 import IdentityClient
 import KeychainStore
 import SharedDevice
-import Varlink
+public import Varlink
 
 /// A call the broker refuses, as the varlink error reply it becomes. Every library error keeps the code
 /// it has in-process (the keychain's OSStatus, MSAL's status); messages never carry a secret.
-struct BrokerFailure: Error {
-    let reply: VarlinkReply
+public struct BrokerFailure: VarlinkServiceError {
+    /// The error reply the caller gets.
+    public let reply: VarlinkReply
 
     static func invalidParameter(_ name: String) -> BrokerFailure { BrokerFailure(reply: .invalidParameter(name)) }
 
@@ -16,7 +17,7 @@ struct BrokerFailure: Error {
     static let permissionDenied = BrokerFailure(reply: .permissionDenied)
 
     /// A limit of the broker or the policy refused the call (`LimitExceeded`): which, its value, what to do.
-    static func limitExceeded(_ limit: String, maximum: Int, _ message: String) -> BrokerFailure {
+    static func limitExceeded(_ limit: Broker1.LimitName, maximum: Int, _ message: String) -> BrokerFailure {
         BrokerFailure(Broker1.LimitExceeded(limit: limit, maximum: maximum, message: message))
     }
 
@@ -38,7 +39,8 @@ struct BrokerFailure: Error {
         return BrokerFailure(Broker1.CallerNotInPolicy(uid: Int(caller.uid), message: message))
     }
 
-    init(reply: VarlinkReply) { self.reply = reply }
+    /// The failure that sends `reply`.
+    public init(reply: VarlinkReply) { self.reply = reply }
 
     /// The interface's error `error`.
     init(_ error: some VarlinkInterfaceError) { reply = error.reply }

@@ -229,7 +229,7 @@ struct BrokerCall: Sendable {
         case .callerNotInPolicy(let error)?:
             return SharedDeviceClientError(.callerNotInPolicy, error.message, uid: error.uid)
         case .limitExceeded(let error)?:
-            return SharedDeviceClientError(.limitExceeded, error.message, limit: error.limit, maximum: error.maximum)
+            return SharedDeviceClientError(.limitExceeded, error.message, limit: error.limit.rawValue, maximum: error.maximum)
         case .tooManyConnections(let error)?:
             return SharedDeviceClientError(.brokerUnavailable, error.explanation)
         case .protocolError(let error)?:

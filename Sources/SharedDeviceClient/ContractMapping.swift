@@ -10,20 +10,33 @@ extension Account {
     }
 }
 
+extension DeviceInformation.Mode {
+    init(_ mode: Broker1.DeviceMode) throws(SharedDeviceClientError) {
+        switch mode {
+        case .shared: self = .shared
+        case .private: self = .private
+        case .unknown(let value):
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's device mode \(value) is neither shared nor private")
+        }
+    }
+}
+
 extension DeviceInformation {
     init(_ information: Broker1.DeviceInformation) throws(SharedDeviceClientError) {
-        guard let mode = Mode(rawValue: information.mode) else {
-            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's device mode \(information.mode) is neither shared nor private")
-        }
-        self.init(mode: mode, deviceID: information.deviceId, deviceName: information.deviceName, policyID: information.policyId,
+        self.init(mode: try Mode(information.mode), deviceID: information.deviceId, deviceName: information.deviceName, policyID: information.policyId,
                   extraDeviceInformation: information.extraDeviceInformation)
     }
 }
 
 extension AuthenticationResult {
     init(_ result: Broker1.AuthenticationResult) throws(SharedDeviceClientError) {
-        guard let source = Source(rawValue: result.source) else {
-            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's token source \(result.source) is not cache, refresh or interactive")
+        let source: Source
+        switch result.source {
+        case .cache: source = .cache
+        case .refresh: source = .refresh
+        case .interactive: source = .interactive
+        case .unknown(let value):
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's token source \(value) is not cache, refresh or interactive")
         }
         self.init(accessToken: result.accessToken, scopes: result.scopes,
                   expiresOn: result.expiresOn.map { Date(timeIntervalSince1970: TimeInterval($0)) },
@@ -50,22 +63,18 @@ extension AccountEvent {
     init?(_ event: Broker1.AccountEvent) throws(SharedDeviceClientError) {
         let current = event.current.map(Account.init)
         switch event.kind {
-        case "subscribed": self = .subscribed(current: current, sequence: event.sequence)
-        case "signedIn": self = .signedIn(current: current, sequence: event.sequence)
-        case "signedOut": self = .signedOut(reason: event.reason.map(SignedOutReason.init(rawValue:)), sequence: event.sequence)
-        case "switched": self = .switched(current: current, sequence: event.sequence)
-        case "deviceModeChanged":
-            guard let mode = DeviceInformation.Mode(rawValue: event.mode) else {
-                throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's device mode \(event.mode) is neither shared nor private")
-            }
-            self = .deviceModeChanged(mode: mode, sequence: event.sequence)
-        case "idleWarning":
+        case .subscribed: self = .subscribed(current: current, sequence: event.sequence)
+        case .signedIn: self = .signedIn(current: current, sequence: event.sequence)
+        case .signedOut: self = .signedOut(reason: event.reason.map(SignedOutReason.init(rawValue:)), sequence: event.sequence)
+        case .switched: self = .switched(current: current, sequence: event.sequence)
+        case .deviceModeChanged: self = .deviceModeChanged(mode: try DeviceInformation.Mode(event.mode), sequence: event.sequence)
+        case .idleWarning:
             guard let secondsLeft = event.secondsLeft else {
                 throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's idleWarning has no secondsLeft")
             }
             self = .idleWarning(secondsLeft: secondsLeft)
-        case "idleWarningCanceled": self = .idleWarningCanceled
-        default: return nil
+        case .idleWarningCanceled: self = .idleWarningCanceled
+        case .unknown: return nil
         }
     }
 }
@@ -92,15 +101,15 @@ extension KeychainItem {
 extension NativeSignIn {
     init(_ challenge: Broker1.NativeSignInChallenge) throws(SharedDeviceClientError) {
         switch challenge.challenge {
-        case "password":
+        case .password:
             self.init(id: challenge.signInId, next: .password)
-        case "code":
+        case .code:
             guard let length = challenge.codeLength, let sentTo = challenge.sentTo, let channel = challenge.channel else {
                 throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's code challenge lacks its length, target or channel")
             }
             self.init(id: challenge.signInId, next: .code(length: length, sentTo: sentTo, channel: channel))
-        default:
-            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's native sign-in challenge \(challenge.challenge) is not password or code")
+        case .unknown(let value):
+            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's native sign-in challenge \(value) is not password or code")
         }
     }
 }

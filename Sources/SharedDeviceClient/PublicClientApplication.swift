@@ -187,11 +187,11 @@ public final class PublicClientApplication: Sendable {
         let showCode: (@Sendable (DeviceCodeVerification) async -> Void)?, openBrowser: (@Sendable (URL) async -> Void)?
         switch parameters.flow {
         case .deviceCode(let show):
-            (call.flow, showCode, openBrowser) = ("deviceCode", show, nil)
+            (call.flow, showCode, openBrowser) = (.deviceCode, show, nil)
         case .browser(let redirectURI, let prompt, let timeout, let open):
-            (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = ("browser", redirectURI, prompt, timeout, nil, open)
+            (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = (.browser, redirectURI, prompt, timeout, nil, open)
         case .password(let username, let password):
-            (call.flow, call.loginHint, call.password, showCode, openBrowser) = ("password", username, password, nil, nil)
+            (call.flow, call.loginHint, call.password, showCode, openBrowser) = (.password, username, password, nil, nil)
         }
         let signedOut = SignedOutBox()
         return try await broker.run(Broker1.SwitchWorker.self, call, more: true) { reply throws(SharedDeviceClientError) in

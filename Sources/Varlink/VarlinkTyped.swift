@@ -9,11 +9,19 @@ public protocol VarlinkStruct: Sendable {
     /// The fields to send. An optional field left `nil` is `null`, or left out with `omittingAbsent`
     /// (varlink allows either; the replies of a `more` call leave them out).
     func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue]
+
+    /// The path (as `VarlinkFieldError` names fields) of the first enum value inside that the interface does
+    /// not declare (decoded as `unknown`), nil when there is none. A server refuses a call's parameters
+    /// holding one; a client keeps such values in replies.
+    func firstUndeclaredEnumValue(path: String) -> String?
 }
 
 extension VarlinkStruct {
     /// The fields to send, an optional field left `nil` written as `null`.
     public var varlinkFields: [String: VarlinkValue] { varlinkFields(omittingAbsent: false) }
+
+    /// None: a struct that holds no enum values.
+    public func firstUndeclaredEnumValue(path: String) -> String? { nil }
 
     /// Decodes the parameters of a call or a reply (the top level: errors name the field alone).
     public init(varlinkFields fields: [String: VarlinkValue]) throws(VarlinkFieldError) {
@@ -79,6 +87,9 @@ public enum VarlinkField {
     @inline(__always)
     static func name(_ path: String, _ name: String) -> String { path.isEmpty ? name : "\(path).\(name)" }
 
+    /// The path of field `key` of the object at `path` (`key` at the top level, else `path.key`).
+    public static func path(_ path: String, _ key: String) -> String { name(path, key) }
+
     // MARK: Decoding a required field
 
     /// A `string`.
@@ -140,11 +151,12 @@ public enum VarlinkField {
         return map
     }
 
-    /// A value of an enum `type` (a string naming one of its cases).
-    public static func enumeration<T: RawRepresentable>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                                                         as type: T.Type = T.self) throws(VarlinkFieldError) -> T where T.RawValue == String {
-        guard case .string(let text)? = fields[key], let value = T(rawValue: text) else { throw VarlinkFieldError(field: name(path, key)) }
-        return value
+    /// A value of an enum `type`: any string, one the interface does not declare becoming `unknown`, so a
+    /// newer peer's values are understood (`parameters(of:)` refuses them in a call).
+    public static func enumeration<T: VarlinkEnum>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
+                                                   as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        guard case .string(let text)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
+        return T(rawValue: text)
     }
 
     /// Whether an optional field is absent (missing or `null`).
@@ -188,11 +200,10 @@ public enum VarlinkField {
         return value
     }
 
-    /// An enum element.
-    public static func enumeration<T: RawRepresentable>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T
-        where T.RawValue == String {
-        guard case .string(let text) = value, let element = T(rawValue: text) else { throw VarlinkFieldError(field: path) }
-        return element
+    /// An enum element (any string: see `enumeration(_:_:_:as:)`).
+    public static func enumeration<T: VarlinkEnum>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+        guard case .string(let text) = value else { throw VarlinkFieldError(field: path) }
+        return T(rawValue: text)
     }
 
     /// An array element (arrays of arrays).
@@ -214,13 +225,17 @@ public enum VarlinkField {
     }
 
     /// The parameters of `call` as `T` (a method's `Parameters`).
-    /// - Throws: `.invalidParameter` naming the first field that is missing or has the wrong type.
+    /// - Throws: `.invalidParameter` naming the first field that is missing or has the wrong type, or that
+    ///   holds an enum value the interface does not declare (a server cannot act on it).
     public static func parameters<T: VarlinkStruct>(of call: VarlinkCall, as type: T.Type = T.self) throws(VarlinkCallDecodingError) -> T {
+        let parameters: T
         do {
-            return try T(varlinkFields: call.parameters, path: "")
+            parameters = try T(varlinkFields: call.parameters, path: "")
         } catch {
             throw .invalidParameter(error)
         }
+        if let field = parameters.firstUndeclaredEnumValue(path: "") { throw .invalidParameter(VarlinkFieldError(field: field)) }
+        return parameters
     }
 
     /// A struct element.

@@ -67,7 +67,7 @@ public struct MarkdownSignatureGenerator: Sendable {
         guard words.count == 2 else { return nil }
         for declared in interface.members {
             switch (words[0], declared) {
-            case ("method", .method(let name, _, let parameters, let reply)) where name == words[1]:
+            case ("method", .method(let name, _, let parameters, let reply, _)) where name == words[1]:
                 let parametersText = wrapped("method \(name)(", parameters, suffix: ") -> (", parenthesized: false)
                 let lastLine = parametersText.split(separator: "\n").last.map(String.init) ?? parametersText
                 if lastLine.count + list(reply).count + 1 <= width {

@@ -1,9 +1,19 @@
 /// Writes the Swift contract of a varlink interface: a type per varlink `type`, a `Parameters` and a
-/// `Reply` type per method, a type per error, and the method enum a server switches on, each with its
-/// decode and encode written out (the runtime is `Varlink`'s `VarlinkStruct` and `VarlinkField`).
+/// `Reply` type per method, a type per error, the method enum a server switches on, each with its
+/// decode and encode written out (the runtime is `Varlink`'s `VarlinkStruct` and `VarlinkField`), and the
+/// server side: a `Service` protocol with one method per interface method and the `dispatch` that routes
+/// a decoded call to it (as swift-openapi-generator writes `APIProtocol` and `registerHandlers`).
+///
+/// An enum `type` (`type Mode (shared, private)`) becomes a Swift enum with a case per value and
+/// `unknown(String)` for any other string (see `VarlinkEnum`): replies, errors and the interface's types
+/// decode a value the contract does not declare as `unknown`, so a client keeps working when a newer
+/// server adds values; a call's parameters refuse it (`InvalidParameter` naming the field), since a server
+/// cannot act on a value it does not know (each struct holding enum values, at any depth, says where its
+/// first undeclared one is: `firstUndeclaredEnumValue(path:)`, which `VarlinkField.parameters(of:)` asks).
 ///
 /// The output depends on the definition alone, so regenerating it from the same `.varlink` file gives
-/// the same bytes (a test compares the checked-in file with a fresh one).
+/// the same bytes (a test compares the checked-in file with a fresh one). Lines stay within
+/// `SwiftWriter.width` columns, except the documentation the interface file's comments give.
 public struct SwiftContractGenerator: Sendable {
     /// The interface.
     public let interface: VarlinkInterfaceDefinition
@@ -45,7 +55,18 @@ public struct SwiftContractGenerator: Sendable {
         let enumerations = Set(interface.members.compactMap { member -> String? in
             if case .type(let name, _, .enumeration) = member { name } else { nil }
         })
-        let context = Context(declared: declared, enumerations: enumerations)
+        var context = Context(declared: declared, enumerations: enumerations, holdingEnumerations: [])
+        // The struct types that hold an enum value, at any depth (until nothing changes: types may nest).
+        var changed = true
+        while changed {
+            changed = false
+            for case .type(let name, _, .structure(let fields)) in interface.members where !context.holdingEnumerations.contains(name) {
+                if fields.contains(where: { holdsEnumeration($0.type, context) }) {
+                    context.holdingEnumerations.insert(name)
+                    changed = true
+                }
+            }
+        }
         for member in interface.members {
             out.line("")
             out.line("extension \(namespace) {")
@@ -54,8 +75,8 @@ public struct SwiftContractGenerator: Sendable {
                 case .type(let name, let documentation, .structure(let fields)):
                     try structure(name, documentation: documentation, fields: fields, conformances: "VarlinkStruct, Hashable", context, into: &out)
                 case .type(let name, let documentation, .enumeration(let values)):
-                    enumeration(name, documentation: documentation, values: values, into: &out)
-                case .method(let name, let documentation, let parameters, let reply):
+                    try enumeration(name, documentation: documentation, values: values, into: &out)
+                case .method(let name, let documentation, let parameters, let reply, _):
                     out.documentation(documentation)
                     out.line("public enum \(name): VarlinkMethod {")
                     try out.indented { (out: inout SwiftWriter) throws(VarlinkIDLError) in
@@ -77,12 +98,15 @@ public struct SwiftContractGenerator: Sendable {
             out.line("}")
         }
         callEnumeration(into: &out)
+        service(into: &out)
         return out.text
     }
 
-    private struct Context {
+    struct Context {
         var declared: Set<String>
         var enumerations: Set<String>
+        /// The struct types holding an enum value somewhere inside.
+        var holdingEnumerations: Set<String>
     }
 
     // MARK: - Structs
@@ -116,7 +140,7 @@ public struct SwiftContractGenerator: Sendable {
             if fields.isEmpty {
                 out.line("public init() {}")
             } else {
-                out.line("public init(\(arguments.joined(separator: ", "))) {")
+                out.wrapped("public init(", arguments, ") {")
                 out.indented { out in
                     for field in fields { out.line("self.\(identifier(field.name)) = \(identifier(field.name))") }
                 }
@@ -127,7 +151,7 @@ public struct SwiftContractGenerator: Sendable {
             out.indented { out in
                 if fields.isEmpty { out.line("_ = (fields, path)") }
                 for field in fields {
-                    out.line("\(identifier(field.name)) = \(fieldDecoder(field.type, key: field.name, context))")
+                    out.assignment(identifier(field.name), fieldDecoder(field.type, key: field.name, context))
                 }
             }
             out.line("}")
@@ -141,11 +165,13 @@ public struct SwiftContractGenerator: Sendable {
                 }
                 let required = fields.filter { if case .optional = $0.type { false } else { true } }
                 let optional = fields.filter { if case .optional = $0.type { true } else { false } }
+                // One entry a line, with a trailing comma when there are several (as swift-format writes them).
+                let entries = required.map { "\(literal($0.name)): \(encoder($0.type, identifier($0.name), context))" }
                 if optional.isEmpty {
                     out.line("_ = omittingAbsent")
                     out.line("return [")
                     out.indented { out in
-                        for field in required { out.line("\(literal(field.name)): \(encoder(field.type, identifier(field.name), context)),") }
+                        for entry in entries { out.line(entry + (entries.count > 1 ? "," : "")) }
                     }
                     out.line("]")
                     return
@@ -155,7 +181,7 @@ public struct SwiftContractGenerator: Sendable {
                 } else {
                     out.line("var fields: [String: VarlinkValue] = [")
                     out.indented { out in
-                        for field in required { out.line("\(literal(field.name)): \(encoder(field.type, identifier(field.name), context)),") }
+                        for entry in entries { out.line(entry + (entries.count > 1 ? "," : "")) }
                     }
                     out.line("]")
                 }
@@ -171,24 +197,16 @@ public struct SwiftContractGenerator: Sendable {
                 out.line("return fields")
             }
             out.line("}")
-        }
-        out.line("}")
-    }
-
-    private func enumeration(_ name: String, documentation: [String], values: [String], into out: inout SwiftWriter) {
-        out.documentation(documentation)
-        out.line("public enum \(name): String, Sendable, Hashable, CaseIterable {")
-        out.indented { out in
-            for value in values { out.line("case \(identifier(value))") }
+            undeclaredEnumValueCheck(fields, context, into: &out)
         }
         out.line("}")
     }
 
     // MARK: - The method and error enums
 
-    private var methods: [(name: String, documentation: [String])] {
+    var methods: [(name: String, documentation: [String], streams: Bool)] {
         interface.members.compactMap { member in
-            if case .method(let name, let documentation, _, _) = member { (name, documentation) } else { nil }
+            if case .method(let name, let documentation, _, _, let streams) = member { (name, documentation, streams) } else { nil }
         }
     }
 
@@ -214,7 +232,8 @@ public struct SwiftContractGenerator: Sendable {
                 out.indented { out in
                     out.line("switch call.method {")
                     for method in methods {
-                        out.line("case \(method.name).qualifiedName: self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))")
+                        out.collapsible(["case \(method.name).qualifiedName:",
+                                         "    self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))"])
                     }
                     out.line("default: throw .methodNotFound(call.method)")
                     out.line("}")
@@ -243,7 +262,8 @@ public struct SwiftContractGenerator: Sendable {
                 out.indented { out in
                     out.line("switch reply.error {")
                     for error in errors {
-                        out.line("case \(error).qualifiedName?: self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))")
+                        out.collapsible(["case \(error).qualifiedName?:",
+                                         "    self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))"])
                     }
                     out.line("default: return nil")
                     out.line("}")
@@ -292,47 +312,56 @@ public struct SwiftContractGenerator: Sendable {
         }
     }
 
-    /// The expression decoding field `key` of `fields` (at `path`).
-    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context) -> String {
+    /// The lines of the expression decoding field `key` of `fields` (at `path`), the lines after the first
+    /// indented relative to it.
+    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context) -> [String] {
         let arguments = "fields, \(literal(key)), path"
         switch type {
-        case .string: return "try VarlinkField.string(\(arguments))"
-        case .int: return "try VarlinkField.int(\(arguments))"
-        case .float: return "try VarlinkField.float(\(arguments))"
-        case .bool: return "try VarlinkField.bool(\(arguments))"
-        case .object: return "try VarlinkField.object(\(arguments))"
+        case .string: return ["try VarlinkField.string(\(arguments))"]
+        case .int: return ["try VarlinkField.int(\(arguments))"]
+        case .float: return ["try VarlinkField.float(\(arguments))"]
+        case .bool: return ["try VarlinkField.bool(\(arguments))"]
+        case .object: return ["try VarlinkField.object(\(arguments))"]
         case .named(let name) where context.enumerations.contains(name):
-            return "try VarlinkField.enumeration(\(arguments), as: \(name).self)"
-        case .named(let name): return "try VarlinkField.struct(\(arguments), as: \(name).self)"
+            return ["try VarlinkField.enumeration(\(arguments), as: \(name).self)"]
+        case .named(let name): return ["try VarlinkField.struct(\(arguments), as: \(name).self)"]
         case .optional(let wrapped):
-            return "VarlinkField.isAbsent(fields, \(literal(key))) ? nil : \(fieldDecoder(wrapped, key: key, context))"
-        case .array(let element): return "try VarlinkField.array(\(arguments)) \(elementDecoder(element, context))"
-        case .map(let element): return "try VarlinkField.map(\(arguments)) \(elementDecoder(element, context))"
-        case .inlineEnumeration, .inlineStructure: return "fatalError()"
+            var lines = fieldDecoder(wrapped, key: key, context)
+            lines[0] = "VarlinkField.isAbsent(fields, \(literal(key))) ? nil : " + lines[0]
+            return lines
+        case .array(let element):
+            return ["try VarlinkField.array(\(arguments)) {"] + elementDecoder(element, context)
+        case .map(let element):
+            return ["try VarlinkField.map(\(arguments)) {"] + elementDecoder(element, context)
+        case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }
 
-    /// A closure decoding one element of an array or a map.
-    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> String {
-        "{ (value: VarlinkValue, path: String) throws(VarlinkFieldError) in \(elementExpression(type, "value", "path", context)) }"
+    /// The lines of a closure decoding one element of an array or a map, after its opening brace.
+    private func elementDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ context: Context) -> [String] {
+        ["    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in"]
+            + elementExpression(type, "value", "path", context).map { "    " + $0 } + ["}"]
     }
 
-    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context) -> String {
+    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context) -> [String] {
         switch type {
-        case .string: return "try VarlinkField.string(\(value), \(path))"
-        case .int: return "try VarlinkField.int(\(value), \(path))"
-        case .float: return "try VarlinkField.float(\(value), \(path))"
-        case .bool: return "try VarlinkField.bool(\(value), \(path))"
-        case .object: return "try VarlinkField.object(\(value), \(path))"
+        case .string: return ["try VarlinkField.string(\(value), \(path))"]
+        case .int: return ["try VarlinkField.int(\(value), \(path))"]
+        case .float: return ["try VarlinkField.float(\(value), \(path))"]
+        case .bool: return ["try VarlinkField.bool(\(value), \(path))"]
+        case .object: return ["try VarlinkField.object(\(value), \(path))"]
         case .named(let name) where context.enumerations.contains(name):
-            return "try VarlinkField.enumeration(\(value), \(path), as: \(name).self)"
-        case .named(let name): return "try VarlinkField.struct(\(value), \(path), as: \(name).self)"
-        case .optional(let wrapped): return "\(value) == .null ? nil : \(elementExpression(wrapped, value, path, context))"
+            return ["try VarlinkField.enumeration(\(value), \(path), as: \(name).self)"]
+        case .named(let name): return ["try VarlinkField.struct(\(value), \(path), as: \(name).self)"]
+        case .optional(let wrapped):
+            var lines = elementExpression(wrapped, value, path, context)
+            lines[0] = "\(value) == .null ? nil : " + lines[0]
+            return lines
         case .array(let element):
-            return "try VarlinkField.array(\(value), \(path)) \(elementDecoder(element, context))"
+            return ["try VarlinkField.array(\(value), \(path)) {"] + elementDecoder(element, context)
         case .map(let element):
-            return "try VarlinkField.map(\(value), \(path)) \(elementDecoder(element, context))"
-        case .inlineEnumeration, .inlineStructure: return "fatalError()"
+            return ["try VarlinkField.map(\(value), \(path)) {"] + elementDecoder(element, context)
+        case .inlineEnumeration, .inlineStructure: return ["fatalError()"]
         }
     }
 
@@ -355,15 +384,22 @@ public struct SwiftContractGenerator: Sendable {
 
     // MARK: - Names
 
-    private func caseName(_ name: String) -> String {
+    func caseName(_ name: String) -> String {
         identifier(name.prefix(1).lowercased() + name.dropFirst())
     }
 
-    private func identifier(_ name: String) -> String {
+    /// `select_account` as `selectAccount`.
+    func camelCased(_ name: String) -> String {
+        let words = name.split(separator: "_")
+        guard let first = words.first else { return name }
+        return String(first) + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+    }
+
+    func identifier(_ name: String) -> String {
         Self.keywords.contains(name) ? "`\(name)`" : name
     }
 
-    private func literal(_ text: String) -> String {
+    func literal(_ text: String) -> String {
         var escaped = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -382,30 +418,4 @@ public struct SwiftContractGenerator: Sendable {
         "case", "catch", "continue", "default", "defer", "do", "else", "fallthrough", "for", "guard", "if", "in", "repeat", "return",
         "throw", "switch", "where", "while", "Any", "as", "false", "is", "nil", "self", "Self", "super", "throws", "true", "try",
     ]
-}
-
-/// Lines of Swift, indented by four spaces a level.
-struct SwiftWriter {
-    private(set) var text = ""
-    private var depth = 0
-
-    mutating func line(_ line: String) {
-        text += line.isEmpty ? "\n" : String(repeating: "    ", count: depth) + line + "\n"
-    }
-
-    mutating func documentation(_ lines: [String]) {
-        for line in lines { self.line(line.isEmpty ? "///" : "/// \(line)") }
-    }
-
-    mutating func indented(_ body: (inout SwiftWriter) -> Void) {
-        depth += 1
-        body(&self)
-        depth -= 1
-    }
-
-    mutating func indented<E: Error>(_ body: (inout SwiftWriter) throws(E) -> Void) throws(E) {
-        depth += 1
-        defer { depth -= 1 }
-        try body(&self)
-    }
 }

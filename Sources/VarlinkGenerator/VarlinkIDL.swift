@@ -1,5 +1,8 @@
 /// A varlink interface definition as its `.varlink` file declares it (the varlink IDL: `interface`,
 /// `type`, `method`, `error`, and the comments before each, which become documentation).
+///
+/// One comment line is no documentation but an annotation: `# @streams` in a method's comment marks a
+/// method whose replies stream, which must be called with `more` (varlink's IDL has no syntax for it).
 public struct VarlinkInterfaceDefinition: Sendable, Hashable {
     /// The reverse-domain name, e.g. `org.example.Service1`.
     public var name: String
@@ -11,7 +14,8 @@ public struct VarlinkInterfaceDefinition: Sendable, Hashable {
     /// A declaration of the interface.
     public enum Member: Sendable, Hashable {
         case type(name: String, documentation: [String], definition: TypeDefinition)
-        case method(name: String, documentation: [String], parameters: [Field], reply: [Field])
+        /// `streams`: the method's comment says `@streams` (it is called with `more` and replies until the last).
+        case method(name: String, documentation: [String], parameters: [Field], reply: [Field], streams: Bool)
         case error(name: String, documentation: [String], fields: [Field])
     }
 
@@ -140,6 +144,9 @@ private enum Tokenizer {
 }
 
 private struct Parser {
+    /// The comment line that marks a method whose replies stream.
+    static let streamsAnnotation = "@streams"
+
     let tokens: [Token]
     var position = 0
 
@@ -190,7 +197,9 @@ private struct Parser {
                 let parameters = try structure()
                 try expect("->")
                 let reply = try structure()
-                members.append(.method(name: memberName, documentation: keyword.documentation, parameters: parameters, reply: reply))
+                let documentation = keyword.documentation.filter { $0 != Self.streamsAnnotation }
+                members.append(.method(name: memberName, documentation: documentation, parameters: parameters, reply: reply,
+                                       streams: documentation.count != keyword.documentation.count))
             case "error":
                 members.append(.error(name: memberName, documentation: keyword.documentation, fields: try structure()))
             default:

@@ -72,6 +72,37 @@ import Varlink
         #expect(unknown.first?.error == "org.varlink.service.MethodNotFound", "\(unknown)")
     }
 
+    @Test func aValueAnEnumDoesNotDeclareIsRefusedNamingTheParameter() async throws {
+        let fixture = try Fixture()
+        let replies = await fixture.call("SwitchWorker", ["scopes": .array([]), "flow": .string("telepathy")], as: Self.scannerUID, more: true)
+        #expect(replies == [.invalidParameter("flow")], "\(replies)")
+    }
+
+    @Test func aMethodThatStreamsCalledWithoutMoreIsRefusedBeforeItTakesASignInSlot() async throws {
+        let fixture = try Fixture()
+        let calls: [(String, [String: VarlinkValue])] = [
+            ("SignInWithDeviceCode", ["scopes": .array([])]),
+            ("SignInWithBrowser", ["scopes": .array([]), "redirectUri": .string("http://127.0.0.1/")]),
+            ("SwitchWorker", ["scopes": .array([])]),
+            ("SubscribeAccountChanges", [:]),
+        ]
+        // More calls than the kiosk policy's pendingSignInsPerApp: each is refused alike, none holds a slot.
+        for _ in 0..<3 {
+            for (member, parameters) in calls {
+                let replies = await fixture.call(member, parameters, as: Self.scannerUID)
+                #expect(replies == [.expectedMore], "\(member): \(replies)")
+            }
+        }
+    }
+
+    @Test func enumValuesTravelAsTheirStrings() async throws {
+        let fixture = try Fixture()
+        let information = await fixture.call("GetDeviceInformation", as: Self.strangerUID)
+        #expect(information.first?.parameters["information"]?.object?["mode"] == .string("shared"), "\(information)")
+        let status = await fixture.call("GetStatus", as: 0)
+        #expect(status.first?.parameters["status"]?.object?["mode"] == .string("shared"), "\(status)")
+    }
+
     @Test func theStatusIsForAdministratorsOnly() async throws {
         let fixture = try Fixture()
         let app = await fixture.call("GetStatus", as: Self.scannerUID)

@@ -23,7 +23,7 @@ import VarlinkGenerator
         var names: (methods: [String], types: [String], errors: [String]) = ([], [], [])
         for member in interface.members {
             switch member {
-            case .method(let name, _, _, _): names.methods.append(name)
+            case .method(let name, _, _, _, _): names.methods.append(name)
             case .type(let name, _, _): names.types.append(name)
             case .error(let name, _, _): names.errors.append(name)
             }

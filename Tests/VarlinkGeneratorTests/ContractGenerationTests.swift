@@ -34,6 +34,27 @@ import VarlinkGenerator
             """)
     }
 
+    /// What the formatter to come allows (swift-format at 120 columns); only the documentation the interface
+    /// file's comments give may be longer.
+    @Test(arguments: ["Sources/BrokerContract/Broker1.swift", "Tests/VarlinkGeneratorTests/Shapes.swift"])
+    func generatedCodeStaysWithin120Columns(generated: String) throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent(generated), encoding: .utf8)
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where line.count > 120 {
+            let comment = line.drop { $0 == " " }.hasPrefix("//")
+            #expect(comment, "\(generated):\(index + 1) has \(line.count) columns: \(line)")
+        }
+    }
+
+    @Test func exactlyTheBrokersMethodsThatReplyMoreThanOnceStream() throws {
+        let interface = try VarlinkInterfaceDefinition(parsing: Broker1.description)
+        var streaming: [String] = []
+        for case .method(let name, let documentation, _, _, true) in interface.members {
+            streaming.append(name)
+            #expect(documentation.joined(separator: " ").contains("call with `more`"), "\(name)'s documentation does not say to call it with more")
+        }
+        #expect(streaming == ["SignInWithDeviceCode", "SignInWithBrowser", "SwitchWorker", "SubscribeAccountChanges"])
+    }
+
     @Test func theBrokerContractHasEveryMethodAndErrorOfItsInterface() throws {
         let interface = try VarlinkInterfaceDefinition(parsing: Broker1.description)
         #expect(interface.name == Broker1.name)
@@ -41,7 +62,7 @@ import VarlinkGenerator
         var errors: [String] = []
         for member in interface.members {
             switch member {
-            case .method(let name, _, _, _): methods.append(name)
+            case .method(let name, _, _, _, _): methods.append(name)
             case .error(let name, _, _): errors.append(name)
             case .type: break
             }
@@ -84,14 +105,16 @@ import VarlinkGenerator
         #expect(fields.first { $0.name == "grid" }?.type == .array(.array(.int)))
         #expect(fields.first { $0.name == "labels" }?.type == .array(.optional(.string)))
         #expect(fields.first { $0.name == "tags" }?.type == .map(.string))
-        guard case .method("Draw", let documentation, let parameters, let reply) = interface.members[2] else {
+        guard case .method("Draw", let documentation, let parameters, let reply, let streams) = interface.members[2] else {
             Issue.record("the third member is \(interface.members[2])")
             return
         }
+        // `@streams` marks the method and is no documentation.
         #expect(documentation == ["Draws shapes; call with `more` for one reply per shape."])
+        #expect(streams)
         #expect(parameters.map(\.name) == ["shapes", "scale"])
         #expect(reply.map(\.type) == [.optional(.named("Shape")), .optional(.int)])
-        guard case .method("Nothing", [], [], []) = interface.members[3] else {
+        guard case .method("Nothing", [], [], [], false) = interface.members[3] else {
             Issue.record("the fourth member is \(interface.members[3])")
             return
         }
@@ -155,7 +178,7 @@ import VarlinkGenerator
         ("name", VarlinkValue.int(1)),
         ("sides", .string("4")),
         ("sides", .double(4.5)),
-        ("colour", .string("purple")),
+        ("colour", .int(1)),
         ("colours", .array([.string("red"), .int(1)])),
         ("grid", .array([.array([.string("x")])])),
         ("tags", .object(["a": .int(1)])),

@@ -11,11 +11,42 @@ public enum Shapes {
 
 extension Shapes {
     /// A colour.
-    public enum Colour: String, Sendable, Hashable, CaseIterable {
+    public enum Colour: VarlinkEnum, CustomStringConvertible {
         case red
         case green
         case blue
         case `default`
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.red, .green, .blue, .`default`]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "red": self = .red
+            case "green": self = .green
+            case "blue": self = .blue
+            case "default": self = .`default`
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .red: "red"
+            case .green: "green"
+            case .blue: "blue"
+            case .`default`: "default"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
     }
 }
 
@@ -37,7 +68,20 @@ extension Shapes {
         public var `default`: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(name: String, sides: Int, area: Double, closed: Bool, extra: VarlinkValue, colour: Colour, colours: [Colour], tags: [String: String], grid: [[Int]], labels: [String?], children: [Shape], `default`: String? = nil) {
+        public init(
+            name: String,
+            sides: Int,
+            area: Double,
+            closed: Bool,
+            extra: VarlinkValue,
+            colour: Colour,
+            colours: [Colour],
+            tags: [String: String],
+            grid: [[Int]],
+            labels: [String?],
+            children: [Shape],
+            `default`: String? = nil
+        ) {
             self.name = name
             self.sides = sides
             self.area = area
@@ -59,12 +103,31 @@ extension Shapes {
             closed = try VarlinkField.bool(fields, "closed", path)
             extra = try VarlinkField.object(fields, "extra", path)
             colour = try VarlinkField.enumeration(fields, "colour", path, as: Colour.self)
-            colours = try VarlinkField.array(fields, "colours", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.enumeration(value, path, as: Colour.self) }
-            tags = try VarlinkField.map(fields, "tags", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.string(value, path) }
-            grid = try VarlinkField.array(fields, "grid", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.array(value, path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.int(value, path) } }
-            labels = try VarlinkField.array(fields, "labels", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in value == .null ? nil : try VarlinkField.string(value, path) }
-            children = try VarlinkField.array(fields, "children", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Shape.self) }
-            `default` = VarlinkField.isAbsent(fields, "default") ? nil : try VarlinkField.string(fields, "default", path)
+            colours = try VarlinkField.array(fields, "colours", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.enumeration(value, path, as: Colour.self)
+            }
+            tags = try VarlinkField.map(fields, "tags", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.string(value, path)
+            }
+            grid = try VarlinkField.array(fields, "grid", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.array(value, path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.int(value, path)
+                }
+            }
+            labels = try VarlinkField.array(fields, "labels", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                value == .null ? nil : try VarlinkField.string(value, path)
+            }
+            children = try VarlinkField.array(fields, "children", path) {
+                (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                try VarlinkField.struct(value, path, as: Shape.self)
+            }
+            `default` =
+                VarlinkField.isAbsent(fields, "default") ? nil : try VarlinkField.string(fields, "default", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -88,6 +151,19 @@ extension Shapes {
             }
             return fields
         }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+            for element in self.colours {
+                if !element.isKnown { return VarlinkField.path(path, "colours") }
+            }
+            for element in self.children {
+                if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "children")) {
+                    return field
+                }
+            }
+            return nil
+        }
     }
 }
 
@@ -108,13 +184,16 @@ extension Shapes {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                shapes = try VarlinkField.array(fields, "shapes", path) { (value: VarlinkValue, path: String) throws(VarlinkFieldError) in try VarlinkField.struct(value, path, as: Shape.self) }
+                shapes = try VarlinkField.array(fields, "shapes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.struct(value, path, as: Shape.self)
+                }
                 scale = VarlinkField.isAbsent(fields, "scale") ? nil : try VarlinkField.float(fields, "scale", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
                 var fields: [String: VarlinkValue] = [
-                    "shapes": .array(shapes.map { .object($0.varlinkFields) }),
+                    "shapes": .array(shapes.map { .object($0.varlinkFields) })
                 ]
                 if let scale = self.scale {
                     fields["scale"] = .double(scale)
@@ -122,6 +201,15 @@ extension Shapes {
                     fields["scale"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                for element in self.shapes {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "shapes")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
 
@@ -137,7 +225,9 @@ extension Shapes {
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
-                drawn = VarlinkField.isAbsent(fields, "drawn") ? nil : try VarlinkField.struct(fields, "drawn", path, as: Shape.self)
+                drawn =
+                    VarlinkField.isAbsent(fields, "drawn")
+                    ? nil : try VarlinkField.struct(fields, "drawn", path, as: Shape.self)
                 count = VarlinkField.isAbsent(fields, "count") ? nil : try VarlinkField.int(fields, "count", path)
             }
 
@@ -154,6 +244,15 @@ extension Shapes {
                     fields["count"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.drawn {
+                    if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "drawn")) {
+                        return field
+                    }
+                }
+                return nil
             }
         }
     }
@@ -196,6 +295,142 @@ extension Shapes {
 }
 
 extension Shapes {
+    /// Paints in `colour`, then in each of `also`; says the last colour used.
+    public enum Paint: VarlinkMethod {
+        public static let qualifiedName = "org.example.shapes.Paint"
+
+        /// The parameters of a call of Paint.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var colour: Colour
+            public var also: [Colour]?
+            public var finish: Finish?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(colour: Colour, also: [Colour]? = nil, finish: Finish? = nil) {
+                self.colour = colour
+                self.also = also
+                self.finish = finish
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                colour = try VarlinkField.enumeration(fields, "colour", path, as: Colour.self)
+                also =
+                    VarlinkField.isAbsent(fields, "also")
+                    ? nil
+                    : try VarlinkField.array(fields, "also", path) {
+                        (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                        try VarlinkField.enumeration(value, path, as: Colour.self)
+                    }
+                finish =
+                    VarlinkField.isAbsent(fields, "finish")
+                    ? nil : try VarlinkField.enumeration(fields, "finish", path, as: Finish.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "colour": .string(colour.rawValue)
+                ]
+                if let also = self.also {
+                    fields["also"] = .array(also.map { .string($0.rawValue) })
+                } else if !omittingAbsent {
+                    fields["also"] = .null
+                }
+                if let finish = self.finish {
+                    fields["finish"] = .string(finish.rawValue)
+                } else if !omittingAbsent {
+                    fields["finish"] = .null
+                }
+                return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+                if let element = self.also {
+                    for element1 in element {
+                        if !element1.isKnown { return VarlinkField.path(path, "also") }
+                    }
+                }
+                if let element = self.finish {
+                    if !element.isKnown { return VarlinkField.path(path, "finish") }
+                }
+                return nil
+            }
+        }
+
+        /// A reply of Paint.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var colour: Colour
+            public var finishes: [String: Finish]
+
+            /// A value with every field given (optional ones default to nil).
+            public init(colour: Colour, finishes: [String: Finish]) {
+                self.colour = colour
+                self.finishes = finishes
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                colour = try VarlinkField.enumeration(fields, "colour", path, as: Colour.self)
+                finishes = try VarlinkField.map(fields, "finishes", path) {
+                    (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                    try VarlinkField.enumeration(value, path, as: Finish.self)
+                }
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "colour": .string(colour.rawValue),
+                    "finishes": .object(finishes.mapValues { .string($0.rawValue) }),
+                ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if !self.colour.isKnown { return VarlinkField.path(path, "colour") }
+                for element in self.finishes.values {
+                    if !element.isKnown { return VarlinkField.path(path, "finishes") }
+                }
+                return nil
+            }
+        }
+    }
+}
+
+extension Shapes {
+    /// A paint's finish (a value that is no Swift identifier as it is written).
+    public enum Finish: VarlinkEnum, CustomStringConvertible {
+        case matte
+        case semiGloss
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.matte, .semiGloss]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "matte": self = .matte
+            case "semi_gloss": self = .semiGloss
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .matte: "matte"
+            case .semiGloss: "semi_gloss"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Shapes {
     /// A shape too large.
     public struct TooLarge: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.example.shapes.TooLarge"
@@ -216,7 +451,7 @@ extension Shapes {
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
             var fields: [String: VarlinkValue] = [
-                "area": .double(area),
+                "area": .double(area)
             ]
             if let limit = self.limit {
                 fields["limit"] = .double(limit)
@@ -233,6 +468,7 @@ extension Shapes {
     public enum Call: Sendable, Hashable {
         case draw(Draw.Parameters)
         case nothing(Nothing.Parameters)
+        case paint(Paint.Parameters)
 
         /// Decodes `call`, a call of one of the interface's methods.
         /// - Throws: `.methodNotFound` for a method the interface does not have, `.invalidParameter` naming
@@ -241,6 +477,7 @@ extension Shapes {
             switch call.method {
             case Draw.qualifiedName: self = .draw(try VarlinkField.parameters(of: call))
             case Nothing.qualifiedName: self = .nothing(try VarlinkField.parameters(of: call))
+            case Paint.qualifiedName: self = .paint(try VarlinkField.parameters(of: call))
             default: throw .methodNotFound(call.method)
             }
         }
@@ -250,6 +487,7 @@ extension Shapes {
             switch self {
             case .draw: "Draw"
             case .nothing: "Nothing"
+            case .paint: "Paint"
             }
         }
     }
@@ -272,6 +510,57 @@ extension Shapes {
             switch self {
             case .tooLarge(let error): error.reply
             }
+        }
+    }
+}
+
+extension Shapes {
+    /// The server side of the interface: one method per interface method, each given the call's decoded
+    /// parameters and the server's `Context` for the call (who is calling, say). `dispatch(_:more:context:reply:)`
+    /// routes a decoded `Call` to them.
+    public protocol Service: Sendable {
+        /// What the server passes along with each call's parameters.
+        associatedtype Context: Sendable
+        /// The error the methods throw, and the one `dispatch` makes for a streaming call without `more`.
+        associatedtype Failure: VarlinkServiceError
+
+        /// Draws shapes; call with `more` for one reply per shape.
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func draw(
+            _ parameters: Draw.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<Draw.Reply>
+        ) async throws(Failure)
+
+        func nothing(_ parameters: Nothing.Parameters, context: Context) async throws(Failure) -> Nothing.Reply
+
+        /// Paints in `colour`, then in each of `also`; says the last colour used.
+        func paint(_ parameters: Paint.Parameters, context: Context) async throws(Failure) -> Paint.Reply
+    }
+}
+
+extension Shapes.Service {
+    /// Answers `call` through the method it names and sends the method's reply, or replies, to `reply`
+    /// (which returns false once the caller is gone).
+    /// - Throws: what the method threw; `org.varlink.service.ExpectedMore` for a method that streams
+    ///   called without `more`.
+    public func dispatch(
+        _ call: Shapes.Call,
+        more: Bool,
+        context: Context,
+        reply: @escaping @Sendable (VarlinkReply) async -> Bool
+    ) async throws(Failure) {
+        switch call {
+        case .draw(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await draw(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .nothing(let parameters):
+            let answer = try await nothing(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .paint(let parameters):
+            let answer = try await paint(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
         }
     }
 }

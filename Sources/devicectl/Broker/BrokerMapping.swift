@@ -76,7 +76,7 @@ extension SharedDeviceClient.ItemChanges {
 extension BrokerStatus {
     init(_ status: Broker1.BrokerStatus) {
         self.init(version: status.version, startedAt: Date(timeIntervalSince1970: status.startedAt), provisioned: status.provisioned,
-                  mode: status.mode, policyID: status.policyId, policySHA256: status.policySha256, current: status.current.map(DeviceAccount.init),
+                  mode: status.mode.rawValue, policyID: status.policyId, policySHA256: status.policySha256, current: status.current.map(DeviceAccount.init),
                   signedInAt: status.signedInAt.map { Date(timeIntervalSince1970: $0) }, lastAuditSequence: Int64(status.lastAuditSequence),
                   idle: status.idle.map(SharedDevice.IdleState.init),
                   connections: status.connections.map { Connection(uid: UInt32(clamping: $0.uid), pid: Int32(clamping: $0.pid), appID: $0.appId) },

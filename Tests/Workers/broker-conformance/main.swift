@@ -89,7 +89,7 @@ await step("GetStatus") { () async throws(SharedDeviceClientError) in
     return "-"
 }
 await step("GetDeviceInformation") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.GetDeviceInformation.self, .init()).information.mode
+    try await broker.call(Broker1.GetDeviceInformation.self, .init()).information.mode.rawValue
 }
 await step("GetCurrentAccount") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.GetCurrentAccount.self, .init()).current?.username ?? "none"
@@ -98,7 +98,7 @@ await step("ReportActivity") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.ReportActivity.self, .init()).idle == nil ? "no-idle-policy" : "idle"
 }
 await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source.rawValue
 }
 
 // The keychain methods, and their errors.
@@ -168,7 +168,7 @@ let events = EventLog()
 let subscription = Task {
     do throws(SharedDeviceClientError) {
         let _: Never = try await broker.stream(Broker1.SubscribeAccountChanges.self, .init()) { reply, _ throws(SharedDeviceClientError) -> Never? in
-            events.append(reply.event.kind)
+            events.append(reply.event.kind.rawValue)
             return nil
         }
     } catch {
@@ -180,16 +180,16 @@ say("SubscribeAccountChanges ok \(events.all[0])")
 
 // The kiosk policy allows neither the password flow nor native authentication; an unknown native sign-in is not found.
 await step("SignInWithPassword") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.SignInWithPassword.self, .init(scopes: ["User.Read"], username: "worker1", password: "worker1-password")).result.source
+    try await broker.call(Broker1.SignInWithPassword.self, .init(scopes: ["User.Read"], username: "worker1", password: "worker1-password")).result.source.rawValue
 }
 await step("StartNativeSignIn") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.StartNativeSignIn.self, .init(username: "worker1")).next.challenge
+    try await broker.call(Broker1.StartNativeSignIn.self, .init(username: "worker1")).next.challenge.rawValue
 }
 await step("ResendNativeSignInCode") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.ResendNativeSignInCode.self, .init(signInId: "no-such-sign-in")).next.challenge
+    try await broker.call(Broker1.ResendNativeSignInCode.self, .init(signInId: "no-such-sign-in")).next.challenge.rawValue
 }
 await step("SubmitNativeSignIn") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.SubmitNativeSignIn.self, .init(signInId: "no-such-sign-in", scopes: [], code: "12345678")).result.source
+    try await broker.call(Broker1.SubmitNativeSignIn.self, .init(signInId: "no-such-sign-in", scopes: [], code: "12345678")).result.source.rawValue
 }
 
 // The browser sign-in's first reply; closing the call drops it.
@@ -207,14 +207,14 @@ await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
     }
 }
 await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"])).result.source.rawValue
 }
 await step("GetAccounts") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.GetAccounts.self, .init()).accounts.map { $0.username ?? "-" }.joined(separator: ",")
 }
 // An authority the policy does not list is refused before anything reaches it.
 await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"], authority: "https://attacker.example/tenant")).result.source
+    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"], authority: "https://attacker.example/tenant")).result.source.rawValue
 }
 // A switch: the worker is signed out first, then the next worker's code is shown; closing the call there
 // leaves the device signed out.
