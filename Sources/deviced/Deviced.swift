@@ -6,6 +6,7 @@ import Foundation
 import KeychainStore
 public import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 import SharedDevice
 import UnixSignals
@@ -148,9 +149,12 @@ struct Deviced: AsyncParsableCommand {
         // connections keep (its threads end with the process).
         let storeThreads = VarlinkHandlerExecutor(threads: 4)
         let notifier = SystemdNotifier()
+        // One thread for the sockets whatever the machine's core count (NIO's shared group has one per core):
+        // the unit's TasksMax was measured with it, and the handler's work runs on the store's threads anyway.
+        let socketThread = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = VarlinkServer(
             listener: listener, configuration: configuration, info: .broker, handler: BrokerMethodHandler(broker: broker),
-            connections: connections, handlerExecutor: storeThreads,
+            connections: connections, eventLoopGroup: socketThread, handlerExecutor: storeThreads,
             onServerRunning: {
                 notifier.notify("READY=1\nSTATUS=serving")
                 logger.info("deviced ready", metadata: ["deviced.listener": "\(listener)"])
