@@ -1,18 +1,18 @@
 import CSodium
 public import Foundation
-public import GRDB
+import GRDB
 import GRDBSQLite
 
 /// One SQLite transaction on a `KeychainStore`, opened by `writeTransaction` or `readTransaction`.
 ///
-/// Several keychain operations, a crypto-shred and statements on companion tables (the audit log, the
-/// account manager's records) commit together or not at all. The keychain operations have exactly the
-/// semantics of the store's own methods. Do not keep the value beyond the closure it was passed to.
+/// Several keychain operations, a crypto-shred and the audit log's rows (`auditLog`) commit together or
+/// not at all. The keychain operations have exactly the semantics of the store's own methods. Do not keep
+/// the value beyond the closure it was passed to.
 public struct StoreTransaction {
     let core: StoreCore
-    /// The SQLite connection inside the transaction, for tables that higher layers own. The store's own
-    /// tables (`store_meta`, `access_groups`, `items`) must only be changed through this type's methods.
-    public let database: Database
+    /// The SQLite connection inside the transaction. Higher layers reach the database only through this
+    /// type's methods and `auditLog`, never with SQL of their own.
+    let database: Database
 
     init(_ core: StoreCore, _ database: Database) {
         self.core = core
