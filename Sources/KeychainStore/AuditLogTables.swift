@@ -19,13 +19,19 @@ public struct AuditLogTables {
 
     /// An event row to append. Text columns are stored as SQLite text, exactly these strings.
     public struct NewEvent: Sendable {
+        /// The event's position in the log, from 1, without gaps.
         public var sequence: Int64
         /// The recorded time, as the log formats it.
         public var time: String
+        /// The event's kind (`account.signed_out`, …).
         public var type: String
+        /// Who acted.
         public var actor: String
+        /// The account concerned, if any (never a token).
         public var account: String?
+        /// Why, if given.
         public var reason: String?
+        /// Ties the events of one operation together.
         public var correlationID: String
         /// The event's further facts, as the log encodes them (JSON).
         public var details: String
@@ -50,7 +56,9 @@ public struct AuditLogTables {
     /// An event row as stored, each text column as its exact bytes (a NUL inside a field included), so
     /// that a verifier hashes what the file holds.
     public struct StoredEvent: Sendable {
+        /// The event's position in the log.
         public let sequence: Int64
+        /// The columns of `NewEvent`, as stored.
         public let time: Data
         public let type: Data
         public let actor: Data
@@ -64,8 +72,11 @@ public struct AuditLogTables {
 
     /// The head record: the newest sequence number and chain value, and their integrity tag.
     public struct Head: Sendable, Equatable {
+        /// The newest event's sequence number.
         public var sequence: Int64
+        /// The chain value after it.
         public var chain: Data
+        /// The integrity tag over both (`StoreTransaction.integrityTag`).
         public var tag: Data
 
         /// A head record with every column given.
@@ -78,9 +89,13 @@ public struct AuditLogTables {
 
     /// A signed checkpoint: the device key's signature over a sequence number and its chain value.
     public struct Checkpoint: Sendable, Equatable {
+        /// The event signed at.
         public var sequence: Int64
+        /// The chain value after it.
         public var chain: Data
+        /// The device key that signed (Ed25519).
         public var publicKey: Data
+        /// The signature over the sequence number and chain value.
         public var signature: Data
 
         /// A checkpoint with every column given.
