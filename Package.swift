@@ -96,7 +96,6 @@ let package = Package(
                 "KeychainStore",
                 "PathSafety",
                 "IdentityClient",
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

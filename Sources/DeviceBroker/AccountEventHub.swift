@@ -12,9 +12,12 @@ enum BrokerEvent: Sendable, Equatable {
     case idleWarningCanceled
 }
 
-/// One watch of the device's account changes (the account manager's change stream: an inotify wake-up
-/// after every commit by any process, then the new audit events), fanned out to every subscriber,
-/// together with the events the broker publishes itself.
+/// One watch of the device's account changes, fanned out to every subscriber, together with the idle
+/// events the broker publishes itself. The account manager's change stream hands over the broker's own
+/// changes (sign-ins, sign-outs, switches through its one `AccountManager`) as they commit; other
+/// processes' (provisioning, key rotation, a sign-out while the broker was down) arrive through the
+/// state directory's signal file, an inotify wake-up and a read of the audit log. Each change once, by
+/// its audit sequence number.
 final class AccountEventHub: Sendable {
     private let accountManager: AccountManager
     private let subscribers = Mutex<(started: Bool, next: Int, continuations: [Int: AsyncStream<BrokerEvent>.Continuation])>((false, 0, [:]))
@@ -50,8 +53,8 @@ final class AccountEventHub: Sendable {
     var subscriberCount: Int { subscribers.withLock { $0.continuations.count } }
 
     private func startWatching() {
-        // The account manager's stream runs its own thread (it blocks on inotify), so this task only
-        // hands changes on.
+        // The account manager's stream yields the broker's own changes on the committing thread and the
+        // others' on a thread of its own (it blocks on inotify), so this task only hands changes on.
         let changes = accountManager.changes(fallbackInterval: .seconds(2))
         Task.detached { [weak self] in
             for await change in changes {

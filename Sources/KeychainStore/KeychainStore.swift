@@ -225,9 +225,14 @@ public final class KeychainStore: Sendable {
     /// Errors thrown by `body` roll the transaction back and are rethrown unchanged; SQLite errors become
     /// `KeychainError`s.
     public func writeTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
-        try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.writeWithoutTransaction { db in try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db)) } }
+        let commitActions = CommitActions()
+        let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+            try database.writeWithoutTransaction { db in
+                try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db, commitActions)) }
+            }
         }
+        commitActions.run()
+        return result
     }
 
     /// `writeTransaction` for the writes that must succeed even on a full disk (a global sign-out, a shift
@@ -241,13 +246,15 @@ public final class KeychainStore: Sendable {
         } catch let error as KeychainError where error.code == .diskFull {
             logger.warning("keychain store: the disk is full; releasing the disk reserve for an essential write",
                            metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"])
+            let commitActions = CommitActions()
             let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 try database.writeWithoutTransaction { db in
                     try db.execute(sql: "PRAGMA secure_delete = FAST")
                     defer { try? db.execute(sql: "PRAGMA secure_delete = ON") }
-                    return try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db)) }
+                    return try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db, commitActions)) }
                 }
             }
+            commitActions.run()
             do {
                 try diskReserve.make()
             } catch {

@@ -1,22 +1,26 @@
 import CSodium
 public import Foundation
-public import GRDB
+import GRDB
 import GRDBSQLite
+import Synchronization
 
 /// One SQLite transaction on a `KeychainStore`, opened by `writeTransaction` or `readTransaction`.
 ///
-/// Several keychain operations, a crypto-shred and statements on companion tables (the audit log, the
-/// account manager's records) commit together or not at all. The keychain operations have exactly the
-/// semantics of the store's own methods. Do not keep the value beyond the closure it was passed to.
+/// Several keychain operations, a crypto-shred and the audit log's rows (`auditLog`) commit together or
+/// not at all. The keychain operations have exactly the semantics of the store's own methods. Do not keep
+/// the value beyond the closure it was passed to.
 public struct StoreTransaction {
     let core: StoreCore
-    /// The SQLite connection inside the transaction, for tables that higher layers own. The store's own
-    /// tables (`store_meta`, `access_groups`, `items`) must only be changed through this type's methods.
-    public let database: Database
+    /// The SQLite connection inside the transaction. Higher layers reach the database only through this
+    /// type's methods and `auditLog`, never with SQL of their own.
+    let database: Database
+    /// What runs once the transaction has committed (`afterCommit`).
+    let commitActions: CommitActions
 
-    init(_ core: StoreCore, _ database: Database) {
+    init(_ core: StoreCore, _ database: Database, _ commitActions: CommitActions = CommitActions()) {
         self.core = core
         self.database = database
+        self.commitActions = commitActions
     }
 
     /// The transaction's clock reading (the store's injected clock).
@@ -29,6 +33,16 @@ public struct StoreTransaction {
         // Stepped through the sqlite3 C API: every silent token call takes a stamp.
         let other = try RawStatements.firstRow(database.cachedStatement(sql: "PRAGMA data_version"), database) { sqlite3_column_int64($0, 0) }
         return StoreChangeStamp(otherConnections: other ?? 0, thisConnection: Int64(database.totalChangesCount))
+    }
+
+    /// Runs `action` once this transaction has committed, on the committing thread, after the store has
+    /// released its connection (so `action` may use the store); never if it rolls back. Actions run in
+    /// the order they were added. Only `writeTransaction` and `essentialWriteTransaction` run them.
+    ///
+    /// For telling others in the same process what was committed (the audit events a change appended)
+    /// without having them read it back.
+    public func afterCommit(_ action: @escaping @Sendable () -> Void) {
+        commitActions.add(action)
     }
 
     // MARK: - Keychain operations
@@ -234,6 +248,20 @@ public struct StoreTransaction {
     private func notFound(_ query: ItemQuery, _ caller: AppIdentity) -> KeychainError {
         let scope = query.accessGroup.map { "access group \($0)" } ?? "the access groups of app \(caller.appID)"
         return KeychainError(.itemNotFound, "no matching item in \(scope)")
+    }
+}
+
+/// The actions of one transaction attempt (`StoreTransaction.afterCommit`): collected while it runs, run
+/// by the store once it committed. An attempt that rolls back drops its own.
+final class CommitActions: Sendable {
+    private let actions = Mutex<[@Sendable () -> Void]>([])
+
+    func add(_ action: @escaping @Sendable () -> Void) {
+        actions.withLock { $0.append(action) }
+    }
+
+    func run() {
+        for action in actions.withLock({ actions in defer { actions = [] }; return actions }) { action() }
     }
 }
 

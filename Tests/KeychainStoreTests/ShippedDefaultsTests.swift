@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import KeychainStore
+@testable import KeychainStore
 import StoreTestSupport
 import Synchronization
 import Testing
@@ -10,8 +10,8 @@ import Testing
 /// opens its stores with `synchronous = NORMAL` for speed, so these are the only tests of the defaults.
 ///
 /// The pragmas are per connection, so they are read on the store's own connection, inside its own
-/// transaction (`StoreTransaction.database`). The lock is held by a second connection to the same file,
-/// as another process holding the store would.
+/// transaction (`StoreTransaction.database`, internal, so reached with `@testable`). The lock is held by a
+/// second connection to the same file, as another process holding the store would.
 struct ShippedDefaultsTests {
     @Test func aStoreOpenedWithDefaultOptionsCommitsWithSynchronousFull() throws {
         let directory = TemporaryStateDirectory("defaults-synchronous")

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import KeychainStore
 import SharedDevice
 import StoreTestSupport
@@ -439,7 +438,7 @@ struct KioskState: CustomStringConvertible {
         #expect(events.count == signOuts, "round \(round): \(events.count) sign-out events, expected \(signOuts)")
         #expect(events.allSatisfy { $0.details["scope"] == "global" && $0.account == Person.jo.username })
         let checkpoints = try store.readTransaction { tx in
-            try Int64.fetchAll(tx.database, sql: "SELECT sequence FROM audit_checkpoints")
+            try tx.auditLog.checkpoints().map(\.sequence)
         }
         for event in events {
             #expect(checkpoints.contains(event.sequence), "round \(round): no checkpoint at sign-out \(event.sequence)")

@@ -1,8 +1,7 @@
 import Foundation
-import GRDB
 public import KeychainStore
 
-/// The tamper-evident audit log, kept in the store's database (see `AuditSchema`).
+/// The tamper-evident audit log, kept in the store's database (its rows: `KeychainStore.AuditLogTables`).
 ///
 /// Appends happen inside the caller's store transaction, so an event commits with the change it
 /// records (a provisioning, a sign-out) or not at all. Each event is chained to the previous one with
@@ -32,10 +31,8 @@ public enum AuditLog {
                               checkpoint: Bool = false) throws -> AuditEvent {
         do {
             return try appendUnchecked(entry, in: transaction, signer: signer, checkpoint: checkpoint)
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
-            // A statement on a missing table: someone dropped part of the log.
-            guard try AuditSchema.complete(transaction.database) else { throw tablesMissing }
-            throw error
+        } catch is AuditLogTables.MissingTables {
+            throw tablesMissing
         }
     }
 
@@ -44,7 +41,6 @@ public enum AuditLog {
 
     private static func appendUnchecked(_ entry: AuditEntry, in transaction: StoreTransaction, signer: Signer?,
                                         checkpoint: Bool) throws -> AuditEvent {
-        let db = transaction.database
         let previous = try head(in: transaction, creatingTables: true)
         let sequence = (previous?.sequence ?? 0) + 1
         let time = transaction.now
@@ -54,61 +50,49 @@ public enum AuditLog {
             sequence: sequence, time: timeText.utf8, type: entry.type.rawValue.utf8, actor: entry.actor.utf8,
             account: entry.account?.utf8, reason: entry.reason?.utf8, correlationID: entry.correlationID.utf8, details: details.utf8)
         let chain = try AuditChain.next(after: previous?.chain ?? AuditChain.genesis, columns)
-        try db.cachedStatement(sql: """
-            INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [sequence, timeText, entry.type.rawValue, entry.actor, entry.account,
-                                     entry.reason, entry.correlationID, details, chain])
         let tag = try transaction.integrityTag(AuditChain.headMessage(sequence: sequence, chain: chain), domain: AuditChain.headTagDomain)
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_head (id, sequence, chain, tag) VALUES (1, ?, ?, ?)")
-            .execute(arguments: [sequence, chain, tag])
+        var signed: AuditLogTables.Checkpoint?
         if let signer, checkpoint || sequence % Int64(signer.checkpointInterval) == 0 {
-            let signature = try signer.key.signature(for: AuditChain.checkpointMessage(sequence: sequence, chain: chain))
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [sequence, chain, signer.key.publicKey, signature])
+            signed = try signedCheckpoint(sequence: sequence, chain: chain, signer: signer)
         }
+        try transaction.auditLog.append(
+            AuditLogTables.NewEvent(sequence: sequence, time: timeText, type: entry.type.rawValue, actor: entry.actor, account: entry.account,
+                                    reason: entry.reason, correlationID: entry.correlationID, details: details, chain: chain),
+            head: AuditLogTables.Head(sequence: sequence, chain: chain, tag: tag), checkpoint: signed)
         return AuditEvent(sequence: sequence, time: AuditTime.parse(timeText) ?? time, recordedTime: timeText, type: entry.type,
                           actor: entry.actor, account: entry.account, reason: entry.reason,
                           correlationID: entry.correlationID, details: entry.details)
     }
 
+    private static func signedCheckpoint(sequence: Int64, chain: Data, signer: Signer) throws -> AuditLogTables.Checkpoint {
+        let signature = try signer.key.signature(for: AuditChain.checkpointMessage(sequence: sequence, chain: chain))
+        return AuditLogTables.Checkpoint(sequence: sequence, chain: chain, publicKey: signer.key.publicKey, signature: signature)
+    }
+
     /// Signs a checkpoint at the current head (if it has none yet), e.g. before deprovisioning.
     public static func checkpoint(in transaction: StoreTransaction, signer: Signer) throws {
-        guard let head = try head(in: transaction, creatingTables: false) else { return }
-        let signature = try signer.key.signature(for: AuditChain.checkpointMessage(sequence: head.sequence, chain: head.chain))
-        try transaction.database.execute(
-            sql: "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)",
-            arguments: [head.sequence, head.chain, signer.key.publicKey, signature])
+        do {
+            guard let head = try head(in: transaction, creatingTables: false) else { return }
+            try transaction.auditLog.setCheckpoint(signedCheckpoint(sequence: head.sequence, chain: head.chain, signer: signer))
+        } catch is AuditLogTables.MissingTables {
+            throw tablesMissing
+        }
     }
 
     /// The events matching `filter`, oldest first. An empty list when nothing was ever logged.
     public static func events(matching filter: AuditFilter = AuditFilter(), in transaction: StoreTransaction) throws -> [AuditEvent] {
-        let db = transaction.database
-        guard try db.tableExists("audit_events") else { return [] }
-        var conditions = ["sequence > ?"]
-        var arguments: [any DatabaseValueConvertible] = [filter.afterSequence]
-        if !filter.types.isEmpty {
-            conditions.append("type IN (\(Array(repeating: "?", count: filter.types.count).joined(separator: ", ")))")
-            arguments.append(contentsOf: filter.types.map(\.rawValue).sorted())
-        }
-        if let account = filter.account {
-            conditions.append("account = ?")
-            arguments.append(account)
-        }
-        let rows = try Row.fetchCursor(db, sql: """
-            SELECT sequence, time, type, actor, account, reason, correlation_id, details FROM audit_events
-            WHERE \(conditions.joined(separator: " AND ")) ORDER BY sequence
-            """, arguments: StatementArguments(arguments))
         var events: [AuditEvent] = []
-        while let row = try rows.next() {
-            let timeText: String = row[1]
+        try transaction.auditLog.forEachEvent(after: filter.afterSequence, types: filter.types.map(\.rawValue).sorted(),
+                                              account: filter.account) { row in
+            let timeText = String(decoding: row.time, as: UTF8.self)
             guard let time = AuditTime.parse(timeText) else {
                 throw SharedDeviceError(.auditLogTampered,
-                    "audit event \(row[0] as Int64) has an unreadable time; run `devicectl audit verify`")
+                    "audit event \(row.sequence) has an unreadable time; run `devicectl audit verify`")
             }
-            let event = AuditEvent(sequence: row[0], time: time, recordedTime: timeText, type: AuditEventType(row[2] as String), actor: row[3],
-                                   account: row[4], reason: row[5], correlationID: row[6],
-                                   details: decodeDetails(row[7]))
+            func text(_ bytes: Data) -> String { String(decoding: bytes, as: UTF8.self) }
+            let event = AuditEvent(sequence: row.sequence, time: time, recordedTime: timeText, type: AuditEventType(text(row.type)),
+                                   actor: text(row.actor), account: row.account.map(text), reason: row.reason.map(text),
+                                   correlationID: text(row.correlationID), details: decodeDetails(text(row.details)))
             if filter.matches(event) { events.append(event) }
         }
         return events
@@ -116,8 +100,7 @@ public enum AuditLog {
 
     /// The newest sequence number, 0 for an empty log.
     public static func lastSequence(in transaction: StoreTransaction) throws -> Int64 {
-        guard try transaction.database.tableExists("audit_events") else { return 0 }
-        return try Int64.fetchOne(transaction.database, sql: "SELECT max(sequence) FROM audit_events") ?? 0
+        try transaction.auditLog.lastSequence()
     }
 
     // MARK: - Internals
@@ -129,30 +112,18 @@ public enum AuditLog {
 
     /// The authenticated head, `nil` for a log with no events.
     static func head(in transaction: StoreTransaction, creatingTables: Bool) throws -> Head? {
-        let db = transaction.database
-        let row: Row?
-        do {
-            row = try Row.fetchOne(db.cachedStatement(sql: "SELECT sequence, chain, tag FROM audit_head WHERE id = 1"))
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
-            guard !(try AuditSchema.exists(db)) else {
-                if try !AuditSchema.complete(db) { throw tablesMissing }
-                throw error
-            }
-            guard creatingTables else { return nil }
-            try AuditSchema.create(db)
-            return nil
-        }
-        guard let row else {
-            if try Int64.fetchOne(db, sql: "SELECT count(*) FROM audit_events") ?? 0 > 0 {
+        let tables = transaction.auditLog
+        guard let record = try tables.head(creatingTables: creatingTables) else {
+            if try tables.missingTables().isEmpty, try tables.eventCount() > 0 {
                 throw SharedDeviceError(.auditLogTampered,
                     "the audit log has events but no head record (tampered); run `devicectl audit verify` and restore the store from backup")
             }
             return nil
         }
-        let head = Head(sequence: row[0], chain: row[1])
+        let head = Head(sequence: record.sequence, chain: record.chain)
         let expected = try transaction.integrityTag(AuditChain.headMessage(sequence: head.sequence, chain: head.chain),
-                                                domain: AuditChain.headTagDomain)
-        guard expected == row[2] as Data else {
+                                                    domain: AuditChain.headTagDomain)
+        guard expected == record.tag else {
             throw SharedDeviceError(.auditLogTampered,
                 "the audit log's head record fails its integrity check (tampered); run `devicectl audit verify` and restore the store from backup")
         }

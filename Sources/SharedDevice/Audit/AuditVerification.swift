@@ -1,5 +1,4 @@
 public import Foundation
-import GRDB
 public import KeychainStore
 
 /// The outcome of `AuditLog.verify`: what was checked and every problem found, first bad event first.
@@ -43,9 +42,9 @@ extension AuditLog {
     ///     head is itself tampering.
     public static func verify(in transaction: StoreTransaction, trustedKeys: Set<Data>?, expectsEvents: Bool) throws -> AuditVerification {
         var result = AuditVerification()
-        let db = transaction.database
-        let missingTables = try AuditSchema.tables.filter { !(try db.tableExists($0)) }
-        if missingTables.count == AuditSchema.tables.count {
+        let tables = transaction.auditLog
+        let missingTables = try tables.missingTables()
+        if missingTables.count == AuditLogTables.tableNames.count {
             if expectsEvents { result.report(nil, "the audit log's tables are missing (deleted)") }
             return result
         }
@@ -56,12 +55,12 @@ extension AuditLog {
         // The head.
         var head: Head?
         var headRecordExists = false
-        if let row = try Row.fetchOne(db, sql: "SELECT sequence, chain, tag FROM audit_head WHERE id = 1") {
+        if let record = try tables.head(creatingTables: false) {
             headRecordExists = true
-            let candidate = Head(sequence: row[0], chain: row[1])
+            let candidate = Head(sequence: record.sequence, chain: record.chain)
             let expected = try transaction.integrityTag(AuditChain.headMessage(sequence: candidate.sequence, chain: candidate.chain),
                                                     domain: AuditChain.headTagDomain)
-            if expected == row[2] as Data {
+            if expected == record.tag {
                 head = candidate
                 result.headSequence = candidate.sequence
                 result.headChain = Hex.encode(candidate.chain)
@@ -71,41 +70,37 @@ extension AuditLog {
         }
         // Checkpoints.
         var checkpoints: [Int64: Data] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT sequence, chain, public_key, signature FROM audit_checkpoints ORDER BY sequence") {
-            let sequence: Int64 = row[0], chain: Data = row[1], publicKey: Data = row[2], signature: Data = row[3]
-            if let trustedKeys, !trustedKeys.contains(publicKey) {
+        for checkpoint in try tables.checkpoints() {
+            let sequence = checkpoint.sequence, chain = checkpoint.chain
+            if let trustedKeys, !trustedKeys.contains(checkpoint.publicKey) {
                 result.report(sequence, "the checkpoint is signed by a key this device never had")
-            } else if !SigningKey.isValidSignature(signature, of: AuditChain.checkpointMessage(sequence: sequence, chain: chain), publicKey: publicKey) {
+            } else if !SigningKey.isValidSignature(checkpoint.signature, of: AuditChain.checkpointMessage(sequence: sequence, chain: chain),
+                                                   publicKey: checkpoint.publicKey) {
                 result.report(sequence, "the checkpoint's signature is invalid (edited)")
             } else {
                 checkpoints[sequence] = chain
             }
         }
         // Events, in order.
-        let statement = try db.makeStatement(sql: """
-            SELECT sequence, time, type, actor, account, reason, correlation_id, details, chain FROM audit_events ORDER BY sequence
-            """)
-        let cursor = try Row.fetchCursor(statement)
         var expectedSequence: Int64 = 1
         var previousChain = AuditChain.genesis
         var lastVouched: Int64 = 0
         var lastChain = AuditChain.genesis
         var brokenSinceVouched = false
-        while let row = try cursor.next() {
+        try tables.forEachEvent { row in
             result.eventCount += 1
-            let sequence: Int64 = row[0]
+            let sequence = row.sequence
             if sequence != expectedSequence {
                 let missing = sequence - 1 == expectedSequence ? "event \(expectedSequence) is" : "events \(expectedSequence)-\(sequence - 1) are"
                 result.report(expectedSequence, "\(missing) missing (deleted)")
                 brokenSinceVouched = true
                 previousChain = Data()  // nothing can chain across the gap
             }
-            let stored: Data = row[8]
-            let columns = AuditChain.Columns(sequence: sequence, time: row[1] as Data, type: row[2] as Data, actor: row[3] as Data,
-                                             account: row[4] as Data?, reason: row[5] as Data?,
-                                             correlationID: row[6] as Data, details: row[7] as Data)
+            let columns = AuditChain.Columns(sequence: sequence, time: row.time, type: row.type, actor: row.actor,
+                                             account: row.account, reason: row.reason,
+                                             correlationID: row.correlationID, details: row.details)
             let computed = try AuditChain.next(after: previousChain, columns)
-            if computed != stored, sequence == expectedSequence {
+            if computed != row.chain, sequence == expectedSequence {
                 result.report(sequence, "its content or position does not match its chain value (edited or reordered)")
                 brokenSinceVouched = true
             }
@@ -117,7 +112,7 @@ extension AuditLog {
                 lastVouched = sequence
                 brokenSinceVouched = false
             }
-            previousChain = stored
+            previousChain = row.chain
             lastChain = computed
             expectedSequence = sequence + 1
         }

@@ -26,6 +26,8 @@ public final class ManagedDevice: Sendable {
     /// The access groups of the last policy's apps, by the hash of its document (decoding a policy with many
     /// apps is not free).
     private let decodedAppGroups = LastDecoded<String, AppGroups>()
+    /// The audit events appended through this object, to its listeners once committed (the account changes).
+    let committedAuditEvents = CommittedAuditEvents()
 
     /// Every access group of a policy's apps.
     struct AppGroups: Sendable {
@@ -121,7 +123,7 @@ public final class ManagedDevice: Sendable {
                     details["from"] = previous.mode.rawValue
                     details["to"] = record.mode.rawValue
                 }
-                try AuditLog.append(AuditEntry(type: modeChanged ? .deviceModeChanged : .policyUpdated, actor: actor,
+                try self.appendAnnounced(AuditEntry(type: modeChanged ? .deviceModeChanged : .policyUpdated, actor: actor,
                                                reason: modeChanged ? "forced mode change" : "policy changed", details: details),
                                     in: tx, signer: signer, checkpoint: true)
                 return (modeChanged ? .modeChanged : .updated, record, signer)
@@ -143,7 +145,7 @@ public final class ManagedDevice: Sendable {
                            "auditPublicKey": record.auditPublicKey.hexString, "groupsRemoved": "\(removed.groups)"]
             details["policyId"] = policy.id
             if replacesDamagedRecord { details["replacedDamagedRecord"] = "true" }
-            try AuditLog.append(AuditEntry(type: .deviceProvisioned, actor: actor,
+            try self.appendAnnounced(AuditEntry(type: .deviceProvisioned, actor: actor,
                                            reason: replacesDamagedRecord ? "forced re-provisioning over a damaged device record" : "provisioned from policy",
                                            details: details),
                                 in: tx, signer: signer, checkpoint: true)
@@ -183,7 +185,7 @@ public final class ManagedDevice: Sendable {
                 signer = nil
             }
             let groups = try tx.accessGroupNames().filter { $0 != AccessGroup.auditAnchor }
-            try AuditLog.append(AuditEntry(type: .deviceDeprovisioned, actor: actor, reason: reason ?? "deprovisioned by the administrator",
+            try self.appendAnnounced(AuditEntry(type: .deviceDeprovisioned, actor: actor, reason: reason ?? "deprovisioned by the administrator",
                                            details: ["deviceId": record?.deviceID ?? "unknown (damaged record)", "groupsRemoved": "\(groups.count)"]),
                                 in: tx, signer: signer, checkpoint: true)
             let removed = try tx.destroyAccessGroups(except: [AccessGroup.auditAnchor])
@@ -256,7 +258,16 @@ public final class ManagedDevice: Sendable {
     @discardableResult
     func append(_ entry: AuditEntry, in transaction: StoreTransaction, record: DeviceRecord?, checkpoint: Bool) throws -> AuditEvent? {
         guard let record else { return nil }
-        return try AuditLog.append(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
+        return try appendAnnounced(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
+    }
+
+    /// `AuditLog.append`, and the event to `committedAuditEvents`' listeners once `transaction` commits.
+    @discardableResult
+    private func appendAnnounced(_ entry: AuditEntry, in transaction: StoreTransaction, signer: AuditLog.Signer?,
+                                 checkpoint: Bool) throws -> AuditEvent {
+        let event = try AuditLog.append(entry, in: transaction, signer: signer, checkpoint: checkpoint)
+        committedAuditEvents.announce(event, after: transaction)
+        return event
     }
 
     /// The device record (`nil` when not provisioned), decoded once per record content.
