@@ -90,7 +90,9 @@ extension BrokerAttackTests {
     @Test func eightAppsHoldingCallsBehindSubscriptionsKeepTheDaemonUnder200MiBAndItsMemoryComesBack() async throws {
         let daemon = try await Daemon(policy: try Daemon.kioskPolicy(limits: ["connectionsPerApp": 16], appUIDs: Self.attackingApps))
         try await daemon.signWorkerIn()
-        try await daemon.start()
+        // The message deadline (10 s by default) as long as it goes: a loaded machine may take longer than 10 s
+        // to send 128 messages of 1 MB, and then that deadline, not the limits under test, would refuse them.
+        try await daemon.start(["--message-timeout", "3600"])
         try await Self.victimAndRootAreServed(daemon)
         let idle = try #require(daemon.residentMiB())
         let memory = daemon.sampleMemory()
