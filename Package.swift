@@ -275,6 +275,9 @@ let package = Package(
         .testTarget(
             name: "SharedDeviceTests",
             dependencies: [
+                "BrokerAPIPageSupport",
+                "BrokerServer",
+                "VarlinkServer",
                 "ProcessTestSupport",
                 "TestTags",
                 "StoreTestSupport",
@@ -300,6 +303,14 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/StoreTestSupport",
+            swiftSettings: strictSettings
+        ),
+        // broker-api.md's recorded exchanges read from the page, and the rule that compares a recorded reply
+        // with the wire's: the page replays of DevicectlTests (a live deviced) and SharedDeviceTests (native
+        // sign-in, against the scripted Microsoft stand-in). Used by tests only.
+        .target(
+            name: "BrokerAPIPageSupport",
+            path: "Tests/BrokerAPIPageSupport",
             swiftSettings: strictSettings
         ),
         // The tags of the test suites (integration, needsRoot, needsIdentityProvider), defined once.
@@ -476,7 +487,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DevicectlTests",
-            dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags"],
+            dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags", "BrokerAPIPageSupport"],
             swiftSettings: strictSettings
         ),
     ]

@@ -9,10 +9,12 @@ Usage: wire_replay.py SOCKET SCRIPT
   the broker admits connections asynchronously, so without that a later one could take an earlier one's slot);
   then on one more connection each TEXT is sent with its NUL
   (null: nothing is sent, the replies come unasked), and K replies are read, fewer when one ends the call
-  (it has no "continues") or the broker closes the connection. The broker's replies are waited for as
+  (it has no "continues") or the broker closes the connection. A message's "signInId" the page shortened
+  with "…" is sent as the broker gave it in an earlier reply. The broker's replies are waited for as
   long as they take: the test that runs this ends it when it gives up.
 """
 import json
+import re
 import socket
 import sys
 
@@ -41,6 +43,29 @@ def read_reply(sock, buffered):
     return reply.decode(), buffered
 
 
+# Fields whose value the broker chose in an earlier reply and a later message of the page must send back
+# (the page shows them shortened, with "…"): the value last seen in a reply is sent instead.
+ECHOED_FIELDS = ("signInId",)
+
+
+def echo_earlier_values(message, seen):
+    for field in ECHOED_FIELDS:
+        if field in seen:
+            message = re.sub(r'"%s":"[^"]*…[^"]*"' % field, lambda _: '"%s":%s' % (field, json.dumps(seen[field])), message)
+    return message
+
+
+def remember_values(value, seen):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ECHOED_FIELDS and isinstance(item, str):
+                seen[key] = item
+            remember_values(item, seen)
+    elif isinstance(value, list):
+        for item in value:
+            remember_values(item, seen)
+
+
 def main():
     path = sys.argv[1]
     with open(sys.argv[2], encoding="utf-8") as file:
@@ -56,10 +81,11 @@ def main():
         held.append(connection)
     sock = connect(path)
     buffered = b""
+    seen = {}
     for message in script["messages"]:
         if message["send"] is not None:
             try:
-                sock.sendall(message["send"].encode() + b"\0")
+                sock.sendall(echo_earlier_values(message["send"], seen).encode() + b"\0")
             except (BrokenPipeError, ConnectionResetError):
                 # The broker refused while the message was arriving: its reply may be waiting to be read.
                 pass
@@ -69,6 +95,7 @@ def main():
                 emit(closed=True)
                 return
             emit(reply=text)
+            remember_values(json.loads(text), seen)
             if not json.loads(text).get("continues", False):
                 break
     emit(done=True)

@@ -1,17 +1,20 @@
-import Foundation
-import ProcessTestSupport
-import Testing
+public import Foundation
 
 /// The recorded exchanges of `Sources/BrokerContract/broker-api.md`, read from the page: every fenced block
 /// of `→`/`←` lines, with the `<!-- replay: … -->` (or `<!-- not replayed: … -->`) note before it.
-struct BrokerAPIPage {
-    static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+public struct BrokerAPIPage {
+    public static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources/BrokerContract/broker-api.md")
 
     /// One message the app sends (nil: the broker speaks first, on connect) and the replies the page shows.
-    struct Message {
-        var send: String?
-        var replies: [String]
+    public struct Message {
+        public var send: String?
+        public var replies: [String]
+
+        public init(send: String?, replies: [String]) {
+            self.send = send
+            self.replies = replies
+        }
     }
 
     /// How a block is replayed, from its note: `as scanner|timeclock|stranger|root`, `identity provider`,
@@ -21,48 +24,56 @@ struct BrokerAPIPage {
     /// connections` (N others held open first), `deviced OPTIONS` (on a broker of its own started with
     /// them), `policy kiosk-password.json` (on a broker of its own on that policy, the password flow allowed),
     /// `given N secrets of B bytes labelled L` (the caller adds them first); clauses separated by `;`.
-    struct Note {
-        var caller = "scanner"
-        var identityProvider = false
+    public struct Note {
+        public var caller = "scanner"
+        public var identityProvider = false
         /// nil: any state; "": nobody signed in; else the worker signed in.
-        var signedIn: String?
-        var approve: String?
-        var browse: String?
+        public var signedIn: String?
+        public var approve: String?
+        public var browse: String?
         /// The worker declines in the browser: the provider sends them back to the redirect URI with `access_denied`.
-        var decline = false
+        public var decline = false
         /// The provider revokes the signed-in worker's refresh tokens before the block (`tools/idp revoke`).
-        var refreshTokenRevoked = false
+        public var refreshTokenRevoked = false
         /// Actions taken while the block runs, the `k`th once the `k+1`th reply came: `sign in WORKER`,
         /// `sign out REASON`, `idle N s` (the broker's clock set N s after the last activity), `activity`.
-        var meanwhile: [String] = []
+        public var meanwhile: [String] = []
         /// The block runs on a broker of its own whose idle clock the replay moves (`deviced --clock-file`).
-        var testClock = false
-        var held = 0
+        public var testClock = false
+        /// The block needs a Microsoft Entra External ID authority (native authentication): it is replayed by
+        /// `NativeAuthPageReplayTests` against the scripted Microsoft stand-in, not against the local provider.
+        public var nativeAuthority = false
+        public var held = 0
         /// Options of a broker of the block's own (none: the suite's broker).
-        var daemonArguments: [String] = []
+        public var daemonArguments: [String] = []
         /// The policy of a broker of the block's own (in `policies/`; none: the suite's broker).
-        var policy: String?
+        public var policy: String?
         /// Items the caller adds before the block: how many, the bytes of each secret, their label.
-        var given: (count: Int, bytes: Int, label: String)?
+        public var given: (count: Int, bytes: Int, label: String)?
         /// Why the block is not replayed (it is illustrative, or needs what the replay does not set up).
-        var notReplayed: String?
+        public var notReplayed: String?
     }
 
     /// A block: its page line, its note, and its connections (the block's paragraphs), each a list of messages.
-    struct Exchange {
-        var line: Int
-        var note: Note
-        var connections: [[Message]]
+    public struct Exchange {
+        public var line: Int
+        public var note: Note
+        public var connections: [[Message]]
     }
 
     /// A page whose notes or blocks the replay cannot read: where and why.
-    struct PageError: Error, CustomStringConvertible {
-        var line: Int
-        var message: String
-        var description: String { "broker-api.md line \(line): \(message)" }
+    public struct PageError: Error, CustomStringConvertible {
+        public var line: Int
+        public var message: String
+        public var description: String { "broker-api.md line \(line): \(message)" }
+
+        public init(line: Int, message: String) {
+            self.line = line
+            self.message = message
+        }
     }
 
-    static func exchanges() throws -> [Exchange] {
+    public static func exchanges() throws -> [Exchange] {
         let lines = try String(contentsOf: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         var exchanges: [Exchange] = []
         var index = 0
@@ -110,12 +121,12 @@ struct BrokerAPIPage {
     }
 
     /// A message to send with its `xxx…(1 MB)` written out: that many `x`.
-    static func expandingPadding(_ message: String) -> String {
+    public static func expandingPadding(_ message: String) -> String {
         let abbreviation = "xxx…(1 MB)"
         return message.replacingOccurrences(of: abbreviation, with: String(repeating: "x", count: 1_000_000))
     }
 
-    static func note(_ text: String, line: Int) throws -> Note? {
+    public static func note(_ text: String, line: Int) throws -> Note? {
         let text = text.trimmingCharacters(in: .whitespaces)
         if text.hasPrefix("<!-- not replayed: "), text.hasSuffix(" -->") {
             return Note(notReplayed: String(text.dropFirst("<!-- not replayed: ".count).dropLast(4)))
@@ -132,6 +143,7 @@ struct BrokerAPIPage {
             case 2 where words[0] == "approve": note.approve = words[1]
             case 2 where words[0] == "browse": note.browse = words[1]
             case 1 where words[0] == "decline": note.decline = true
+            case 2 where words == ["native", "authority"]: note.nativeAuthority = true
             case 3 where words == ["refresh", "token", "revoked"]: note.refreshTokenRevoked = true
             case 4 where words == ["on", "a", "test", "clock"]: note.testClock = true
             case 4 where words[0...1] == ["meanwhile", "idle"] && Int(words[2]) != nil && words[3] == "s",
@@ -156,10 +168,10 @@ struct BrokerAPIPage {
 }
 
 /// A JSON value as the wire has it, numbers kept apart from booleans and integers from floats.
-enum WireJSON: Decodable, Equatable, CustomStringConvertible {
+public enum WireJSON: Decodable, Equatable, CustomStringConvertible {
     case null, bool(Bool), int(Int), double(Double), string(String), array([WireJSON]), object([String: WireJSON])
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -178,11 +190,11 @@ enum WireJSON: Decodable, Equatable, CustomStringConvertible {
         }
     }
 
-    static func parse(_ text: String) throws -> WireJSON {
+    public static func parse(_ text: String) throws -> WireJSON {
         try JSONDecoder().decode(WireJSON.self, from: Data(text.utf8))
     }
 
-    var kind: String {
+    public var kind: String {
         switch self {
         case .null: "null"
         case .bool: "bool"
@@ -193,7 +205,7 @@ enum WireJSON: Decodable, Equatable, CustomStringConvertible {
         }
     }
 
-    var description: String {
+    public var description: String {
         switch self {
         case .null: "null"
         case .bool(let value): "\(value)"
@@ -209,17 +221,17 @@ enum WireJSON: Decodable, Equatable, CustomStringConvertible {
 /// The page's rule for comparing a recorded reply with the wire's (the page says it under "How this page is
 /// kept true"): `…` in a string is any text, `{…,` or `,…}` in an object other keys; the fields that change
 /// from run to run are compared by type.
-enum WireComparison {
-    static let variableFields: Set<String> = [
+public enum WireComparison {
+    public static let variableFields: Set<String> = [
         "accessToken", "idToken", "correlationId", "userCode", "verificationUriComplete", "signInId", "expiresOn", "expiresIn",
         "creationDate", "modificationDate", "startedAt", "signedInAt", "lastCall", "idleSeconds", "signOutIn", "sequence",
         "lastAuditSequence", "pid", "policySha256", "homeAccountId", "localAccountId", "realm", "deviceId", "deviceIdentifier", "stateDirectory",
         "version", "brokerVersion", "itemsRemoved",
     ]
-    static let otherKeys = "…"
+    public static let otherKeys = "…"
 
     /// The page's reply made JSON: `{…,` and `,…}` as a key `…`, the page's identity provider as `host`.
-    static func expected(_ text: String, host: String) throws -> WireJSON {
+    public static func expected(_ text: String, host: String) throws -> WireJSON {
         let json = text.replacingOccurrences(of: "127.0.0.1:4593", with: host)
             .replacingOccurrences(of: "{…,", with: "{\"…\":null,").replacingOccurrences(of: ",…}", with: ",\"…\":null}")
             .replacingOccurrences(of: "{…}", with: "{\"…\":null}")
@@ -227,7 +239,7 @@ enum WireComparison {
     }
 
     /// The first difference of `actual` from `expected`, by path; nil when they agree.
-    static func difference(_ expected: WireJSON, _ actual: WireJSON, path: String = "", key: String? = nil) -> String? {
+    public static func difference(_ expected: WireJSON, _ actual: WireJSON, path: String = "", key: String? = nil) -> String? {
         let at = path.isEmpty ? "the reply" : path
         if let key, variableFields.contains(key) {
             return expected.kind == actual.kind ? nil : "\(at) is \(actual) (\(actual.kind)); the page has a \(expected.kind)"
@@ -261,7 +273,7 @@ enum WireComparison {
     }
 
     /// Whether `value` is `pattern` with each `…` standing for any text.
-    static func matches(_ value: String, _ pattern: String) -> Bool {
+    public static func matches(_ value: String, _ pattern: String) -> Bool {
         let pieces = pattern.components(separatedBy: "…")
         guard value.hasPrefix(pieces[0]), let last = pieces.last, value.count >= pieces[0].count + (pieces.count > 1 ? last.count : 0) else { return false }
         var rest = value.dropFirst(pieces[0].count)
