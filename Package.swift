@@ -477,6 +477,7 @@ let package = Package(
         .testTarget(
             name: "DevicectlTests",
             dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags"],
+            exclude: ["Help"],  // golden `--help` files, read by HelpGoldenTests from the source tree
             swiftSettings: strictSettings
         ),
     ]
