@@ -38,7 +38,11 @@ public final class PublicClientApplication: Sendable {
 
     /// An application for the broker at `endpoint` (by default the system's, `/run/devicectl/broker.sock`).
     ///
+    /// Creating the application connects to nothing; each call connects (or takes a pooled connection).
+    ///
     /// - Parameters:
+    ///   - endpoint: where the broker listens and whom to trust to be it; the app decides (the library reads
+    ///     no environment variable), e.g. `BrokerEndpoint(socketPath: …)` for a developer's own broker.
     ///   - logger: gets the client's own diagnostics (never a token or a secret): `debug`, and a `warning`
     ///     when it refuses an untrusted broker. By default the task-local `Logger.current` (the logger of the
     ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
