@@ -167,7 +167,7 @@ public final class PublicClientApplication: Sendable {
     /// - Parameter parameters: the scopes, how the sign-in shows itself (`flow`) and its options.
     /// - Returns: the new worker's token.
     /// - Throws: ``SharedDeviceClientError``:
-    ///   - `accountAlreadySignedIn`: a worker is signed in already; use their token
+    ///   - `accountAlreadySignedIn`: another worker is signed in on the shared device; use their token
     ///     (``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``), or end the shift with
     ///     ``switchWorker(_:reason:signedOut:)``.
     ///   - `flowNotAllowed`: the policy's `authority.flows` does not list the flow; offer another.
@@ -248,7 +248,9 @@ public final class PublicClientApplication: Sendable {
     ///   ``submitNativeSignIn(_:password:code:scopes:)``.
     /// - Throws: ``SharedDeviceClientError``: `flowNotAllowed` where the policy does not list `nativeAuth`;
     ///   `identity` when the authority refused the username (`identityCode` says why); `accountAlreadySignedIn`
-    ///   without `switchReason` while a worker is signed in; and the codes every call can throw.
+    ///   without `switchReason` for another username than the signed-in worker's (pass a `switchReason`
+    ///   to change shifts); `limitExceeded` `pendingSignInsPerApp` while too many of the app's native
+    ///   sign-ins are open; and the codes every call can throw.
     public func startNativeSignIn(username: String, msalClientID: String? = nil,
                                   switchReason: SignOutReason? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
         try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID, switchReason: switchReason?.rawValue)) {
