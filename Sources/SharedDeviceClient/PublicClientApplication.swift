@@ -207,10 +207,8 @@ public final class PublicClientApplication: Sendable {
 
     /// Signs a worker in with the username and password the app's own screen took (MSAL native auth's
     /// `signIn(username:password:)`; the resource-owner password grant at an OpenID Connect provider).
-    /// Only where the device policy's `authority.flows` lists `password`. Throws `account` with
-    /// `identityCode` `invalid_credentials` for a wrong username or password (nothing cached, the failure
-    /// audited), `limitExceeded` `passwordBackoff` while the device holds password sign-ins back after
-    /// repeated failures, `account` `flowNotAllowed` where the policy does not allow it.
+    /// Only where the device policy's `authority.flows` lists `password`. A wrong username or password
+    /// caches nothing and is audited.
     ///
     /// - Parameters:
     ///   - username: the worker's username, as they typed it.
@@ -276,7 +274,7 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Finishes a native sign-in with what the worker typed (`password` or `code`, as `signIn.next` asks).
-    /// A wrong code is `account` with `identityCode` `invalid_code`, and the sign-in stays open.
+    /// After a wrong code the sign-in stays open: the worker may type again.
     ///
     /// - Parameters:
     ///   - signIn: the waiting sign-in.
@@ -385,9 +383,7 @@ public final class PublicClientApplication: Sendable {
 
     // MARK: - Keychain
 
-    /// Adds a generic password to `accessGroup` (nil: the app's first group). Throws `keychain` -25299 when
-    /// one with this service and account exists there, -34018 for a group the policy does not give the app,
-    /// -34 over the app's quota.
+    /// Adds a generic password to `accessGroup` (nil: the app's first group), as `SecItemAdd`.
     ///
     /// - Parameters:
     ///   - service: the item's service; with `account`, what makes it unique in its group.
@@ -429,8 +425,7 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
-    /// Every item `query` selects, with their secrets. Throws `keychain` -25300 when there is none, and
-    /// `limitExceeded` (`replyBytes`) when they would not fit in one reply.
+    /// Every item `query` selects, with their secrets (a find with `kSecMatchLimitAll`).
     ///
     /// - Parameter query: which items.
     /// - Returns: every matching item, with its secret.
