@@ -488,6 +488,7 @@ let package = Package(
         .testTarget(
             name: "DevicectlTests",
             dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags", "BrokerAPIPageSupport"],
+            exclude: ["Help"],  // golden `--help` files, read by HelpGoldenTests from the source tree
             swiftSettings: strictSettings
         ),
     ]

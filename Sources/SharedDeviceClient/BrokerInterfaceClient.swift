@@ -12,6 +12,12 @@ public import Varlink
 public struct BrokerInterfaceClient: Sendable {
     private let broker: BrokerCall
 
+    /// A client of the broker at `endpoint` (by default the system's).
+    ///
+    /// - Parameters:
+    ///   - endpoint: where the broker listens and whom to trust to be it.
+    ///   - logger: gets the client's own diagnostics (never a token or a secret).
+    ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
     public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
         broker = BrokerCall(endpoint: endpoint, group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
     }

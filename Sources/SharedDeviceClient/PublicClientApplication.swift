@@ -13,6 +13,24 @@ import NIOPosix
 /// A single-reply call runs on one of a few pooled connections, a call with more replies (a sign-in, the
 /// account changes) on a connection of its own: cancelling the calling task closes the call's connection, and the broker stops
 /// the call (a sign-in in progress caches nothing).
+///
+/// ## Errors every call can throw
+///
+/// Every method throws ``SharedDeviceClientError``; match its ``SharedDeviceClientError/code``, never its
+/// message. Besides the codes each method lists, any call can end with:
+/// - ``SharedDeviceClientError/Code/brokerUnavailable``: no broker answers at the socket. Show the
+///   message (it names the socket and the fix) and try again later; the device's administrator starts
+///   the broker.
+/// - ``SharedDeviceClientError/Code/untrustedBroker``: what listens runs as a user the endpoint does not
+///   trust; nothing was sent. Do not retry: the device is misconfigured or under attack.
+/// - ``SharedDeviceClientError/Code/callerNotInPolicy``: the device policy lists no app with this
+///   process's uid (`uid` is the one the broker saw). Run the app as its user, or have the administrator
+///   add it to the policy.
+/// - ``SharedDeviceClientError/Code/limitExceeded``: a limit of the broker or the policy (`limit`,
+///   `maximum`); wait and try again, or ask for less.
+/// - ``SharedDeviceClientError/Code/cancelled``: the calling task was cancelled.
+/// - ``SharedDeviceClientError/Code/refused``: any other refusal (`varlinkError`), or a reply off the
+///   interface; show the message.
 public final class PublicClientApplication: Sendable {
     /// Where the broker listens and whom the client trusts to be it.
     public let endpoint: BrokerEndpoint
@@ -20,7 +38,11 @@ public final class PublicClientApplication: Sendable {
 
     /// An application for the broker at `endpoint` (by default the system's, `/run/devicectl/broker.sock`).
     ///
+    /// Creating the application connects to nothing; each call connects (or takes a pooled connection).
+    ///
     /// - Parameters:
+    ///   - endpoint: where the broker listens and whom to trust to be it; the app decides (the library reads
+    ///     no environment variable), e.g. `BrokerEndpoint(socketPath: …)` for a developer's own broker.
     ///   - logger: gets the client's own diagnostics (never a token or a secret): `debug`, and a `warning`
     ///     when it refuses an untrusted broker. By default the task-local `Logger.current` (the logger of the
     ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
@@ -34,6 +56,12 @@ public final class PublicClientApplication: Sendable {
     // MARK: - Device and accounts
 
     /// Who the broker takes this process for (by its uid, from the kernel) and the access groups it has.
+    ///
+    /// Call it first to check the app reaches the broker as the app the policy names. It answers even for
+    /// a uid the policy does not list (`appID` nil, no groups), so it does not throw `callerNotInPolicy`.
+    ///
+    /// - Returns: the uid, the policy's app for it, its access groups and whether it is an administrator.
+    /// - Throws: ``SharedDeviceClientError``, only with the codes every call can throw.
     public func caller() async throws(SharedDeviceClientError) -> CallerIdentity {
         try await broker.run(Broker1.GetCaller.self, .init()) { reply throws(SharedDeviceClientError) in
             CallerIdentity(uid: reply.uid, appID: reply.appId, accessGroups: reply.accessGroups, administrator: reply.administrator,
@@ -42,6 +70,11 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Whether the device is shared or private, and its registration (MSAL's getDeviceInformation).
+    ///
+    /// In `shared` mode a sign-out, by any app or the administrator, ends the worker's session in every
+    /// app: listen with ``accountChanges()`` and drop the worker's data when it comes.
+    ///
+    /// - Throws: ``SharedDeviceClientError``, with the codes every call can throw.
     public func deviceInformation() async throws(SharedDeviceClientError) -> DeviceInformation {
         try await broker.run(Broker1.GetDeviceInformation.self, .init()) { reply throws(SharedDeviceClientError) in
             try DeviceInformation(reply.information)
@@ -49,7 +82,12 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The device's current worker for this app and the one before (MSAL's getCurrentAccount).
-    /// `msalClientID`: as in `acquireTokenSilent`.
+    ///
+    /// Nobody signed in is not an error: `current` is nil; sign a worker in with ``acquireToken(_:)``.
+    ///
+    /// - Parameter msalClientID: as in ``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``.
+    /// - Throws: ``SharedDeviceClientError``: `msalClientNotAllowed` for an `msalClientID` the policy does
+    ///   not give the app, and the codes every call can throw.
     public func currentAccount(msalClientID: String? = nil) async throws(SharedDeviceClientError) -> CurrentAccount {
         try await broker.run(Broker1.GetCurrentAccount.self, .init(msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
             CurrentAccount(current: reply.current.map(Account.init), previous: reply.previous.map(Account.init))
@@ -58,6 +96,8 @@ public final class PublicClientApplication: Sendable {
 
     /// The accounts this app holds (MSAL's allAccounts): on a shared device the signed-in worker's, one per
     /// Azure AD B2C user flow they signed in through; empty when nobody is signed in.
+    ///
+    /// - Throws: ``SharedDeviceClientError``, with the codes every call can throw.
     public func accounts() async throws(SharedDeviceClientError) -> [Account] {
         try await broker.run(Broker1.GetAccounts.self, .init()) { reply throws(SharedDeviceClientError) in
             reply.accounts.map(Account.init)
@@ -66,12 +106,20 @@ public final class PublicClientApplication: Sendable {
 
     /// The account of the Azure AD B2C user flow `policy` (MSAL's sample `getAccountByPolicy`), nil when
     /// the worker has not signed in through it.
+    ///
+    /// - Parameter policy: the user flow's name (`B2C_1_susi`), compared case-insensitively.
+    /// - Throws: ``SharedDeviceClientError``, with the codes every call can throw.
     public func account(forPolicy policy: String) async throws(SharedDeviceClientError) -> Account? {
         try await accounts().first { $0.isAccount(ofPolicy: policy) }
     }
 
     /// Tells the broker the worker is active (input on the kiosk): the idle sign-out's clock starts over
     /// and a warning out is canceled. Returns the clock, nil when the policy has no idle sign-out.
+    ///
+    /// Call it on the worker's input (at most every few seconds is plenty); a pending
+    /// ``AccountEvent/idleWarning(secondsLeft:)`` is then followed by ``AccountEvent/idleWarningCanceled``.
+    ///
+    /// - Throws: ``SharedDeviceClientError``, with the codes every call can throw.
     @discardableResult
     public func reportActivity() async throws(SharedDeviceClientError) -> IdleState? {
         try await broker.run(Broker1.ReportActivity.self, .init()) { reply throws(SharedDeviceClientError) in
@@ -82,11 +130,24 @@ public final class PublicClientApplication: Sendable {
     // MARK: - Tokens
 
     /// A token for `scopes` without UI (MSAL's acquireTokenSilent): the broker's cached access token, else
-    /// a refresh. Throws `account` with `interactionRequired` (-50002) when a sign-in is needed.
-    /// `msalClientID`: the MSAL client id of a request that came through Microsoft's broker protocol (see
-    /// `InteractiveTokenParameters.msalClientID`); the result then carries the ID token. `authority`: one of
-    /// the device policy's `knownAuthorities` (an Azure AD B2C user flow, MSAL's `parameters.authority`):
-    /// that flow's token, under the worker's account of that flow.
+    /// a refresh. Call it before every use of a token: the broker caches, so it is cheap.
+    ///
+    /// - Parameters:
+    ///   - scopes: the scopes the token must grant.
+    ///   - forceRefresh: skip the cached access token and redeem the refresh token.
+    ///   - msalClientID: the MSAL client id of a request that came through Microsoft's broker protocol (see
+    ///     ``InteractiveTokenParameters/msalClientID``); the result then carries the ID token.
+    ///   - authority: one of the device policy's `knownAuthorities` (an Azure AD B2C user flow, MSAL's
+    ///     `parameters.authority`): that flow's token, under the worker's account of that flow.
+    /// - Returns: the token and the account it is for; send `accessToken` as `Authorization: Bearer`.
+    /// - Throws: ``SharedDeviceClientError``:
+    ///   - `noCurrentAccount`: nobody is signed in; sign a worker in with ``acquireToken(_:)``.
+    ///   - `identity` with `identityCode` `interaction_required` (`msalStatus` -50002): the refresh token
+    ///     no longer works; sign the worker in again with ``acquireToken(_:)``. Other `identityCode`s
+    ///     (`authority_unreachable`, …): show the message and try again later.
+    ///   - `authorityNotAllowed`, `msalClientNotAllowed`: the policy does not allow that `authority` or
+    ///     `msalClientID` for this app (a fix of the app or the policy, not of the worker).
+    ///   - the codes every call can throw.
     public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false, msalClientID: String? = nil,
                                    authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
         try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil, msalClientId: msalClientID,
@@ -99,6 +160,21 @@ public final class PublicClientApplication: Sendable {
     /// Signs a worker in (MSAL's acquireToken): the broker runs the sign-in, the app shows the device code
     /// or opens the browser when `parameters.flow` is called. In shared mode the worker is then signed in
     /// to every app on the device.
+    ///
+    /// The call returns when the worker finished the sign-in (or it failed); cancel the calling task to
+    /// stop it (nothing is cached then).
+    ///
+    /// - Parameter parameters: the scopes, how the sign-in shows itself (`flow`) and its options.
+    /// - Returns: the new worker's token.
+    /// - Throws: ``SharedDeviceClientError``:
+    ///   - `accountAlreadySignedIn`: another worker is signed in on the shared device; use their token
+    ///     (``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``), or end the shift with
+    ///     ``switchWorker(_:reason:signedOut:)``.
+    ///   - `flowNotAllowed`: the policy's `authority.flows` does not list the flow; offer another.
+    ///   - `identity`: the identity provider refused or failed; `identityCode` says how
+    ///     (`device_code_expired`: start again; `authority_unreachable`: try again later).
+    ///   - `limitExceeded` `pendingSignInsPerApp`: the app has too many sign-ins running; finish one first.
+    ///   - `authorityNotAllowed`, `msalClientNotAllowed`, and the codes every call can throw.
     public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceClientError) -> AuthenticationResult {
         switch parameters.flow {
         case .password(let username, let password):
@@ -131,10 +207,21 @@ public final class PublicClientApplication: Sendable {
 
     /// Signs a worker in with the username and password the app's own screen took (MSAL native auth's
     /// `signIn(username:password:)`; the resource-owner password grant at an OpenID Connect provider).
-    /// Only where the device policy's `authority.flows` lists `password`. Throws `account` with
-    /// `identityCode` `invalid_credentials` for a wrong username or password (nothing cached, the failure
-    /// audited), `limitExceeded` `passwordBackoff` while the device holds password sign-ins back after
-    /// repeated failures, `account` `flowNotAllowed` where the policy does not allow it.
+    /// Only where the device policy's `authority.flows` lists `password`. A wrong username or password
+    /// caches nothing and is audited.
+    ///
+    /// - Parameters:
+    ///   - username: the worker's username, as they typed it.
+    ///   - password: their password; the broker sends it to the identity provider only, and never logs it.
+    ///   - scopes: the scopes the token must grant.
+    ///   - msalClientID: as in ``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``.
+    ///   - authority: as in ``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``.
+    /// - Throws: ``SharedDeviceClientError``:
+    ///   - `identity` with `identityCode` `invalid_credentials`: a wrong username or password; let the
+    ///     worker type them again.
+    ///   - `limitExceeded` with `limit` `passwordBackoff`: wait `maximum` seconds before the next try.
+    ///   - `flowNotAllowed`: the policy does not allow password sign-in; use another flow.
+    ///   - `accountAlreadySignedIn`, as ``acquireToken(_:)``, and the codes every call can throw.
     public func signIn(username: String, password: String, scopes: [String], msalClientID: String? = nil,
                        authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
         try await broker.run(Broker1.SignInWithPassword.self, .init(scopes: scopes, username: username, password: password,
@@ -150,6 +237,18 @@ public final class PublicClientApplication: Sendable {
     /// With `switchReason` the sign-in is the next worker of a shift change: the current worker is signed
     /// out of every app once the authority took the username (`NativeSignIn.signedOut` says who), and
     /// `submitNativeSignIn` signs the next one in under the same correlation id.
+    ///
+    /// - Parameters:
+    ///   - username: the worker's username, as they typed it.
+    ///   - msalClientID: as in ``acquireTokenSilent(scopes:forceRefresh:msalClientID:authority:)``.
+    ///   - switchReason: make it a shift change for this reason; nil for a plain sign-in.
+    /// - Returns: the waiting sign-in: show what ``NativeSignIn/next`` asks for, then call
+    ///   ``submitNativeSignIn(_:password:code:scopes:)``.
+    /// - Throws: ``SharedDeviceClientError``: `flowNotAllowed` where the policy does not list `nativeAuth`;
+    ///   `identity` when the authority refused the username (`identityCode` says why); `accountAlreadySignedIn`
+    ///   without `switchReason` for another username than the signed-in worker's (pass a `switchReason`
+    ///   to change shifts); `limitExceeded` `pendingSignInsPerApp` while too many of the app's native
+    ///   sign-ins are open; and the codes every call can throw.
     public func startNativeSignIn(username: String, msalClientID: String? = nil,
                                   switchReason: SignOutReason? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
         try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID, switchReason: switchReason?.rawValue)) {
@@ -161,6 +260,13 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Sends a new one-time code for a native sign-in waiting for one (the previous code stops working).
+    ///
+    /// - Parameter signIn: the waiting sign-in, as ``startNativeSignIn(username:msalClientID:switchReason:)``
+    ///   returned it.
+    /// - Returns: the sign-in, with where the new code went.
+    /// - Throws: ``SharedDeviceClientError``: `signInNotFound` (`Code(name: "signInNotFound")`, no constant)
+    ///   when the sign-in is no longer open (it finished, failed or waited more than 10 minutes): start
+    ///   again; `identity` when the authority refused; and the codes every call can throw.
     public func resendNativeSignInCode(_ signIn: NativeSignIn) async throws(SharedDeviceClientError) -> NativeSignIn {
         try await broker.run(Broker1.ResendNativeSignInCode.self, .init(signInId: signIn.id)) { reply throws(SharedDeviceClientError) in
             try NativeSignIn(reply.next)
@@ -168,7 +274,17 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Finishes a native sign-in with what the worker typed (`password` or `code`, as `signIn.next` asks).
-    /// A wrong code is `account` with `identityCode` `invalid_code`, and the sign-in stays open.
+    /// After a wrong code the sign-in stays open: the worker may type again.
+    ///
+    /// - Parameters:
+    ///   - signIn: the waiting sign-in.
+    ///   - password: the worker's password, when `signIn.next` is `password`.
+    ///   - code: the one-time code, when `signIn.next` is `code`.
+    ///   - scopes: the scopes the token must grant.
+    /// - Returns: the worker's token.
+    /// - Throws: ``SharedDeviceClientError``: `identity` with `identityCode` `invalid_code` (or
+    ///   `invalid_credentials`): let the worker type again, the sign-in stays open; `identity` otherwise, or
+    ///   `signInNotFound` for a sign-in no longer open: start again; and the codes every call can throw.
     public func submitNativeSignIn(_ signIn: NativeSignIn, password: String? = nil, code: String? = nil,
                                    scopes: [String]) async throws(SharedDeviceClientError) -> AuthenticationResult {
         try await broker.run(Broker1.SubmitNativeSignIn.self, .init(signInId: signIn.id, scopes: scopes, password: password, code: code)) {
@@ -181,6 +297,15 @@ public final class PublicClientApplication: Sendable {
     /// the next worker signs in as `parameters.flow` shows. If the sign-in fails or is cancelled, the
     /// device stays signed out. `signedOut`, if given, hears who left (and how many of their items went)
     /// as soon as the sign-out is committed, before the next worker's sign-in starts.
+    ///
+    /// - Parameters:
+    ///   - parameters: the next worker's sign-in, as for ``acquireToken(_:)``.
+    ///   - reason: why the current worker leaves (every app hears it in ``AccountEvent/signedOut(reason:sequence:)``).
+    ///   - reportSignOut: hears the sign-out as soon as it is committed.
+    /// - Returns: who left and the next worker's token.
+    /// - Throws: ``SharedDeviceClientError``, with the codes of ``acquireToken(_:)``. A failure after the
+    ///   sign-out leaves the device signed out (its message says so): sign the next worker in with
+    ///   ``acquireToken(_:)``.
     public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
                              signedOut reportSignOut: (@Sendable (SignOutResult) async -> Void)? = nil) async throws(SharedDeviceClientError) -> WorkerSwitch {
         var call = Broker1.SwitchWorker.Parameters(scopes: parameters.scopes, reason: reason.rawValue, loginHint: parameters.loginHint)
@@ -210,6 +335,13 @@ public final class PublicClientApplication: Sendable {
 
     /// Signs the current worker out; in shared mode from every app on the device. The counts are the
     /// broker's.
+    ///
+    /// Every subscribed app hears ``AccountEvent/signedOut(reason:sequence:)``, this one included.
+    ///
+    /// - Parameter reason: why the worker leaves: ``SignOutReason/user`` or ``SignOutReason/shiftEnd``.
+    /// - Returns: who was signed out, whether from every app, and how many keychain items went with them.
+    /// - Throws: ``SharedDeviceClientError``: `noCurrentAccount` when nobody is signed in (nothing to do:
+    ///   the device is already signed out), and the codes every call can throw.
     public func signOut(reason: SignOutReason = .user) async throws(SharedDeviceClientError) -> SignOutResult {
         try await broker.run(Broker1.SignOut.self, .init(reason: reason.rawValue)) { reply throws(SharedDeviceClientError) in
             SignOutResult(account: reply.account.map(Account.init), global: reply.global, itemsRemoved: reply.itemsRemoved)
@@ -220,6 +352,12 @@ public final class PublicClientApplication: Sendable {
     /// returns at once, its first event is `subscribed` (from then on nothing is missed). It ends when the
     /// consumer stops iterating (the subscription's connection is closed) and throws
     /// `SharedDeviceClientError` when the broker goes away.
+    ///
+    /// On ``AccountEvent/signedOut(reason:sequence:)`` drop everything of the worker's (lock the screen);
+    /// on ``AccountEvent/signedIn(current:sequence:)`` or ``AccountEvent/switched(current:sequence:)`` take a
+    /// token for the new worker. When the stream throws (`brokerUnavailable` after the broker went away),
+    /// subscribe again once the broker is back and read ``currentAccount(msalClientID:)``: changes while
+    /// nobody listened are not replayed.
     public func accountChanges() -> AsyncThrowingStream<AccountEvent, any Error> {
         let (events, continuation) = AsyncThrowingStream<AccountEvent, any Error>.makeStream()
         let broker = broker
@@ -245,9 +383,24 @@ public final class PublicClientApplication: Sendable {
 
     // MARK: - Keychain
 
-    /// Adds a generic password to `accessGroup` (nil: the app's first group). Throws `keychain` -25299 when
-    /// one with this service and account exists there, -34018 for a group the policy does not give the app,
-    /// -34 over the app's quota.
+    /// Adds a generic password to `accessGroup` (nil: the app's first group), as `SecItemAdd`.
+    ///
+    /// - Parameters:
+    ///   - service: the item's service; with `account`, what makes it unique in its group.
+    ///   - account: the item's account.
+    ///   - secret: the secret; stored encrypted, returned only by a find.
+    ///   - accessGroup: the group to add it to; nil: the app's first group in the policy, which may be one
+    ///     other apps share. Name the app's own group to keep the item to the app.
+    ///   - label: a name for people.
+    ///   - type: the app's own type code.
+    ///   - generic: the app's own attribute bytes (not secret).
+    /// - Returns: the item as stored (without its secret).
+    /// - Throws: ``SharedDeviceClientError``:
+    ///   - `duplicateItem` (-25299): the group has an item with this service and account; update it with
+    ///     ``updateGenericPassword(_:secret:changes:)`` instead.
+    ///   - `missingEntitlement` (-34018): the policy does not give the app `accessGroup`.
+    ///   - `quotaExceeded` (-34): the app's items would go over its quota; delete some first.
+    ///   - `diskFull` (-34), `invalidParameter` (-50), and the codes every call can throw.
     @discardableResult
     public func addGenericPassword(service: String, account: String, secret: Data, accessGroup: String? = nil, label: String? = nil,
                                    type: UInt32? = nil, generic: Data? = nil) async throws(SharedDeviceClientError) -> KeychainItem {
@@ -259,15 +412,26 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
-    /// The first item `query` selects, with its secret. Throws `keychain` -25300 when there is none.
+    /// The first item `query` selects, with its secret.
+    ///
+    /// - Parameter query: which items; name `accessGroup` to search the app's own group only.
+    /// - Returns: the item, with ``KeychainItem/secret`` set.
+    /// - Throws: ``SharedDeviceClientError``: `itemNotFound` (-25300) when nothing matches (catch
+    ///   `SharedDeviceClientError.Code.itemNotFound`, or test `error.isItemNotFound`); `missingEntitlement`
+    ///   (-34018) for a group the app lacks; and the codes every call can throw.
     public func findGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> KeychainItem {
         try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: nil)) { reply throws(SharedDeviceClientError) in
             try KeychainItem(reply.item)
         }
     }
 
-    /// Every item `query` selects, with their secrets. Throws `keychain` -25300 when there is none, and
-    /// `limitExceeded` (`replyBytes`) when they would not fit in one reply.
+    /// Every item `query` selects, with their secrets (a find with `kSecMatchLimitAll`).
+    ///
+    /// - Parameter query: which items.
+    /// - Returns: every matching item, with its secret.
+    /// - Throws: ``SharedDeviceClientError``: `itemNotFound` (-25300) when nothing matches; `limitExceeded`
+    ///   with `limit` `replyBytes`: narrow the query or find the items one by one; `missingEntitlement`
+    ///   (-34018); and the codes every call can throw.
     public func findAllGenericPasswords(_ query: ItemQuery) async throws(SharedDeviceClientError) -> [KeychainItem] {
         try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: true)) { reply throws(SharedDeviceClientError) in
             var items: [KeychainItem] = []
@@ -278,6 +442,15 @@ public final class PublicClientApplication: Sendable {
 
     /// Gives every item `query` selects a new `secret` and/or the attributes in `changes`; returns how many.
     /// No match throws the keychain's item-not-found (`-25300`, as `SecItemUpdate`).
+    ///
+    /// - Parameters:
+    ///   - query: which items to change.
+    ///   - secret: the new secret; nil: unchanged.
+    ///   - changes: the new attributes; nil fields are unchanged.
+    /// - Returns: how many items changed.
+    /// - Throws: ``SharedDeviceClientError``: `itemNotFound` (-25300) when nothing matches (add the item
+    ///   instead); `duplicateItem` (-25299) when the change would make two items alike; `missingEntitlement`
+    ///   (-34018); `quotaExceeded` or `diskFull` (-34); and the codes every call can throw.
     @discardableResult
     public func updateGenericPassword(_ query: ItemQuery, secret: Data? = nil, changes: ItemChanges = ItemChanges()) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.UpdateGenericPassword.Parameters(
@@ -290,6 +463,11 @@ public final class PublicClientApplication: Sendable {
     /// Deletes every item `query` selects; returns how many. No match throws the keychain's item-not-found
     /// (`-25300`, as `SecItemDelete`; `error.isItemNotFound`). An app for which "nothing to delete" is fine
     /// calls `deleteGenericPasswordIfPresent` instead.
+    ///
+    /// - Parameter query: which items to delete.
+    /// - Returns: how many items were deleted.
+    /// - Throws: ``SharedDeviceClientError``: `itemNotFound` (-25300) when nothing matches;
+    ///   `missingEntitlement` (-34018); and the codes every call can throw.
     @discardableResult
     public func deleteGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.DeleteGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
@@ -300,6 +478,10 @@ public final class PublicClientApplication: Sendable {
     /// Deletes every item `query` selects, if there is any; returns how many, 0 when nothing matched. The
     /// broker still answers a delete without a match with item-not-found (-25300, as `SecItemDelete`): this
     /// call takes that answer for 0 and throws every other failure (-34018 for a group the app lacks, …).
+    ///
+    /// - Parameter query: which items to delete.
+    /// - Returns: how many items were deleted, 0 when none matched.
+    /// - Throws: ``SharedDeviceClientError``, as ``deleteGenericPassword(_:)`` but never `itemNotFound`.
     @discardableResult
     public func deleteGenericPasswordIfPresent(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
         do throws(SharedDeviceClientError) {
@@ -311,6 +493,12 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// The attributes (never the secrets) of every item `query` selects.
+    ///
+    /// - Parameter query: which items; the default lists every item in every group of the app.
+    /// - Returns: the items, without their secrets; empty when nothing matches.
+    /// - Throws: ``SharedDeviceClientError``: `missingEntitlement` (-34018) for a group the app lacks;
+    ///   `limitExceeded` `replyBytes` when the list would not fit in one reply (narrow the query); and the
+    ///   codes every call can throw.
     public func listGenericPasswords(_ query: ItemQuery = ItemQuery()) async throws(SharedDeviceClientError) -> [KeychainItem] {
         let parameters = Broker1.ListGenericPasswords.Parameters(service: query.service, account: query.account, label: query.label,
                                                                  type: query.type.map(Int.init), accessGroup: query.accessGroup)
