@@ -25,7 +25,8 @@ import Foundation
 /// The message cap of the fuzzed decoder: small, so that the 8 KiB inputs reach it.
 let fuzzMaximumMessageBytes = 4096
 /// The queue bounds of the fuzzed connection: small, so that pipelined calls in 8 KiB reach them.
-let fuzzQueueCalls = 8, fuzzQueueBytes = 2048
+let fuzzQueueCalls = 8
+let fuzzQueueBytes = 2048
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
@@ -87,8 +88,10 @@ func fuzzFraming(_ stream: [UInt8], chunkSizes: ChunkSizes) {
         let size = min(sizes.next(), stream.count - offset)
         decoder.append(stream[offset..<offset + size])
         offset += size
-        require(decoder.bufferedByteCount <= cap + size,
-                "bufferedByteCount \(decoder.bufferedByteCount) > cap \(cap) + chunk \(size)")
+        require(
+            decoder.bufferedByteCount <= cap + size,
+            "bufferedByteCount \(decoder.bufferedByteCount) > cap \(cap) + chunk \(size)"
+        )
         while true {
             let message: Data?
             do {
@@ -96,28 +99,39 @@ func fuzzFraming(_ stream: [UInt8], chunkSizes: ChunkSizes) {
             } catch {
                 require(error.code == .messageTooLarge, "nextMessage threw \(error.code), not messageTooLarge")
                 threw = true
-                break feeding // The connection is over: feed this decoder nothing more.
+                break feeding  // The connection is over: feed this decoder nothing more.
             }
             guard let message else {
-                require(decoder.bufferedByteCount <= cap,
-                        "bufferedByteCount \(decoder.bufferedByteCount) > cap \(cap) after nextMessage returned nil")
+                require(
+                    decoder.bufferedByteCount <= cap,
+                    "bufferedByteCount \(decoder.bufferedByteCount) > cap \(cap) after nextMessage returned nil"
+                )
                 break
             }
             require(message.count <= cap, "a message of \(message.count) bytes passed the cap \(cap)")
-            require(received < expectedMessages.count,
-                    "message #\(received) handed out, the model has only \(expectedMessages.count) before the end or an oversized one")
-            require(Array(message) == expectedMessages[received],
-                    "message #\(received) (\(message.count) bytes) differs from the model's piece (\(expectedMessages[received].count) bytes)")
+            require(
+                received < expectedMessages.count,
+                "message #\(received) handed out, the model has only \(expectedMessages.count) before the end or an oversized one"
+            )
+            require(
+                Array(message) == expectedMessages[received],
+                "message #\(received) (\(message.count) bytes) differs from the model's piece (\(expectedMessages[received].count) bytes)"
+            )
             received += 1
             fuzzMessage(message)
             if let call = try? VarlinkCall.decode(message) { queue.receive(call, byteCount: message.count) }
         }
     }
     require(threw == expectTooLarge, "messageTooLarge thrown: \(threw), expected: \(expectTooLarge)")
-    require(received == expectedMessages.count, "\(received) messages handed out, the model has \(expectedMessages.count)")
+    require(
+        received == expectedMessages.count,
+        "\(received) messages handed out, the model has \(expectedMessages.count)"
+    )
     if !threw {
-        require(decoder.bufferedByteCount == tail.count,
-                "\(decoder.bufferedByteCount) bytes left buffered, the unterminated tail has \(tail.count)")
+        require(
+            decoder.bufferedByteCount == tail.count,
+            "\(decoder.bufferedByteCount) bytes left buffered, the unterminated tail has \(tail.count)"
+        )
     }
 }
 
@@ -130,7 +144,9 @@ func fuzzMessage(_ message: Data) {
             let again = try VarlinkCall.decode(encoded.dropLast())
             require(again == call, "call round trip: \(call) re-encoded as \(describe(encoded)) decodes as \(again)")
         } catch {
-            fatalError("varlink fuzz property failed: call round trip: \(call) re-encoded as \(describe(encoded)) does not decode: \(error)")
+            fatalError(
+                "varlink fuzz property failed: call round trip: \(call) re-encoded as \(describe(encoded)) does not decode: \(error)"
+            )
         }
     } catch {
         requireDecodeError(error, "VarlinkCall.decode")
@@ -143,7 +159,9 @@ func fuzzMessage(_ message: Data) {
             let again = try VarlinkReply.decode(encoded.dropLast())
             require(again == reply, "reply round trip: \(reply) re-encoded as \(describe(encoded)) decodes as \(again)")
         } catch {
-            fatalError("varlink fuzz property failed: reply round trip: \(reply) re-encoded as \(describe(encoded)) does not decode: \(error)")
+            fatalError(
+                "varlink fuzz property failed: reply round trip: \(reply) re-encoded as \(describe(encoded)) does not decode: \(error)"
+            )
         }
     } catch {
         requireDecodeError(error, "VarlinkReply.decode")
@@ -153,12 +171,17 @@ func fuzzMessage(_ message: Data) {
 /// An encoded message is JSON and one NUL, its last byte (a NUL inside would break the framing).
 func requireFramed(_ encoded: Data, _ what: String) {
     require(encoded.last == 0, "an encoded \(what) does not end with NUL: \(describe(encoded))")
-    require(encoded.dropLast().firstIndex(of: 0) == nil, "an encoded \(what) holds a NUL before its end: \(describe(encoded))")
+    require(
+        encoded.dropLast().firstIndex(of: 0) == nil,
+        "an encoded \(what) holds a NUL before its end: \(describe(encoded))"
+    )
 }
 
 func requireDecodeError(_ error: VarlinkProtocolError, _ what: String) {
-    require(error.code == .malformedJSON || error.code == .notAnObject || error.code == .invalidField,
-            "\(what) threw \(error.code)")
+    require(
+        error.code == .malformedJSON || error.code == .notAnObject || error.code == .invalidField,
+        "\(what) threw \(error.code)"
+    )
 }
 
 func describe(_ bytes: Data) -> String {
@@ -175,11 +198,17 @@ struct QueueModel {
 
     mutating func receive(_ call: VarlinkCall, byteCount: Int) {
         guard !closed else { return }
-        let modelCalls = parked.count, modelBytes = parked.reduce(0, +)
-        let expected: VarlinkQueueBudget.Refusal? = modelCalls >= fuzzQueueCalls ? .tooManyCalls
+        let modelCalls = parked.count
+        let modelBytes = parked.reduce(0, +)
+        let expected: VarlinkQueueBudget.Refusal? =
+            modelCalls >= fuzzQueueCalls
+            ? .tooManyCalls
             : modelBytes + byteCount > fuzzQueueBytes ? .tooManyBytes : nil
         let refusal = budget.admit(byteCount: byteCount)
-        require(refusal == expected, "queue: admitting \(byteCount) bytes with \(modelCalls) calls of \(modelBytes) bytes queued gave \(String(describing: refusal)), the model \(String(describing: expected))")
+        require(
+            refusal == expected,
+            "queue: admitting \(byteCount) bytes with \(modelCalls) calls of \(modelBytes) bytes queued gave \(String(describing: refusal)), the model \(String(describing: expected))"
+        )
         guard refusal == nil else {
             closed = true  // The server closes the connection.
             return
@@ -191,8 +220,13 @@ struct QueueModel {
         } else {
             budget.finish(byteCount: byteCount)  // Served at once.
         }
-        require(budget.calls == parked.count && budget.bytes == parked.reduce(0, +),
-                "queue: the budget holds \(budget.calls) calls of \(budget.bytes) bytes, the model \(parked.count) of \(parked.reduce(0, +))")
-        require(budget.bytes <= fuzzQueueBytes && budget.calls <= fuzzQueueCalls, "queue: the budget went over its bounds")
+        require(
+            budget.calls == parked.count && budget.bytes == parked.reduce(0, +),
+            "queue: the budget holds \(budget.calls) calls of \(budget.bytes) bytes, the model \(parked.count) of \(parked.reduce(0, +))"
+        )
+        require(
+            budget.bytes <= fuzzQueueBytes && budget.calls <= fuzzQueueCalls,
+            "queue: the budget went over its bounds"
+        )
     }
 }

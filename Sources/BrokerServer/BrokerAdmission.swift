@@ -13,7 +13,10 @@ public struct BrokerAdmission: VarlinkConnectionAdmission {
 
     public func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance {
         let share = broker.connectionShare(uid: peer.uid, gid: peer.gid, pid: peer.pid)
-        return VarlinkConnectionAllowance(connectionsPerUser: share.connectionsPerUser, privileged: share.administrator,
-                                          reservedConnections: share.administratorConnections)
+        return VarlinkConnectionAllowance(
+            connectionsPerUser: share.connectionsPerUser,
+            privileged: share.administrator,
+            reservedConnections: share.administratorConnections
+        )
     }
 }

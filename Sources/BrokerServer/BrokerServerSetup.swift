@@ -6,8 +6,12 @@ public import VarlinkServer
 extension VarlinkServiceInfo {
     /// What `org.varlink.service.GetInfo` says of the broker, and the interface it serves.
     public static let broker = VarlinkServiceInfo(
-        vendor: "Shared device mode for Linux", product: "deviced", version: DeviceInformation.brokerVersion,
-        url: "urn:sharedmode:deviced", interfaces: [(Broker1.name, Broker1.description)])
+        vendor: "Shared device mode for Linux",
+        product: "deviced",
+        version: DeviceInformation.brokerVersion,
+        url: "urn:sharedmode:deviced",
+        interfaces: [(Broker1.name, Broker1.description)]
+    )
 }
 
 extension VarlinkServerConfiguration {

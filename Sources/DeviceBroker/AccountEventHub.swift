@@ -20,7 +20,9 @@ enum BrokerEvent: Sendable, Equatable {
 /// its audit sequence number.
 final class AccountEventHub: Sendable {
     private let accountManager: AccountManager
-    private let subscribers = Mutex<(started: Bool, next: Int, continuations: [Int: AsyncStream<BrokerEvent>.Continuation])>((false, 0, [:]))
+    private let subscribers = Mutex<
+        (started: Bool, next: Int, continuations: [Int: AsyncStream<BrokerEvent>.Continuation])
+    >((false, 0, [:]))
 
     init(accountManager: AccountManager) {
         self.accountManager = accountManager
@@ -28,7 +30,10 @@ final class AccountEventHub: Sendable {
 
     /// The events from now on, until the consumer stops iterating.
     func subscribe() -> AsyncStream<BrokerEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: BrokerEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: BrokerEvent.self,
+            bufferingPolicy: .bufferingNewest(256)
+        )
         let (id, start) = subscribers.withLock { state -> (Int, Bool) in
             let id = state.next
             state.next += 1

@@ -20,12 +20,20 @@ extension Broker {
         do {
             // Returns at once when the reserve is in place.
             try device.store.keepDiskReserve()
-            if diskReserveMissing.withLock({ state in defer { state = false }; return state }) {
+            if diskReserveMissing.withLock({ state in
+                defer { state = false }
+                return state
+            }) {
                 logger.notice("the disk reserve for sign-outs on a full disk is in place again")
             }
         } catch {
-            if !diskReserveMissing.withLock({ state in defer { state = true }; return state }) {
-                logger.warning("no disk reserve for sign-outs on a full disk: \(error.message); free space on the state directory's filesystem")
+            if !diskReserveMissing.withLock({ state in
+                defer { state = true }
+                return state
+            }) {
+                logger.warning(
+                    "no disk reserve for sign-outs on a full disk: \(error.message); free space on the state directory's filesystem"
+                )
             }
         }
     }

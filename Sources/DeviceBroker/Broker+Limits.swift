@@ -26,17 +26,27 @@ extension Broker {
         let limits = self.limits
         let caller = BrokerCaller(uid: uid, gid: gid, pid: pid, connectionID: 0)
         if isAdministrator(caller) {
-            return BrokerConnectionShare(connectionsPerUser: .max, administrator: true, administratorConnections: limits.administratorConnections)
+            return BrokerConnectionShare(
+                connectionsPerUser: .max,
+                administrator: true,
+                administratorConnections: limits.administratorConnections
+            )
         }
         let isApp = (try? currentPolicy())?.policy?.app(uid: uid) != nil
-        return BrokerConnectionShare(connectionsPerUser: isApp ? limits.connectionsPerApp : limits.connectionsPerOtherUser,
-                                     administrator: false, administratorConnections: limits.administratorConnections)
+        return BrokerConnectionShare(
+            connectionsPerUser: isApp ? limits.connectionsPerApp : limits.connectionsPerOtherUser,
+            administrator: false,
+            administratorConnections: limits.administratorConnections
+        )
     }
 
     /// Runs an interactive sign-in (`body`) in one of the caller's `limits.pendingSignInsPerApp` slots, so
     /// that one app cannot make the broker poll the identity provider for hundreds of pending sign-ins.
     /// - Throws: `LimitExceeded` (limit `pendingSignInsPerApp`) when every slot of the caller is taken.
-    func inSignInSlot<T>(_ caller: BrokerCaller, _ body: () async throws(BrokerFailure) -> T) async throws(BrokerFailure) -> T {
+    func inSignInSlot<T>(
+        _ caller: BrokerCaller,
+        _ body: () async throws(BrokerFailure) -> T
+    ) async throws(BrokerFailure) -> T {
         let maximum = limits.pendingSignInsPerApp
         let taken = pendingSignIns.withLock { pending -> Bool in
             guard pending[caller.uid, default: 0] < maximum else { return false }
@@ -44,8 +54,11 @@ extension Broker {
             return true
         }
         guard taken else {
-            throw .limitExceeded(.pendingSignInsPerApp, maximum: maximum,
-                "uid \(caller.uid) already has \(maximum) sign-ins pending (the policy's limits.pendingSignInsPerApp); finish or cancel one first")
+            throw .limitExceeded(
+                .pendingSignInsPerApp,
+                maximum: maximum,
+                "uid \(caller.uid) already has \(maximum) sign-ins pending (the policy's limits.pendingSignInsPerApp); finish or cancel one first"
+            )
         }
         defer {
             pendingSignIns.withLock { pending in
@@ -66,19 +79,27 @@ extension Broker {
     /// is never refused (its own share: one, beyond the total), nor is root or an administrator; an app
     /// that has one already is refused once the total is reached.
     /// - Throws: `LimitExceeded` (limit `pendingBrowserSignIns`).
-    func inBrowserSignInSlot(_ caller: BrokerCaller, _ body: () async throws(BrokerFailure) -> Void) async throws(BrokerFailure) {
+    func inBrowserSignInSlot(
+        _ caller: BrokerCaller,
+        _ body: () async throws(BrokerFailure) -> Void
+    ) async throws(BrokerFailure) {
         let maximum = browserSignInsInTotal
         let administrator = isAdministrator(caller)
         let taken = pendingBrowserSignIns.withLock { pending -> Bool in
-            let total = pending.values.reduce(0, +), own = pending[caller.uid, default: 0]
+            let total = pending.values.reduce(0, +)
+            let own = pending[caller.uid, default: 0]
             guard administrator || total < maximum || own == 0 else { return false }
             pending[caller.uid] = own + 1
             return true
         }
         guard taken else {
-            throw .limitExceeded(.pendingBrowserSignIns, maximum: maximum, """
+            throw .limitExceeded(
+                .pendingBrowserSignIns,
+                maximum: maximum,
+                """
                 \(maximum) browser sign-ins are pending on this device, and uid \(caller.uid) has one already                 (the broker's bound on pending browser sign-ins over every app); finish or cancel it first, or retry later
-                """)
+                """
+            )
         }
         defer {
             pendingBrowserSignIns.withLock { pending in

@@ -62,9 +62,15 @@ public final class Broker: Sendable {
     ///   - browserSignInsInTotal: the most browser sign-ins pending over every app (each holds a thread
     ///     while it listens for the browser); an app with none pending may still start one beyond it.
     ///   - connections: who is connected (the server's registry, for `GetStatus`); none by default.
-    public init(device: ManagedDevice, transport: any HTTPTransport = CurlTransport(), idleClock: any IdleClock = SystemIdleClock(),
-                passwordClock: @escaping @Sendable () -> Date = Date.init, browserSignInsInTotal: Int = Broker.defaultBrowserSignInsInTotal,
-                connections: any BrokerConnections = NoBrokerConnections(), logger: Logger = Logger.current) {
+    public init(
+        device: ManagedDevice,
+        transport: any HTTPTransport = CurlTransport(),
+        idleClock: any IdleClock = SystemIdleClock(),
+        passwordClock: @escaping @Sendable () -> Date = Date.init,
+        browserSignInsInTotal: Int = Broker.defaultBrowserSignInsInTotal,
+        connections: any BrokerConnections = NoBrokerConnections(),
+        logger: Logger = Logger.current
+    ) {
         self.device = device
         self.connections = connections
         self.browserSignInsInTotal = max(browserSignInsInTotal, 1)
@@ -78,10 +84,18 @@ public final class Broker: Sendable {
         self.events = events
         refusals = RefusalAudit(device: device)
         let stateDirectory = device.store.databaseURL.deletingLastPathComponent()
-        passwordThrottle = PasswordThrottle(file: PasswordThrottleFile(directory: stateDirectory, logger: logger), clock: passwordClock)
-        idle = IdleMonitor(clock: idleClock, accounts: accounts, events: events,
-                           file: IdleActivityFile(stateDirectory: stateDirectory), logger: logger,
-                           policy: { (try? policies.current())?.policy })
+        passwordThrottle = PasswordThrottle(
+            file: PasswordThrottleFile(directory: stateDirectory, logger: logger),
+            clock: passwordClock
+        )
+        idle = IdleMonitor(
+            clock: idleClock,
+            accounts: accounts,
+            events: events,
+            file: IdleActivityFile(stateDirectory: stateDirectory),
+            logger: logger,
+            policy: { (try? policies.current())?.policy }
+        )
     }
 
     /// Moves token-cache items an earlier version kept beside apps' items into the token cache's namespace
@@ -105,7 +119,11 @@ public final class Broker: Sendable {
 
     /// Answers one call of `org.sharedmode.Broker1` from `caller`; `reply` sends a reply (and returns
     /// false once the caller is gone).
-    public func handle(_ call: VarlinkCall, caller: BrokerCaller, reply: @escaping @Sendable (VarlinkReply) async -> Bool) async {
+    public func handle(
+        _ call: VarlinkCall,
+        caller: BrokerCaller,
+        reply: @escaping @Sendable (VarlinkReply) async -> Bool
+    ) async {
         var logger = self.logger
         logger[metadataKey: "broker.method"] = "\(call.member)"
         logger[metadataKey: "peer.uid"] = "\(caller.uid)"
@@ -122,7 +140,8 @@ public final class Broker: Sendable {
         defer { if Self.changesAccounts(decoded) { remakeDiskReserveIfMissing() } }
         do {
             // The identity provider's exchanges made for this caller count against its share of the slots.
-            let outcome = await CurlExchangeSlots.Owner.$current.withValue(caller.uid) { () async -> Result<Void, BrokerFailure> in
+            let outcome = await CurlExchangeSlots.Owner.$current.withValue(caller.uid) {
+                () async -> Result<Void, BrokerFailure> in
                 do throws(BrokerFailure) {
                     try await dispatch(decoded, more: call.more, context: caller, reply: reply)
                     return .success(())
@@ -136,7 +155,10 @@ public final class Broker: Sendable {
             if Task.isCancelled {
                 // The connection closed during the call (the app went away or cancelled): whatever the call
                 // was doing (a sign-in's polling, a browser's listener) has stopped, and nothing was kept.
-                logger.debug("broker call stopped: the caller went away", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
+                logger.debug(
+                    "broker call stopped: the caller went away",
+                    metadata: ["varlink.error": "\(error.reply.error ?? "")"]
+                )
                 return
             }
             logger.debug("broker call refused", metadata: ["varlink.error": "\(error.reply.error ?? "")"])
@@ -151,9 +173,11 @@ public final class Broker: Sendable {
     /// sign-out. A caller the policy does not list does not count.
     static func isActivity(_ call: Broker1.Call) -> Bool {
         switch call {
-        case .getCurrentAccount, .getAccounts, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .switchWorker,
-             .startNativeSignIn, .resendNativeSignInCode, .submitNativeSignIn,
-             .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword, .listGenericPasswords:
+        case .getCurrentAccount, .getAccounts, .acquireTokenSilent, .signInWithDeviceCode, .signInWithBrowser,
+            .signInWithPassword, .switchWorker,
+            .startNativeSignIn, .resendNativeSignInCode, .submitNativeSignIn,
+            .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword,
+            .listGenericPasswords:
             true
         case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
             false
@@ -163,11 +187,14 @@ public final class Broker: Sendable {
     /// Whether `call` signs a worker in or out (or switches).
     private static func changesAccounts(_ call: Broker1.Call) -> Bool {
         switch call {
-        case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn, .signOut, .switchWorker:
+        case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn,
+            .signOut, .switchWorker:
             true
-        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount, .getAccounts, .acquireTokenSilent,
-             .resendNativeSignInCode, .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword,
-             .listGenericPasswords, .subscribeAccountChanges:
+        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount, .getAccounts,
+            .acquireTokenSilent,
+            .resendNativeSignInCode, .addGenericPassword, .findGenericPassword, .updateGenericPassword,
+            .deleteGenericPassword,
+            .listGenericPasswords, .subscribeAccountChanges:
             false
         }
     }
@@ -178,7 +205,11 @@ public final class Broker: Sendable {
     /// `knownAuthorities`: `callAuthority`) or at the policy's issuer. One engine per app and authority.
     /// - Throws: `CallerNotInPolicy` (audited, coalesced per uid: see `RefusalAudit`) when the policy lists no app with
     ///   that uid or the device is not provisioned; AccountError `authorityNotAllowed`.
-    func application(for caller: BrokerCaller, audit: Bool = true, authority requested: String? = nil) throws(BrokerFailure) -> ApplicationEngine {
+    func application(
+        for caller: BrokerCaller,
+        audit: Bool = true,
+        authority requested: String? = nil
+    ) throws(BrokerFailure) -> ApplicationEngine {
         let (record, policy) = try currentPolicy()
         guard let record, let policy, let app = policy.app(uid: caller.uid) else {
             if audit { auditRefusal(of: caller, provisioned: record != nil) }
@@ -193,7 +224,13 @@ public final class Broker: Sendable {
         if let authority { configuration.authority = authority }
         let application: ApplicationEngine
         do {
-            application = try ApplicationEngine(configuration: configuration, device: device, transport: transport, accounts: accounts, logger: logger)
+            application = try ApplicationEngine(
+                configuration: configuration,
+                device: device,
+                transport: transport,
+                accounts: accounts,
+                logger: logger
+            )
         } catch {
             throw BrokerFailure(error)
         }
@@ -208,8 +245,14 @@ public final class Broker: Sendable {
         guard let requested, !requested.isEmpty else { return nil }
         guard requested.utf8.count <= 2048 else { throw .invalidParameter("authority") }
         guard let listed = policy.authority.listedAuthority(requested) else {
-            throw BrokerFailure(Broker1.AccountError(code: "authorityNotAllowed", message: policy.authority.unlistedAuthorityMessage(requested),
-                                                     msalStatus: nil, identityCode: nil))
+            throw BrokerFailure(
+                Broker1.AccountError(
+                    code: "authorityNotAllowed",
+                    message: policy.authority.unlistedAuthorityMessage(requested),
+                    msalStatus: nil,
+                    identityCode: nil
+                )
+            )
         }
         return policy.authority.isIssuer(listed) ? nil : listed.absoluteString
     }
@@ -225,23 +268,34 @@ public final class Broker: Sendable {
         details["executable"] = caller.executable
         logger.debug("caller not in device policy refused", metadata: ["peer.uid": "\(caller.uid)"])
         let reason = "uid not in device policy"
-        refusals.refused(RefusalAudit.Kind(uid: caller.uid, method: "", reason: reason),
-                         AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details))
+        refusals.refused(
+            RefusalAudit.Kind(uid: caller.uid, method: "", reason: reason),
+            AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details)
+        )
     }
 
     /// Who the broker takes the caller to be, and the state directory it serves.
-    public func getCaller(_ parameters: Broker1.GetCaller.Parameters, context caller: BrokerCaller) -> Broker1.GetCaller.Reply {
+    public func getCaller(
+        _ parameters: Broker1.GetCaller.Parameters,
+        context caller: BrokerCaller
+    ) -> Broker1.GetCaller.Reply {
         let application = try? application(for: caller, audit: false)
-        return Broker1.GetCaller.Reply(uid: Int(caller.uid), appId: application?.app.appID, accessGroups: application?.app.accessGroups ?? [],
-                                       administrator: isAdministrator(caller),
-                                       stateDirectory: device.store.databaseURL.deletingLastPathComponent().path)
+        return Broker1.GetCaller.Reply(
+            uid: Int(caller.uid),
+            appId: application?.app.appID,
+            accessGroups: application?.app.accessGroups ?? [],
+            administrator: isAdministrator(caller),
+            stateDirectory: device.store.databaseURL.deletingLastPathComponent().path
+        )
     }
 
     /// Root, or a member of the policy's `administratorsGroup` (by the caller's gid at connect time, or
     /// the group's member list in the system's group database).
     func isAdministrator(_ caller: BrokerCaller) -> Bool {
         if caller.uid == 0 { return true }
-        guard let name = (try? currentPolicy())?.policy?.administratorsGroup, let group = UserDatabase.groupEntry(named: name) else { return false }
+        guard let name = (try? currentPolicy())?.policy?.administratorsGroup,
+            let group = UserDatabase.groupEntry(named: name)
+        else { return false }
         if caller.gid == group.gid { return true }
         guard let user = UserDatabase.user(uid: caller.uid) else { return false }
         return user.gid == group.gid || group.members.contains(user.name)
@@ -257,8 +311,12 @@ extension Broker: Broker1.Service {
     public typealias Failure = BrokerFailure
 
     /// The device's mode and registration; any caller may ask.
-    public func getDeviceInformation(_ parameters: Broker1.GetDeviceInformation.Parameters, context caller: BrokerCaller)
-        -> Broker1.GetDeviceInformation.Reply {
+    public func getDeviceInformation(
+        _ parameters: Broker1.GetDeviceInformation.Parameters,
+        context caller: BrokerCaller
+    )
+        -> Broker1.GetDeviceInformation.Reply
+    {
         Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))
     }
 }

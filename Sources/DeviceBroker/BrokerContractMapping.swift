@@ -10,8 +10,14 @@ import Varlink
 
 extension Broker1.Account {
     init(_ account: DeviceAccount) {
-        self.init(homeAccountId: account.homeAccountID, environment: account.environment, realm: account.realm,
-                  username: account.username, name: account.name, localAccountId: account.localAccountID)
+        self.init(
+            homeAccountId: account.homeAccountID,
+            environment: account.environment,
+            realm: account.realm,
+            username: account.username,
+            name: account.name,
+            localAccountId: account.localAccountID
+        )
     }
 }
 
@@ -36,39 +42,66 @@ extension Broker1.TokenSource {
 
 extension Broker1.DeviceInformation {
     init(_ information: SharedDevice.DeviceInformation) {
-        self.init(mode: Broker1.DeviceMode(information.mode), deviceId: information.deviceID, deviceName: information.deviceName,
-                  policyId: information.policyID, extraDeviceInformation: information.extraDeviceInformation)
+        self.init(
+            mode: Broker1.DeviceMode(information.mode),
+            deviceId: information.deviceID,
+            deviceName: information.deviceName,
+            policyId: information.policyID,
+            extraDeviceInformation: information.extraDeviceInformation
+        )
     }
 }
 
 extension Broker1.AuthenticationResult {
     init(_ result: SharedDevice.AuthenticationResult) {
-        self.init(accessToken: result.accessToken, expiresOn: result.expiresOn.map { Int($0.timeIntervalSince1970) }, scopes: result.scopes,
-                  source: Broker1.TokenSource(result.source), account: Broker1.Account(result.account), correlationId: result.correlationID)
+        self.init(
+            accessToken: result.accessToken,
+            expiresOn: result.expiresOn.map { Int($0.timeIntervalSince1970) },
+            scopes: result.scopes,
+            source: Broker1.TokenSource(result.source),
+            account: Broker1.Account(result.account),
+            correlationId: result.correlationID
+        )
     }
 }
 
 extension Broker1.KeychainItem {
     init(_ metadata: ItemMetadata, secret: Data? = nil) {
-        self.init(accessGroup: metadata.accessGroup, service: metadata.service, account: metadata.account, type: metadata.type.map { Int($0) },
-                  label: metadata.label, generic: metadata.generic?.base64EncodedString(),
-                  creationDate: metadata.creationDate.timeIntervalSince1970, modificationDate: metadata.modificationDate.timeIntervalSince1970,
-                  secret: secret?.base64EncodedString())
+        self.init(
+            accessGroup: metadata.accessGroup,
+            service: metadata.service,
+            account: metadata.account,
+            type: metadata.type.map { Int($0) },
+            label: metadata.label,
+            generic: metadata.generic?.base64EncodedString(),
+            creationDate: metadata.creationDate.timeIntervalSince1970,
+            modificationDate: metadata.modificationDate.timeIntervalSince1970,
+            secret: secret?.base64EncodedString()
+        )
     }
 }
 
 extension Broker1.DeviceCodeVerification {
     init(_ session: DeviceCodeSession) {
-        self.init(verificationUri: session.verificationURI.absoluteString, verificationUriComplete: session.verificationURIComplete?.absoluteString,
-                  userCode: session.userCode, expiresIn: Int(max(0, session.expiresAt.timeIntervalSinceNow.rounded())),
-                  message: session.serverMessage)
+        self.init(
+            verificationUri: session.verificationURI.absoluteString,
+            verificationUriComplete: session.verificationURIComplete?.absoluteString,
+            userCode: session.userCode,
+            expiresIn: Int(max(0, session.expiresAt.timeIntervalSinceNow.rounded())),
+            message: session.serverMessage
+        )
     }
 }
 
 extension Broker1.IdleState {
     init(_ state: SharedDevice.IdleState) {
-        self.init(idleSignOutSeconds: state.idleSignOutSeconds, warningSeconds: state.warningSeconds, idleSeconds: state.idleSeconds,
-                  signOutIn: state.signOutIn, warning: state.warning)
+        self.init(
+            idleSignOutSeconds: state.idleSignOutSeconds,
+            warningSeconds: state.warningSeconds,
+            idleSeconds: state.idleSeconds,
+            signOutIn: state.signOutIn,
+            warning: state.warning
+        )
     }
 }
 
@@ -107,9 +140,15 @@ enum ParameterCheck {
     }
 
     /// A sign-out reason among `allowed`, `fallback` when absent.
-    static func reason(_ name: String?, default fallback: SignOutReason, allowed: Set<SignOutReason>) throws(BrokerFailure) -> SignOutReason {
+    static func reason(
+        _ name: String?,
+        default fallback: SignOutReason,
+        allowed: Set<SignOutReason>
+    ) throws(BrokerFailure) -> SignOutReason {
         guard let name else { return fallback }
-        guard let reason = SignOutReason(rawValue: name), allowed.contains(reason) else { throw .invalidParameter("reason") }
+        guard let reason = SignOutReason(rawValue: name), allowed.contains(reason) else {
+            throw .invalidParameter("reason")
+        }
         return reason
     }
 }

@@ -24,18 +24,19 @@ public struct BrokerFailure: VarlinkServiceError {
     /// The caller's uid is not an app of the policy. Root never is (a policy cannot list uid 0: root is the
     /// device's administrator), so root is told what it can do instead of being told to list itself.
     static func callerNotInPolicy(_ caller: BrokerCaller, provisioned: Bool) -> BrokerFailure {
-        let message = if caller.uid == 0 {
-            """
-            uid 0 (root) is the device's administrator and never an app: no policy may list it, so the broker serves \
-            root no app's calls; run the app as its own user (the uid its policy entry names, e.g. setpriv --reuid=UID \
-            --regid=GID --init-groups APP), or act for an app as the administrator with devicectl and --app ID, which \
-            works on the store directly
-            """
-        } else if provisioned {
-            "uid \(caller.uid) is not an app in the device policy, so it has no access on this device; list the app with its \"uid\" (or \"user\") and run `devicectl provision` again"
-        } else {
-            "the device is not provisioned, so no app has access yet; run `devicectl provision --policy FILE` first"
-        }
+        let message =
+            if caller.uid == 0 {
+                """
+                uid 0 (root) is the device's administrator and never an app: no policy may list it, so the broker serves \
+                root no app's calls; run the app as its own user (the uid its policy entry names, e.g. setpriv --reuid=UID \
+                --regid=GID --init-groups APP), or act for an app as the administrator with devicectl and --app ID, which \
+                works on the store directly
+                """
+            } else if provisioned {
+                "uid \(caller.uid) is not an app in the device policy, so it has no access on this device; list the app with its \"uid\" (or \"user\") and run `devicectl provision` again"
+            } else {
+                "the device is not provisioned, so no app has access yet; run `devicectl provision --policy FILE` first"
+            }
         return BrokerFailure(Broker1.CallerNotInPolicy(uid: Int(caller.uid), message: message))
     }
 
@@ -51,7 +52,9 @@ public struct BrokerFailure: VarlinkServiceError {
     }
 
     init(_ error: KeychainError) {
-        self.init(Broker1.KeychainError(status: Int(error.code.osStatus), code: error.code.name, message: error.message))
+        self.init(
+            Broker1.KeychainError(status: Int(error.code.osStatus), code: error.code.name, message: error.message)
+        )
     }
 
     init(_ error: SharedDeviceError) {
@@ -60,7 +63,13 @@ public struct BrokerFailure: VarlinkServiceError {
             return
         }
         let identity = error.identityError
-        self.init(Broker1.AccountError(code: error.code.name, message: error.message, msalStatus: identity.map { Int($0.msalErrorCode) },
-                                       identityCode: identity?.code.rawValue))
+        self.init(
+            Broker1.AccountError(
+                code: error.code.name,
+                message: error.message,
+                msalStatus: identity.map { Int($0.msalErrorCode) },
+                identityCode: identity?.code.rawValue
+            )
+        )
     }
 }

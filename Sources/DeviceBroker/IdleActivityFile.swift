@@ -28,7 +28,11 @@ struct IdleActivityFile: Sendable {
 
     /// The state directory, reached safely (`SafeDirectory.open`).
     private func directory() throws -> SafeDirectory {
-        try SafeDirectory.open(stateDirectory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
+        try SafeDirectory.open(
+            stateDirectory.path,
+            purpose: "the state directory",
+            alternative: "choose another with --state-dir"
+        )
     }
 
     /// The record, or `nil` when there is none or it cannot be read (the clock then starts now).

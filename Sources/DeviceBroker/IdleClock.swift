@@ -53,8 +53,9 @@ public final class FileClock: IdleClock {
 
     private static func read(_ path: String) -> Date? {
         guard let data = FileManager.default.contents(atPath: path),
-              let seconds = Double(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
-              seconds.isFinite else { return nil }
+            let seconds = Double(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+            seconds.isFinite
+        else { return nil }
         return Date(timeIntervalSince1970: seconds)
     }
 }
@@ -63,5 +64,7 @@ public final class FileClock: IdleClock {
 public struct FileClockError: Error, CustomStringConvertible {
     /// The file.
     public var path: String
-    public var description: String { "the clock file \(path) holds no Unix time in seconds (write one, e.g. `date +%s > \(path)`)" }
+    public var description: String {
+        "the clock file \(path) holds no Unix time in seconds (write one, e.g. `date +%s > \(path)`)"
+    }
 }

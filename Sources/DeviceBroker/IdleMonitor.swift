@@ -37,8 +37,14 @@ final class IdleMonitor: Sendable {
     private let logger: Logger
     private let state: Mutex<State>
 
-    init(clock: any IdleClock, accounts: AccountManager, events: AccountEventHub, file: IdleActivityFile, logger: Logger,
-         policy: @escaping @Sendable () -> DevicePolicy?) {
+    init(
+        clock: any IdleClock,
+        accounts: AccountManager,
+        events: AccountEventHub,
+        file: IdleActivityFile,
+        logger: Logger,
+        policy: @escaping @Sendable () -> DevicePolicy?
+    ) {
         self.clock = clock
         self.accounts = accounts
         self.events = events
@@ -50,7 +56,9 @@ final class IdleMonitor: Sendable {
 
     /// The idle timeout and warning when idle sign-out applies (a shared device whose policy sets one).
     private func session() -> DevicePolicy.Session? {
-        guard let policy = policy(), policy.device.mode == .shared, policy.session.idleSignOutSeconds > 0 else { return nil }
+        guard let policy = policy(), policy.device.mode == .shared, policy.session.idleSignOutSeconds > 0 else {
+            return nil
+        }
         return policy.session
     }
 
@@ -86,7 +94,11 @@ final class IdleMonitor: Sendable {
         guard let session = session() else { return nil }
         let now = clock.now()
         return state.withLock { state -> IdleState in
-            var snapshot = IdleState(idleSignOutSeconds: session.idleSignOutSeconds, warningSeconds: session.warningSeconds, warning: state.warned)
+            var snapshot = IdleState(
+                idleSignOutSeconds: session.idleSignOutSeconds,
+                warningSeconds: session.warningSeconds,
+                warning: state.warned
+            )
             if state.worker != nil {
                 let idle = max(0, now.timeIntervalSince(state.lastActivity))
                 snapshot.idleSeconds = idle
@@ -108,7 +120,9 @@ final class IdleMonitor: Sendable {
         let forwarder = Task { [weak self] in
             for await event in changes {
                 guard let self else { return }
-                if case .account(let change) = event, change.kind == .signedIn || change.kind == .switched { self.workerSignedIn() }
+                if case .account(let change) = event, change.kind == .signedIn || change.kind == .switched {
+                    self.workerSignedIn()
+                }
                 wake.yield()
             }
         }
@@ -164,13 +178,18 @@ final class IdleMonitor: Sendable {
         guard case .success(let found) = lookup else { return now.addingTimeInterval(1) }  // the store failed: look again soon
         guard let session, let worker = found else {
             let hadWorker = state.withLock { state -> Bool in
-                defer { state.worker = nil; state.warned = false; state.persisted = nil }
+                defer {
+                    state.worker = nil
+                    state.warned = false
+                    state.persisted = nil
+                }
                 return state.persisted != nil
             }
             if hadWorker { file.remove() }
             return now.addingTimeInterval(Self.longestSleep)
         }
-        let timeout = TimeInterval(session.idleSignOutSeconds), warning = TimeInterval(session.warningSeconds)
+        let timeout = TimeInterval(session.idleSignOutSeconds)
+        let warning = TimeInterval(session.warningSeconds)
         let persistInterval = max(1, timeout / 10)
         enum Action { case none, signOut }
         let (action, next) = state.withLock { state -> (Action, Date) in
@@ -200,7 +219,7 @@ final class IdleMonitor: Sendable {
         do {
             let outcome = try accounts.signOut(app: nil, reason: .idle, actor: Self.actor)
             logger.debug("idle sign-out", metadata: ["items": "\(outcome.itemsRemoved)"])
-        } catch where error.code == .noCurrentAccount {
+        } catch  where error.code == .noCurrentAccount {
             // Signed out meanwhile by someone else.
         } catch {
             logger.debug("idle sign-out failed; trying again", metadata: ["error.code": "\(error.code)"])
@@ -220,7 +239,10 @@ final class IdleMonitor: Sendable {
         do throws(SharedDeviceError) {
             return .success(try accounts.accounts().first { $0.signedIn }?.account.homeAccountID)
         } catch {
-            logger.debug("idle clock: the store could not say who is signed in", metadata: ["error.code": "\(error.code)"])
+            logger.debug(
+                "idle clock: the store could not say who is signed in",
+                metadata: ["error.code": "\(error.code)"]
+            )
             return .failure(error)
         }
     }

@@ -27,9 +27,11 @@ final class MSALClientLedger: Sendable {
     func record(uid: UInt32, appID: String?, clientID: String, allowed: Bool, at now: Date = Date()) {
         let key = Key(uid: uid, clientID: clientID.lowercased())
         entries.withLock { entries in
-            var entry = entries[key] ?? Entry(uid: uid, appID: appID, clientID: clientID, calls: 0, refused: 0, lastCall: now)
+            var entry =
+                entries[key] ?? Entry(uid: uid, appID: appID, clientID: clientID, calls: 0, refused: 0, lastCall: now)
             if entries[key] == nil, entries.count >= Self.maximumEntries,
-               let oldest = entries.min(by: { $0.value.lastCall < $1.value.lastCall })?.key {
+                let oldest = entries.min(by: { $0.value.lastCall < $1.value.lastCall })?.key
+            {
                 entries[oldest] = nil
             }
             entry.appID = appID

@@ -26,13 +26,25 @@ final class NativeSignIns: Sendable {
     }
 
     /// Keeps `step` for `uid` unless it already has `maximum` open; returns its id, or nil when full.
-    func open(_ step: NativeSignInStep, uid: UInt32, msalClientID: String?, shift: AccountManager.ShiftSwitch? = nil, maximum: Int) -> String? {
+    func open(
+        _ step: NativeSignInStep,
+        uid: UInt32,
+        msalClientID: String?,
+        shift: AccountManager.ShiftSwitch? = nil,
+        maximum: Int
+    ) -> String? {
         let now = clock()
         return entries.withLock { entries -> String? in
             entries = entries.filter { $0.value.expires > now }
             guard entries.values.filter({ $0.uid == uid }).count < maximum else { return nil }
             let id = UUID().uuidString.lowercased()
-            entries[id] = Entry(uid: uid, step: step, msalClientID: msalClientID, expires: now.addingTimeInterval(Self.lifetime), shift: shift)
+            entries[id] = Entry(
+                uid: uid,
+                step: step,
+                msalClientID: msalClientID,
+                expires: now.addingTimeInterval(Self.lifetime),
+                shift: shift
+            )
             return id
         }
     }

@@ -70,8 +70,11 @@ final class PasswordThrottle: Sendable {
             let intervals = max(0, now.timeIntervalSince(updatedAt)) / PasswordThrottle.forgetInterval
             let forgotten = Int(min(intervals.rounded(.down), Double(Int32.max)))
             guard forgotten < failures else { return Count(failures: 0, updatedAt: now, blockedUntil: blockedUntil) }
-            return Count(failures: failures - forgotten, updatedAt: updatedAt.addingTimeInterval(Double(forgotten) * PasswordThrottle.forgetInterval),
-                         blockedUntil: blockedUntil)
+            return Count(
+                failures: failures - forgotten,
+                updatedAt: updatedAt.addingTimeInterval(Double(forgotten) * PasswordThrottle.forgetInterval),
+                blockedUntil: blockedUntil
+            )
         }
 
         /// Whether nothing is left to remember at `now`.
@@ -118,12 +121,22 @@ final class PasswordThrottle: Sendable {
         return try state.withLock { (state: inout State) throws(Refusal) -> Attempt in
             var refusals: [Refusal] = []
             if let app, let count = state.counts.apps[String(app)], let until = count.blockedUntil, until > now {
-                refusals.append(.backoff(scope: .app, secondsLeft: Self.seconds(until.timeIntervalSince(now)),
-                                         failures: count.decayed(to: now).failures))
+                refusals.append(
+                    .backoff(
+                        scope: .app,
+                        secondsLeft: Self.seconds(until.timeIntervalSince(now)),
+                        failures: count.decayed(to: now).failures
+                    )
+                )
             }
             if let count = state.counts.usernames[key], let until = count.blockedUntil, until > now {
-                refusals.append(.backoff(scope: .username, secondsLeft: Self.seconds(until.timeIntervalSince(now)),
-                                         failures: count.decayed(to: now).failures))
+                refusals.append(
+                    .backoff(
+                        scope: .username,
+                        secondsLeft: Self.seconds(until.timeIntervalSince(now)),
+                        failures: count.decayed(to: now).failures
+                    )
+                )
             }
             // The longer wait is the one to name.
             if let longest = refusals.max(by: { Self.secondsLeft($0) < Self.secondsLeft($1) }) { throw longest }
@@ -152,10 +165,25 @@ final class PasswordThrottle: Sendable {
                 return (nil, state.counts)
             case .refused:
                 var longest: TimeInterval = 0
-                longest = max(longest, Self.fail(&state.counts.usernames[attempt.username], at: now, limits: limits,
-                                                 maximum: Self.usernameMaximumBackoff))
+                longest = max(
+                    longest,
+                    Self.fail(
+                        &state.counts.usernames[attempt.username],
+                        at: now,
+                        limits: limits,
+                        maximum: Self.usernameMaximumBackoff
+                    )
+                )
                 if let app = attempt.app {
-                    longest = max(longest, Self.fail(&state.counts.apps[String(app)], at: now, limits: limits, maximum: Self.appMaximumBackoff))
+                    longest = max(
+                        longest,
+                        Self.fail(
+                            &state.counts.apps[String(app)],
+                            at: now,
+                            limits: limits,
+                            maximum: Self.appMaximumBackoff
+                        )
+                    )
                 }
                 Self.forgetSpent(&state.counts, at: now)
                 return (longest > 0 ? Int(longest) : nil, state.counts)
@@ -169,7 +197,12 @@ final class PasswordThrottle: Sendable {
     var counts: Counts { state.withLock { $0.counts } }
 
     /// Counts one more failure in `count`; returns the back-off that starts (0: none).
-    private static func fail(_ count: inout Count?, at now: Date, limits: DevicePolicy.Limits, maximum: TimeInterval) -> TimeInterval {
+    private static func fail(
+        _ count: inout Count?,
+        at now: Date,
+        limits: DevicePolicy.Limits,
+        maximum: TimeInterval
+    ) -> TimeInterval {
         var updated = count?.decayed(to: now) ?? Count(failures: 0, updatedAt: now)
         updated.failures += 1
         let beyond = updated.failures - limits.passwordFailuresBeforeBackoff

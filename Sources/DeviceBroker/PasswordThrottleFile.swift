@@ -22,10 +22,16 @@ struct PasswordThrottleFile: Sendable {
     /// the directory cannot be reached safely.
     init?(directory: URL, logger: Logger) {
         do {
-            self.directory = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
+            self.directory = try SafeDirectory.open(
+                directory.path,
+                purpose: "the state directory",
+                alternative: "choose another with --state-dir"
+            )
         } catch {
-            logger.warning("password throttle: cannot reach the state directory; failure counts are kept in memory only",
-                           metadata: ["path": "\(directory.path)", "error": "\(error)"])
+            logger.warning(
+                "password throttle: cannot reach the state directory; failure counts are kept in memory only",
+                metadata: ["path": "\(directory.path)", "error": "\(error)"]
+            )
             return nil
         }
         self.logger = logger
@@ -43,12 +49,18 @@ struct PasswordThrottleFile: Sendable {
         do throws(Errno) {
             bytes = try directory.contents(of: Self.fileName, limit: Self.maximumBytes)
         } catch {
-            logger.warning("password throttle: cannot read its counts; starting afresh", metadata: ["file": "\(Self.fileName)", "errno": "\(error)"])
+            logger.warning(
+                "password throttle: cannot read its counts; starting afresh",
+                metadata: ["file": "\(Self.fileName)", "errno": "\(error)"]
+            )
             return nil
         }
         guard let bytes else { return nil }
         guard let counts = try? JSONDecoder.throttle.decode(PasswordThrottle.Counts.self, from: Data(bytes)) else {
-            logger.warning("password throttle: its counts file is malformed; starting afresh", metadata: ["file": "\(Self.fileName)"])
+            logger.warning(
+                "password throttle: its counts file is malformed; starting afresh",
+                metadata: ["file": "\(Self.fileName)"]
+            )
             return nil
         }
         return counts
@@ -59,8 +71,10 @@ struct PasswordThrottleFile: Sendable {
         do {
             try directory.replace(Self.fileName, with: Array(try JSONEncoder.throttle.encode(counts)))
         } catch {
-            logger.warning("password throttle: cannot keep its counts on disk; they hold until the daemon stops",
-                           metadata: ["file": "\(Self.fileName)", "error": "\(error)"])
+            logger.warning(
+                "password throttle: cannot keep its counts on disk; they hold until the daemon stops",
+                metadata: ["file": "\(Self.fileName)", "error": "\(error)"]
+            )
         }
     }
 }

@@ -8,6 +8,9 @@ extension IdentityClient {
         guard let endpoint = try await configuration().endSessionEndpoint else { return nil }
         guard let idTokenHint else { return endpoint }
         let separator = endpoint.query == nil ? "?" : "&"
-        return URL(string: endpoint.absoluteString + separator + FormEncoding.encodeQuery([("id_token_hint", idTokenHint), ("client_id", clientID)]))
+        return URL(
+            string: endpoint.absoluteString + separator
+                + FormEncoding.encodeQuery([("id_token_hint", idTokenHint), ("client_id", clientID)])
+        )
     }
 }

@@ -11,12 +11,17 @@ extension IdentityClient {
     /// - Throws: `invalidCredentials` when the provider refuses the username or password (`invalid_grant`);
     ///   `unsupported` when the provider does not allow the grant (`unsupported_grant_type`,
     ///   `unauthorized_client`); `invalidIDToken`; server errors; `authorityUnreachable`.
-    public func acquireTokenByPassword(username: String, password: String, scopes: [String]) async throws(IdentityError) -> TokenGrant {
+    public func acquireTokenByPassword(
+        username: String,
+        password: String,
+        scopes: [String]
+    ) async throws(IdentityError) -> TokenGrant {
         let requested = authority.requestScopes(scopes)
         logger.debug("password sign-in started", metadata: ["oauth.scopes": LogFields.scopes(requested)])
         do throws(IdentityError) {
             let configuration = try await configuration()
-            var fields = [("grant_type", "password"), ("username", username), ("password", password)] + clientFields
+            var fields =
+                [("grant_type", "password"), ("username", username), ("password", password)] + clientFields
                 + [("scope", requested.joined(separator: " "))]
             if authority.sendsClientInfo { fields.append(("client_info", "1")) }
             var request = HTTPRequest.form(configuration.tokenEndpoint, fields)
@@ -30,7 +35,13 @@ extension IdentityClient {
                 throw error
             }
             guard response.isSuccess else { throw Self.passwordFailure(response, password: password) }
-            let grant = try await grant(from: response, grantType: "password", requestedScopes: requested, nonce: nil, requireIDToken: true)
+            let grant = try await grant(
+                from: response,
+                grantType: "password",
+                requestedScopes: requested,
+                nonce: nil,
+                requireIDToken: true
+            )
             try Self.checkGranted(grant, covers: scopes)
             logger.debug("password sign-in succeeded", metadata: ["oauth.scopes": LogFields.scopes(grant.scopes)])
             return grant
@@ -44,9 +55,11 @@ extension IdentityClient {
     static func passwordFailure(_ response: HTTPResponse, password: String) -> IdentityError {
         // Some providers (glewlwyd) refuse a wrong password with a bare 403 instead of RFC 6749's 400 `invalid_grant`.
         if [400, 401, 403].contains(response.status), OAuthErrorResponse.parse(response.body) == nil {
-            return IdentityError(.invalidCredentials,
+            return IdentityError(
+                .invalidCredentials,
                 "the authority refused the username or password (HTTP \(response.status)); nothing was cached — check them and sign in again",
-                httpStatus: response.status)
+                httpStatus: response.status
+            )
         }
         var error = OAuthErrorResponse.identityError(for: response, endpoint: "token endpoint")
         if let description = error.serverDescription, !password.isEmpty, description.contains(password) {
@@ -58,7 +71,8 @@ extension IdentityClient {
             error.message = "the username or password is incorrect; nothing was cached — check them and sign in again"
         case "unsupported_grant_type", "unauthorized_client":
             error.code = .unsupported
-            error.message = "the authority does not allow password sign-in for this client; use the device code or the browser, or ask its administrator to allow the password grant"
+            error.message =
+                "the authority does not allow password sign-in for this client; use the device code or the browser, or ask its administrator to allow the password grant"
         default:
             break
         }

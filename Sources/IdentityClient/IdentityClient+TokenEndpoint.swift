@@ -9,39 +9,66 @@ extension IdentityClient {
     func post(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
         let response = try await transport.send(request)
         guard (500..<600).contains(response.status) else { return response }
-        logger.debug("retrying once after a server error", metadata: ["http.endpoint": LogFields.endpoint(request.url),
-                                                                      "http.status": "\(response.status)"])
-        do { try await Task.sleep(for: .milliseconds(500)) } catch { throw IdentityError(.userCanceled, "the sign-in was canceled") }
+        logger.debug(
+            "retrying once after a server error",
+            metadata: [
+                "http.endpoint": LogFields.endpoint(request.url),
+                "http.status": "\(response.status)",
+            ]
+        )
+        do { try await Task.sleep(for: .milliseconds(500)) } catch {
+            throw IdentityError(.userCanceled, "the sign-in was canceled")
+        }
         let retried = try await transport.send(request)
         if !retried.isSuccess {
-            logger.debug("the retry failed too", metadata: ["http.endpoint": LogFields.endpoint(request.url), "http.status": "\(retried.status)"])
+            logger.debug(
+                "the retry failed too",
+                metadata: ["http.endpoint": LogFields.endpoint(request.url), "http.status": "\(retried.status)"]
+            )
         }
         return retried
     }
 
     /// Reads a 2xx token response of `grantType` and validates its ID token (with `nonce` when the
     /// request sent one); `requireIDToken` refuses a response without one to an `openid` request.
-    func grant(from response: HTTPResponse, grantType: String, requestedScopes: [String], nonce: String?,
-               requireIDToken: Bool = false) async throws(IdentityError) -> TokenGrant {
+    func grant(
+        from response: HTTPResponse,
+        grantType: String,
+        requestedScopes: [String],
+        nonce: String?,
+        requireIDToken: Bool = false
+    ) async throws(IdentityError) -> TokenGrant {
         let receivedAt = now()
         let (fields, accessToken) = try TokenGrant.parse(response.body)
         var idToken: ValidatedIDToken?
         if let jwt = fields["id_token"] as? String, !jwt.isEmpty {
             idToken = try await validateIDToken(jwt, nonce: nonce)
         } else if requireIDToken, requestedScopes.contains("openid") {
-            throw IdentityError(.invalidIDToken, "the token endpoint returned no ID token for an `openid` request; nothing was cached")
+            throw IdentityError(
+                .invalidIDToken,
+                "the token endpoint returned no ID token for an `openid` request; nothing was cached"
+            )
         }
-        let grant = TokenGrant(body: response.body, fields: fields, accessToken: accessToken, idToken: idToken,
-                               requestedScopes: requestedScopes, receivedAt: receivedAt)
+        let grant = TokenGrant(
+            body: response.body,
+            fields: fields,
+            accessToken: accessToken,
+            idToken: idToken,
+            requestedScopes: requestedScopes,
+            receivedAt: receivedAt
+        )
         var arrived: [Logger.MetadataValue] = ["access_token"]
         if grant.refreshToken != nil { arrived.append("refresh_token") }
         if idToken != nil { arrived.append("id_token") }
-        logger.debug("token grant received", metadata: [
-            "oauth.grant_type": "\(grantType)",
-            "oauth.scopes": LogFields.scopes(grant.scopes),
-            "oauth.expires_in": "\(grant.expiresIn.map(String.init) ?? "unknown")",
-            "oauth.token_types": .array(arrived),
-        ])
+        logger.debug(
+            "token grant received",
+            metadata: [
+                "oauth.grant_type": "\(grantType)",
+                "oauth.scopes": LogFields.scopes(grant.scopes),
+                "oauth.expires_in": "\(grant.expiresIn.map(String.init) ?? "unknown")",
+                "oauth.token_types": .array(arrived),
+            ]
+        )
         return grant
     }
 
@@ -49,10 +76,14 @@ extension IdentityClient {
     /// OpenID scopes aside). Nothing is cached from a response that does not.
     static func checkGranted(_ grant: TokenGrant, covers scopes: [String]) throws(IdentityError) {
         let granted = Set(grant.scopes.map { $0.lowercased() })
-        let declined = scopes.filter { !Authority.reservedScopes.contains($0.lowercased()) && !granted.contains($0.lowercased()) }
+        let declined = scopes.filter {
+            !Authority.reservedScopes.contains($0.lowercased()) && !granted.contains($0.lowercased())
+        }
         guard declined.isEmpty else {
-            throw IdentityError(.declinedScopes,
-                "the authority did not grant \(declined.joined(separator: " ")) (granted: \(grant.scopes.joined(separator: " "))); sign in interactively asking for them, or add them to the scopes the device signs in with")
+            throw IdentityError(
+                .declinedScopes,
+                "the authority did not grant \(declined.joined(separator: " ")) (granted: \(grant.scopes.joined(separator: " "))); sign in interactively asking for them, or add them to the scopes the device signs in with"
+            )
         }
     }
 

@@ -5,7 +5,9 @@ extension IdentityClient {
     /// `GET url` with `Authorization: Bearer <accessToken>` (a protected API or the userinfo endpoint).
     /// Returns the response whatever its status; the caller decides what a non-2xx status means.
     public func get(_ url: URL, accessToken: String) async throws(IdentityError) -> HTTPResponse {
-        try await transport.send(HTTPRequest(url: url, headers: ["Authorization": "Bearer \(accessToken)", "Accept": "application/json"]))
+        try await transport.send(
+            HTTPRequest(url: url, headers: ["Authorization": "Bearer \(accessToken)", "Accept": "application/json"])
+        )
     }
 
     /// The authority's `userinfo_endpoint` (OpenID Connect Core §5.3), our stand-in for Graph `/me`.

@@ -49,12 +49,17 @@ public final class IdentityClient: Sendable {
     ///   - discoveryCache: where discovery documents and keys are kept; a fresh one by default. Pass one
     ///     cache to every client of an app so that the authority is discovered once a day.
     ///   - logger: where the flows' debug and trace events go; the task-local logger by default.
-    public init(clientID: String, clientSecret: String? = nil, authority: Authority, transport: any HTTPTransport = CurlTransport(),
-                allowedClockSkew: TimeInterval = 300,
-                now: @escaping @Sendable () -> Date = Date.init,
-                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
-                discoveryCache: DiscoveryCache = DiscoveryCache(),
-                logger: Logger = Logger.current) {
+    public init(
+        clientID: String,
+        clientSecret: String? = nil,
+        authority: Authority,
+        transport: any HTTPTransport = CurlTransport(),
+        allowedClockSkew: TimeInterval = 300,
+        now: @escaping @Sendable () -> Date = Date.init,
+        sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
+        discoveryCache: DiscoveryCache = DiscoveryCache(),
+        logger: Logger = Logger.current
+    ) {
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.authority = authority

@@ -8,8 +8,10 @@ enum AccessControl {
             return requested
         }
         guard let first = caller.accessGroups.first else {
-            throw KeychainError(.missingEntitlement,
-                "app \(caller.appID) has no keychain access groups; entitle it to one in the device policy")
+            throw KeychainError(
+                .missingEntitlement,
+                "app \(caller.appID) has no keychain access groups; entitle it to one in the device policy"
+            )
         }
         return first
     }
@@ -31,24 +33,34 @@ enum AccessControl {
         for (name, value) in [("service", service), ("account", account)] {
             guard let value else { continue }
             guard !value.isEmpty else {
-                throw KeychainError(.invalidParameter, "the \(name) name is empty; give the item a \(name) (e.g. the server or user it is for)")
+                throw KeychainError(
+                    .invalidParameter,
+                    "the \(name) name is empty; give the item a \(name) (e.g. the server or user it is for)"
+                )
             }
         }
         for (name, value) in [("service", service), ("account", account), ("label", label)] {
             guard let value, value.utf8.contains(0) else { continue }
-            throw KeychainError(.invalidParameter, "the \(name) contains a NUL character, which no keychain name may hold; remove it")
+            throw KeychainError(
+                .invalidParameter,
+                "the \(name) contains a NUL character, which no keychain name may hold; remove it"
+            )
         }
     }
 
     /// Refuses a type the caller may not give an item (one a broker keeps for itself).
     static func checkType(_ type: UInt32?, caller: AppIdentity) throws(KeychainError) {
         guard caller.hides(type), let type else { return }
-        throw KeychainError(.missingEntitlement,
-            "item type \(type) is reserved for the broker's token cache; apps get tokens through the broker's token methods (AcquireTokenSilent), never as keychain items")
+        throw KeychainError(
+            .missingEntitlement,
+            "item type \(type) is reserved for the broker's token cache; apps get tokens through the broker's token methods (AcquireTokenSilent), never as keychain items"
+        )
     }
 
     private static func denied(_ group: String, _ caller: AppIdentity) -> KeychainError {
-        KeychainError(.missingEntitlement,
-            "app \(caller.appID) is not entitled to access group \(group); add the group to the app's entitlements in the device policy")
+        KeychainError(
+            .missingEntitlement,
+            "app \(caller.appID) is not entitled to access group \(group); add the group to the app's entitlements in the device policy"
+        )
     }
 }

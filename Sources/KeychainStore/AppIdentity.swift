@@ -20,8 +20,10 @@ public struct AppIdentity: Sendable, Hashable, Codable {
         for group in accessGroups {
             try AccessGroup.validate(group)
             guard !AccessGroup.isReserved(group) else {
-                throw KeychainError(.missingEntitlement,
-                    "access group \(group) is reserved for the device itself; no app can be entitled to it")
+                throw KeychainError(
+                    .missingEntitlement,
+                    "access group \(group) is reserved for the device itself; no app can be entitled to it"
+                )
             }
         }
         self.appID = appID
@@ -36,7 +38,10 @@ public struct AppIdentity: Sendable, Hashable, Codable {
     /// The device administrator (`devicectl`), entitled only to the reserved groups: the device's own
     /// (`AccessGroup.device`: policy, device id, audit signing key) and the audit log's trust anchor
     /// (`AccessGroup.auditAnchor`).
-    public static let deviceAdministrator = AppIdentity(unchecked: "devicectl", accessGroups: [AccessGroup.device, AccessGroup.auditAnchor])
+    public static let deviceAdministrator = AppIdentity(
+        unchecked: "devicectl",
+        accessGroups: [AccessGroup.device, AccessGroup.auditAnchor]
+    )
 
     /// Whether the app may read and write `group`.
     public func isEntitled(to group: String) -> Bool { accessGroups.contains(group) }
@@ -90,8 +95,10 @@ public enum AccessGroup {
                 || byte == 0x2E || byte == 0x2D || byte == 0x5F
         }
         guard !name.isEmpty, name.utf8.count <= 255, allowed, !name.hasPrefix("."), !name.hasSuffix(".") else {
-            throw KeychainError(.invalidParameter,
-                "access group \"\(name)\" is malformed: use 1-255 letters, digits, '.', '-' or '_', e.g. com.microsoft.adalcache")
+            throw KeychainError(
+                .invalidParameter,
+                "access group \"\(name)\" is malformed: use 1-255 letters, digits, '.', '-' or '_', e.g. com.microsoft.adalcache"
+            )
         }
     }
 }

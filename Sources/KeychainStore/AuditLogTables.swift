@@ -39,8 +39,17 @@ public struct AuditLogTables {
         public var chain: Data
 
         /// An event row with every column given.
-        public init(sequence: Int64, time: String, type: String, actor: String, account: String?, reason: String?,
-                    correlationID: String, details: String, chain: Data) {
+        public init(
+            sequence: Int64,
+            time: String,
+            type: String,
+            actor: String,
+            account: String?,
+            reason: String?,
+            correlationID: String,
+            details: String,
+            chain: Data
+        ) {
             self.sequence = sequence
             self.time = time
             self.type = type
@@ -127,7 +136,9 @@ public struct AuditLogTables {
     /// - Throws: `MissingTables` when only some of the tables exist.
     public func head(creatingTables: Bool) throws -> Head? {
         do {
-            return try Row.fetchOne(database.cachedStatement(sql: AuditTables.head)).map { Head(sequence: $0[0], chain: $0[1], tag: $0[2]) }
+            return try Row.fetchOne(database.cachedStatement(sql: AuditTables.head)).map {
+                Head(sequence: $0[0], chain: $0[1], tag: $0[2])
+            }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR {
             let missing = try missingTables()
             guard missing.count == AuditTables.names.count else {
@@ -165,7 +176,9 @@ public struct AuditLogTables {
                 event.sequence, event.time, event.type, event.actor, event.account, event.reason, event.correlationID,
                 event.details, event.chain,
             ])
-            try database.cachedStatement(sql: AuditTables.setHead).execute(arguments: [head.sequence, head.chain, head.tag])
+            try database.cachedStatement(sql: AuditTables.setHead).execute(arguments: [
+                head.sequence, head.chain, head.tag,
+            ])
             if let checkpoint { try store(checkpoint) }
         }
     }
@@ -188,8 +201,12 @@ public struct AuditLogTables {
 
     /// Hands `body` each event after sequence number `after`, oldest first, optionally only those of the
     /// given `types` and `account`. Nothing when the events' table does not exist (nothing was logged).
-    public func forEachEvent(after: Int64 = 0, types: [String] = [], account: String? = nil,
-                             _ body: (StoredEvent) throws -> Void) throws {
+    public func forEachEvent(
+        after: Int64 = 0,
+        types: [String] = [],
+        account: String? = nil,
+        _ body: (StoredEvent) throws -> Void
+    ) throws {
         var arguments: [any DatabaseValueConvertible] = [after]
         arguments.append(contentsOf: types)
         if let account { arguments.append(account) }
@@ -202,8 +219,19 @@ public struct AuditLogTables {
         }
         let rows = try Row.fetchCursor(statement, arguments: StatementArguments(arguments))
         while let row = try rows.next() {
-            try body(StoredEvent(sequence: row[0], time: row[1], type: row[2], actor: row[3], account: row[4], reason: row[5],
-                                 correlationID: row[6], details: row[7], chain: row[8]))
+            try body(
+                StoredEvent(
+                    sequence: row[0],
+                    time: row[1],
+                    type: row[2],
+                    actor: row[3],
+                    account: row[4],
+                    reason: row[5],
+                    correlationID: row[6],
+                    details: row[7],
+                    chain: row[8]
+                )
+            )
         }
     }
 

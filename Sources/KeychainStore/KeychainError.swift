@@ -10,7 +10,8 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         enum Kind: Hashable, Sendable {
             case duplicateItem, itemNotFound, missingEntitlement, integrityFailure, wrongKey
-            case corruptStore, invalidParameter, ioError, storeBusy, insecureKeyFile, insecureStateDirectory, cryptoUnavailable
+            case corruptStore, invalidParameter, ioError, storeBusy, insecureKeyFile, insecureStateDirectory,
+                cryptoUnavailable
             case quotaExceeded, diskFull
         }
         let kind: Kind
@@ -66,9 +67,11 @@ public struct KeychainError: Error, Sendable, CustomStringConvertible {
 
         /// Lets `catch KeychainError.Code.itemNotFound { … }` match.
         /// Every code, for lookups by name.
-        static let all: [Code] = [.duplicateItem, .itemNotFound, .missingEntitlement, .integrityFailure, .wrongKey, .corruptStore,
-                                  .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .insecureStateDirectory, .cryptoUnavailable,
-                                  .quotaExceeded, .diskFull]
+        static let all: [Code] = [
+            .duplicateItem, .itemNotFound, .missingEntitlement, .integrityFailure, .wrongKey, .corruptStore,
+            .invalidParameter, .ioError, .storeBusy, .insecureKeyFile, .insecureStateDirectory, .cryptoUnavailable,
+            .quotaExceeded, .diskFull,
+        ]
 
         /// The code's stable identifier (`missingEntitlement`), as IPC error replies carry it.
         public var name: String { "\(kind)" }

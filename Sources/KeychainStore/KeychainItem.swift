@@ -21,8 +21,17 @@ public struct ItemMetadata: Sendable, Hashable, Codable {
     /// `kSecAttrModificationDate`.
     public var modificationDate: Date
 
-    public init(accessGroup: String, service: String, account: String, type: UInt32? = nil, generic: Data? = nil,
-                label: String? = nil, creator: UInt32? = nil, creationDate: Date, modificationDate: Date) {
+    public init(
+        accessGroup: String,
+        service: String,
+        account: String,
+        type: UInt32? = nil,
+        generic: Data? = nil,
+        label: String? = nil,
+        creator: UInt32? = nil,
+        creationDate: Date,
+        modificationDate: Date
+    ) {
         self.accessGroup = accessGroup
         self.service = service
         self.account = account
@@ -65,8 +74,16 @@ public struct NewItem: Sendable {
     public var creator: UInt32?
     public var secret: Data
 
-    public init(accessGroup: String? = nil, service: String, account: String, secret: Data,
-                label: String? = nil, type: UInt32? = nil, generic: Data? = nil, creator: UInt32? = nil) {
+    public init(
+        accessGroup: String? = nil,
+        service: String,
+        account: String,
+        secret: Data,
+        label: String? = nil,
+        type: UInt32? = nil,
+        generic: Data? = nil,
+        creator: UInt32? = nil
+    ) {
         self.accessGroup = accessGroup
         self.service = service
         self.account = account
@@ -89,8 +106,15 @@ public struct ItemQuery: Sendable, Hashable {
     public var generic: Data?
     public var creator: UInt32?
 
-    public init(accessGroup: String? = nil, service: String? = nil, account: String? = nil,
-                label: String? = nil, type: UInt32? = nil, generic: Data? = nil, creator: UInt32? = nil) {
+    public init(
+        accessGroup: String? = nil,
+        service: String? = nil,
+        account: String? = nil,
+        label: String? = nil,
+        type: UInt32? = nil,
+        generic: Data? = nil,
+        creator: UInt32? = nil
+    ) {
         self.accessGroup = accessGroup
         self.service = service
         self.account = account
@@ -115,8 +139,15 @@ public struct ItemChanges: Sendable {
     public var creator: UInt32?
     public var secret: Data?
 
-    public init(service: String? = nil, account: String? = nil, label: String? = nil, type: UInt32? = nil,
-                generic: Data? = nil, creator: UInt32? = nil, secret: Data? = nil) {
+    public init(
+        service: String? = nil,
+        account: String? = nil,
+        label: String? = nil,
+        type: UInt32? = nil,
+        generic: Data? = nil,
+        creator: UInt32? = nil,
+        secret: Data? = nil
+    ) {
         self.service = service
         self.account = account
         self.label = label
@@ -127,6 +158,7 @@ public struct ItemChanges: Sendable {
     }
 
     var isEmpty: Bool {
-        service == nil && account == nil && label == nil && type == nil && generic == nil && creator == nil && secret == nil
+        service == nil && account == nil && label == nil && type == nil && generic == nil && creator == nil
+            && secret == nil
     }
 }

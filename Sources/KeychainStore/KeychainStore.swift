@@ -1,8 +1,7 @@
-public import Foundation
 import CSQLiteControl
+public import Foundation
 import GRDB
 public import Logging
-
 import PathSafety
 import SystemPackage
 
@@ -60,8 +59,12 @@ public final class KeychainStore: Sendable {
     ///     failures) — never a secret, key or cleartext attribute. By default the task-local `Logger.current`.
     /// - Throws: `wrongKey` if the key does not open an existing store (nothing is modified),
     ///   `corruptStore` if the file is not a store, `insecureKeyFile`, `ioError`.
-    public init(directory: URL, key: MasterKeySource? = nil, options: StoreOptions = StoreOptions(),
-                logger: Logger = Logger.current) throws(KeychainError) {
+    public init(
+        directory: URL,
+        key: MasterKeySource? = nil,
+        options: StoreOptions = StoreOptions(),
+        logger: Logger = Logger.current
+    ) throws(KeychainError) {
         let held = try StateDirectory.open(directory)
         let databaseURL = directory.appendingPathComponent(Self.databaseFileName)
         let source = try HeldKeySource.resolving(key, stateDirectory: directory, held: held)
@@ -70,12 +73,19 @@ public final class KeychainStore: Sendable {
         configuration.busyMode = .timeout(options.busyTimeout)
         configuration.label = "keychain-store"
         let synchronous = options.synchronous.rawValue
-        let checkpointer = WALCheckpointer(file: file, threshold: options.backgroundCheckpointPages,
-                                           limit: options.checkpointLimitPages, logger: logger)
+        let checkpointer = WALCheckpointer(
+            file: file,
+            threshold: options.backgroundCheckpointPages,
+            limit: options.checkpointLimitPages,
+            logger: logger
+        )
         configuration.prepareDatabase { db in
             // Switching an existing WAL database to WAL writes nothing, so a failed open changes no byte.
             guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else {
-                throw KeychainError(.ioError, "cannot switch \(databaseURL.path) to WAL mode; is the file system read-only?")
+                throw KeychainError(
+                    .ioError,
+                    "cannot switch \(databaseURL.path) to WAL mode; is the file system read-only?"
+                )
             }
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             // Deleted items (a signed-out worker's tokens) are overwritten with zeros, freed pages included,
@@ -125,10 +135,16 @@ public final class KeychainStore: Sendable {
                 }
             }
         } catch {
-            logger.debug("keychain store did not open", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+            logger.debug(
+                "keychain store did not open",
+                metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"]
+            )
             throw error
         }
-        logger.debug("keychain store opened", metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"])
+        logger.debug(
+            "keychain store opened",
+            metadata: ["path": "\(databaseURL.path)", "synchronous": "\(synchronous)"]
+        )
         self.databaseURL = databaseURL
         stateDirectory = held
         diskReserve = DiskReserve(directory: held)
@@ -164,7 +180,11 @@ public final class KeychainStore: Sendable {
     /// - Parameter quota: what the caller's items may take in all (a broker's per-app quota); over it the
     ///   add fails with `quotaExceeded` (-34) and nothing is added.
     @discardableResult
-    public func add(_ new: NewItem, as caller: AppIdentity, quota: ItemQuota? = nil) throws(KeychainError) -> ItemMetadata {
+    public func add(
+        _ new: NewItem,
+        as caller: AppIdentity,
+        quota: ItemQuota? = nil
+    ) throws(KeychainError) -> ItemMetadata {
         let metadata = try write { db in try StoreTransaction(self.core, db).add(new, as: caller, quota: quota) }
         logger.debug("keychain item added", metadata: ["app": "\(caller.appID)", "group": "\(metadata.accessGroup)"])
         return metadata
@@ -177,7 +197,9 @@ public final class KeychainStore: Sendable {
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws(KeychainError) -> KeychainItem {
         // A point read in one group is one SELECT: its implicit read transaction is all it needs.
         let oneStatement = PointRead.Key(query) != nil && (query.accessGroup != nil || caller.accessGroups.count == 1)
-        return try read(inTransaction: !oneStatement) { db in try StoreTransaction(self.core, db).find(query, as: caller) }
+        return try read(inTransaction: !oneStatement) { db in
+            try StoreTransaction(self.core, db).find(query, as: caller)
+        }
     }
 
     /// Every item matching `query` in the caller's groups (`kSecMatchLimitAll`).
@@ -188,7 +210,10 @@ public final class KeychainStore: Sendable {
 
     /// The attributes of every item matching `query` (the secret is decrypted to authenticate the item,
     /// then wiped). Returns an empty list rather than `itemNotFound`.
-    public func metadata(matching query: ItemQuery = .all, as caller: AppIdentity) throws(KeychainError) -> [ItemMetadata] {
+    public func metadata(
+        matching query: ItemQuery = .all,
+        as caller: AppIdentity
+    ) throws(KeychainError) -> [ItemMetadata] {
         try read { db in try StoreTransaction(self.core, db).metadata(matching: query, as: caller) }
     }
 
@@ -196,9 +221,15 @@ public final class KeychainStore: Sendable {
     /// - Returns: how many items changed.
     /// - Throws: `itemNotFound`; `duplicateItem` if a new service/account clashes (nothing changes).
     @discardableResult
-    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity,
-                       quota: ItemQuota? = nil) throws(KeychainError) -> Int {
-        let count = try write { db in try StoreTransaction(self.core, db).update(query, with: changes, as: caller, quota: quota) }
+    public func update(
+        _ query: ItemQuery,
+        with changes: ItemChanges,
+        as caller: AppIdentity,
+        quota: ItemQuota? = nil
+    ) throws(KeychainError) -> Int {
+        let count = try write { db in
+            try StoreTransaction(self.core, db).update(query, with: changes, as: caller, quota: quota)
+        }
         logger.debug("keychain items updated", metadata: ["app": "\(caller.appID)", "count": "\(count)"])
         return count
     }
@@ -228,7 +259,9 @@ public final class KeychainStore: Sendable {
         let commitActions = CommitActions()
         let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
             try database.writeWithoutTransaction { db in
-                try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db, commitActions)) }
+                try RawStatements.inTransaction(.immediate, db) {
+                    try body(StoreTransaction(self.core, db, commitActions))
+                }
             }
         }
         commitActions.run()
@@ -244,22 +277,28 @@ public final class KeychainStore: Sendable {
         do {
             return try writeTransaction(body)
         } catch let error as KeychainError where error.code == .diskFull {
-            logger.warning("keychain store: the disk is full; releasing the disk reserve for an essential write",
-                           metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"])
+            logger.warning(
+                "keychain store: the disk is full; releasing the disk reserve for an essential write",
+                metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"]
+            )
             let commitActions = CommitActions()
             let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 try database.writeWithoutTransaction { db in
                     try db.execute(sql: "PRAGMA secure_delete = FAST")
                     defer { try? db.execute(sql: "PRAGMA secure_delete = ON") }
-                    return try RawStatements.inTransaction(.immediate, db) { try body(StoreTransaction(self.core, db, commitActions)) }
+                    return try RawStatements.inTransaction(.immediate, db) {
+                        try body(StoreTransaction(self.core, db, commitActions))
+                    }
                 }
             }
             commitActions.run()
             do {
                 try diskReserve.make()
             } catch {
-                logger.warning("keychain store: the disk reserve could not be made again; free space on the disk",
-                               metadata: ["path": "\(diskReserve.path)"])
+                logger.warning(
+                    "keychain store: the disk reserve could not be made again; free space on the disk",
+                    metadata: ["path": "\(diskReserve.path)"]
+                )
             }
             return result
         }
@@ -278,7 +317,9 @@ public final class KeychainStore: Sendable {
     /// Runs `body` in one read transaction: a consistent snapshot of the store.
     public func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-            try database.unsafeRead { db in try RawStatements.inTransaction(.deferred, db) { try body(StoreTransaction(self.core, db)) } }
+            try database.unsafeRead { db in
+                try RawStatements.inTransaction(.deferred, db) { try body(StoreTransaction(self.core, db)) }
+            }
         }
     }
 
@@ -294,7 +335,8 @@ public final class KeychainStore: Sendable {
             for row in try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups") {
                 let index: Data = row[0]
                 if let (name, _) = try self.core.groupKeys.unwrap(index: index, nonce: row[1], wrapped: row[2]),
-                   try self.core.indexer.group(name) == index {
+                    try self.core.indexer.group(name) == index
+                {
                     groups[index] = name
                 } else {
                     damagedGroups += 1
@@ -307,21 +349,40 @@ public final class KeychainStore: Sendable {
                 checked += 1
                 let sealed = ItemTable.sealedRow(row)
                 guard let group = groups[sealed.indexes.group] else {
-                    damaged.append(DamagedItem(rowID: sealed.id, accessGroup: nil, reason: "its access group's key is missing or damaged"))
+                    damaged.append(
+                        DamagedItem(
+                            rowID: sealed.id,
+                            accessGroup: nil,
+                            reason: "its access group's key is missing or damaged"
+                        )
+                    )
                     continue
                 }
                 do {
                     var item = try StoreTransaction(self.core, db).open(sealed, group: group)
                     defer { Sodium.wipe(&item.secret) }
-                    if try RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.core.indexer) != sealed.indexes {
-                        damaged.append(DamagedItem(rowID: sealed.id, accessGroup: group, reason: "its lookup columns do not match its attributes"))
+                    if try RowIndexes(of: item.metadata, groupIndex: sealed.indexes.group, indexer: self.core.indexer)
+                        != sealed.indexes
+                    {
+                        damaged.append(
+                            DamagedItem(
+                                rowID: sealed.id,
+                                accessGroup: group,
+                                reason: "its lookup columns do not match its attributes"
+                            )
+                        )
                     }
                 } catch let error as KeychainError where error.code == .integrityFailure {
                     damaged.append(contentsOf: error.damagedItems)
                 }
             }
-            return IntegrityReport(checkedItems: checked, checkedGroups: groups.count + damagedGroups,
-                                   damagedItems: damaged, damagedGroups: damagedGroups, databaseProblems: problems)
+            return IntegrityReport(
+                checkedItems: checked,
+                checkedGroups: groups.count + damagedGroups,
+                damagedItems: damaged,
+                damagedGroups: damagedGroups,
+                databaseProblems: problems
+            )
         }
     }
 
@@ -330,7 +391,10 @@ public final class KeychainStore: Sendable {
     /// A read in one deferred transaction, or, for a body that runs a single statement, in that statement's
     /// implicit one. (Not `DatabaseQueue.read`: it toggles `PRAGMA query_only` around every read, which
     /// expires every prepared statement and recompiles the SELECT each time.)
-    private func read<T>(inTransaction: Bool = true, _ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
+    private func read<T>(
+        inTransaction: Bool = true,
+        _ body: @escaping (Database) throws -> T
+    ) throws(KeychainError) -> T {
         do {
             return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 try database.unsafeRead { db in
@@ -346,7 +410,9 @@ public final class KeychainStore: Sendable {
     private func write<T>(_ body: @escaping (Database) throws -> T) throws(KeychainError) -> T {
         do {
             return try Self.mapErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
-                try database.writeWithoutTransaction { db in try RawStatements.inTransaction(.immediate, db) { try body(db) } }
+                try database.writeWithoutTransaction { db in
+                    try RawStatements.inTransaction(.immediate, db) { try body(db) }
+                }
             }
         } catch {
             logIfDamage(error)
@@ -359,10 +425,17 @@ public final class KeychainStore: Sendable {
     private func logIfDamage(_ error: KeychainError) {
         switch error.code {
         case .integrityFailure:
-            logger.debug("keychain integrity failure", metadata: [
-                "path": "\(databaseURL.path)", "damaged.items": "\(error.damagedItems.map(\.description))"])
+            logger.debug(
+                "keychain integrity failure",
+                metadata: [
+                    "path": "\(databaseURL.path)", "damaged.items": "\(error.damagedItems.map(\.description))",
+                ]
+            )
         case .corruptStore, .storeBusy:
-            logger.debug("keychain store failed", metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"])
+            logger.debug(
+                "keychain store failed",
+                metadata: ["path": "\(databaseURL.path)", "error.code": "\(error.code)"]
+            )
         case .diskFull:
             logger.warning("keychain store: the disk is full", metadata: ["path": "\(databaseURL.path)"])
         default:
@@ -376,13 +449,18 @@ public final class KeychainStore: Sendable {
     /// database, and the device would silently come back unprovisioned with an empty, "intact" audit log.)
     private static func refuseEmptiedStore(_ file: HeldDatabaseFile, source: HeldKeySource) throws(KeychainError) {
         guard let key = source.location, key.exists else { return }
-        guard let info = try? file.directory.status(of: file.name), info.type == .regular, info.size == 0 else { return }
+        guard let info = try? file.directory.status(of: file.name), info.type == .regular, info.size == 0 else {
+            return
+        }
         let journal = (try? file.directory.status(of: file.name + "-wal"))?.size ?? 0
         guard journal == 0 else { return }  // SQLite recovers the store from its write-ahead log
-        throw KeychainError(.corruptStore, """
+        throw KeychainError(
+            .corruptStore,
+            """
             the database \(file.path) is empty although its key file \(key.path) exists: the store was truncated or replaced; \
             restore it from backup (nothing was changed)
-            """)
+            """
+        )
     }
 
     /// Creates the database file with mode 0600 so SQLite's WAL and shared-memory files inherit it
@@ -392,28 +470,47 @@ public final class KeychainStore: Sendable {
     /// `O_NOFOLLOW` (`HeldDatabaseFile`); here each of the three names must be a regular file or absent,
     /// never a symbolic link (`fstatat` without following, in the held directory), for a message that says so.
     private static func createPrivately(_ file: HeldDatabaseFile) throws(KeychainError) {
-        let directory = file.directory, name = file.name
+        let directory = file.directory
+        let name = file.name
         for file in [name, name + "-wal", name + "-shm"] {
             guard let info = try? directory.status(of: file) else { continue }
             guard info.type == .regular else {
-                throw KeychainError(.insecureStateDirectory, """
+                throw KeychainError(
+                    .insecureStateDirectory,
+                    """
                     \(directory.path)/\(file) is \(info.type == .symbolicLink ? "a symbolic link" : "not a regular file"): \
                     the store's files are never reached through one; nothing was changed: remove it, or restore the state directory from backup
-                    """)
+                    """
+                )
             }
         }
         do throws(Errno) {
-            let descriptor = try directory.openFile(name, .readWrite, options: [.create], permissions: [.ownerReadWrite])
+            let descriptor = try directory.openFile(
+                name,
+                .readWrite,
+                options: [.create],
+                permissions: [.ownerReadWrite]
+            )
             try? descriptor.close()  // nothing written: nothing to lose
         } catch let error where AccessDiagnosis.isPermissionFailure(error) {
-            throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("open the store", path: FilePath(file.path), error: error))
+            throw KeychainError(
+                .ioError,
+                AccessDiagnosis.permissionDenied("open the store", path: FilePath(file.path), error: error)
+            )
         } catch {
-            throw KeychainError(.ioError, "cannot create \(file.path): \(error); check the state directory's permissions")
+            throw KeychainError(
+                .ioError,
+                "cannot create \(file.path): \(error); check the state directory's permissions"
+            )
         }
     }
 
     // `path` is an autoclosure: building the URL's path string on every call cost a point read about 1 µs.
-    private static func mapDatabaseErrors<T>(path: @autoclosure () -> String, busyTimeout: Double, _ body: () throws -> T) throws -> T {
+    private static func mapDatabaseErrors<T>(
+        path: @autoclosure () -> String,
+        busyTimeout: Double,
+        _ body: () throws -> T
+    ) throws -> T {
         do {
             return try body()
         } catch let error as DatabaseError {
@@ -421,7 +518,11 @@ public final class KeychainStore: Sendable {
         }
     }
 
-    private static func mapErrors<T>(path: @autoclosure () -> String, busyTimeout: Double, _ body: () throws -> T) throws(KeychainError) -> T {
+    private static func mapErrors<T>(
+        path: @autoclosure () -> String,
+        busyTimeout: Double,
+        _ body: () throws -> T
+    ) throws(KeychainError) -> T {
         do {
             return try body()
         } catch let error as KeychainError {

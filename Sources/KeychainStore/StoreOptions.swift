@@ -24,8 +24,11 @@ public struct StoreOptions: Sendable {
     /// `backgroundCheckpointPages`.
     public var checkpointLimitPages: Int = 4000
 
-    public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 30,
-                clock: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        synchronous: Synchronous = .full,
+        busyTimeout: TimeInterval = 30,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.synchronous = synchronous
         self.busyTimeout = busyTimeout
         self.clock = clock

@@ -31,7 +31,9 @@ public struct StoreTransaction {
     /// `total_changes()`. Higher layers key caches on it to skip decrypting unchanged records.
     public func changeStamp() throws -> StoreChangeStamp {
         // Stepped through the sqlite3 C API: every silent token call takes a stamp.
-        let other = try RawStatements.firstRow(database.cachedStatement(sql: "PRAGMA data_version"), database) { sqlite3_column_int64($0, 0) }
+        let other = try RawStatements.firstRow(database.cachedStatement(sql: "PRAGMA data_version"), database) {
+            sqlite3_column_int64($0, 0)
+        }
         return StoreChangeStamp(otherConnections: other ?? 0, thisConnection: Int64(database.totalChangesCount))
     }
 
@@ -56,13 +58,24 @@ public struct StoreTransaction {
         try AccessControl.checkNames(service: new.service, account: new.account, label: new.label)
         let now = core.options.clock()
         let item = KeychainItem(
-            metadata: ItemMetadata(accessGroup: group, service: new.service, account: new.account, type: new.type,
-                                   generic: new.generic, label: new.label, creator: new.creator,
-                                   creationDate: now, modificationDate: now),
-            secret: new.secret)
+            metadata: ItemMetadata(
+                accessGroup: group,
+                service: new.service,
+                account: new.account,
+                type: new.type,
+                generic: new.generic,
+                label: new.label,
+                creator: new.creator,
+                creationDate: now,
+                modificationDate: now
+            ),
+            secret: new.secret
+        )
         let groupIndex = try core.indexer.group(group)
         try seal(item, groupIndex: groupIndex, replacing: nil)
-        if let quota { try QuotaLedger.charge(rowID: database.lastInsertedRowID, to: caller.appID, quota, core, database) }
+        if let quota {
+            try QuotaLedger.charge(rowID: database.lastInsertedRowID, to: caller.appID, quota, core, database)
+        }
         return item.metadata
     }
 
@@ -70,7 +83,11 @@ public struct StoreTransaction {
     public func find(_ query: ItemQuery, as caller: AppIdentity) throws -> KeychainItem {
         if let key = PointRead.Key(query) {
             for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
-                if let found = try PointRead.find(key, in: group, core, database), !caller.hides(found.item.metadata.type) { return found.item }
+                if let found = try PointRead.find(key, in: group, core, database),
+                    !caller.hides(found.item.metadata.type)
+                {
+                    return found.item
+                }
             }
             throw notFound(query, caller)
         }
@@ -94,8 +111,15 @@ public struct StoreTransaction {
 
     /// `KeychainStore.update` inside this transaction; with a `quota`, the caller's items must stay within it.
     @discardableResult
-    public func update(_ query: ItemQuery, with changes: ItemChanges, as caller: AppIdentity, quota: ItemQuota? = nil) throws -> Int {
-        guard !changes.isEmpty else { throw KeychainError(.invalidParameter, "the update names no attribute to change") }
+    public func update(
+        _ query: ItemQuery,
+        with changes: ItemChanges,
+        as caller: AppIdentity,
+        quota: ItemQuota? = nil
+    ) throws -> Int {
+        guard !changes.isEmpty else {
+            throw KeychainError(.invalidParameter, "the update names no attribute to change")
+        }
         try AccessControl.checkType(changes.type, caller: caller)
         try AccessControl.checkNames(service: changes.service, account: changes.account, label: changes.label)
         let now = core.options.clock()
@@ -126,7 +150,9 @@ public struct StoreTransaction {
             ids = try matches(query, caller: caller, limit: nil).map(\.rowID)
         } else {
             // Indexed attributes only: one DELETE per group, nothing decrypted or even read.
-            let count = try filters(query, caller: caller).reduce(0) { count, filter in try count + ItemTable.delete(filter, core.statements, database) }
+            let count = try filters(query, caller: caller).reduce(0) { count, filter in
+                try count + ItemTable.delete(filter, core.statements, database)
+            }
             guard count > 0 else { throw notFound(query, caller) }
             return count
         }
@@ -149,14 +175,17 @@ public struct StoreTransaction {
         let arguments = StatementArguments(kept)
         try database.execute(sql: "DELETE FROM items WHERE \(condition)", arguments: arguments)
         let items = database.changesCount
-        try database.execute(sql: "DELETE FROM access_groups WHERE \(kept.isEmpty ? "1" : "name_index NOT IN (\(placeholders))")",
-                             arguments: arguments)
+        try database.execute(
+            sql: "DELETE FROM access_groups WHERE \(kept.isEmpty ? "1" : "name_index NOT IN (\(placeholders))")",
+            arguments: arguments
+        )
         return (database.changesCount, items)
     }
 
     /// Names every access group that holds a key (decrypting the group records); damaged records are skipped.
     public func accessGroupNames() throws -> [String] {
-        try Row.fetchAll(database, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups").compactMap { row in
+        try Row.fetchAll(database, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups").compactMap {
+            row in
             try core.groupKeys.unwrap(index: row[0], nonce: row[1], wrapped: row[2])?.name
         }.sorted()
     }
@@ -185,22 +214,43 @@ public struct StoreTransaction {
         let key = try core.groupKeys.keyForWriting(group: group, index: groupIndex, database, core.statements)
         let additionalData = indexes.additionalData(format: Schema.itemFormat)
         let plaintextCount = ItemPayload.encodedByteCount(item)
-        try withUnsafeTemporaryAllocation(byteCount: AEAD.nonceByteCount + plaintextCount + AEAD.tagByteCount, alignment: 16) { box in
+        try withUnsafeTemporaryAllocation(
+            byteCount: AEAD.nonceByteCount + plaintextCount + AEAD.tagByteCount,
+            alignment: 16
+        ) { box in
             let nonce = UnsafeMutableRawBufferPointer(rebasing: box[..<AEAD.nonceByteCount])
             let ciphertext = UnsafeMutableRawBufferPointer(rebasing: box[AEAD.nonceByteCount...])
             let status = withUnsafeTemporaryAllocation(byteCount: plaintextCount, alignment: 16) { plaintext in
                 defer { sodium_memzero(plaintext.baseAddress, plaintextCount) }
                 ItemPayload.encode(item, into: plaintext)
                 return additionalData.withUnsafeBytes { additionalData in
-                    AEAD.seal(UnsafeRawBufferPointer(plaintext), additionalData: additionalData, key: key, nonce: nonce, ciphertext: ciphertext)
+                    AEAD.seal(
+                        UnsafeRawBufferPointer(plaintext),
+                        additionalData: additionalData,
+                        key: key,
+                        nonce: nonce,
+                        ciphertext: ciphertext
+                    )
                 }
             }
             try Sodium.check(status, "crypto_aead_xchacha20poly1305_ietf_encrypt")
             if let rowID {
-                try ItemTable.replace(id: rowID, indexes, box: AEAD.Box(nonce: Data(nonce), ciphertext: Data(ciphertext)), group: group, database)
+                try ItemTable.replace(
+                    id: rowID,
+                    indexes,
+                    box: AEAD.Box(nonce: Data(nonce), ciphertext: Data(ciphertext)),
+                    group: group,
+                    database
+                )
             } else {
-                try ItemTable.insert(indexes, nonce: UnsafeRawBufferPointer(nonce), ciphertext: UnsafeRawBufferPointer(ciphertext),
-                                     group: group, core.statements, database)
+                try ItemTable.insert(
+                    indexes,
+                    nonce: UnsafeRawBufferPointer(nonce),
+                    ciphertext: UnsafeRawBufferPointer(ciphertext),
+                    group: group,
+                    core.statements,
+                    database
+                )
             }
         }
     }
@@ -208,7 +258,12 @@ public struct StoreTransaction {
     /// The lookup conditions of `query` in each group it searches.
     private func filters(_ query: ItemQuery, caller: AppIdentity) throws -> [ItemTable.Filter] {
         try AccessControl.groupsToSearch(query.accessGroup, caller: caller).map { group in
-            try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer)
+            try ItemTable.Filter(
+                group: group,
+                groupIndex: try core.indexer.group(group),
+                query: query,
+                indexer: core.indexer
+            )
         }
     }
 
@@ -228,10 +283,19 @@ public struct StoreTransaction {
         }
         for group in try AccessControl.groupsToSearch(query.accessGroup, caller: caller) {
             if let pointKey {  // the whole key: at most one row per group
-                if let point = try PointRead.find(pointKey, in: group, core, database), try keep(point.rowID, group, point.item) { return found }
+                if let point = try PointRead.find(pointKey, in: group, core, database),
+                    try keep(point.rowID, group, point.item)
+                {
+                    return found
+                }
                 continue
             }
-            let filter = try ItemTable.Filter(group: group, groupIndex: try core.indexer.group(group), query: query, indexer: core.indexer)
+            let filter = try ItemTable.Filter(
+                group: group,
+                groupIndex: try core.indexer.group(group),
+                query: query,
+                indexer: core.indexer
+            )
             let remaining = limit.map { $0 - found.count }
             for sealed in try ItemTable.rows(filter, limit: needsPostFilter ? nil : remaining, database) {
                 if try keep(sealed.id, group, try open(sealed, group: group)) { return found }
@@ -261,7 +325,10 @@ final class CommitActions: Sendable {
     }
 
     func run() {
-        for action in actions.withLock({ actions in defer { actions = [] }; return actions }) { action() }
+        for action in actions.withLock({ actions in
+            defer { actions = [] }
+            return actions
+        }) { action() }
     }
 }
 

@@ -24,10 +24,16 @@ struct BridgeFailure: Error, Sendable {
             self.init(.accountUnusable, context, isPolicyRefusal: true)
         case (.msalClientNotAllowed, _):
             // MSAL's silent sign-in goes on to the interactive call, which is refused the same way.
-            self.init(.interactionRequired, "\(context); the device policy's key is apps[].msalClientIds", isPolicyRefusal: true)
-        case (.noCurrentAccount, _), (.currentAccountMismatch, _), (.identity, "interaction_required"), (.identity, "declined_scopes"):
+            self.init(
+                .interactionRequired,
+                "\(context); the device policy's key is apps[].msalClientIds",
+                isPolicyRefusal: true
+            )
+        case (.noCurrentAccount, _), (.currentAccountMismatch, _), (.identity, "interaction_required"),
+            (.identity, "declined_scopes"):
             self.init(.interactionRequired, context)
-        case (.identity, "user_canceled"), (.identity, "access_denied"), (.identity, "device_code_expired"), (.cancelled, _):
+        case (.identity, "user_canceled"), (.identity, "access_denied"), (.identity, "device_code_expired"),
+            (.cancelled, _):
             self.init(.userCanceled, context)
         case (.identity, "authority_unreachable"), (.identity, "server_error"):
             self.init(.serverTemporarilyUnavailable, context)

@@ -42,8 +42,13 @@ public final class BrokerProtocolHandler: Sendable {
     ///   - flow: the device's interactive sign-in.
     ///   - interactiveDeadline: how long an interactive sign-in may take before it is canceled (status 7).
     ///   - now: the clock of the 290 s cap.
-    public init(application: PublicClientApplication, flow: SignInFlow, interactiveDeadline: Duration = .seconds(240),
-                now: @escaping @Sendable () -> Date = Date.init, logger: Logger) {
+    public init(
+        application: PublicClientApplication,
+        flow: SignInFlow,
+        interactiveDeadline: Duration = .seconds(240),
+        now: @escaping @Sendable () -> Date = Date.init,
+        logger: Logger
+    ) {
         self.application = application
         self.flow = flow
         self.interactiveDeadline = interactiveDeadline
@@ -72,14 +77,21 @@ public final class BrokerProtocolHandler: Sendable {
             await signIns.cancel()
             return "{}"
         case "generateSignedHttpRequest":
-            return BrokerProtocolMessages.errorReply(.accountUnusable,
-                "this device's broker issues bearer tokens only (no proof-of-possession): request a bearer token")
+            return BrokerProtocolMessages.errorReply(
+                .accountUnusable,
+                "this device's broker issues bearer tokens only (no proof-of-possession): request a bearer token"
+            )
         case "acquirePrtSsoCookie":
-            return BrokerProtocolMessages.errorReply(.accountUnusable,
-                "this device's broker has no primary refresh token; apps get tokens with acquireTokenSilently")
+            return BrokerProtocolMessages.errorReply(
+                .accountUnusable,
+                "this device's broker has no primary refresh token; apps get tokens with acquireTokenSilently"
+            )
         default:
             logger.debug("unknown method of the broker protocol")
-            return BrokerProtocolMessages.errorReply(.accountUnusable, "this device's broker does not implement \(method.prefix(64))")
+            return BrokerProtocolMessages.errorReply(
+                .accountUnusable,
+                "this device's broker does not implement \(method.prefix(64))"
+            )
         }
     }
 
@@ -93,8 +105,14 @@ public final class BrokerProtocolHandler: Sendable {
                 return BrokerProtocolMessages.accountsReply([])
             }
             let identifiers = MSALAccountIdentifiers(homeAccountID: current.homeAccountID)
-            return BrokerProtocolMessages.accountsReply([BrokerProtocolMessages.account(
-                identifiers, environment: Self.defaultEnvironment, username: current.username, name: current.name)])
+            return BrokerProtocolMessages.accountsReply([
+                BrokerProtocolMessages.account(
+                    identifiers,
+                    environment: Self.defaultEnvironment,
+                    username: current.username,
+                    name: current.name
+                )
+            ])
         } catch {
             logger.debug("getAccounts answered with no account", metadata: ["error": "\(error)"])
             return BrokerProtocolMessages.accountsReply([])
@@ -111,7 +129,10 @@ public final class BrokerProtocolHandler: Sendable {
             }
             let result = try await interactive ? interactiveToken(request, logger: logger) : silentToken(request)
             let reply = try tokenReply(result, request: request, checkAccount: !interactive)
-            logger.debug("token answered", metadata: ["token.source": "\(result.source.rawValue)", "msal.client_id": "\(request.clientID)"])
+            logger.debug(
+                "token answered",
+                metadata: ["token.source": "\(result.source.rawValue)", "msal.client_id": "\(request.clientID)"]
+            )
             return reply
         } catch {
             logger.debug("token refused", metadata: ["msal.status": "\(error.status.rawValue)"])
@@ -129,14 +150,20 @@ public final class BrokerProtocolHandler: Sendable {
 
     /// Single sign-on first: the current worker's token; a sign-in only when nobody is signed in or the
     /// worker must sign in again.
-    private func interactiveToken(_ request: BrokerTokenRequest, logger: Logger) async throws(BridgeFailure) -> AuthenticationResult {
+    private func interactiveToken(
+        _ request: BrokerTokenRequest,
+        logger: Logger
+    ) async throws(BridgeFailure) -> AuthenticationResult {
         do {
             return try await application.acquireTokenSilent(scopes: request.scopes, msalClientID: request.clientID)
         } catch {
             let failure = BridgeFailure(error)
             guard failure.status == .interactionRequired, !failure.isPolicyRefusal else { throw failure }
         }
-        logger.info("an MSAL app asks for a sign-in; starting the device's interactive sign-in", metadata: ["msal.client_id": "\(request.clientID)"])
+        logger.info(
+            "an MSAL app asks for a sign-in; starting the device's interactive sign-in",
+            metadata: ["msal.client_id": "\(request.clientID)"]
+        )
         try await signIns.run { () async -> BridgeFailure? in
             await self.signIn(request)
         }
@@ -148,13 +175,21 @@ public final class BrokerProtocolHandler: Sendable {
         let parameters: InteractiveTokenParameters
         switch flow {
         case .deviceCode(let show):
-            parameters = InteractiveTokenParameters(scopes: request.scopes, flow: .deviceCode(showCode: show), msalClientID: request.clientID)
+            parameters = InteractiveTokenParameters(
+                scopes: request.scopes,
+                flow: .deviceCode(showCode: show),
+                msalClientID: request.clientID
+            )
         case .browser(let open):
             let seconds = Int(interactiveDeadline.components.seconds)
-            parameters = InteractiveTokenParameters(scopes: request.scopes, flow: .browser(timeout: max(1, seconds), openBrowser: open),
-                                                    msalClientID: request.clientID)
+            parameters = InteractiveTokenParameters(
+                scopes: request.scopes,
+                flow: .browser(timeout: max(1, seconds), openBrowser: open),
+                msalClientID: request.clientID
+            )
         }
-        let application = self.application, deadline = interactiveDeadline
+        let application = self.application
+        let deadline = interactiveDeadline
         return await withTaskGroup(of: BridgeFailure?.self) { group in
             group.addTask {
                 do throws(SharedDeviceClientError) {
@@ -166,8 +201,12 @@ public final class BrokerProtocolHandler: Sendable {
             }
             group.addTask {
                 try? await Task.sleep(for: deadline)
-                return Task.isCancelled ? nil : BridgeFailure(.userCanceled,
-                    "the sign-in was not finished within \(deadline.components.seconds) s; nothing was cached — try again")
+                return Task.isCancelled
+                    ? nil
+                    : BridgeFailure(
+                        .userCanceled,
+                        "the sign-in was not finished within \(deadline.components.seconds) s; nothing was cached — try again"
+                    )
             }
             let first = await group.next() ?? nil
             group.cancelAll()
@@ -175,22 +214,36 @@ public final class BrokerProtocolHandler: Sendable {
         }
     }
 
-    private func tokenReply(_ result: AuthenticationResult, request: BrokerTokenRequest, checkAccount: Bool) throws(BridgeFailure) -> String {
+    private func tokenReply(
+        _ result: AuthenticationResult,
+        request: BrokerTokenRequest,
+        checkAccount: Bool
+    ) throws(BridgeFailure) -> String {
         let identifiers = MSALAccountIdentifiers(homeAccountID: result.account.homeAccountID)
         let who = result.account.username ?? identifiers.homeAccountID
         if checkAccount, let held = request.homeAccountID, held.lowercased() != identifiers.homeAccountID {
-            throw BridgeFailure(.interactionRequired,
-                "the account the app holds is no longer signed in on this shared device (the shift changed); sign in again: the device's worker \(who) gets a token without a prompt")
+            throw BridgeFailure(
+                .interactionRequired,
+                "the account the app holds is no longer signed in on this shared device (the shift changed); sign in again: the device's worker \(who) gets a token without a prompt"
+            )
         }
         guard let idToken = result.idToken else {
             throw BridgeFailure(.accountUnusable, "the device's broker returned no ID token for \(who); MSAL needs one")
         }
         guard BrokerProtocolMessages.preferredUsername(ofIDToken: idToken) != nil else {
-            throw BridgeFailure(.accountUnusable,
-                "the identity provider's ID token for \(who) has no preferred_username claim, which MSAL needs to make the account; configure the provider to issue it")
+            throw BridgeFailure(
+                .accountUnusable,
+                "the identity provider's ID token for \(who) has no preferred_username claim, which MSAL needs to make the account; configure the provider to issue it"
+            )
         }
-        return BrokerProtocolMessages.tokenReply(accessToken: result.accessToken, expiresOn: result.expiresOn, scopes: result.scopes,
-                                                 idToken: idToken, account: identifiers, now: now())
+        return BrokerProtocolMessages.tokenReply(
+            accessToken: result.accessToken,
+            expiresOn: result.expiresOn,
+            scopes: result.scopes,
+            idToken: idToken,
+            account: identifiers,
+            now: now()
+        )
     }
 }
 

@@ -66,22 +66,36 @@ public enum BrokerProtocolMessages {
         }
         let scopes = parameters["requestedScopes"] as? [String] ?? []
         guard scopes.count <= 64, scopes.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 1024 }) else {
-            throw BrokerProtocolRequestError(message: "the request's requestedScopes are not a list of at most 64 scopes")
+            throw BrokerProtocolRequestError(
+                message: "the request's requestedScopes are not a list of at most 64 scopes"
+            )
         }
         let account = parameters["account"] as? [String: Any]
         let homeAccountID = (account?["homeAccountId"] as? String).flatMap { $0.isEmpty ? nil : $0 }
         let authorityHost = (parameters["authority"] as? String).flatMap { URL(string: $0)?.host }
-        return BrokerTokenRequest(clientID: clientID, scopes: scopes, homeAccountID: homeAccountID, authorityHost: authorityHost)
+        return BrokerTokenRequest(
+            clientID: clientID,
+            scopes: scopes,
+            homeAccountID: homeAccountID,
+            authorityHost: authorityHost
+        )
     }
 
     /// A token reply: `expiresOn` is at most `maximumTokenLifetime` after `now` (epoch milliseconds).
-    public static func tokenReply(accessToken: String, expiresOn: Date?, scopes: [String], idToken: String,
-                                  account: MSALAccountIdentifiers, now: Date) -> String {
+    public static func tokenReply(
+        accessToken: String,
+        expiresOn: Date?,
+        scopes: [String],
+        idToken: String,
+        account: MSALAccountIdentifiers,
+        now: Date
+    ) -> String {
         let latest = now.addingTimeInterval(maximumTokenLifetime)
         let expires = min(expiresOn ?? latest, latest)
         let milliseconds = Int64((expires.timeIntervalSince1970 * 1000).rounded(.down))
         var response: [String: Any] = [
-            "accessToken": accessToken, "accessTokenType": 0, "expiresOn": milliseconds, "extendedExpiresOn": milliseconds,
+            "accessToken": accessToken, "accessTokenType": 0, "expiresOn": milliseconds,
+            "extendedExpiresOn": milliseconds,
             "idToken": idToken, "clientInfo": account.clientInfo,
         ]
         if !scopes.isEmpty { response["grantedScopes"] = scopes.joined(separator: " ") }
@@ -91,7 +105,11 @@ public enum BrokerProtocolMessages {
     /// An error reply MSALRuntime understands (a D-Bus error would break the client): `context` tells
     /// the app's developer what happened and what to do; it never holds a secret.
     public static func errorReply(_ status: BrokerProtocolStatus, _ context: String) -> String {
-        serialize(["brokerTokenResponse": ["error": ["status": status.rawValue, "subStatus": 0, "errorCode": 0, "tag": 0, "context": context]]])
+        serialize([
+            "brokerTokenResponse": [
+                "error": ["status": status.rawValue, "subStatus": 0, "errorCode": 0, "tag": 0, "context": context]
+            ]
+        ])
     }
 
     /// A `getAccounts` reply.
@@ -100,11 +118,20 @@ public enum BrokerProtocolMessages {
     }
 
     /// MSAL's account object for the broker's account.
-    public static func account(_ identifiers: MSALAccountIdentifiers, environment: String, username: String?, name: String?) -> [String: Any] {
-        ["homeAccountId": identifiers.homeAccountID, "environment": environment, "realm": identifiers.utid,
-         "localAccountId": identifiers.uid, "clientInfo": identifiers.clientInfo, "username": username ?? "", "name": name ?? "",
-         "givenName": "", "familyName": "", "middleName": "", "alternativeAccountId": "", "homeEnvironment": environment,
-         "passwordChangeUrl": "", "passwordExpiry": 0]
+    public static func account(
+        _ identifiers: MSALAccountIdentifiers,
+        environment: String,
+        username: String?,
+        name: String?
+    ) -> [String: Any] {
+        [
+            "homeAccountId": identifiers.homeAccountID, "environment": environment, "realm": identifiers.utid,
+            "localAccountId": identifiers.uid, "clientInfo": identifiers.clientInfo, "username": username ?? "",
+            "name": name ?? "",
+            "givenName": "", "familyName": "", "middleName": "", "alternativeAccountId": "",
+            "homeEnvironment": environment,
+            "passwordChangeUrl": "", "passwordExpiry": 0,
+        ]
     }
 
     /// The `preferred_username` claim of an ID token (read, not verified: the broker validated the token
@@ -115,8 +142,9 @@ public enum BrokerProtocolMessages {
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64),
-              let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let username = claims["preferred_username"] as? String, !username.isEmpty else { return nil }
+            let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let username = claims["preferred_username"] as? String, !username.isEmpty
+        else { return nil }
         return username
     }
 
@@ -132,8 +160,14 @@ public enum BrokerProtocolMessages {
 
     private static func serialize(_ object: [String: Any]) -> String {
         // Every value put in is a string, a number, a list or an object: serialization cannot fail.
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            return #"{"brokerTokenResponse":{"error":{"status":13,"subStatus":0,"errorCode":0,"tag":0,"context":"the bridge could not write its reply"}}}"#
+        guard
+            let data = try? JSONSerialization.data(
+                withJSONObject: object,
+                options: [.sortedKeys, .withoutEscapingSlashes]
+            )
+        else {
+            return
+                #"{"brokerTokenResponse":{"error":{"status":13,"subStatus":0,"errorCode":0,"tag":0,"context":"the bridge could not write its reply"}}}"#
         }
         return String(decoding: data, as: UTF8.self)
     }

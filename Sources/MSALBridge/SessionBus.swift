@@ -1,9 +1,10 @@
 import CSystemd
+public import Logging
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import Logging
-import Synchronization
 
 /// A D-Bus failure of the session bus (opening it, owning the name, a call of the bridge's own).
 public struct SessionBusError: Error, Sendable, CustomStringConvertible {
@@ -49,7 +50,9 @@ public final class SessionBus: @unchecked Sendable {
     public init(logger: Logger) throws(SessionBusError) {
         self.logger = logger
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { throw SessionBusError(description: "cannot make a pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&fds) == 0 else {
+            throw SessionBusError(description: "cannot make a pipe: \(String(cString: strerror(errno)))")
+        }
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -60,7 +63,10 @@ public final class SessionBus: @unchecked Sendable {
         guard result >= 0, let opened else {
             close(wakeReader)
             close(wakeWriter)
-            throw SessionBusError(description: "cannot connect to the session bus (is DBUS_SESSION_BUS_ADDRESS set?): \(Self.text(result))")
+            throw SessionBusError(
+                description:
+                    "cannot connect to the session bus (is DBUS_SESSION_BUS_ADDRESS set?): \(Self.text(result))"
+            )
         }
         bus = opened
     }
@@ -79,8 +85,13 @@ public final class SessionBus: @unchecked Sendable {
     ///   - busyReply: the reply to a call beyond `maximumCallsInProgress`.
     ///   - handler: answers each call (on Swift's concurrency threads).
     /// - Throws: when the name is owned by another process, or the bus refuses.
-    public func serve(name: String, path: String, interface: String, busyReply: String,
-                      handler: @escaping @Sendable (BusMethodCall) async -> String) throws(SessionBusError) {
+    public func serve(
+        name: String,
+        path: String,
+        interface: String,
+        busyReply: String,
+        handler: @escaping @Sendable (BusMethodCall) async -> String
+    ) throws(SessionBusError) {
         self.interface = interface
         self.busyReply = busyReply
         self.handler = handler
@@ -94,9 +105,11 @@ public final class SessionBus: @unchecked Sendable {
         slot = added
         result = sd_bus_request_name(bus, name, 0)
         guard result >= 0 else {
-            throw SessionBusError(description: result == -EEXIST
-                ? "\(name) is owned by another process on this session bus (another broker runs): stop it first"
-                : "cannot own \(name) on the session bus: \(Self.text(result))")
+            throw SessionBusError(
+                description: result == -EEXIST
+                    ? "\(name) is owned by another process on this session bus (another broker runs): stop it first"
+                    : "cannot own \(name) on the session bus: \(Self.text(result))"
+            )
         }
     }
 
@@ -113,11 +126,16 @@ public final class SessionBus: @unchecked Sendable {
                 logger.error("the session bus failed: \(Self.text(result))")
                 return 1
             }
-            for item in work.withLock({ queued in defer { queued.removeAll() }; return queued }) { item() }
+            for item in work.withLock({ queued in
+                defer { queued.removeAll() }
+                return queued
+            }) { item() }
             var timeout: UInt64 = 0
             _ = sd_bus_get_timeout(bus, &timeout)
-            var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
-                       pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
+                pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0),
+            ]
             _ = poll(&fds, 2, Self.milliseconds(until: timeout))
             if fds[1].revents != 0 {
                 var drain = [UInt8](repeating: 0, count: 256)
@@ -145,9 +163,10 @@ public final class SessionBus: @unchecked Sendable {
 
     private func received(_ message: OpaquePointer) -> Int32 {
         guard let called = sd_bus_message_get_interface(message), String(cString: called) == interface,
-              let member = sd_bus_message_get_member(message), sd_bus_message_has_signature(message, "sss") > 0,
-              let handler else {
-            return 0   // not ours: sd-bus answers Peer, Introspectable and unknown methods itself
+            let member = sd_bus_message_get_member(message), sd_bus_message_has_signature(message, "sss") > 0,
+            let handler
+        else {
+            return 0  // not ours: sd-bus answers Peer, Introspectable and unknown methods itself
         }
         var strings: [String] = []
         for _ in 0..<3 {
@@ -156,13 +175,21 @@ public final class SessionBus: @unchecked Sendable {
             strings.append(String(cString: value))
         }
         guard pending.count < Self.maximumCallsInProgress else {
-            logger.warning("too many broker calls in progress; one was answered busy", metadata: ["calls": "\(pending.count)"])
+            logger.warning(
+                "too many broker calls in progress; one was answered busy",
+                metadata: ["calls": "\(pending.count)"]
+            )
             return reply(to: message, busyReply)
         }
         let id = nextCallID
         nextCallID += 1
         pending[id] = sd_bus_message_ref(message)
-        let call = BusMethodCall(member: String(cString: member), protocolVersion: strings[0], correlationID: strings[1], request: strings[2])
+        let call = BusMethodCall(
+            member: String(cString: member),
+            protocolVersion: strings[0],
+            correlationID: strings[1],
+            request: strings[2]
+        )
         Task.detached {
             let answer = await handler(call)
             self.enqueue { self.replyPending(id, answer) }
@@ -189,9 +216,17 @@ public final class SessionBus: @unchecked Sendable {
 
     private func deleteSecretItemsOnLoop(schema: String) -> Result<Int, SessionBusError> {
         var search: OpaquePointer?
-        var result = sd_bus_message_new_method_call(bus, &search, "org.freedesktop.secrets", "/org/freedesktop/secrets",
-                                                    "org.freedesktop.Secret.Service", "SearchItems")
-        guard result >= 0, let search else { return .failure(SessionBusError(description: "SearchItems: \(Self.text(result))")) }
+        var result = sd_bus_message_new_method_call(
+            bus,
+            &search,
+            "org.freedesktop.secrets",
+            "/org/freedesktop/secrets",
+            "org.freedesktop.Secret.Service",
+            "SearchItems"
+        )
+        guard result >= 0, let search else {
+            return .failure(SessionBusError(description: "SearchItems: \(Self.text(result))"))
+        }
         defer { sd_bus_message_unref(search) }
         result = sd_bus_message_open_container(search, Self.type("a"), "{ss}")
         if result >= 0 { result = sd_bus_message_open_container(search, Self.type("e"), "ss") }
@@ -209,14 +244,25 @@ public final class SessionBus: @unchecked Sendable {
         var paths: [String] = []
         if sd_bus_message_enter_container(found, Self.type("a"), "o") > 0 {
             var path: UnsafePointer<CChar>?
-            while sd_bus_message_read_basic(found, Self.type("o"), &path) > 0, let read = path { paths.append(String(cString: read)) }
+            while sd_bus_message_read_basic(found, Self.type("o"), &path) > 0, let read = path {
+                paths.append(String(cString: read))
+            }
             _ = sd_bus_message_exit_container(found)
         }
         var deleted = 0
         for path in paths {
             var delete: OpaquePointer?
-            guard sd_bus_message_new_method_call(bus, &delete, "org.freedesktop.secrets", path, "org.freedesktop.Secret.Item", "Delete") >= 0,
-                  let delete else { continue }
+            guard
+                sd_bus_message_new_method_call(
+                    bus,
+                    &delete,
+                    "org.freedesktop.secrets",
+                    path,
+                    "org.freedesktop.Secret.Item",
+                    "Delete"
+                ) >= 0,
+                let delete
+            else { continue }
             defer { sd_bus_message_unref(delete) }
             if case .success(let reply) = call(delete, "Delete") {
                 sd_bus_message_unref(reply)
@@ -228,10 +274,19 @@ public final class SessionBus: @unchecked Sendable {
 
     private func notifyOnLoop(summary: String, body: String) {
         var message: OpaquePointer?
-        guard sd_bus_message_new_method_call(bus, &message, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
-                                             "org.freedesktop.Notifications", "Notify") >= 0, let message else { return }
+        guard
+            sd_bus_message_new_method_call(
+                bus,
+                &message,
+                "org.freedesktop.Notifications",
+                "/org/freedesktop/Notifications",
+                "org.freedesktop.Notifications",
+                "Notify"
+            ) >= 0, let message
+        else { return }
         defer { sd_bus_message_unref(message) }
-        var replaces: UInt32 = 0, expire: Int32 = -1
+        var replaces: UInt32 = 0
+        var expire: Int32 = -1
         var result = "Shared device sign-in".withCString { sd_bus_message_append_basic(message, Self.type("s"), $0) }
         if result >= 0 { result = sd_bus_message_append_basic(message, Self.type("u"), &replaces) }
         for text in ["dialog-password", summary, body] where result >= 0 {

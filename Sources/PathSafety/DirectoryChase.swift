@@ -20,8 +20,12 @@ extension SafeDirectory {
     ///   - creatingWith: creates missing directories (the last and its parents) with these permissions
     ///     (less the umask), once their parent is found safe; `nil` refuses a missing directory.
     /// - Throws: `PathSafetyError` naming the component it stopped at and what to do.
-    public static func open(_ path: String, purpose: String, alternative: String,
-                            creatingWith creation: FilePermissions? = nil) throws(PathSafetyError) -> SafeDirectory {
+    public static func open(
+        _ path: String,
+        purpose: String,
+        alternative: String,
+        creatingWith creation: FilePermissions? = nil
+    ) throws(PathSafetyError) -> SafeDirectory {
         var chase = DirectoryChase(path: path, purpose: purpose, alternative: alternative, creation: creation)
         return try chase.run()
     }
@@ -62,8 +66,12 @@ struct DirectoryChase {
             switch info.type {
             case .directory:
                 try check(info, display: display)
-                current = SafeDirectory(path: display, descriptor: entry, ownerID: info.userID.rawValue,
-                                        permissions: UInt32(info.mode.rawValue) & 0o7777)
+                current = SafeDirectory(
+                    path: display,
+                    descriptor: entry,
+                    ownerID: info.userID.rawValue,
+                    permissions: UInt32(info.mode.rawValue) & 0o7777
+                )
             case .symbolicLink:
                 defer { try? entry.close() }
                 try checkLink(info, display: display)
@@ -79,7 +87,11 @@ struct DirectoryChase {
                 pending.append(contentsOf: Self.components(of: target).reversed())
             default:
                 try? entry.close()
-                throw PathSafetyError(.notDirectory, at: display, "\(purpose) \(path) cannot be used: \(display) is not a directory; \(alternative)")
+                throw PathSafetyError(
+                    .notDirectory,
+                    at: display,
+                    "\(purpose) \(path) cannot be used: \(display) is not a directory; \(alternative)"
+                )
             }
         }
         return current
@@ -89,32 +101,58 @@ struct DirectoryChase {
     private func root() throws(PathSafetyError) -> SafeDirectory {
         let descriptor: FileDescriptor
         do throws(Errno) {
-            descriptor = try DirectorySyscalls.open("/", in: FileDescriptor(rawValue: AT_FDCWD), DirectorySyscalls.O_PATH | O_DIRECTORY | O_CLOEXEC)
+            descriptor = try DirectorySyscalls.open(
+                "/",
+                in: FileDescriptor(rawValue: AT_FDCWD),
+                DirectorySyscalls.O_PATH | O_DIRECTORY | O_CLOEXEC
+            )
         } catch {
             throw failure(error, "/", "cannot open /")
         }
         let info = try status(descriptor, display: "/")
         try check(info, display: "/")
-        return SafeDirectory(path: "/", descriptor: descriptor, ownerID: info.userID.rawValue, permissions: UInt32(info.mode.rawValue) & 0o7777)
+        return SafeDirectory(
+            path: "/",
+            descriptor: descriptor,
+            ownerID: info.userID.rawValue,
+            permissions: UInt32(info.mode.rawValue) & 0o7777
+        )
     }
 
     /// The directory `name` (`..`) of `directory`, checked.
-    private func enter(_ directory: SafeDirectory, _ name: String, display: String) throws(PathSafetyError) -> SafeDirectory {
+    private func enter(
+        _ directory: SafeDirectory,
+        _ name: String,
+        display: String
+    ) throws(PathSafetyError) -> SafeDirectory {
         let entry = try lookUp(name, in: directory, display: display)
         let info = try status(entry, display: display)
         try check(info, display: display)
-        return SafeDirectory(path: display, descriptor: entry, ownerID: info.userID.rawValue, permissions: UInt32(info.mode.rawValue) & 0o7777)
+        return SafeDirectory(
+            path: display,
+            descriptor: entry,
+            ownerID: info.userID.rawValue,
+            permissions: UInt32(info.mode.rawValue) & 0o7777
+        )
     }
 
     /// A descriptor of what is at `name` in `directory`, the link itself for a symbolic link; a missing
     /// directory is created first when the walk creates.
-    private func lookUp(_ name: String, in directory: SafeDirectory, display: String) throws(PathSafetyError) -> FileDescriptor {
+    private func lookUp(
+        _ name: String,
+        in directory: SafeDirectory,
+        display: String
+    ) throws(PathSafetyError) -> FileDescriptor {
         let flags = DirectorySyscalls.O_PATH | O_NOFOLLOW | O_CLOEXEC
         do throws(Errno) {
             return try DirectorySyscalls.open(name, in: directory.descriptor, flags)
         } catch let error where error == .noSuchFileOrDirectory && creation != nil {
             do throws(Errno) {
-                try DirectorySyscalls.makeDirectory(name, in: directory.descriptor, permissions: mode_t(creation!.rawValue))
+                try DirectorySyscalls.makeDirectory(
+                    name,
+                    in: directory.descriptor,
+                    permissions: mode_t(creation!.rawValue)
+                )
             } catch let error where error == .fileExists {
                 // Made meanwhile by someone allowed to write here: it is checked like any other.
             } catch {
@@ -127,7 +165,11 @@ struct DirectoryChase {
             }
         } catch {
             if error == .noSuchFileOrDirectory {
-                throw PathSafetyError(.system(error), at: display, "\(purpose) \(path) does not exist (\(display) is missing); create it, or \(alternative)")
+                throw PathSafetyError(
+                    .system(error),
+                    at: display,
+                    "\(purpose) \(path) does not exist (\(display) is missing); create it, or \(alternative)"
+                )
             }
             throw failure(error, display, "cannot open \(display)")
         }
@@ -146,18 +188,26 @@ struct DirectoryChase {
     private func check(_ info: Stat, display: String) throws(PathSafetyError) {
         let owner = info.userID.rawValue
         guard owner == 0 || owner == me else {
-            throw PathSafetyError(.unsafe, at: display, """
+            throw PathSafetyError(
+                .unsafe,
+                at: display,
+                """
                 \(purpose) \(path) is unsafe: \(display) is owned by uid \(owner), not by root\(me == 0 ? "" : " or uid \(me) (this process)"), \
                 and its owner could swap what is below it; run: chown \(me == 0 ? "root" : "\(me)") \(display), or \(alternative)
-                """)
+                """
+            )
         }
         let mode = UInt32(info.mode.rawValue) & 0o7777
         guard mode & 0o022 == 0 || mode & 0o1000 != 0 else {
-            throw PathSafetyError(.unsafe, at: display, """
+            throw PathSafetyError(
+                .unsafe,
+                at: display,
+                """
                 \(purpose) \(path) is unsafe: \(display) is writable by \(mode & 0o002 != 0 ? "every user" : "its group") \
                 (mode \(String(mode, radix: 8))) without the sticky bit, so they could swap what is below it; \
                 run: chmod go-w \(display), or \(alternative)
-                """)
+                """
+            )
         }
     }
 
@@ -165,19 +215,31 @@ struct DirectoryChase {
     private mutating func checkLink(_ info: Stat, display: String) throws(PathSafetyError) {
         let owner = info.userID.rawValue
         guard owner == 0 || owner == me else {
-            throw PathSafetyError(.unsafe, at: display, """
+            throw PathSafetyError(
+                .unsafe,
+                at: display,
+                """
                 \(purpose) \(path) is unsafe: \(display) is a symbolic link owned by uid \(owner), who chooses where it leads; \
                 give the real path, or \(alternative)
-                """)
+                """
+            )
         }
         links += 1
         guard links <= 40 else {
-            throw PathSafetyError(.system(.tooManySymbolicLinkLevels), at: display, "\(purpose) \(path) cannot be used: too many symbolic links (a loop at \(display)?); \(alternative)")
+            throw PathSafetyError(
+                .system(.tooManySymbolicLinkLevels),
+                at: display,
+                "\(purpose) \(path) cannot be used: too many symbolic links (a loop at \(display)?); \(alternative)"
+            )
         }
     }
 
     private func failure(_ error: Errno, _ display: String, _ what: String) -> PathSafetyError {
-        PathSafetyError(.system(error), at: display, "\(what) on the way to \(purpose) \(path): \(error); \(alternative)")
+        PathSafetyError(
+            .system(error),
+            at: display,
+            "\(what) on the way to \(purpose) \(path): \(error); \(alternative)"
+        )
     }
 
     private static func components(of path: String) -> [String] {

@@ -12,7 +12,12 @@ enum DirectorySyscalls {
     static let O_PATH: Int32 = 0o10_000_000
 
     /// `openat(2)`: `name` relative to `directory`.
-    static func open(_ name: String, in directory: FileDescriptor, _ flags: Int32, permissions: mode_t = 0) throws(Errno) -> FileDescriptor {
+    static func open(
+        _ name: String,
+        in directory: FileDescriptor,
+        _ flags: Int32,
+        permissions: mode_t = 0
+    ) throws(Errno) -> FileDescriptor {
         FileDescriptor(rawValue: try retrying { Glibc.openat(directory.rawValue, name, flags, permissions) })
     }
 
@@ -27,13 +32,23 @@ enum DirectorySyscalls {
     }
 
     /// `renameat(2)`.
-    static func rename(_ name: String, in source: FileDescriptor, to newName: String, in destination: FileDescriptor) throws(Errno) {
+    static func rename(
+        _ name: String,
+        in source: FileDescriptor,
+        to newName: String,
+        in destination: FileDescriptor
+    ) throws(Errno) {
         _ = try retrying { Glibc.renameat(source.rawValue, name, destination.rawValue, newName) }
     }
 
     /// `linkat(2)` without `AT_SYMLINK_FOLLOW`: a second name `newName` for `name`; fails with `fileExists`
     /// when `newName` is taken (nothing is replaced).
-    static func link(_ name: String, in source: FileDescriptor, to newName: String, in destination: FileDescriptor) throws(Errno) {
+    static func link(
+        _ name: String,
+        in source: FileDescriptor,
+        to newName: String,
+        in destination: FileDescriptor
+    ) throws(Errno) {
         _ = try retrying { Glibc.linkat(source.rawValue, name, destination.rawValue, newName, 0) }
     }
 

@@ -23,7 +23,9 @@ extension SafeDirectory {
         var filled = 0
         do {
             while filled < bytes.count {
-                let count = try bytes.withUnsafeMutableBytes { try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...])) }
+                let count = try bytes.withUnsafeMutableBytes {
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...]))
+                }
                 if count == 0 { break }
                 filled += count
             }
@@ -35,9 +37,18 @@ extension SafeDirectory {
 
     /// Replaces the file `name` in this directory with `bytes`: written to a new file (`O_EXCL`, never
     /// through a link) that is then renamed over `name` (`renameat`: a link at `name` is replaced, not followed).
-    public func replace(_ name: String, with bytes: [UInt8], permissions: FilePermissions = [.ownerReadWrite]) throws(Errno) {
+    public func replace(
+        _ name: String,
+        with bytes: [UInt8],
+        permissions: FilePermissions = [.ownerReadWrite]
+    ) throws(Errno) {
         let temporary = ".\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let descriptor = try openFile(temporary, .writeOnly, options: [.create, .exclusiveCreate], permissions: permissions)
+        let descriptor = try openFile(
+            temporary,
+            .writeOnly,
+            options: [.create, .exclusiveCreate],
+            permissions: permissions
+        )
         do {
             _ = try descriptor.closeAfter { try descriptor.writeAll(bytes) }
             try rename(temporary, to: name)

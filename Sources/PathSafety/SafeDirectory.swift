@@ -35,14 +35,20 @@ public final class SafeDirectory: Sendable {
     /// Whether `descriptorPath` reaches this very directory: `/proc` is mounted and is this process's (the
     /// path's device and inode are the descriptor's). Calls that take a path only must check it first.
     public var descriptorPathReachesItself: Bool {
-        guard let held = try? descriptor.stat(), let reached = try? FilePath(descriptorPath).stat() else { return false }
+        guard let held = try? descriptor.stat(), let reached = try? FilePath(descriptorPath).stat() else {
+            return false
+        }
         return held.deviceID == reached.deviceID && held.inode == reached.inode
     }
 
     /// Opens the file `name` in this directory (`openat`), never following a symbolic link at `name`
     /// (`O_NOFOLLOW`, `ELOOP` then) and closed on exec.
-    public func openFile(_ name: String, _ access: FileDescriptor.AccessMode, options: FileDescriptor.OpenOptions = [],
-                         permissions: FilePermissions = [.ownerReadWrite]) throws(Errno) -> FileDescriptor {
+    public func openFile(
+        _ name: String,
+        _ access: FileDescriptor.AccessMode,
+        options: FileDescriptor.OpenOptions = [],
+        permissions: FilePermissions = [.ownerReadWrite]
+    ) throws(Errno) -> FileDescriptor {
         let flags = access.rawValue | options.rawValue | O_NOFOLLOW | O_CLOEXEC
         return try DirectorySyscalls.open(name, in: descriptor, flags, permissions: mode_t(permissions.rawValue))
     }
@@ -82,11 +88,19 @@ public final class SafeDirectory: Sendable {
     /// Holds the directory `name` in this directory without following a symbolic link there; the caller
     /// checks its owner and mode (`ownerID`, `permissions`) before trusting it.
     public func subdirectory(_ name: String) throws(Errno) -> SafeDirectory {
-        let child = try DirectorySyscalls.open(name, in: descriptor, DirectorySyscalls.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let child = try DirectorySyscalls.open(
+            name,
+            in: descriptor,
+            DirectorySyscalls.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        )
         do throws(Errno) {
             let info = try child.stat()
-            return SafeDirectory(path: path == "/" ? "/" + name : path + "/" + name, descriptor: child,
-                                 ownerID: info.userID.rawValue, permissions: UInt32(info.mode.rawValue) & 0o7777)
+            return SafeDirectory(
+                path: path == "/" ? "/" + name : path + "/" + name,
+                descriptor: child,
+                ownerID: info.userID.rawValue,
+                permissions: UInt32(info.mode.rawValue) & 0o7777
+            )
         } catch {
             try? child.close()
             throw error
@@ -95,7 +109,9 @@ public final class SafeDirectory: Sendable {
 
     /// Flushes the directory's entries to the device (new or renamed names made durable). Best effort.
     public func sync() {
-        guard let readable = try? DirectorySyscalls.open(".", in: descriptor, O_RDONLY | O_DIRECTORY | O_CLOEXEC) else { return }
+        guard let readable = try? DirectorySyscalls.open(".", in: descriptor, O_RDONLY | O_DIRECTORY | O_CLOEXEC) else {
+            return
+        }
         _ = fsync(readable.rawValue)
         try? readable.close()
     }

@@ -17,9 +17,11 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         let kind: Kind
         init(_ kind: Kind) { self.kind = kind }
 
-        static let all: [Code] = [.notProvisioned, .invalidPolicy, .modeChangeRequiresForce, .appNotInPolicy, .deviceRecordDamaged,
-                                  .auditLogTampered, .store, .accountAlreadySignedIn, .noCurrentAccount, .currentAccountMismatch,
-                                  .tokenCache, .identity, .brokerUnavailable, .flowNotAllowed]
+        static let all: [Code] = [
+            .notProvisioned, .invalidPolicy, .modeChangeRequiresForce, .appNotInPolicy, .deviceRecordDamaged,
+            .auditLogTampered, .store, .accountAlreadySignedIn, .noCurrentAccount, .currentAccountMismatch,
+            .tokenCache, .identity, .brokerUnavailable, .flowNotAllowed,
+        ]
 
         /// The code's stable identifier (`noCurrentAccount`), as IPC error replies carry it.
         public var name: String { "\(kind)" }
@@ -97,8 +99,13 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
     /// is MSAL's -50002).
     public let identityError: IdentityError?
 
-    public init(_ code: Code, _ message: String, storeError: KeychainError? = nil, policyError: PolicyError? = nil,
-         identityError: IdentityError? = nil) {
+    public init(
+        _ code: Code,
+        _ message: String,
+        storeError: KeychainError? = nil,
+        policyError: PolicyError? = nil,
+        identityError: IdentityError? = nil
+    ) {
         self.code = code
         self.message = message
         self.storeError = storeError
@@ -114,8 +121,13 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
     /// The same failure, for a shift switch whose sign-out stood (`previous` left): the message says nobody is signed in now.
     public func afterSwitchSignOut(_ previous: DeviceAccount?) -> SharedDeviceError {
         let who = previous.map { "\($0.username ?? $0.homeAccountID) was signed out" } ?? "nobody was signed in"
-        return SharedDeviceError(code, "shift switch: \(who) and the next worker's sign-in failed, so nobody is signed in now; sign in again — \(message)",
-                                 storeError: storeError, policyError: policyError, identityError: identityError)
+        return SharedDeviceError(
+            code,
+            "shift switch: \(who) and the next worker's sign-in failed, so nobody is signed in now; sign in again — \(message)",
+            storeError: storeError,
+            policyError: policyError,
+            identityError: identityError
+        )
     }
 
     /// MSAL's -50002: only an interactive sign-in can help (call `acquireToken`).
@@ -130,8 +142,11 @@ public struct SharedDeviceError: Error, Sendable, CustomStringConvertible {
         case let error as KeychainError: SharedDeviceError(.store, error.message, storeError: error)
         case let error as PolicyError: SharedDeviceError(.invalidPolicy, error.description, policyError: error)
         case let error as TokenCacheError:
-            if let storeError = error.storeError { SharedDeviceError(.store, storeError.message, storeError: storeError) }
-            else { SharedDeviceError(.tokenCache, error.description) }
+            if let storeError = error.storeError {
+                SharedDeviceError(.store, storeError.message, storeError: storeError)
+            } else {
+                SharedDeviceError(.tokenCache, error.description)
+            }
         default: SharedDeviceError(.store, "the store failed: \(type(of: error))")
         }
     }

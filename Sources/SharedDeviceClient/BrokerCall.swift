@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import BrokerContract
 import Foundation
 import Logging
@@ -8,6 +5,10 @@ import NIOCore
 import NIOPosix
 import Varlink
 import VarlinkNIO
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Calls to the broker. A call with more replies (a sign-in, a subscription) runs on a connection of its
 /// own: connect, check who listens (`SO_PEERCRED`), send, read replies until the handler has what it
@@ -27,31 +28,49 @@ struct BrokerCall: Sendable {
     /// - Throws: `SharedDeviceClientError`: the broker's error replies by their codes, `brokerUnavailable`
     ///   when it cannot be reached or goes away, `untrustedBroker`, `cancelled`, `refused` for a reply off
     ///   the interface (a field missing or mistyped is named).
-    func run<Method: VarlinkMethod, Value: Sendable>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = false,
-                                                     _ handle: @escaping @Sendable (Method.Reply) async throws(SharedDeviceClientError) -> Value?)
-        async throws(SharedDeviceClientError) -> Value {
-        try await run(method, parameters, more: more) { reply, _ throws(SharedDeviceClientError) in try await handle(reply) }
+    func run<Method: VarlinkMethod, Value: Sendable>(
+        _ method: Method.Type,
+        _ parameters: Method.Parameters,
+        more: Bool = false,
+        _ handle: @escaping @Sendable (Method.Reply) async throws(SharedDeviceClientError) -> Value?
+    )
+        async throws(SharedDeviceClientError) -> Value
+    {
+        try await run(method, parameters, more: more) { reply, _ throws(SharedDeviceClientError) in
+            try await handle(reply)
+        }
     }
 
     /// Calls `method` and hands each reply, and whether more follow, to `handle` until it returns a value.
-    func run<Method: VarlinkMethod, Value: Sendable>(_ method: Method.Type, _ parameters: Method.Parameters, more: Bool = false,
-                                                     _ handle: @escaping @Sendable (Method.Reply, Bool) async throws(SharedDeviceClientError) -> Value?)
-        async throws(SharedDeviceClientError) -> Value {
+    func run<Method: VarlinkMethod, Value: Sendable>(
+        _ method: Method.Type,
+        _ parameters: Method.Parameters,
+        more: Bool = false,
+        _ handle: @escaping @Sendable (Method.Reply, Bool) async throws(SharedDeviceClientError) -> Value?
+    )
+        async throws(SharedDeviceClientError) -> Value
+    {
         let call = VarlinkCall(method, parameters, more: more)
         let member = String(Method.qualifiedName.split(separator: ".").last ?? "")
         let encoded = call.encoded()
         guard encoded.count - 1 <= 1 << 20 else {
-            throw .refused(error: Broker1.ProtocolError.qualifiedName, message: """
-                the request is \(encoded.count - 1) bytes, over the broker's limit of 1048576 bytes; secrets travel \
-                base64-encoded, so a secret through the broker can be at most about 750 KB
-                """)
+            throw .refused(
+                error: Broker1.ProtocolError.qualifiedName,
+                message: """
+                    the request is \(encoded.count - 1) bytes, over the broker's limit of 1048576 bytes; secrets travel \
+                    base64-encoded, so a secret through the broker can be at most about 750 KB
+                    """
+            )
         }
         if Task.isCancelled { throw .cancelled }
         if !more {
             return try await single(encoded, member: member) { message throws(SharedDeviceClientError) in
                 let (reply, continues): (Method.Reply, Bool) = try Self.decode(message, member: member)
                 guard let value = try await handle(reply, continues) else {
-                    throw .refused(error: Method.qualifiedName, message: "the broker's reply to \(member) did not carry what the call needs")
+                    throw .refused(
+                        error: Method.qualifiedName,
+                        message: "the broker's reply to \(member) did not carry what the call needs"
+                    )
                 }
                 return value
             }
@@ -75,12 +94,17 @@ struct BrokerCall: Sendable {
                     let (decoded, continues): (Method.Reply, Bool) = try Self.decode(message, member: member)
                     if let value = try await handle(decoded, continues) { return value }
                     guard continues else {
-                        throw SharedDeviceClientError.refused(error: Method.qualifiedName, message: "the broker's last reply to \(member) was incomplete")
+                        throw SharedDeviceClientError.refused(
+                            error: Method.qualifiedName,
+                            message: "the broker's last reply to \(member) was incomplete"
+                        )
                     }
                 }
                 if Task.isCancelled { throw SharedDeviceClientError.cancelled }
-                throw SharedDeviceClientError.brokerUnavailable("the broker at \(endpoint.socketPath) closed the connection during \(member); try again",
-                                                                    socketPath: endpoint.socketPath)
+                throw SharedDeviceClientError.brokerUnavailable(
+                    "the broker at \(endpoint.socketPath) closed the connection during \(member); try again",
+                    socketPath: endpoint.socketPath
+                )
             }
         } catch let error as SharedDeviceClientError {
             throw error
@@ -88,31 +112,45 @@ struct BrokerCall: Sendable {
             throw .cancelled
         } catch {
             if Task.isCancelled { throw .cancelled }
-            throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again", socketPath: endpoint.socketPath)
+            throw .brokerUnavailable(
+                "the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again",
+                socketPath: endpoint.socketPath
+            )
         }
     }
 
     /// One reply's worth of a message: the reply decoded strictly, and whether more follow.
-    static func decode<Reply: VarlinkStruct>(_ message: ByteBuffer, member: String) throws(SharedDeviceClientError) -> (Reply, Bool) {
+    static func decode<Reply: VarlinkStruct>(
+        _ message: ByteBuffer,
+        member: String
+    ) throws(SharedDeviceClientError) -> (Reply, Bool) {
         let reply: VarlinkReply
         do throws(VarlinkProtocolError) {
             reply = try VarlinkReply.decode(Data(message.readableBytesView))
         } catch {
-            throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's reply to \(member) is not a varlink reply: \(error)")
+            throw .refused(
+                error: "org.varlink.service.InvalidParameter",
+                message: "the broker's reply to \(member) is not a varlink reply: \(error)"
+            )
         }
         if reply.error != nil { throw failure(reply) }
         do throws(VarlinkFieldError) {
             return (try Reply(varlinkFields: reply.parameters), reply.continues)
         } catch {
-            throw .refused(error: "org.varlink.service.InvalidParameter",
-                           message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped")
+            throw .refused(
+                error: "org.varlink.service.InvalidParameter",
+                message: "the broker's reply to \(member) has the field \(error.field) missing or mistyped"
+            )
         }
     }
 
     /// A single-reply call on a pooled connection. A pooled connection the broker closed while it sat
     /// idle (its idle timeout, a restart) is replaced once: the broker never saw the call on it.
-    private func single<Value: Sendable>(_ request: Data, member: String,
-                                         _ handle: (ByteBuffer) async throws(SharedDeviceClientError) -> Value) async throws(SharedDeviceClientError) -> Value {
+    private func single<Value: Sendable>(
+        _ request: Data,
+        member: String,
+        _ handle: (ByteBuffer) async throws(SharedDeviceClientError) -> Value
+    ) async throws(SharedDeviceClientError) -> Value {
         let buffer = ByteBuffer(bytes: request)
         var reused = true
         var connection: PooledConnection
@@ -129,12 +167,16 @@ struct BrokerCall: Sendable {
             } catch {
                 connection.close()
                 if Task.isCancelled { throw .cancelled }
-                if reused, (error as? ChannelError) == .ioOnClosedChannel || (error as? ChannelError) == .alreadyClosed {
+                if reused, (error as? ChannelError) == .ioOnClosedChannel || (error as? ChannelError) == .alreadyClosed
+                {
                     connection = try await openPooled()
                     reused = false
                     continue
                 }
-                throw .brokerUnavailable("the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again", socketPath: endpoint.socketPath)
+                throw .brokerUnavailable(
+                    "the broker at \(endpoint.socketPath) went away during \(member) (\(error)); try again",
+                    socketPath: endpoint.socketPath
+                )
             }
             do throws(SharedDeviceClientError) {
                 let value = try await handle(message)
@@ -152,7 +194,11 @@ struct BrokerCall: Sendable {
     private func openPooled() async throws(SharedDeviceClientError) -> PooledConnection {
         let connection: PooledConnection
         do {
-            connection = try await PooledConnection.open(endpoint.socketPath, group: group, maximumReplyBytes: Self.maximumReplyBytes)
+            connection = try await PooledConnection.open(
+                endpoint.socketPath,
+                group: group,
+                maximumReplyBytes: Self.maximumReplyBytes
+            )
         } catch {
             throw unreachable(error)
         }
@@ -166,15 +212,19 @@ struct BrokerCall: Sendable {
     }
 
     /// A connection of its own (for a call with more replies), and who listens on it.
-    private func connect() async throws(SharedDeviceClientError) -> (NIOAsyncChannel<ByteBuffer, ByteBuffer>, EventLoopFuture<VarlinkPeer>) {
+    private func connect() async throws(SharedDeviceClientError) -> (
+        NIOAsyncChannel<ByteBuffer, ByteBuffer>, EventLoopFuture<VarlinkPeer>
+    ) {
         // The connection's own event loop, so the handler completes the promise without a hop.
         let loop = group.next()
         let peer = loop.makePromise(of: VarlinkPeer.self)
         do {
-            let channel = try await ClientBootstrap(group: loop).connect(unixDomainSocketPath: endpoint.socketPath) { channel in
+            let channel = try await ClientBootstrap(group: loop).connect(unixDomainSocketPath: endpoint.socketPath) {
+                channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandlers([
-                        PeerCredentialsCapture(peer), ByteToMessageHandler(VarlinkMessageSplitter(maximumMessageBytes: Self.maximumReplyBytes)),
+                        PeerCredentialsCapture(peer),
+                        ByteToMessageHandler(VarlinkMessageSplitter(maximumMessageBytes: Self.maximumReplyBytes)),
                     ])
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
@@ -191,7 +241,10 @@ struct BrokerCall: Sendable {
     private func unreachable(_ error: any Error) -> SharedDeviceClientError {
         if Task.isCancelled { return .cancelled }
         let code = (error as? IOError)?.errnoCode ?? 0
-        return .brokerUnavailable(SocketDiagnosis(socketPath: endpoint.socketPath).explain(errno: code, underlying: "\(error)"), socketPath: endpoint.socketPath)
+        return .brokerUnavailable(
+            SocketDiagnosis(socketPath: endpoint.socketPath).explain(errno: code, underlying: "\(error)"),
+            socketPath: endpoint.socketPath
+        )
     }
 
     /// Refuses a listener that runs as a user the endpoint does not trust; nothing has been sent yet.
@@ -200,15 +253,23 @@ struct BrokerCall: Sendable {
         do {
             credentials = try await peer.get()
         } catch {
-            throw .untrustedBroker("refusing the broker at \(endpoint.socketPath): the kernel does not say who runs it (\(error)); nothing was sent",
-                                  socketPath: endpoint.socketPath)
+            throw .untrustedBroker(
+                "refusing the broker at \(endpoint.socketPath): the kernel does not say who runs it (\(error)); nothing was sent",
+                socketPath: endpoint.socketPath
+            )
         }
         guard endpoint.trustedUIDs.contains(credentials.uid) else {
-            logger.warning("refusing an untrusted broker", metadata: ["socket": "\(endpoint.socketPath)", "peer.uid": "\(credentials.uid)"])
-            throw .untrustedBroker("""
+            logger.warning(
+                "refusing an untrusted broker",
+                metadata: ["socket": "\(endpoint.socketPath)", "peer.uid": "\(credentials.uid)"]
+            )
+            throw .untrustedBroker(
+                """
                 refusing the broker at \(endpoint.socketPath): it runs as uid \(credentials.uid) (pid \(credentials.pid)), not as root \
                 or as this user, so it is not the device's broker; nothing was sent
-                """, socketPath: endpoint.socketPath)
+                """,
+                socketPath: endpoint.socketPath
+            )
         }
     }
 
@@ -219,17 +280,30 @@ struct BrokerCall: Sendable {
         do {
             decoded = try Broker1.ErrorReply(reply)
         } catch {
-            return .refused(error: name, message: "the broker's error reply has the field \(error.field) missing or mistyped")
+            return .refused(
+                error: name,
+                message: "the broker's error reply has the field \(error.field) missing or mistyped"
+            )
         }
         switch decoded {
         case .keychainError(let error)?:
             return SharedDeviceClientError(.init(name: error.code), error.message, keychainStatus: error.status)
         case .accountError(let error)?:
-            return SharedDeviceClientError(.init(name: error.code), error.message, msalStatus: error.msalStatus, identityCode: error.identityCode)
+            return SharedDeviceClientError(
+                .init(name: error.code),
+                error.message,
+                msalStatus: error.msalStatus,
+                identityCode: error.identityCode
+            )
         case .callerNotInPolicy(let error)?:
             return SharedDeviceClientError(.callerNotInPolicy, error.message, uid: error.uid)
         case .limitExceeded(let error)?:
-            return SharedDeviceClientError(.limitExceeded, error.message, limit: error.limit.rawValue, maximum: error.maximum)
+            return SharedDeviceClientError(
+                .limitExceeded,
+                error.message,
+                limit: error.limit.rawValue,
+                maximum: error.maximum
+            )
         case .tooManyConnections(let error)?:
             return SharedDeviceClientError(.brokerUnavailable, error.explanation)
         case .protocolError(let error)?:

@@ -1,7 +1,8 @@
+import BrokerContract
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import BrokerContract
 
 /// Where the broker listens and whom the client trusts to be it. The app (its executable) decides both;
 /// the library reads no environment variable and no configuration file.

@@ -18,20 +18,33 @@ public struct BrokerInterfaceClient: Sendable {
     ///   - endpoint: where the broker listens and whom to trust to be it.
     ///   - logger: gets the client's own diagnostics (never a token or a secret).
     ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
-    public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger, eventLoopGroup: (any EventLoopGroup)? = nil) {
-        broker = BrokerCall(endpoint: endpoint, group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
+    public init(
+        endpoint: BrokerEndpoint = BrokerEndpoint(),
+        logger: Logger,
+        eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
+        broker = BrokerCall(
+            endpoint: endpoint,
+            group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
+            logger: logger
+        )
     }
 
     /// Calls `method` once and returns its reply.
-    public func call<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method.Parameters) async throws(SharedDeviceClientError) -> Method.Reply {
+    public func call<Method: VarlinkMethod>(
+        _ method: Method.Type,
+        _ parameters: Method.Parameters
+    ) async throws(SharedDeviceClientError) -> Method.Reply {
         try await broker.run(method, parameters) { reply throws(SharedDeviceClientError) in reply }
     }
 
     /// Calls `method` with `more` and hands each reply to `handle` until it returns a value (the call's
     /// connection is then closed) or the broker's last reply.
     public func stream<Method: VarlinkMethod, Value: Sendable>(
-        _ method: Method.Type, _ parameters: Method.Parameters,
-        until handle: @escaping @Sendable (Method.Reply, _ continues: Bool) async throws(SharedDeviceClientError) -> Value?
+        _ method: Method.Type,
+        _ parameters: Method.Parameters,
+        until handle:
+            @escaping @Sendable (Method.Reply, _ continues: Bool) async throws(SharedDeviceClientError) -> Value?
     ) async throws(SharedDeviceClientError) -> Value {
         try await broker.run(method, parameters, more: true, handle)
     }

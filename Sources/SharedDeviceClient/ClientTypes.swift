@@ -26,8 +26,14 @@ public struct Account: Sendable, Hashable {
     ///   - username: the sign-in name, for showing.
     ///   - name: the display name, for showing.
     ///   - localAccountID: the account's id in its tenant (`oid`).
-    public init(homeAccountID: String, environment: String, realm: String, username: String? = nil, name: String? = nil,
-                localAccountID: String? = nil) {
+    public init(
+        homeAccountID: String,
+        environment: String,
+        realm: String,
+        username: String? = nil,
+        name: String? = nil,
+        localAccountID: String? = nil
+    ) {
         self.homeAccountID = homeAccountID
         self.environment = environment
         self.realm = realm
@@ -132,8 +138,12 @@ public enum InteractiveFlow: Sendable {
     case deviceCode(showCode: @Sendable (DeviceCodeVerification) async -> Void)
     /// Browser: the broker listens on the loopback `redirectURI` (a free port when it names none);
     /// `openBrowser` gets the authorization URL to open; `timeout` seconds to wait for the browser.
-    case browser(redirectURI: String = "http://127.0.0.1/", prompt: String? = nil, timeout: Int = 300,
-                 openBrowser: @Sendable (URL) async -> Void)
+    case browser(
+        redirectURI: String = "http://127.0.0.1/",
+        prompt: String? = nil,
+        timeout: Int = 300,
+        openBrowser: @Sendable (URL) async -> Void
+    )
     /// The worker's username and password, taken on the app's own screen (only where the device policy's
     /// `authority.flows` lists `password`): the broker sends them to the identity provider, and nowhere else.
     case password(username: String, password: String)
@@ -162,7 +172,13 @@ public struct InteractiveTokenParameters: Sendable {
     ///   - loginHint: the username to suggest.
     ///   - msalClientID: the MSAL client id of a request that came through Microsoft's broker protocol.
     ///   - authority: one of the device policy's `knownAuthorities`, to sign in there instead of at its issuer.
-    public init(scopes: [String], flow: InteractiveFlow, loginHint: String? = nil, msalClientID: String? = nil, authority: String? = nil) {
+    public init(
+        scopes: [String],
+        flow: InteractiveFlow,
+        loginHint: String? = nil,
+        msalClientID: String? = nil,
+        authority: String? = nil
+    ) {
         self.scopes = scopes
         self.flow = flow
         self.loginHint = loginHint
@@ -296,7 +312,13 @@ public struct ItemQuery: Sendable, Hashable {
 
     /// A query for the items that have every attribute given (nil: any value). Name the app's own group
     /// in `accessGroup` to keep a group shared with other apps out of it.
-    public init(accessGroup: String? = nil, service: String? = nil, account: String? = nil, label: String? = nil, type: UInt32? = nil) {
+    public init(
+        accessGroup: String? = nil,
+        service: String? = nil,
+        account: String? = nil,
+        label: String? = nil,
+        type: UInt32? = nil
+    ) {
         self.accessGroup = accessGroup
         self.service = service
         self.account = account
@@ -344,7 +366,13 @@ public struct ItemChanges: Sendable, Hashable {
 
     /// Changes to the attributes given (nil: unchanged). A change of service or account that would make
     /// two items alike in a group fails with `duplicateItem`.
-    public init(service: String? = nil, account: String? = nil, label: String? = nil, type: UInt32? = nil, generic: Data? = nil) {
+    public init(
+        service: String? = nil,
+        account: String? = nil,
+        label: String? = nil,
+        type: UInt32? = nil,
+        generic: Data? = nil
+    ) {
         self.service = service
         self.account = account
         self.label = label
@@ -386,4 +414,3 @@ public struct NativeSignIn: Sendable, Hashable {
     /// signed out of every app before the next one types (nil account: nobody was signed in).
     public var signedOut: SignOutResult?
 }
-

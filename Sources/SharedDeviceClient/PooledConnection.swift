@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOPosix
 import Synchronization
 import Varlink
 import VarlinkNIO
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A connection to the broker kept open between single-reply calls, one call at a time. Cancelling the
 /// call in flight closes it (so the broker drops that call, and only that one).
@@ -16,7 +17,8 @@ final class PooledConnection: Sendable {
     private let waiter: NIOLoopBound<ReplyWaiter>
 
     /// Connects to `path` (the caller checks the peer before the first exchange).
-    static func open(_ path: String, group: any EventLoopGroup, maximumReplyBytes: Int) async throws -> PooledConnection {
+    static func open(_ path: String, group: any EventLoopGroup, maximumReplyBytes: Int) async throws -> PooledConnection
+    {
         // The connection's own event loop, so the handler completes the promise without a hop.
         let loop = group.next()
         let peer = loop.makePromise(of: VarlinkPeer.self)
@@ -54,7 +56,8 @@ final class PooledConnection: Sendable {
     /// Sends `request` (a whole varlink message with its NUL) and returns the next message received.
     func exchange(_ request: ByteBuffer) async throws -> ByteBuffer {
         let promise = channel.eventLoop.makePromise(of: ByteBuffer.self)
-        let channel = channel, waiter = waiter
+        let channel = channel
+        let waiter = waiter
         channel.eventLoop.execute {
             guard waiter.value.expect(promise) else { return }
             channel.writeAndFlush(request).whenFailure { promise.fail($0) }
@@ -167,15 +170,22 @@ final class PeerCredentialsCapture: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        complete(Result {
-            guard let provider = context.channel as? any SocketOptionProvider else { throw ChannelError.operationUnsupported }
-            // On the event loop this reads the option at once. VarlinkPeer has `struct ucred`'s layout.
-            var peer: VarlinkPeer?
-            provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        complete(
+            Result {
+                guard let provider = context.channel as? any SocketOptionProvider else {
+                    throw ChannelError.operationUnsupported
+                }
+                // On the event loop this reads the option at once. VarlinkPeer has `struct ucred`'s layout.
+                var peer: VarlinkPeer?
+                provider.unsafeGetSocketOption(
+                    level: SocketOptionLevel(SOL_SOCKET),
+                    name: SocketOptionName(SO_PEERCRED)
+                )
                 .whenSuccess { (value: VarlinkPeer) in peer = value }
-            guard let peer else { throw ChannelError.ioOnClosedChannel }
-            return peer
-        })
+                guard let peer else { throw ChannelError.ioOnClosedChannel }
+                return peer
+            }
+        )
         context.fireChannelActive()
     }
 

@@ -48,9 +48,17 @@ public final class PublicClientApplication: Sendable {
     ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
     ///     take theirs: the client never makes a logger of its own.
     ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
-    public init(endpoint: BrokerEndpoint = BrokerEndpoint(), logger: Logger = Logger.current, eventLoopGroup: (any EventLoopGroup)? = nil) {
+    public init(
+        endpoint: BrokerEndpoint = BrokerEndpoint(),
+        logger: Logger = Logger.current,
+        eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
         self.endpoint = endpoint
-        broker = BrokerCall(endpoint: endpoint, group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, logger: logger)
+        broker = BrokerCall(
+            endpoint: endpoint,
+            group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
+            logger: logger
+        )
     }
 
     // MARK: - Device and accounts
@@ -64,8 +72,13 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``, only with the codes every call can throw.
     public func caller() async throws(SharedDeviceClientError) -> CallerIdentity {
         try await broker.run(Broker1.GetCaller.self, .init()) { reply throws(SharedDeviceClientError) in
-            CallerIdentity(uid: reply.uid, appID: reply.appId, accessGroups: reply.accessGroups, administrator: reply.administrator,
-                           stateDirectory: reply.stateDirectory)
+            CallerIdentity(
+                uid: reply.uid,
+                appID: reply.appId,
+                accessGroups: reply.accessGroups,
+                administrator: reply.administrator,
+                stateDirectory: reply.stateDirectory
+            )
         }
     }
 
@@ -89,7 +102,8 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``: `msalClientNotAllowed` for an `msalClientID` the policy does
     ///   not give the app, and the codes every call can throw.
     public func currentAccount(msalClientID: String? = nil) async throws(SharedDeviceClientError) -> CurrentAccount {
-        try await broker.run(Broker1.GetCurrentAccount.self, .init(msalClientId: msalClientID)) { reply throws(SharedDeviceClientError) in
+        try await broker.run(Broker1.GetCurrentAccount.self, .init(msalClientId: msalClientID)) {
+            reply throws(SharedDeviceClientError) in
             CurrentAccount(current: reply.current.map(Account.init), previous: reply.previous.map(Account.init))
         }
     }
@@ -148,10 +162,21 @@ public final class PublicClientApplication: Sendable {
     ///   - `authorityNotAllowed`, `msalClientNotAllowed`: the policy does not allow that `authority` or
     ///     `msalClientID` for this app (a fix of the app or the policy, not of the worker).
     ///   - the codes every call can throw.
-    public func acquireTokenSilent(scopes: [String], forceRefresh: Bool = false, msalClientID: String? = nil,
-                                   authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
-        try await broker.run(Broker1.AcquireTokenSilent.self, .init(scopes: scopes, forceRefresh: forceRefresh ? true : nil, msalClientId: msalClientID,
-                                                                    authority: authority)) {
+    public func acquireTokenSilent(
+        scopes: [String],
+        forceRefresh: Bool = false,
+        msalClientID: String? = nil,
+        authority: String? = nil
+    ) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(
+            Broker1.AcquireTokenSilent.self,
+            .init(
+                scopes: scopes,
+                forceRefresh: forceRefresh ? true : nil,
+                msalClientId: msalClientID,
+                authority: authority
+            )
+        ) {
             reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
@@ -175,28 +200,52 @@ public final class PublicClientApplication: Sendable {
     ///     (`device_code_expired`: start again; `authority_unreachable`: try again later).
     ///   - `limitExceeded` `pendingSignInsPerApp`: the app has too many sign-ins running; finish one first.
     ///   - `authorityNotAllowed`, `msalClientNotAllowed`, and the codes every call can throw.
-    public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceClientError) -> AuthenticationResult {
+    public func acquireToken(
+        _ parameters: InteractiveTokenParameters
+    ) async throws(SharedDeviceClientError) -> AuthenticationResult {
         switch parameters.flow {
         case .password(let username, let password):
-            return try await signIn(username: username, password: password, scopes: parameters.scopes, msalClientID: parameters.msalClientID,
-                                    authority: parameters.authority)
+            return try await signIn(
+                username: username,
+                password: password,
+                scopes: parameters.scopes,
+                msalClientID: parameters.msalClientID,
+                authority: parameters.authority
+            )
         case .deviceCode(let showCode):
-            return try await broker.run(Broker1.SignInWithDeviceCode.self, .init(scopes: parameters.scopes, loginHint: parameters.loginHint,
-                                                                                      msalClientId: parameters.msalClientID, authority: parameters.authority),
-                                        more: true) { reply throws(SharedDeviceClientError) in
+            return try await broker.run(
+                Broker1.SignInWithDeviceCode.self,
+                .init(
+                    scopes: parameters.scopes,
+                    loginHint: parameters.loginHint,
+                    msalClientId: parameters.msalClientID,
+                    authority: parameters.authority
+                ),
+                more: true
+            ) { reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let verification = reply.verification { await showCode(DeviceCodeVerification(verification)) }
                 return nil
             }
         case .browser(let redirectURI, let prompt, let timeout, let openBrowser):
-            let call = Broker1.SignInWithBrowser.Parameters(scopes: parameters.scopes, redirectUri: redirectURI, loginHint: parameters.loginHint,
-                                                            prompt: prompt, timeout: timeout, msalClientId: parameters.msalClientID,
-                                                            authority: parameters.authority)
-            return try await broker.run(Broker1.SignInWithBrowser.self, call, more: true) { reply throws(SharedDeviceClientError) in
+            let call = Broker1.SignInWithBrowser.Parameters(
+                scopes: parameters.scopes,
+                redirectUri: redirectURI,
+                loginHint: parameters.loginHint,
+                prompt: prompt,
+                timeout: timeout,
+                msalClientId: parameters.msalClientID,
+                authority: parameters.authority
+            )
+            return try await broker.run(Broker1.SignInWithBrowser.self, call, more: true) {
+                reply throws(SharedDeviceClientError) in
                 if let result = reply.result { return try AuthenticationResult(result) }
                 if let address = reply.authorizationUrl {
                     guard let url = URL(string: address) else {
-                        throw .refused(error: "org.varlink.service.InvalidParameter", message: "the broker's authorizationUrl is not a URL")
+                        throw .refused(
+                            error: "org.varlink.service.InvalidParameter",
+                            message: "the broker's authorizationUrl is not a URL"
+                        )
                     }
                     await openBrowser(url)
                 }
@@ -222,10 +271,23 @@ public final class PublicClientApplication: Sendable {
     ///   - `limitExceeded` with `limit` `passwordBackoff`: wait `maximum` seconds before the next try.
     ///   - `flowNotAllowed`: the policy does not allow password sign-in; use another flow.
     ///   - `accountAlreadySignedIn`, as ``acquireToken(_:)``, and the codes every call can throw.
-    public func signIn(username: String, password: String, scopes: [String], msalClientID: String? = nil,
-                       authority: String? = nil) async throws(SharedDeviceClientError) -> AuthenticationResult {
-        try await broker.run(Broker1.SignInWithPassword.self, .init(scopes: scopes, username: username, password: password,
-                                                                    msalClientId: msalClientID, authority: authority)) { reply throws(SharedDeviceClientError) in
+    public func signIn(
+        username: String,
+        password: String,
+        scopes: [String],
+        msalClientID: String? = nil,
+        authority: String? = nil
+    ) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(
+            Broker1.SignInWithPassword.self,
+            .init(
+                scopes: scopes,
+                username: username,
+                password: password,
+                msalClientId: msalClientID,
+                authority: authority
+            )
+        ) { reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
     }
@@ -249,12 +311,20 @@ public final class PublicClientApplication: Sendable {
     ///   without `switchReason` for another username than the signed-in worker's (pass a `switchReason`
     ///   to change shifts); `limitExceeded` `pendingSignInsPerApp` while too many of the app's native
     ///   sign-ins are open; and the codes every call can throw.
-    public func startNativeSignIn(username: String, msalClientID: String? = nil,
-                                  switchReason: SignOutReason? = nil) async throws(SharedDeviceClientError) -> NativeSignIn {
-        try await broker.run(Broker1.StartNativeSignIn.self, .init(username: username, msalClientId: msalClientID, switchReason: switchReason?.rawValue)) {
+    public func startNativeSignIn(
+        username: String,
+        msalClientID: String? = nil,
+        switchReason: SignOutReason? = nil
+    ) async throws(SharedDeviceClientError) -> NativeSignIn {
+        try await broker.run(
+            Broker1.StartNativeSignIn.self,
+            .init(username: username, msalClientId: msalClientID, switchReason: switchReason?.rawValue)
+        ) {
             reply throws(SharedDeviceClientError) in
             var signIn = try NativeSignIn(reply.next)
-            signIn.signedOut = reply.signedOut.map { SignOutResult(account: $0.account.map(Account.init), global: true, itemsRemoved: $0.itemsRemoved) }
+            signIn.signedOut = reply.signedOut.map {
+                SignOutResult(account: $0.account.map(Account.init), global: true, itemsRemoved: $0.itemsRemoved)
+            }
             return signIn
         }
     }
@@ -268,7 +338,8 @@ public final class PublicClientApplication: Sendable {
     ///   when the sign-in is no longer open (it finished, failed or waited more than 10 minutes): start
     ///   again; `identity` when the authority refused; and the codes every call can throw.
     public func resendNativeSignInCode(_ signIn: NativeSignIn) async throws(SharedDeviceClientError) -> NativeSignIn {
-        try await broker.run(Broker1.ResendNativeSignInCode.self, .init(signInId: signIn.id)) { reply throws(SharedDeviceClientError) in
+        try await broker.run(Broker1.ResendNativeSignInCode.self, .init(signInId: signIn.id)) {
+            reply throws(SharedDeviceClientError) in
             try NativeSignIn(reply.next)
         }
     }
@@ -285,9 +356,16 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``: `identity` with `identityCode` `invalid_code` (or
     ///   `invalid_credentials`): let the worker type again, the sign-in stays open; `identity` otherwise, or
     ///   `signInNotFound` for a sign-in no longer open: start again; and the codes every call can throw.
-    public func submitNativeSignIn(_ signIn: NativeSignIn, password: String? = nil, code: String? = nil,
-                                   scopes: [String]) async throws(SharedDeviceClientError) -> AuthenticationResult {
-        try await broker.run(Broker1.SubmitNativeSignIn.self, .init(signInId: signIn.id, scopes: scopes, password: password, code: code)) {
+    public func submitNativeSignIn(
+        _ signIn: NativeSignIn,
+        password: String? = nil,
+        code: String? = nil,
+        scopes: [String]
+    ) async throws(SharedDeviceClientError) -> AuthenticationResult {
+        try await broker.run(
+            Broker1.SubmitNativeSignIn.self,
+            .init(signInId: signIn.id, scopes: scopes, password: password, code: code)
+        ) {
             reply throws(SharedDeviceClientError) in
             try AuthenticationResult(reply.result)
         }
@@ -306,30 +384,49 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``, with the codes of ``acquireToken(_:)``. A failure after the
     ///   sign-out leaves the device signed out (its message says so): sign the next worker in with
     ///   ``acquireToken(_:)``.
-    public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
-                             signedOut reportSignOut: (@Sendable (SignOutResult) async -> Void)? = nil) async throws(SharedDeviceClientError) -> WorkerSwitch {
-        var call = Broker1.SwitchWorker.Parameters(scopes: parameters.scopes, reason: reason.rawValue, loginHint: parameters.loginHint)
-        let showCode: (@Sendable (DeviceCodeVerification) async -> Void)?, openBrowser: (@Sendable (URL) async -> Void)?
+    public func switchWorker(
+        _ parameters: InteractiveTokenParameters,
+        reason: SignOutReason = .shiftEnd,
+        signedOut reportSignOut: (@Sendable (SignOutResult) async -> Void)? = nil
+    ) async throws(SharedDeviceClientError) -> WorkerSwitch {
+        var call = Broker1.SwitchWorker.Parameters(
+            scopes: parameters.scopes,
+            reason: reason.rawValue,
+            loginHint: parameters.loginHint
+        )
+        let showCode: (@Sendable (DeviceCodeVerification) async -> Void)?
+        let openBrowser: (@Sendable (URL) async -> Void)?
         switch parameters.flow {
         case .deviceCode(let show):
             (call.flow, showCode, openBrowser) = (.deviceCode, show, nil)
         case .browser(let redirectURI, let prompt, let timeout, let open):
-            (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = (.browser, redirectURI, prompt, timeout, nil, open)
+            (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = (
+                .browser, redirectURI, prompt, timeout, nil, open
+            )
         case .password(let username, let password):
-            (call.flow, call.loginHint, call.password, showCode, openBrowser) = (.password, username, password, nil, nil)
+            (call.flow, call.loginHint, call.password, showCode, openBrowser) = (
+                .password, username, password, nil, nil
+            )
         }
         let signedOut = SignedOutBox()
-        return try await broker.run(Broker1.SwitchWorker.self, call, more: true) { reply throws(SharedDeviceClientError) in
+        return try await broker.run(Broker1.SwitchWorker.self, call, more: true) {
+            reply throws(SharedDeviceClientError) in
             if let worker = reply.signedOut {
-                let result = SignOutResult(account: worker.account.map(Account.init), global: true, itemsRemoved: worker.itemsRemoved)
+                let result = SignOutResult(
+                    account: worker.account.map(Account.init),
+                    global: true,
+                    itemsRemoved: worker.itemsRemoved
+                )
                 signedOut.value = result
                 await reportSignOut?(result)
             }
             if let verification = reply.verification { await showCode?(DeviceCodeVerification(verification)) }
             if let address = reply.authorizationUrl, let url = URL(string: address) { await openBrowser?(url) }
             guard let result = reply.result else { return nil }
-            return WorkerSwitch(signedOut: signedOut.value ?? SignOutResult(account: nil, global: true, itemsRemoved: 0),
-                                result: try AuthenticationResult(result))
+            return WorkerSwitch(
+                signedOut: signedOut.value ?? SignOutResult(account: nil, global: true, itemsRemoved: 0),
+                result: try AuthenticationResult(result)
+            )
         }
     }
 
@@ -343,8 +440,13 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``: `noCurrentAccount` when nobody is signed in (nothing to do:
     ///   the device is already signed out), and the codes every call can throw.
     public func signOut(reason: SignOutReason = .user) async throws(SharedDeviceClientError) -> SignOutResult {
-        try await broker.run(Broker1.SignOut.self, .init(reason: reason.rawValue)) { reply throws(SharedDeviceClientError) in
-            SignOutResult(account: reply.account.map(Account.init), global: reply.global, itemsRemoved: reply.itemsRemoved)
+        try await broker.run(Broker1.SignOut.self, .init(reason: reason.rawValue)) {
+            reply throws(SharedDeviceClientError) in
+            SignOutResult(
+                account: reply.account.map(Account.init),
+                global: reply.global,
+                itemsRemoved: reply.itemsRemoved
+            )
         }
     }
 
@@ -363,11 +465,15 @@ public final class PublicClientApplication: Sendable {
         let broker = broker
         let subscription = Task {
             do {
-                let _: Never = try await broker.run(Broker1.SubscribeAccountChanges.self, .init(), more: true) { reply throws(SharedDeviceClientError) -> Never? in
+                let _: Never = try await broker.run(Broker1.SubscribeAccountChanges.self, .init(), more: true) {
+                    reply throws(SharedDeviceClientError) -> Never? in
                     if let event = try AccountEvent(reply.event) {
                         continuation.yield(event)
                     } else {
-                        broker.logger.debug("skipping an account event of a kind this client does not know", metadata: ["kind": "\(reply.event.kind)"])
+                        broker.logger.debug(
+                            "skipping an account event of a kind this client does not know",
+                            metadata: ["kind": "\(reply.event.kind)"]
+                        )
                     }
                     return nil
                 }
@@ -402,12 +508,26 @@ public final class PublicClientApplication: Sendable {
     ///   - `quotaExceeded` (-34): the app's items would go over its quota; delete some first.
     ///   - `diskFull` (-34), `invalidParameter` (-50), and the codes every call can throw.
     @discardableResult
-    public func addGenericPassword(service: String, account: String, secret: Data, accessGroup: String? = nil, label: String? = nil,
-                                   type: UInt32? = nil, generic: Data? = nil) async throws(SharedDeviceClientError) -> KeychainItem {
-        let parameters = Broker1.AddGenericPassword.Parameters(service: service, account: account, secret: secret.base64EncodedString(),
-                                                               accessGroup: accessGroup, label: label, type: type.map(Int.init),
-                                                               generic: generic?.base64EncodedString())
-        return try await broker.run(Broker1.AddGenericPassword.self, parameters) { reply throws(SharedDeviceClientError) in
+    public func addGenericPassword(
+        service: String,
+        account: String,
+        secret: Data,
+        accessGroup: String? = nil,
+        label: String? = nil,
+        type: UInt32? = nil,
+        generic: Data? = nil
+    ) async throws(SharedDeviceClientError) -> KeychainItem {
+        let parameters = Broker1.AddGenericPassword.Parameters(
+            service: service,
+            account: account,
+            secret: secret.base64EncodedString(),
+            accessGroup: accessGroup,
+            label: label,
+            type: type.map(Int.init),
+            generic: generic?.base64EncodedString()
+        )
+        return try await broker.run(Broker1.AddGenericPassword.self, parameters) {
+            reply throws(SharedDeviceClientError) in
             try KeychainItem(reply.item)
         }
     }
@@ -420,7 +540,8 @@ public final class PublicClientApplication: Sendable {
     ///   `SharedDeviceClientError.Code.itemNotFound`, or test `error.isItemNotFound`); `missingEntitlement`
     ///   (-34018) for a group the app lacks; and the codes every call can throw.
     public func findGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> KeychainItem {
-        try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: nil)) { reply throws(SharedDeviceClientError) in
+        try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: nil)) {
+            reply throws(SharedDeviceClientError) in
             try KeychainItem(reply.item)
         }
     }
@@ -433,7 +554,8 @@ public final class PublicClientApplication: Sendable {
     ///   with `limit` `replyBytes`: narrow the query or find the items one by one; `missingEntitlement`
     ///   (-34018); and the codes every call can throw.
     public func findAllGenericPasswords(_ query: ItemQuery) async throws(SharedDeviceClientError) -> [KeychainItem] {
-        try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: true)) { reply throws(SharedDeviceClientError) in
+        try await broker.run(Broker1.FindGenericPassword.self, .init(query, all: true)) {
+            reply throws(SharedDeviceClientError) in
             var items: [KeychainItem] = []
             for item in reply.items { items.append(try KeychainItem(item)) }
             return items
@@ -452,12 +574,27 @@ public final class PublicClientApplication: Sendable {
     ///   instead); `duplicateItem` (-25299) when the change would make two items alike; `missingEntitlement`
     ///   (-34018); `quotaExceeded` or `diskFull` (-34); and the codes every call can throw.
     @discardableResult
-    public func updateGenericPassword(_ query: ItemQuery, secret: Data? = nil, changes: ItemChanges = ItemChanges()) async throws(SharedDeviceClientError) -> Int {
+    public func updateGenericPassword(
+        _ query: ItemQuery,
+        secret: Data? = nil,
+        changes: ItemChanges = ItemChanges()
+    ) async throws(SharedDeviceClientError) -> Int {
         let parameters = Broker1.UpdateGenericPassword.Parameters(
-            service: query.service, account: query.account, label: query.label, type: query.type.map(Int.init), accessGroup: query.accessGroup,
-            secret: secret?.base64EncodedString(), setService: changes.service, setAccount: changes.account, setLabel: changes.label,
-            setType: changes.type.map(Int.init), setGeneric: changes.generic?.base64EncodedString())
-        return try await broker.run(Broker1.UpdateGenericPassword.self, parameters) { reply throws(SharedDeviceClientError) in reply.updated }
+            service: query.service,
+            account: query.account,
+            label: query.label,
+            type: query.type.map(Int.init),
+            accessGroup: query.accessGroup,
+            secret: secret?.base64EncodedString(),
+            setService: changes.service,
+            setAccount: changes.account,
+            setLabel: changes.label,
+            setType: changes.type.map(Int.init),
+            setGeneric: changes.generic?.base64EncodedString()
+        )
+        return try await broker.run(Broker1.UpdateGenericPassword.self, parameters) {
+            reply throws(SharedDeviceClientError) in reply.updated
+        }
     }
 
     /// Deletes every item `query` selects; returns how many. No match throws the keychain's item-not-found
@@ -470,9 +607,16 @@ public final class PublicClientApplication: Sendable {
     ///   `missingEntitlement` (-34018); and the codes every call can throw.
     @discardableResult
     public func deleteGenericPassword(_ query: ItemQuery) async throws(SharedDeviceClientError) -> Int {
-        let parameters = Broker1.DeleteGenericPassword.Parameters(service: query.service, account: query.account, label: query.label,
-                                                                  type: query.type.map(Int.init), accessGroup: query.accessGroup)
-        return try await broker.run(Broker1.DeleteGenericPassword.self, parameters) { reply throws(SharedDeviceClientError) in reply.deleted }
+        let parameters = Broker1.DeleteGenericPassword.Parameters(
+            service: query.service,
+            account: query.account,
+            label: query.label,
+            type: query.type.map(Int.init),
+            accessGroup: query.accessGroup
+        )
+        return try await broker.run(Broker1.DeleteGenericPassword.self, parameters) {
+            reply throws(SharedDeviceClientError) in reply.deleted
+        }
     }
 
     /// Deletes every item `query` selects, if there is any; returns how many, 0 when nothing matched. The
@@ -499,10 +643,18 @@ public final class PublicClientApplication: Sendable {
     /// - Throws: ``SharedDeviceClientError``: `missingEntitlement` (-34018) for a group the app lacks;
     ///   `limitExceeded` `replyBytes` when the list would not fit in one reply (narrow the query); and the
     ///   codes every call can throw.
-    public func listGenericPasswords(_ query: ItemQuery = ItemQuery()) async throws(SharedDeviceClientError) -> [KeychainItem] {
-        let parameters = Broker1.ListGenericPasswords.Parameters(service: query.service, account: query.account, label: query.label,
-                                                                 type: query.type.map(Int.init), accessGroup: query.accessGroup)
-        return try await broker.run(Broker1.ListGenericPasswords.self, parameters) { reply throws(SharedDeviceClientError) in
+    public func listGenericPasswords(
+        _ query: ItemQuery = ItemQuery()
+    ) async throws(SharedDeviceClientError) -> [KeychainItem] {
+        let parameters = Broker1.ListGenericPasswords.Parameters(
+            service: query.service,
+            account: query.account,
+            label: query.label,
+            type: query.type.map(Int.init),
+            accessGroup: query.accessGroup
+        )
+        return try await broker.run(Broker1.ListGenericPasswords.self, parameters) {
+            reply throws(SharedDeviceClientError) in
             var items: [KeychainItem] = []
             for item in reply.items { items.append(try KeychainItem(item)) }
             return items
@@ -512,8 +664,14 @@ public final class PublicClientApplication: Sendable {
 
 extension Broker1.FindGenericPassword.Parameters {
     init(_ query: ItemQuery, all: Bool?) {
-        self.init(service: query.service, account: query.account, label: query.label, type: query.type.map(Int.init),
-                  accessGroup: query.accessGroup, all: all)
+        self.init(
+            service: query.service,
+            account: query.account,
+            label: query.label,
+            type: query.type.map(Int.init),
+            accessGroup: query.accessGroup,
+            all: all
+        )
     }
 }
 

@@ -109,8 +109,18 @@ public struct SharedDeviceClientError: Error, Sendable, Hashable, CustomStringCo
     public let socketPath: String?
 
     /// An error of `code` with its details (the client makes these; so may an app's test double).
-    public init(_ code: Code, _ message: String, keychainStatus: Int? = nil, msalStatus: Int? = nil, identityCode: String? = nil,
-                limit: String? = nil, maximum: Int? = nil, uid: Int? = nil, varlinkError: String? = nil, socketPath: String? = nil) {
+    public init(
+        _ code: Code,
+        _ message: String,
+        keychainStatus: Int? = nil,
+        msalStatus: Int? = nil,
+        identityCode: String? = nil,
+        limit: String? = nil,
+        maximum: Int? = nil,
+        uid: Int? = nil,
+        varlinkError: String? = nil,
+        socketPath: String? = nil
+    ) {
         self.code = code
         self.message = message
         self.keychainStatus = keychainStatus

@@ -20,9 +20,9 @@ struct SocketDiagnosis {
         return system
             ? "start the broker: systemctl start deviced.socket (or deviced.service)"
             : """
-              start the broker that serves it: deviced --socket \(socketPath) (with the --state-dir of its store); or, \
-              for the system's broker, systemctl start deviced.socket and point the app at \(BrokerEndpoint.systemSocketPath)
-              """
+            start the broker that serves it: deviced --socket \(socketPath) (with the --state-dir of its store); or, \
+            for the system's broker, systemctl start deviced.socket and point the app at \(BrokerEndpoint.systemSocketPath)
+            """
     }
 
     /// The message for `connect`'s `errno` (0 when the failure was not a system call's).
@@ -48,10 +48,12 @@ struct SocketDiagnosis {
                 that stopped without removing it; the next broker replaces it); \(startAdvice)
                 """
         case EAGAIN:
-            return "the broker at \(socketPath) is not accepting connections now (its queue of new connections is full); try again"
+            return
+                "the broker at \(socketPath) is not accepting connections now (its queue of new connections is full); try again"
         case ENOTDIR:
             let culprit = firstComponentThatIsNotADirectory().map { ": \($0) is not a directory" } ?? ""
-            return "no broker at \(socketPath): a component of the path is not a directory\(culprit); check the socket's path"
+            return
+                "no broker at \(socketPath): a component of the path is not a directory\(culprit); check the socket's path"
         case EACCES, EPERM:
             return permissionMessage()
         default:

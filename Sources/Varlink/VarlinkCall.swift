@@ -14,7 +14,13 @@ public struct VarlinkCall: Sendable, Hashable {
     public var upgrade: Bool
 
     /// A call of `method` with `parameters`.
-    public init(method: String, parameters: [String: VarlinkValue] = [:], more: Bool = false, oneway: Bool = false, upgrade: Bool = false) {
+    public init(
+        method: String,
+        parameters: [String: VarlinkValue] = [:],
+        more: Bool = false,
+        oneway: Bool = false,
+        upgrade: Bool = false
+    ) {
         self.method = method
         self.parameters = parameters
         self.more = more
@@ -39,8 +45,10 @@ public struct VarlinkCall: Sendable, Hashable {
     /// JSON values (objects, arrays, strings, numbers, bools, nulls; keys not counted): a server bounds so
     /// what a call costs it decoded, not only on the wire. Returns the call and how many values it holds.
     /// - Throws: as `decode(_:)`, and `tooManyValues` over the limit.
-    public static func decodeCounting(_ message: Data,
-                                      maximumValues: Int) throws(VarlinkProtocolError) -> (call: VarlinkCall, values: Int) {
+    public static func decodeCounting(
+        _ message: Data,
+        maximumValues: Int
+    ) throws(VarlinkProtocolError) -> (call: VarlinkCall, values: Int) {
         let (value, values) = try VarlinkJSONParser.parseCounting(message, maximumValues: maximumValues)
         guard let fields = value.object else {
             throw VarlinkProtocolError(.notAnObject, "the message is JSON \(value.typeName), not an object")
@@ -49,15 +57,21 @@ public struct VarlinkCall: Sendable, Hashable {
     }
 
     private static func call(from fields: [String: VarlinkValue]) throws(VarlinkProtocolError) -> VarlinkCall {
-        guard let method = fields["method"] else { throw VarlinkProtocolError(.invalidField, "the call has no \"method\"") }
+        guard let method = fields["method"] else {
+            throw VarlinkProtocolError(.invalidField, "the call has no \"method\"")
+        }
         guard let name = method.string, VarlinkName.isQualifiedMethod(name) else {
-            throw VarlinkProtocolError(.invalidField, "\"method\" must be a qualified method name such as org.example.Interface.Method")
+            throw VarlinkProtocolError(
+                .invalidField,
+                "\"method\" must be a qualified method name such as org.example.Interface.Method"
+            )
         }
         var call = VarlinkCall(method: name)
         switch fields["parameters"] {
         case nil, .null?: break
         case .object(let parameters)?: call.parameters = parameters
-        case let other?: throw VarlinkProtocolError(.invalidField, "\"parameters\" must be an object, not \(other.typeName)")
+        case let other?:
+            throw VarlinkProtocolError(.invalidField, "\"parameters\" must be an object, not \(other.typeName)")
         }
         call.more = try VarlinkMessage.flag("more", in: fields)
         call.oneway = try VarlinkMessage.flag("oneway", in: fields)
@@ -83,7 +97,8 @@ enum VarlinkName {
     static func isQualifiedMethod(_ name: String) -> Bool {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count >= 3, let member = parts.last, let first = member.first, first.isASCII, first.isUppercase,
-              member.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return false }
+            member.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })
+        else { return false }
         return parts.dropLast().allSatisfy { part in
             guard let first = part.first, first.isASCII, first.isLetter else { return false }
             return part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") } && part.last != "-"

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// The process listening on a Unix socket, as the kernel identified it (`struct ucred`).
 public struct VarlinkPeer: Sendable, Equatable {
@@ -45,9 +46,13 @@ public final class VarlinkConnection {
             for (index, byte) in bytes.enumerated() { sunPath[index] = byte }
         }
         descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw VarlinkConnectionError(.io, "cannot create a socket: \(Self.describe(errno))") }
+        guard descriptor >= 0 else {
+            throw VarlinkConnectionError(.io, "cannot create a socket: \(Self.describe(errno))")
+        }
         let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         if connected != 0 {
             let code = errno
@@ -71,9 +76,14 @@ public final class VarlinkConnection {
     public func peer() throws(VarlinkConnectionError) -> VarlinkPeer {
         var credentials = VarlinkPeer(pid: 0, uid: UInt32.max, gid: UInt32.max)
         var length = socklen_t(MemoryLayout<VarlinkPeer>.size)
-        let status = withUnsafeMutablePointer(to: &credentials) { getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0, &length) }
+        let status = withUnsafeMutablePointer(to: &credentials) {
+            getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, $0, &length)
+        }
         guard status == 0, length == socklen_t(MemoryLayout<VarlinkPeer>.size) else {
-            throw VarlinkConnectionError(.io, "cannot tell who listens on \(path) (SO_PEERCRED: \(Self.describe(errno)))")
+            throw VarlinkConnectionError(
+                .io,
+                "cannot tell who listens on \(path) (SO_PEERCRED: \(Self.describe(errno)))"
+            )
         }
         return credentials
     }
@@ -122,19 +132,31 @@ public final class VarlinkConnection {
             do {
                 if let message = try decoder.nextMessage() { return try VarlinkReply.decode(message) }
             } catch {
-                throw VarlinkConnectionError(.protocolViolation, "the service at \(path) sent something that is not a varlink reply: \(error.message)")
+                throw VarlinkConnectionError(
+                    .protocolViolation,
+                    "the service at \(path) sent something that is not a varlink reply: \(error.message)"
+                )
             }
             if let deadline {
                 let left = ContinuousClock.now.duration(to: deadline)
-                let milliseconds = max(0, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+                let milliseconds = max(
+                    0,
+                    Int32(
+                        clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+                    )
+                )
                 var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
                 let ready = poll(&entry, 1, milliseconds)
                 if ready == 0 { throw VarlinkConnectionError(.timedOut, "no reply from \(path) in time") }
-                if ready < 0 && errno != EINTR { throw VarlinkConnectionError(.io, "cannot wait for \(path): \(Self.describe(errno))") }
+                if ready < 0 && errno != EINTR {
+                    throw VarlinkConnectionError(.io, "cannot wait for \(path): \(Self.describe(errno))")
+                }
                 if ready <= 0 { continue }
             }
             let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if count == 0 { throw VarlinkConnectionError(.connectionLost, "the service at \(path) closed the connection") }
+            if count == 0 {
+                throw VarlinkConnectionError(.connectionLost, "the service at \(path) closed the connection")
+            }
             if count < 0 {
                 let code = errno
                 if code == EINTR { continue }

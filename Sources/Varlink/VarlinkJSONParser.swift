@@ -33,8 +33,10 @@ struct VarlinkJSONParser {
 
     /// The value `data` holds and how many values it decoded into.
     /// - Throws: as `parse(_:)`, and `tooManyValues` when it holds more than `maximumValues` values.
-    static func parseCounting(_ data: Data,
-                              maximumValues: Int) throws(VarlinkProtocolError) -> (value: VarlinkValue, values: Int) {
+    static func parseCounting(
+        _ data: Data,
+        maximumValues: Int
+    ) throws(VarlinkProtocolError) -> (value: VarlinkValue, values: Int) {
         var parser = VarlinkJSONParser(bytes: Array(data), maximumValues: maximumValues)
         parser.skipWhitespace()
         let value = try parser.value()
@@ -62,17 +64,25 @@ struct VarlinkJSONParser {
         guard let byte = current else { throw Self.malformed }
         values += 1
         guard values <= maximumValues else {
-            throw VarlinkProtocolError(.tooManyValues,
+            throw VarlinkProtocolError(
+                .tooManyValues,
                 "the message holds more than \(maximumValues) values (the limit: arrays, objects, strings, numbers); "
-                    + "send fewer or smaller items per call")
+                    + "send fewer or smaller items per call"
+            )
         }
         switch byte {
         case UInt8(ascii: "{"): return try object()
         case UInt8(ascii: "["): return try array()
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw Self.malformed
         }
@@ -96,7 +106,10 @@ struct VarlinkJSONParser {
     private mutating func enter() throws(VarlinkProtocolError) {
         depth += 1
         guard depth <= Self.maximumDepth else {
-            throw VarlinkProtocolError(.malformedJSON, "the message nests arrays and objects deeper than \(Self.maximumDepth) levels")
+            throw VarlinkProtocolError(
+                .malformedJSON,
+                "the message nests arrays and objects deeper than \(Self.maximumDepth) levels"
+            )
         }
         position += 1
         skipWhitespace()
@@ -186,7 +199,7 @@ struct VarlinkJSONParser {
                 guard (0xDC00...0xDFFF).contains(low) else { throw Self.malformed }
                 code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
             }
-            guard let scalar = Unicode.Scalar(code) else { throw Self.malformed } // a lone low surrogate
+            guard let scalar = Unicode.Scalar(code) else { throw Self.malformed }  // a lone low surrogate
             UTF8.encode(scalar) { utf8.append($0) }
         default:
             throw Self.malformed

@@ -48,7 +48,10 @@ public struct VarlinkProtocolError: Error, Sendable, Hashable, CustomStringConve
     /// More than `maximumBytes` arrived without the NUL that ends a message: every framing decoder (this
     /// module's and the NIO one's) refuses with this same error.
     public static func messageTooLarge(maximumBytes: Int) -> VarlinkProtocolError {
-        VarlinkProtocolError(.messageTooLarge, "a message is longer than \(maximumBytes) bytes (the limit) without its terminating NUL")
+        VarlinkProtocolError(
+            .messageTooLarge,
+            "a message is longer than \(maximumBytes) bytes (the limit) without its terminating NUL"
+        )
     }
 
     public var description: String { "\(message) (\(code))" }

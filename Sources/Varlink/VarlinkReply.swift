@@ -39,7 +39,8 @@ public struct VarlinkReply: Sendable, Hashable {
         switch fields["parameters"] {
         case nil, .null?: break
         case .object(let parameters)?: reply.parameters = parameters
-        case let other?: throw VarlinkProtocolError(.invalidField, "\"parameters\" must be an object, not \(other.typeName)")
+        case let other?:
+            throw VarlinkProtocolError(.invalidField, "\"parameters\" must be an object, not \(other.typeName)")
         }
         reply.continues = try VarlinkMessage.flag("continues", in: fields)
         switch fields["error"] {

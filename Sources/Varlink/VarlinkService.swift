@@ -28,7 +28,9 @@ public struct VarlinkReplyStream<Reply: VarlinkStruct>: Sendable {
 
     /// Sends a reply more will follow; false once the caller is gone.
     @discardableResult
-    public func next(_ reply: Reply) async -> Bool { await send(VarlinkReply(reply, continues: true, omittingAbsent: true)) }
+    public func next(_ reply: Reply) async -> Bool {
+        await send(VarlinkReply(reply, continues: true, omittingAbsent: true))
+    }
 
     /// Sends the last reply.
     public func last(_ reply: Reply) async { _ = await send(VarlinkReply(reply, omittingAbsent: true)) }

@@ -47,7 +47,9 @@ public protocol VarlinkInterfaceError: VarlinkStruct, Error {
 
 extension VarlinkInterfaceError {
     /// The error reply that carries it (optional fields left `nil` are left out).
-    public var reply: VarlinkReply { VarlinkReply(error: Self.qualifiedName, parameters: varlinkFields(omittingAbsent: true)) }
+    public var reply: VarlinkReply {
+        VarlinkReply(error: Self.qualifiedName, parameters: varlinkFields(omittingAbsent: true))
+    }
 }
 
 /// A field of a varlink message that is missing or has the wrong type: the peer receives (server) or
@@ -93,45 +95,75 @@ public enum VarlinkField {
     // MARK: Decoding a required field
 
     /// A `string`.
-    public static func string(_ fields: [String: VarlinkValue], _ key: String, _ path: String) throws(VarlinkFieldError) -> String {
+    public static func string(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String
+    ) throws(VarlinkFieldError) -> String {
         guard case .string(let text)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         return text
     }
 
     /// An `int` (a float with no fraction counts: JSON does not tell them apart).
-    public static func int(_ fields: [String: VarlinkValue], _ key: String, _ path: String) throws(VarlinkFieldError) -> Int {
-        guard let value = fields[key]?.int, let integer = Int(exactly: value) else { throw VarlinkFieldError(field: name(path, key)) }
+    public static func int(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String
+    ) throws(VarlinkFieldError) -> Int {
+        guard let value = fields[key]?.int, let integer = Int(exactly: value) else {
+            throw VarlinkFieldError(field: name(path, key))
+        }
         return integer
     }
 
     /// A `float` (an integer counts).
-    public static func float(_ fields: [String: VarlinkValue], _ key: String, _ path: String) throws(VarlinkFieldError) -> Double {
+    public static func float(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String
+    ) throws(VarlinkFieldError) -> Double {
         guard let value = fields[key]?.double else { throw VarlinkFieldError(field: name(path, key)) }
         return value
     }
 
     /// A `bool`.
-    public static func bool(_ fields: [String: VarlinkValue], _ key: String, _ path: String) throws(VarlinkFieldError) -> Bool {
+    public static func bool(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String
+    ) throws(VarlinkFieldError) -> Bool {
         guard case .bool(let flag)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         return flag
     }
 
     /// An `object` (any JSON value but null).
-    public static func object(_ fields: [String: VarlinkValue], _ key: String, _ path: String) throws(VarlinkFieldError) -> VarlinkValue {
+    public static func object(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String
+    ) throws(VarlinkFieldError) -> VarlinkValue {
         guard let value = fields[key], value != .null else { throw VarlinkFieldError(field: name(path, key)) }
         return value
     }
 
     /// A struct of the interface.
-    public static func `struct`<T: VarlinkStruct>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                                                   as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+    public static func `struct`<T: VarlinkStruct>(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String,
+        as type: T.Type = T.self
+    ) throws(VarlinkFieldError) -> T {
         guard case .object(let nested)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         return try T(varlinkFields: nested, path: name(path, key))
     }
 
     /// An array, each element decoded by `element` (which gets the element's value and path).
-    public static func array<T>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                                _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T) throws(VarlinkFieldError) -> [T] {
+    public static func array<T>(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String,
+        _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T
+    ) throws(VarlinkFieldError) -> [T] {
         guard case .array(let values)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         var elements: [T] = []
         elements.reserveCapacity(values.count)
@@ -141,8 +173,12 @@ public enum VarlinkField {
     }
 
     /// A map (`[string]T`), each value decoded by `element`.
-    public static func map<T>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                              _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T) throws(VarlinkFieldError) -> [String: T] {
+    public static func map<T>(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String,
+        _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T
+    ) throws(VarlinkFieldError) -> [String: T] {
         guard case .object(let values)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         var map: [String: T] = [:]
         map.reserveCapacity(values.count)
@@ -153,8 +189,12 @@ public enum VarlinkField {
 
     /// A value of an enum `type`: any string, one the interface does not declare becoming `unknown`, so a
     /// newer peer's values are understood (`parameters(of:)` refuses them in a call).
-    public static func enumeration<T: VarlinkEnum>(_ fields: [String: VarlinkValue], _ key: String, _ path: String,
-                                                   as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+    public static func enumeration<T: VarlinkEnum>(
+        _ fields: [String: VarlinkValue],
+        _ key: String,
+        _ path: String,
+        as type: T.Type = T.self
+    ) throws(VarlinkFieldError) -> T {
         guard case .string(let text)? = fields[key] else { throw VarlinkFieldError(field: name(path, key)) }
         return T(rawValue: text)
     }
@@ -201,14 +241,21 @@ public enum VarlinkField {
     }
 
     /// An enum element (any string: see `enumeration(_:_:_:as:)`).
-    public static func enumeration<T: VarlinkEnum>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+    public static func enumeration<T: VarlinkEnum>(
+        _ value: VarlinkValue,
+        _ path: String,
+        as type: T.Type = T.self
+    ) throws(VarlinkFieldError) -> T {
         guard case .string(let text) = value else { throw VarlinkFieldError(field: path) }
         return T(rawValue: text)
     }
 
     /// An array element (arrays of arrays).
-    public static func array<T>(_ value: VarlinkValue, _ path: String,
-                                _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T) throws(VarlinkFieldError) -> [T] {
+    public static func array<T>(
+        _ value: VarlinkValue,
+        _ path: String,
+        _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T
+    ) throws(VarlinkFieldError) -> [T] {
         guard case .array(let values) = value else { throw VarlinkFieldError(field: path) }
         var elements: [T] = []
         for value in values { elements.append(try element(value, path)) }
@@ -216,8 +263,11 @@ public enum VarlinkField {
     }
 
     /// A map element.
-    public static func map<T>(_ value: VarlinkValue, _ path: String,
-                              _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T) throws(VarlinkFieldError) -> [String: T] {
+    public static func map<T>(
+        _ value: VarlinkValue,
+        _ path: String,
+        _ element: (VarlinkValue, String) throws(VarlinkFieldError) -> T
+    ) throws(VarlinkFieldError) -> [String: T] {
         guard case .object(let values) = value else { throw VarlinkFieldError(field: path) }
         var map: [String: T] = [:]
         for (entry, value) in values { map[entry] = try element(value, path) }
@@ -227,19 +277,28 @@ public enum VarlinkField {
     /// The parameters of `call` as `T` (a method's `Parameters`).
     /// - Throws: `.invalidParameter` naming the first field that is missing or has the wrong type, or that
     ///   holds an enum value the interface does not declare (a server cannot act on it).
-    public static func parameters<T: VarlinkStruct>(of call: VarlinkCall, as type: T.Type = T.self) throws(VarlinkCallDecodingError) -> T {
+    public static func parameters<T: VarlinkStruct>(
+        of call: VarlinkCall,
+        as type: T.Type = T.self
+    ) throws(VarlinkCallDecodingError) -> T {
         let parameters: T
         do {
             parameters = try T(varlinkFields: call.parameters, path: "")
         } catch {
             throw .invalidParameter(error)
         }
-        if let field = parameters.firstUndeclaredEnumValue(path: "") { throw .invalidParameter(VarlinkFieldError(field: field)) }
+        if let field = parameters.firstUndeclaredEnumValue(path: "") {
+            throw .invalidParameter(VarlinkFieldError(field: field))
+        }
         return parameters
     }
 
     /// A struct element.
-    public static func `struct`<T: VarlinkStruct>(_ value: VarlinkValue, _ path: String, as type: T.Type = T.self) throws(VarlinkFieldError) -> T {
+    public static func `struct`<T: VarlinkStruct>(
+        _ value: VarlinkValue,
+        _ path: String,
+        as type: T.Type = T.self
+    ) throws(VarlinkFieldError) -> T {
         guard case .object(let nested) = value else { throw VarlinkFieldError(field: path) }
         return try T(varlinkFields: nested, path: path)
     }

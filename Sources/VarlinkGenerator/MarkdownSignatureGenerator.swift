@@ -50,7 +50,12 @@ public struct MarkdownSignatureGenerator: Sendable {
                 }
             }
         }
-        if let open { throw VarlinkIDLError(line: open.line, message: "the region \"\(open.member)\" is not closed by \(Self.closingMarker)") }
+        if let open {
+            throw VarlinkIDLError(
+                line: open.line,
+                message: "the region \"\(open.member)\" is not closed by \(Self.closingMarker)"
+            )
+        }
         return output.joined(separator: "\n")
     }
 
@@ -73,7 +78,8 @@ public struct MarkdownSignatureGenerator: Sendable {
                 if lastLine.count + list(reply).count + 1 <= width {
                     return parametersText + list(reply) + ")"
                 }
-                return parametersText + "\n" + reply.map { "  \($0.name): \(typeName($0.type))" }.joined(separator: ",\n") + "\n)"
+                return parametersText + "\n"
+                    + reply.map { "  \($0.name): \(typeName($0.type))" }.joined(separator: ",\n") + "\n)"
             case ("type", .type(let name, _, .structure(let fields))) where name == words[1]:
                 return wrapped("type \(name) ", fields, suffix: "")
             case ("type", .type(let name, _, .enumeration(let values))) where name == words[1]:
@@ -96,8 +102,11 @@ public struct MarkdownSignatureGenerator: Sendable {
 
     private static func member(openedBy line: String) -> String? {
         let text = line.trimmingSpaces
-        let prefix = "<!-- generated: ", suffix = " -->"
-        guard text.hasPrefix(prefix), text.hasSuffix(suffix), text.count > prefix.count + suffix.count else { return nil }
+        let prefix = "<!-- generated: "
+        let suffix = " -->"
+        guard text.hasPrefix(prefix), text.hasSuffix(suffix), text.count > prefix.count + suffix.count else {
+            return nil
+        }
         return String(text.dropFirst(prefix.count).dropLast(suffix.count)).trimmingSpaces
     }
 
@@ -108,8 +117,12 @@ public struct MarkdownSignatureGenerator: Sendable {
     /// `head` and the fields in parentheses (or, with `parenthesized` false, after `head`, which opens
     /// them, and before `suffix`), on one line when it fits in `width`, else wrapped with the
     /// continuation lines aligned after the opening parenthesis.
-    private func wrapped(_ head: String, _ fields: [VarlinkInterfaceDefinition.Field], suffix: String,
-                         parenthesized: Bool = true) -> String {
+    private func wrapped(
+        _ head: String,
+        _ fields: [VarlinkInterfaceDefinition.Field],
+        suffix: String,
+        parenthesized: Bool = true
+    ) -> String {
         let opening = parenthesized ? head + "(" : head
         let closing = parenthesized ? ")" + suffix : suffix
         let items = fields.map { "\($0.name): \(typeName($0.type))" }

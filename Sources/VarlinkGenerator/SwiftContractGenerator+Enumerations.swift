@@ -3,20 +3,35 @@
 
 extension SwiftContractGenerator {
     /// An enum `type`: a case per value (`select_account` becomes `selectAccount`) and `unknown(String)`.
-    func enumeration(_ name: String, documentation: [String], values: [String], into out: inout SwiftWriter) throws(VarlinkIDLError) {
+    func enumeration(
+        _ name: String,
+        documentation: [String],
+        values: [String],
+        into out: inout SwiftWriter
+    ) throws(VarlinkIDLError) {
         let cases = values.map { (value: $0, name: caseName(camelCased($0))) }
         for value in values where camelCased(value) == "unknown" {
-            throw VarlinkIDLError(line: 0, message: "\(name)'s value \(value) clashes with the case for values the contract does not declare")
+            throw VarlinkIDLError(
+                line: 0,
+                message: "\(name)'s value \(value) clashes with the case for values the contract does not declare"
+            )
         }
         out.documentation(documentation)
         out.line("public enum \(name): VarlinkEnum, CustomStringConvertible {")
         out.indented { out in
             for value in cases { out.line("case \(value.name)") }
-            out.line("/// A value the interface did not declare when this contract was generated (a newer peer's), as sent.")
+            out.line(
+                "/// A value the interface did not declare when this contract was generated (a newer peer's), as sent."
+            )
             out.line("case unknown(String)")
             out.line("")
             out.line("/// The values the interface declares.")
-            out.wrapped("public static let knownCases: [Self] = [", cases.map { ".\($0.name)" }, "]", trailingComma: true)
+            out.wrapped(
+                "public static let knownCases: [Self] = [",
+                cases.map { ".\($0.name)" },
+                "]",
+                trailingComma: true
+            )
             out.line("")
             out.line("public init(rawValue: String) {")
             out.indented { out in
@@ -57,7 +72,11 @@ extension SwiftContractGenerator {
 
     /// `firstUndeclaredEnumValue(path:)` for a struct holding enum values: the path of the first value its
     /// interface does not declare (a server refuses a call's parameters with one).
-    func undeclaredEnumValueCheck(_ fields: [VarlinkInterfaceDefinition.Field], _ context: Context, into out: inout SwiftWriter) {
+    func undeclaredEnumValueCheck(
+        _ fields: [VarlinkInterfaceDefinition.Field],
+        _ context: Context,
+        into out: inout SwiftWriter
+    ) {
         let checked = fields.filter { holdsEnumeration($0.type, context) }
         guard !checked.isEmpty else { return }
         out.line("")
@@ -65,7 +84,9 @@ extension SwiftContractGenerator {
         out.indented { out in
             for field in checked {
                 let path = "VarlinkField.path(path, \(literal(field.name)))"
-                for line in undeclaredCheck(field.type, "self.\(identifier(field.name))", path, depth: 0, context) { out.line(line) }
+                for line in undeclaredCheck(field.type, "self.\(identifier(field.name))", path, depth: 0, context) {
+                    out.line(line)
+                }
             }
             out.line("return nil")
         }
@@ -73,8 +94,13 @@ extension SwiftContractGenerator {
     }
 
     /// The statements returning `path` when `value` (of `type`) holds an undeclared enum value.
-    func undeclaredCheck(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, depth: Int,
-                                 _ context: Context) -> [String] {
+    func undeclaredCheck(
+        _ type: VarlinkInterfaceDefinition.TypeReference,
+        _ value: String,
+        _ path: String,
+        depth: Int,
+        _ context: Context
+    ) -> [String] {
         let element = depth == 0 ? "element" : "element\(depth)"
         switch type {
         case .named(let name) where context.enumerations.contains(name):

@@ -8,14 +8,20 @@ extension SwiftContractGenerator {
         out.line("")
         out.line("extension \(namespace) {")
         out.indented { out in
-            out.line("/// The server side of the interface: one method per interface method, each given the call's decoded")
-            out.line("/// parameters and the server's `Context` for the call (who is calling, say). `dispatch(_:more:context:reply:)`")
+            out.line(
+                "/// The server side of the interface: one method per interface method, each given the call's decoded"
+            )
+            out.line(
+                "/// parameters and the server's `Context` for the call (who is calling, say). `dispatch(_:more:context:reply:)`"
+            )
             out.line("/// routes a decoded `Call` to them.")
             out.line("public protocol Service: Sendable {")
             out.indented { out in
                 out.line("/// What the server passes along with each call's parameters.")
                 out.line("associatedtype Context: Sendable")
-                out.line("/// The error the methods throw, and the one `dispatch` makes for a streaming call without `more`.")
+                out.line(
+                    "/// The error the methods throw, and the one `dispatch` makes for a streaming call without `more`."
+                )
                 out.line("associatedtype Failure: VarlinkServiceError")
                 for method in methods {
                     out.line("")
@@ -33,12 +39,22 @@ extension SwiftContractGenerator {
         out.line("")
         out.line("extension \(namespace).Service {")
         out.indented { out in
-            out.line("/// Answers `call` through the method it names and sends the method's reply, or replies, to `reply`")
+            out.line(
+                "/// Answers `call` through the method it names and sends the method's reply, or replies, to `reply`"
+            )
             out.line("/// (which returns false once the caller is gone).")
-            out.line("/// - Throws: what the method threw; `org.varlink.service.ExpectedMore` for a method that streams")
+            out.line(
+                "/// - Throws: what the method threw; `org.varlink.service.ExpectedMore` for a method that streams"
+            )
             out.line("///   called without `more`.")
-            out.wrapped("public func dispatch(", ["_ call: \(namespace).Call", "more: Bool", "context: Context",
-                                                 "reply: @escaping @Sendable (VarlinkReply) async -> Bool"], ") async throws(Failure) {")
+            out.wrapped(
+                "public func dispatch(",
+                [
+                    "_ call: \(namespace).Call", "more: Bool", "context: Context",
+                    "reply: @escaping @Sendable (VarlinkReply) async -> Bool",
+                ],
+                ") async throws(Failure) {"
+            )
             out.indented { out in
                 out.line("switch call {")
                 for method in methods {
@@ -47,7 +63,9 @@ extension SwiftContractGenerator {
                     out.indented { out in
                         if method.streams {
                             out.line("guard more else { throw Failure(reply: .expectedMore) }")
-                            out.line("try await \(name)(parameters, context: context, replies: VarlinkReplyStream(reply))")
+                            out.line(
+                                "try await \(name)(parameters, context: context, replies: VarlinkReplyStream(reply))"
+                            )
                         } else {
                             out.line("let answer = try await \(name)(parameters, context: context)")
                             out.line("_ = await reply(VarlinkReply(answer))")

@@ -25,7 +25,12 @@ public struct SwiftContractGenerator: Sendable {
     public let regenerateCommand: String
 
     /// A generator for `interface`, in the enum `namespace` (default: the interface name's last part).
-    public init(interface: VarlinkInterfaceDefinition, namespace: String? = nil, sourceName: String, regenerateCommand: String) {
+    public init(
+        interface: VarlinkInterfaceDefinition,
+        namespace: String? = nil,
+        sourceName: String,
+        regenerateCommand: String
+    ) {
         self.interface = interface
         self.namespace = namespace ?? String(interface.name.split(separator: ".").last ?? "Interface")
         self.sourceName = sourceName
@@ -49,18 +54,23 @@ public struct SwiftContractGenerator: Sendable {
             $0.line("public static let name = \(literal(interface.name))")
         }
         out.line("}")
-        let declared = Set(interface.members.compactMap { member -> String? in
-            if case .type(let name, _, _) = member { name } else { nil }
-        })
-        let enumerations = Set(interface.members.compactMap { member -> String? in
-            if case .type(let name, _, .enumeration) = member { name } else { nil }
-        })
+        let declared = Set(
+            interface.members.compactMap { member -> String? in
+                if case .type(let name, _, _) = member { name } else { nil }
+            }
+        )
+        let enumerations = Set(
+            interface.members.compactMap { member -> String? in
+                if case .type(let name, _, .enumeration) = member { name } else { nil }
+            }
+        )
         var context = Context(declared: declared, enumerations: enumerations, holdingEnumerations: [])
         // The struct types that hold an enum value, at any depth (until nothing changes: types may nest).
         var changed = true
         while changed {
             changed = false
-            for case .type(let name, _, .structure(let fields)) in interface.members where !context.holdingEnumerations.contains(name) {
+            for case .type(let name, _, .structure(let fields)) in interface.members
+            where !context.holdingEnumerations.contains(name) {
                 if fields.contains(where: { holdsEnumeration($0.type, context) }) {
                     context.holdingEnumerations.insert(name)
                     changed = true
@@ -73,7 +83,14 @@ public struct SwiftContractGenerator: Sendable {
             try out.indented { (out: inout SwiftWriter) throws(VarlinkIDLError) in
                 switch member {
                 case .type(let name, let documentation, .structure(let fields)):
-                    try structure(name, documentation: documentation, fields: fields, conformances: "VarlinkStruct, Hashable", context, into: &out)
+                    try structure(
+                        name,
+                        documentation: documentation,
+                        fields: fields,
+                        conformances: "VarlinkStruct, Hashable",
+                        context,
+                        into: &out
+                    )
                 case .type(let name, let documentation, .enumeration(let values)):
                     try enumeration(name, documentation: documentation, values: values, into: &out)
                 case .method(let name, let documentation, let parameters, let reply, _):
@@ -82,17 +99,36 @@ public struct SwiftContractGenerator: Sendable {
                     try out.indented { (out: inout SwiftWriter) throws(VarlinkIDLError) in
                         out.line("public static let qualifiedName = \(literal("\(interface.name).\(name)"))")
                         out.line("")
-                        try structure("Parameters", documentation: ["The parameters of a call of \(name)."], fields: parameters,
-                                      conformances: "VarlinkStruct, Hashable", context, into: &out)
+                        try structure(
+                            "Parameters",
+                            documentation: ["The parameters of a call of \(name)."],
+                            fields: parameters,
+                            conformances: "VarlinkStruct, Hashable",
+                            context,
+                            into: &out
+                        )
                         out.line("")
-                        try structure("Reply", documentation: ["A reply of \(name)."], fields: reply,
-                                      conformances: "VarlinkStruct, Hashable", context, into: &out)
+                        try structure(
+                            "Reply",
+                            documentation: ["A reply of \(name)."],
+                            fields: reply,
+                            conformances: "VarlinkStruct, Hashable",
+                            context,
+                            into: &out
+                        )
                     }
                     out.line("}")
                 case .error(let name, let documentation, let fields):
                     out.documentation(documentation)
-                    try structure(name, documentation: [], fields: fields, conformances: "VarlinkInterfaceError, Hashable", context, into: &out,
-                                  qualifiedName: "\(interface.name).\(name)")
+                    try structure(
+                        name,
+                        documentation: [],
+                        fields: fields,
+                        conformances: "VarlinkInterfaceError, Hashable",
+                        context,
+                        into: &out,
+                        qualifiedName: "\(interface.name).\(name)"
+                    )
                 }
             }
             out.line("}")
@@ -111,12 +147,23 @@ public struct SwiftContractGenerator: Sendable {
 
     // MARK: - Structs
 
-    private func structure(_ name: String, documentation: [String], fields: [VarlinkInterfaceDefinition.Field], conformances: String,
-                           _ context: Context, into out: inout SwiftWriter, qualifiedName: String? = nil) throws(VarlinkIDLError) {
+    private func structure(
+        _ name: String,
+        documentation: [String],
+        fields: [VarlinkInterfaceDefinition.Field],
+        conformances: String,
+        _ context: Context,
+        into out: inout SwiftWriter,
+        qualifiedName: String? = nil
+    ) throws(VarlinkIDLError) {
         for field in fields {
             try check(field.type, context)
             if field.type == .named(name) || field.type == .optional(.named(name)) {
-                throw VarlinkIDLError(line: 0, message: "\(name).\(field.name) holds a \(name) itself, which a Swift struct cannot; make it an array ([]\(name))")
+                throw VarlinkIDLError(
+                    line: 0,
+                    message:
+                        "\(name).\(field.name) holds a \(name) itself, which a Swift struct cannot; make it an array ([]\(name))"
+                )
             }
         }
         out.documentation(documentation)
@@ -147,7 +194,9 @@ public struct SwiftContractGenerator: Sendable {
                 out.line("}")
             }
             out.line("")
-            out.line("public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {")
+            out.line(
+                "public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {"
+            )
             out.indented { out in
                 if fields.isEmpty { out.line("_ = (fields, path)") }
                 for field in fields {
@@ -206,7 +255,11 @@ public struct SwiftContractGenerator: Sendable {
 
     var methods: [(name: String, documentation: [String], streams: Bool)] {
         interface.members.compactMap { member in
-            if case .method(let name, let documentation, _, _, let streams) = member { (name, documentation, streams) } else { nil }
+            if case .method(let name, let documentation, _, _, let streams) = member {
+                (name, documentation, streams)
+            } else {
+                nil
+            }
         }
     }
 
@@ -220,20 +273,26 @@ public struct SwiftContractGenerator: Sendable {
         out.line("")
         out.line("extension \(namespace) {")
         out.indented { out in
-            out.line("/// A call of the interface with its parameters decoded: what a server switches on, exhaustively.")
+            out.line(
+                "/// A call of the interface with its parameters decoded: what a server switches on, exhaustively."
+            )
             out.line("public enum Call: Sendable, Hashable {")
             out.indented { out in
                 for method in methods { out.line("case \(caseName(method.name))(\(method.name).Parameters)") }
                 out.line("")
                 out.line("/// Decodes `call`, a call of one of the interface's methods.")
-                out.line("/// - Throws: `.methodNotFound` for a method the interface does not have, `.invalidParameter` naming")
+                out.line(
+                    "/// - Throws: `.methodNotFound` for a method the interface does not have, `.invalidParameter` naming"
+                )
                 out.line("///   the first parameter that is missing or has the wrong type.")
                 out.line("public init(_ call: VarlinkCall) throws(VarlinkCallDecodingError) {")
                 out.indented { out in
                     out.line("switch call.method {")
                     for method in methods {
-                        out.collapsible(["case \(method.name).qualifiedName:",
-                                         "    self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))"])
+                        out.collapsible([
+                            "case \(method.name).qualifiedName:",
+                            "    self = .\(caseName(method.name))(try VarlinkField.parameters(of: call))",
+                        ])
                     }
                     out.line("default: throw .methodNotFound(call.method)")
                     out.line("}")
@@ -256,14 +315,20 @@ public struct SwiftContractGenerator: Sendable {
             out.indented { out in
                 for error in errors { out.line("case \(caseName(error))(\(error))") }
                 out.line("")
-                out.line("/// The interface's error in `reply`; nil when `reply` is a success or another interface's error.")
-                out.line("/// - Throws: `VarlinkFieldError` when the error's parameters are missing a field or mistyped.")
+                out.line(
+                    "/// The interface's error in `reply`; nil when `reply` is a success or another interface's error."
+                )
+                out.line(
+                    "/// - Throws: `VarlinkFieldError` when the error's parameters are missing a field or mistyped."
+                )
                 out.line("public init?(_ reply: VarlinkReply) throws(VarlinkFieldError) {")
                 out.indented { out in
                     out.line("switch reply.error {")
                     for error in errors {
-                        out.collapsible(["case \(error).qualifiedName?:",
-                                         "    self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))"])
+                        out.collapsible([
+                            "case \(error).qualifiedName?:",
+                            "    self = .\(caseName(error))(try \(error)(varlinkFields: reply.parameters))",
+                        ])
                     }
                     out.line("default: return nil")
                     out.line("}")
@@ -290,10 +355,15 @@ public struct SwiftContractGenerator: Sendable {
         switch type {
         case .string, .int, .float, .bool, .object: break
         case .named(let name):
-            guard context.declared.contains(name) else { throw VarlinkIDLError(line: 0, message: "type \(name) is not declared") }
+            guard context.declared.contains(name) else {
+                throw VarlinkIDLError(line: 0, message: "type \(name) is not declared")
+            }
         case .optional(let wrapped), .array(let wrapped), .map(let wrapped): try check(wrapped, context)
         case .inlineEnumeration, .inlineStructure:
-            throw VarlinkIDLError(line: 0, message: "inline structs and enums are not supported: declare them with `type`")
+            throw VarlinkIDLError(
+                line: 0,
+                message: "inline structs and enums are not supported: declare them with `type`"
+            )
         }
     }
 
@@ -314,7 +384,11 @@ public struct SwiftContractGenerator: Sendable {
 
     /// The lines of the expression decoding field `key` of `fields` (at `path`), the lines after the first
     /// indented relative to it.
-    private func fieldDecoder(_ type: VarlinkInterfaceDefinition.TypeReference, key: String, _ context: Context) -> [String] {
+    private func fieldDecoder(
+        _ type: VarlinkInterfaceDefinition.TypeReference,
+        key: String,
+        _ context: Context
+    ) -> [String] {
         let arguments = "fields, \(literal(key)), path"
         switch type {
         case .string: return ["try VarlinkField.string(\(arguments))"]
@@ -343,7 +417,12 @@ public struct SwiftContractGenerator: Sendable {
             + elementExpression(type, "value", "path", context).map { "    " + $0 } + ["}"]
     }
 
-    private func elementExpression(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ path: String, _ context: Context) -> [String] {
+    private func elementExpression(
+        _ type: VarlinkInterfaceDefinition.TypeReference,
+        _ value: String,
+        _ path: String,
+        _ context: Context
+    ) -> [String] {
         switch type {
         case .string: return ["try VarlinkField.string(\(value), \(path))"]
         case .int: return ["try VarlinkField.int(\(value), \(path))"]
@@ -366,7 +445,11 @@ public struct SwiftContractGenerator: Sendable {
     }
 
     /// The `VarlinkValue` expression encoding `value`.
-    private func encoder(_ type: VarlinkInterfaceDefinition.TypeReference, _ value: String, _ context: Context) -> String {
+    private func encoder(
+        _ type: VarlinkInterfaceDefinition.TypeReference,
+        _ value: String,
+        _ context: Context
+    ) -> String {
         switch type {
         case .string: ".string(\(value))"
         case .int: ".int(Int64(\(value)))"
@@ -413,9 +496,13 @@ public struct SwiftContractGenerator: Sendable {
     }
 
     private static let keywords: Set<String> = [
-        "associatedtype", "class", "deinit", "enum", "extension", "fileprivate", "func", "import", "init", "inout", "internal", "let",
-        "open", "operator", "private", "protocol", "public", "rethrows", "static", "struct", "subscript", "typealias", "var", "break",
-        "case", "catch", "continue", "default", "defer", "do", "else", "fallthrough", "for", "guard", "if", "in", "repeat", "return",
-        "throw", "switch", "where", "while", "Any", "as", "false", "is", "nil", "self", "Self", "super", "throws", "true", "try",
+        "associatedtype", "class", "deinit", "enum", "extension", "fileprivate", "func", "import", "init", "inout",
+        "internal", "let",
+        "open", "operator", "private", "protocol", "public", "rethrows", "static", "struct", "subscript", "typealias",
+        "var", "break",
+        "case", "catch", "continue", "default", "defer", "do", "else", "fallthrough", "for", "guard", "if", "in",
+        "repeat", "return",
+        "throw", "switch", "where", "while", "Any", "as", "false", "is", "nil", "self", "Self", "super", "throws",
+        "true", "try",
     ]
 }

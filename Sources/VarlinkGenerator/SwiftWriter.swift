@@ -56,7 +56,8 @@ struct SwiftWriter {
                 out.line(single)
                 return
             }
-            let condition = lines[0][..<conditional.lowerBound], value = lines[0][conditional.upperBound...]
+            let condition = lines[0][..<conditional.lowerBound]
+            let value = lines[0][conditional.upperBound...]
             out.line(String(condition))
             if lines.count == 1 {
                 out.line("? nil : " + value)

@@ -115,11 +115,15 @@ private enum Tokenizer {
                 if isWordStart(scalar) {
                     var end = scalars.index(after: index)
                     while end < scalars.endIndex, isWordPart(scalars[end]) { end = scalars.index(after: end) }
-                    tokens.append(Token(kind: .word, text: String(scalars[index..<end]), line: line, documentation: documentation))
+                    tokens.append(
+                        Token(kind: .word, text: String(scalars[index..<end]), line: line, documentation: documentation)
+                    )
                     index = end
                 } else if scalar == "-" {
                     let next = scalars.index(after: index)
-                    guard next < scalars.endIndex, scalars[next] == ">" else { throw VarlinkIDLError(line: line, message: "expected -> ") }
+                    guard next < scalars.endIndex, scalars[next] == ">" else {
+                        throw VarlinkIDLError(line: line, message: "expected -> ")
+                    }
                     tokens.append(Token(kind: .symbol, text: "->", line: line, documentation: documentation))
                     index = scalars.index(after: next)
                 } else if "(),:?[]".unicodeScalars.contains(scalar) {
@@ -167,7 +171,9 @@ private struct Parser {
     }
 
     mutating func word(_ what: String) throws(VarlinkIDLError) -> Token {
-        guard current.kind == .word else { throw VarlinkIDLError(line: current.line, message: "expected \(what), found \"\(current.text)\"") }
+        guard current.kind == .word else {
+            throw VarlinkIDLError(line: current.line, message: "expected \(what), found \"\(current.text)\"")
+        }
         return advance()
     }
 
@@ -178,7 +184,9 @@ private struct Parser {
 
     mutating func interface() throws(VarlinkIDLError) -> VarlinkInterfaceDefinition {
         let keyword = try word("interface")
-        guard keyword.text == "interface" else { throw VarlinkIDLError(line: keyword.line, message: "expected interface") }
+        guard keyword.text == "interface" else {
+            throw VarlinkIDLError(line: keyword.line, message: "expected interface")
+        }
         let name = try word("an interface name").text
         var members: [VarlinkInterfaceDefinition.Member] = []
         while current.kind != .end {
@@ -198,12 +206,22 @@ private struct Parser {
                 try expect("->")
                 let reply = try structure()
                 let documentation = keyword.documentation.filter { $0 != Self.streamsAnnotation }
-                members.append(.method(name: memberName, documentation: documentation, parameters: parameters, reply: reply,
-                                       streams: documentation.count != keyword.documentation.count))
+                members.append(
+                    .method(
+                        name: memberName,
+                        documentation: documentation,
+                        parameters: parameters,
+                        reply: reply,
+                        streams: documentation.count != keyword.documentation.count
+                    )
+                )
             case "error":
                 members.append(.error(name: memberName, documentation: keyword.documentation, fields: try structure()))
             default:
-                throw VarlinkIDLError(line: keyword.line, message: "expected type, method or error, found \"\(keyword.text)\"")
+                throw VarlinkIDLError(
+                    line: keyword.line,
+                    message: "expected type, method or error, found \"\(keyword.text)\""
+                )
             }
         }
         return VarlinkInterfaceDefinition(name: name, documentation: keyword.documentation, members: members)
@@ -231,7 +249,13 @@ private struct Parser {
                 if !fields.isEmpty { try expect(",") }
                 let name = try word("a field name")
                 try expect(":")
-                fields.append(VarlinkInterfaceDefinition.Field(name: name.text, type: try type(), documentation: name.documentation))
+                fields.append(
+                    VarlinkInterfaceDefinition.Field(
+                        name: name.text,
+                        type: try type(),
+                        documentation: name.documentation
+                    )
+                )
             } while isSymbol(",")
             try expect(")")
             return .inlineStructure(fields)
@@ -257,7 +281,9 @@ private struct Parser {
                 return .array(try type())
             }
             let key = try word("string")
-            guard key.text == "string" else { throw VarlinkIDLError(line: key.line, message: "a map's key must be string") }
+            guard key.text == "string" else {
+                throw VarlinkIDLError(line: key.line, message: "a map's key must be string")
+            }
             try expect("]")
             return .map(try type())
         }

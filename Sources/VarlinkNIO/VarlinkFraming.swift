@@ -1,10 +1,11 @@
+public import NIOCore
+public import Varlink
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-public import NIOCore
-public import Varlink
 
 /// Finds varlink messages (each a JSON object ended by one NUL byte) in a connection's `ByteBuffer`, where
 /// they lie: a message is handed out as a slice of the buffer, nothing is copied to look for its end, and
@@ -38,7 +39,8 @@ public struct VarlinkFraming: Sendable {
         let searchEnd = min(readable, maximumMessageBytes + 1)
         let start = scanned
         let length: Int? = buffer.withUnsafeReadableBytes { bytes in
-            guard searchEnd > start, let base = bytes.baseAddress, let nul = memchr(base + start, 0, searchEnd - start) else { return nil }
+            guard searchEnd > start, let base = bytes.baseAddress, let nul = memchr(base + start, 0, searchEnd - start)
+            else { return nil }
             return base.distance(to: UnsafeRawPointer(nul))
         }
         guard let length else {
@@ -60,7 +62,8 @@ public struct VarlinkFraming: Sendable {
     /// copy of what it holds, so that a connection that once received a large message does not keep its
     /// buffer for as long as it stays open. (A buffer left empty is dropped by `ByteToMessageHandler`.)
     private static func releaseSpareCapacity(of buffer: inout ByteBuffer) {
-        guard buffer.capacity > keptCapacity, buffer.readableBytes > 0, buffer.readableBytes < buffer.capacity / 4 else { return }
+        guard buffer.capacity > keptCapacity, buffer.readableBytes > 0, buffer.readableBytes < buffer.capacity / 4
+        else { return }
         buffer = ByteBuffer(bytes: buffer.readableBytesView)
     }
 }

@@ -38,13 +38,18 @@ final class CallQueueHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard !ledger.isClosing else { return }
         if let error = error as? VarlinkProtocolError {
-            logger.debug("varlink connection closed: not a varlink message", metadata: ["varlink.error": "\(error.code)"])
+            logger.debug(
+                "varlink connection closed: not a varlink message",
+                metadata: ["varlink.error": "\(error.code)"]
+            )
             refuse(context, reason: error.message)
             return
         }
         if let error = error as? QueueLimitExceeded {
-            logger.debug("varlink connection closed: a message being received is over a queue limit",
-                         metadata: ["varlink.limit": "\(error.reason)"])
+            logger.debug(
+                "varlink connection closed: a message being received is over a queue limit",
+                metadata: ["varlink.limit": "\(error.reason)"]
+            )
             refuse(context, reason: error.reason)
             return
         }

@@ -36,8 +36,14 @@ final class ConnectionLedger: Sendable {
 
     init(configuration: VarlinkServerConfiguration, uid: UInt32, privileged: Bool, usage: ServerUsage) {
         self.privileged = privileged
-        state = Mutex(State(queue: VarlinkQueueBudget(maximumCalls: configuration.maximumQueuedCalls,
-                                                      maximumBytes: configuration.maximumQueuedBytes)))
+        state = Mutex(
+            State(
+                queue: VarlinkQueueBudget(
+                    maximumCalls: configuration.maximumQueuedCalls,
+                    maximumBytes: configuration.maximumQueuedBytes
+                )
+            )
+        )
         self.configuration = configuration
         self.uid = uid
         self.usage = usage
@@ -49,9 +55,11 @@ final class ConnectionLedger: Sendable {
         let refusal = state.withLock { state -> String? in
             switch state.queue.admit(byteCount: bytes) {
             case .tooManyCalls?:
-                return "more than \(configuration.maximumQueuedCalls) calls queued on one connection (the limit); wait for replies before sending more"
+                return
+                    "more than \(configuration.maximumQueuedCalls) calls queued on one connection (the limit); wait for replies before sending more"
             case .tooManyBytes?:
-                return "calls queued on one connection exceed \(configuration.maximumQueuedBytes) bytes (the limit); wait for replies before sending more"
+                return
+                    "calls queued on one connection exceed \(configuration.maximumQueuedBytes) bytes (the limit); wait for replies before sending more"
             case nil:
                 state.peakBytes = max(state.peakBytes, state.queue.bytes + state.bufferedBytes)
                 return nil
@@ -68,15 +76,21 @@ final class ConnectionLedger: Sendable {
     /// Counts `bytes` against the uid's share and the server's total (`ServerUsage`); the reason when it
     /// would break one (nothing counted then).
     private func reserveShared(_ bytes: Int) -> String? {
-        switch usage.reserveQueuedBytes(bytes, for: uid, limit: configuration.maximumQueuedBytesPerUser,
-                                        totalLimit: privileged ? nil : configuration.maximumQueuedBytesInTotal,
-                                        guaranteed: configuration.guaranteedQueuedBytesPerUser) {
+        switch usage.reserveQueuedBytes(
+            bytes,
+            for: uid,
+            limit: configuration.maximumQueuedBytesPerUser,
+            totalLimit: privileged ? nil : configuration.maximumQueuedBytesInTotal,
+            guaranteed: configuration.guaranteedQueuedBytesPerUser
+        ) {
         case nil:
             return nil
         case .user?:
-            return "calls queued by uid \(uid) on all its connections exceed \(configuration.maximumQueuedBytesPerUser) bytes (the limit); wait for replies before sending more"
+            return
+                "calls queued by uid \(uid) on all its connections exceed \(configuration.maximumQueuedBytesPerUser) bytes (the limit); wait for replies before sending more"
         case .total?:
-            return "calls queued by all callers together exceed \(configuration.maximumQueuedBytesInTotal) bytes (the server's limit); wait for replies before sending more, or try again later"
+            return
+                "calls queued by all callers together exceed \(configuration.maximumQueuedBytesInTotal) bytes (the server's limit); wait for replies before sending more, or try again later"
         }
     }
 
@@ -150,4 +164,3 @@ final class ConnectionLedger: Sendable {
         state.withLock { $0.peakBytes >= Self.largeConnectionBytes || $0.wroteLargeReply }
     }
 }
-

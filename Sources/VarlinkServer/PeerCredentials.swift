@@ -1,9 +1,10 @@
+import Foundation
+import NIOCore
+import Varlink
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import NIOCore
-import Varlink
-import Foundation
 
 /// Who is at the other end of a Unix socket, as the kernel says: the process, user and group that
 /// called `connect()` (SO_PEERCRED). A server decides what a caller may do from these, never from
@@ -41,14 +42,22 @@ extension PeerCredentials {
         }
         // VarlinkPeer has `struct ucred`'s layout (pid, uid, gid).
         let credentials: EventLoopFuture<VarlinkPeer> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(SO_PEERCRED)
+        )
         return credentials.flatMap { ucred in
             let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
-                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(peerPIDFDOption))
+                level: SocketOptionLevel(SOL_SOCKET),
+                name: SocketOptionName(peerPIDFDOption)
+            )
             return pidfd.map { descriptor -> PeerCredentials in
                 defer { _ = close(descriptor) }
-                return PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid,
-                                       executable: Self.executable(pidfd: descriptor, pid: ucred.pid))
+                return PeerCredentials(
+                    pid: ucred.pid,
+                    uid: ucred.uid,
+                    gid: ucred.gid,
+                    executable: Self.executable(pidfd: descriptor, pid: ucred.pid)
+                )
             }.recover { _ in
                 PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
             }
@@ -58,7 +67,9 @@ extension PeerCredentials {
     /// The executable of the process behind `pidfd`: `/proc/PID/exe`, kept only if the pidfd still names a
     /// live process afterwards (so a pid reused in between is not misreported).
     private static func executable(pidfd: Int32, pid: Int32) -> String? {
-        guard pid > 0, let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else { return nil }
+        guard pid > 0, let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
+            return nil
+        }
         // A pidfd polls readable once its process has exited.
         var entry = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         let stillAlive = poll(&entry, 1, 0) == 0

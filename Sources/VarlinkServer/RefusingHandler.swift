@@ -12,7 +12,9 @@ final class RefusingHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
-        context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(Self.wrapOutboundOut(ByteBuffer(bytes: reply.encoded()))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
         context.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
     }
 

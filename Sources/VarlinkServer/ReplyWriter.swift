@@ -19,10 +19,15 @@ struct ReplyWriter: Sendable {
         ledger.noteReply(bytes: encoded.count)
         var keepGoing = true
         if encoded.count > maximumBytes {
-            encoded = VarlinkReply(error: limitExceededError, parameters: [
-                "limit": .string("replyBytes"), "maximum": .int(Int64(maximumBytes)),
-                "message": .string("the reply would be \(encoded.count) bytes, over the limit of \(maximumBytes); narrow the query (service, account, label or type) or ask without secrets"),
-            ]).encoded()
+            encoded = VarlinkReply(
+                error: limitExceededError,
+                parameters: [
+                    "limit": .string("replyBytes"), "maximum": .int(Int64(maximumBytes)),
+                    "message": .string(
+                        "the reply would be \(encoded.count) bytes, over the limit of \(maximumBytes); narrow the query (service, account, label or type) or ask without secrets"
+                    ),
+                ]
+            ).encoded()
             keepGoing = false
         }
         do {

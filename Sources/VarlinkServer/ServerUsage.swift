@@ -1,8 +1,9 @@
+import NIOCore
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import NIOCore
-import Synchronization
 
 /// What the server's connections hold, counted across connections: the bytes of queued calls per uid
 /// (`maximumQueuedBytesPerUser`) and in total (`maximumQueuedBytesInTotal`), the bytes of replies written
@@ -39,8 +40,13 @@ final class ServerUsage: Sendable {
     /// `totalLimit` (none: a privileged peer's are counted, never refused by the total) unless the uid stays
     /// within `guaranteed` (so that the others filling the total cannot starve it); the limit broken
     /// otherwise (nothing counted then).
-    func reserveQueuedBytes(_ bytes: Int, for uid: UInt32, limit: Int, totalLimit: Int?,
-                            guaranteed: Int) -> QueuedBytesRefusal? {
+    func reserveQueuedBytes(
+        _ bytes: Int,
+        for uid: UInt32,
+        limit: Int,
+        totalLimit: Int?,
+        guaranteed: Int
+    ) -> QueuedBytesRefusal? {
         var refusal: QueuedBytesRefusal?
         _ = queued.withLock { counts in
             counts.reserve(bytes, for: uid) { user, total in

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import PathSafety
 import SystemPackage
 import Varlink
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Taking a socket path safely for a listening server (`VarlinkServer.Listener.path`). Every directory on
 /// the way to it must be owned by root or the server's uid and writable by nobody else (bar root's sticky
@@ -49,46 +50,60 @@ struct SocketPath {
     func prepare() throws(VarlinkServerError) -> SafeDirectory {
         let held: SafeDirectory
         do {
-            held = try SafeDirectory.open(directory, purpose: "the socket's directory", alternative: "choose another --socket",
-                                          creatingWith: [.ownerReadWriteExecute, .groupReadExecute, .otherReadExecute])
+            held = try SafeDirectory.open(
+                directory,
+                purpose: "the socket's directory",
+                alternative: "choose another --socket",
+                creatingWith: [.ownerReadWriteExecute, .groupReadExecute, .otherReadExecute]
+            )
         } catch {
             throw VarlinkServerError(error.message)
         }
         let me = geteuid()
         guard held.ownerID == me else {
-            throw VarlinkServerError("""
+            throw VarlinkServerError(
+                """
                 the socket's directory \(directory) is owned by uid \(held.ownerID), not by this daemon's uid \(me): \
                 its owner could replace the socket; \(Self.ownDirectoryAdvice(for: me))
-                """)
+                """
+            )
         }
         guard held.permissions & 0o022 == 0 else {
             let writers = held.permissions & 0o002 != 0 ? "every user" : "its group"
             let mode = String(held.permissions, radix: 8)
             // A shared sticky directory (/tmp) is meant to stay writable: the fix is a directory of the daemon's own.
             if held.permissions & 0o1000 != 0 {
-                throw VarlinkServerError("""
+                throw VarlinkServerError(
+                    """
                     the socket's directory \(directory) is writable by \(writers) (mode \(mode), a shared directory such as /tmp): \
                     another user could take the socket's name there before the daemon does or once it stops; \
                     \(Self.ownDirectoryAdvice(for: me))
-                    """)
+                    """
+                )
             }
-            throw VarlinkServerError("""
+            throw VarlinkServerError(
+                """
                 the socket's directory \(directory) is writable by \(writers) (mode \(mode)): anyone who may write there \
                 could replace the socket; if the directory is the daemon's alone, run chmod go-w \(directory); else \
                 \(Self.ownDirectoryAdvice(for: me))
-                """)
+                """
+            )
         }
         let existing: Stat
         do throws(Errno) {
             existing = try held.status(of: name)
         } catch {
-            guard error == .noSuchFileOrDirectory else { throw VarlinkServerError("cannot inspect the socket path \(path): \(error)") }
+            guard error == .noSuchFileOrDirectory else {
+                throw VarlinkServerError("cannot inspect the socket path \(path): \(error)")
+            }
             return held
         }
         switch existing.type {
         case .socket:
             if let running = Self.liveServer(at: held.descriptorPath + "/" + name) {
-                throw VarlinkServerError("another server already listens on \(path) (\(running)); stop it first, or choose another --socket")
+                throw VarlinkServerError(
+                    "another server already listens on \(path) (\(running)); stop it first, or choose another --socket"
+                )
             }
             do throws(Errno) {
                 try held.remove(name)
@@ -96,10 +111,22 @@ struct SocketPath {
                 throw VarlinkServerError("cannot remove the stale socket \(path): \(error)")
             } catch {}
             return held
-        case .symbolicLink: throw VarlinkServerError("the socket path \(path) is a symbolic link, not a socket; nothing was changed: remove it or choose another --socket")
-        case .directory: throw VarlinkServerError("the socket path \(path) is a directory, not a socket; nothing was changed: remove it or choose another --socket")
-        case .regular: throw VarlinkServerError("the socket path \(path) is a regular file, not a socket; nothing was changed: remove it or choose another --socket")
-        default: throw VarlinkServerError("the socket path \(path) is not a socket; nothing was changed: remove it or choose another --socket")
+        case .symbolicLink:
+            throw VarlinkServerError(
+                "the socket path \(path) is a symbolic link, not a socket; nothing was changed: remove it or choose another --socket"
+            )
+        case .directory:
+            throw VarlinkServerError(
+                "the socket path \(path) is a directory, not a socket; nothing was changed: remove it or choose another --socket"
+            )
+        case .regular:
+            throw VarlinkServerError(
+                "the socket path \(path) is a regular file, not a socket; nothing was changed: remove it or choose another --socket"
+            )
+        default:
+            throw VarlinkServerError(
+                "the socket path \(path) is not a socket; nothing was changed: remove it or choose another --socket"
+            )
         }
     }
 
@@ -120,23 +147,31 @@ struct SocketPath {
             } catch let error where error == .fileExists {
                 continue
             } catch {
-                throw VarlinkServerError("cannot create a private directory in \(self.directory) for the socket: \(error)")
+                throw VarlinkServerError(
+                    "cannot create a private directory in \(self.directory) for the socket: \(error)"
+                )
             }
             let staging: SafeDirectory
             do throws(Errno) {
                 staging = try directory.subdirectory(name)
             } catch {
                 _ = try? directory.remove(name, isDirectory: true)
-                throw VarlinkServerError("cannot open the private directory \(self.directory)/\(name) made for the socket: \(error)")
+                throw VarlinkServerError(
+                    "cannot open the private directory \(self.directory)/\(name) made for the socket: \(error)"
+                )
             }
             // Only this process's uid may write in the socket's directory: nobody else can have replaced it.
             guard staging.ownerID == geteuid(), staging.permissions & 0o077 == 0 else {
                 _ = try? directory.remove(name, isDirectory: true)
-                throw VarlinkServerError("the private directory \(self.directory)/\(name) made for the socket is not private (owner \(staging.ownerID), mode \(String(staging.permissions, radix: 8)))")
+                throw VarlinkServerError(
+                    "the private directory \(self.directory)/\(name) made for the socket is not private (owner \(staging.ownerID), mode \(String(staging.permissions, radix: 8)))"
+                )
             }
             return Staging(name: name, directory: staging, bindPath: staging.descriptorPath + "/" + self.name)
         }
-        throw VarlinkServerError("cannot create a private directory in \(directory) for the socket: every name tried was taken")
+        throw VarlinkServerError(
+            "cannot create a private directory in \(directory) for the socket: every name tried was taken"
+        )
     }
 
     /// Makes the socket bound in `staging` connectable by every user (`fchmodat` in the held staging
@@ -150,7 +185,9 @@ struct SocketPath {
         } catch {
             throw VarlinkServerError("the socket bound in \(self.directory)/\(staging.name) is gone: \(error)")
         }
-        guard info.type == .socket else { throw VarlinkServerError("what is bound in \(self.directory)/\(staging.name) is not a socket") }
+        guard info.type == .socket else {
+            throw VarlinkServerError("what is bound in \(self.directory)/\(staging.name) is not a socket")
+        }
         do throws(Errno) {
             try staging.directory.setPermissions(of: name, to: [.ownerReadWrite, .groupReadWrite, .otherReadWrite])
         } catch {
@@ -167,7 +204,8 @@ struct SocketPath {
     /// Removes the socket from `directory` if it is still the one this server published (never another's).
     func remove(ifStill identity: Identity, in directory: SafeDirectory) {
         guard let info = try? directory.status(of: name), UInt64(info.deviceID.rawValue) == identity.device,
-              UInt64(info.inode.rawValue) == identity.inode else { return }
+            UInt64(info.inode.rawValue) == identity.inode
+        else { return }
         try? directory.remove(name)
     }
 

@@ -29,14 +29,17 @@ final class UnreadReplyHandler: ChannelOutboundHandler {
         let bytes = Self.unwrapOutboundIn(data).readableBytes
         guard bytes > 0 else { return context.write(data, promise: promise) }
         guard usage.reserveUnreadReply(bytes, for: uid, limit: limit, totalLimit: totalLimit) else {
-            logger.debug("varlink connection closed: replies left unread over the limit",
-                         metadata: ["varlink.unreadLimit": "\(limit)"])
+            logger.debug(
+                "varlink connection closed: replies left unread over the limit",
+                metadata: ["varlink.unreadLimit": "\(limit)"]
+            )
             promise?.fail(ChannelError.ioOnClosedChannel)
             context.close(promise: nil)
             return
         }
         let written = promise ?? context.eventLoop.makePromise()
-        let usage = self.usage, uid = self.uid
+        let usage = self.usage
+        let uid = self.uid
         written.futureResult.whenComplete { _ in usage.releaseUnreadReply(bytes, for: uid) }
         context.write(data, promise: written)
     }

@@ -62,7 +62,10 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
                 disarm()
                 // Its bytes are no longer an unfinished message's: they count as the call's from here.
                 try noteBuffered(buffer)
-                let (call, values) = try VarlinkCall.decodeCounting(Data(message.readableBytesView), maximumValues: maximumValues)
+                let (call, values) = try VarlinkCall.decodeCounting(
+                    Data(message.readableBytesView),
+                    maximumValues: maximumValues
+                )
                 let held = message.readableBytes + values * VarlinkServerConfiguration.heldBytesPerValue
                 context.fireChannelRead(Self.wrapInboundOut(ReceivedCall(call: call, bytes: held)))
             }
@@ -84,10 +87,16 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
     /// Counts the bytes of the unfinished message held now (what is readable in `buffer`) in the ledger.
     /// - Throws: `QueueLimitExceeded` when they take the uid or the server over its queued-bytes limit.
     private func noteBuffered(_ buffer: ByteBuffer) throws(QueueLimitExceeded) {
-        if let reason = ledger.noteBuffered(ledger.isClosing ? 0 : buffer.readableBytes) { throw QueueLimitExceeded(reason: reason) }
+        if let reason = ledger.noteBuffered(ledger.isClosing ? 0 : buffer.readableBytes) {
+            throw QueueLimitExceeded(reason: reason)
+        }
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    mutating func decodeLast(
+        context: ChannelHandlerContext,
+        buffer: inout ByteBuffer,
+        seenEOF: Bool
+    ) throws -> DecodingState {
         _ = try decode(context: context, buffer: &buffer)
         // The peer stopped sending: what it left unfinished will never be completed, nor waited for.
         if seenEOF { disarm() }
@@ -103,7 +112,8 @@ struct VarlinkMessageDecoder: ByteToMessageDecoder {
     private mutating func armDeadline(_ context: ChannelHandlerContext, buffered: Int) {
         guard buffered > 0 else { return disarm() }
         guard deadline == nil else { return }
-        let timeout = messageTimeout, ledger = self.ledger
+        let timeout = messageTimeout
+        let ledger = self.ledger
         deadline = context.eventLoop.assumeIsolated().scheduleTask(in: messageTimeout) {
             guard !ledger.isClosing else { return }
             context.fireErrorCaught(MessageDeadlinePassed(timeout: timeout))

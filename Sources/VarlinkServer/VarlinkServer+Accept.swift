@@ -62,16 +62,28 @@ extension VarlinkServer {
         }.flatMap { [self] peer in
             allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance -> AcceptedConnection in
                 if let refusal = admit(id, channel: channel, peer: peer, allowance: allowance) {
-                    logger.debug("varlink connection refused: too many connections",
-                                 metadata: ["peer.uid": "\(peer.uid)", "varlink.limit": "\(refusal.limit)", "varlink.scope": "\(refusal.scope)"])
-                    let reply = VarlinkReply(error: configuration.tooManyConnectionsError,
-                                             parameters: ["limit": .int(Int64(refusal.limit)), "scope": .string(refusal.scope)])
+                    logger.debug(
+                        "varlink connection refused: too many connections",
+                        metadata: [
+                            "peer.uid": "\(peer.uid)", "varlink.limit": "\(refusal.limit)",
+                            "varlink.scope": "\(refusal.scope)",
+                        ]
+                    )
+                    let reply = VarlinkReply(
+                        error: configuration.tooManyConnectionsError,
+                        parameters: ["limit": .int(Int64(refusal.limit)), "scope": .string(refusal.scope)]
+                    )
                     try channel.pipeline.syncOperations.addHandler(RefusingHandler(reply: reply))
                     return .refused
                 }
                 channel.closeFuture.whenComplete { [connections] _ in connections.remove(id) }
-                return .admitted(try makePipeline(channel, context: VarlinkCallContext(peer: peer, connectionID: id),
-                                                  privileged: allowance.privileged))
+                return .admitted(
+                    try makePipeline(
+                        channel,
+                        context: VarlinkCallContext(peer: peer, connectionID: id),
+                        privileged: allowance.privileged
+                    )
+                )
             }
         }.flatMapError { [logger] error in
             logger.debug("varlink connection dropped while being set up", metadata: ["error": "\(error)"])
@@ -82,35 +94,67 @@ extension VarlinkServer {
 
     /// The handlers of an admitted connection, and the async channel over them. The inbound buffer never
     /// makes the socket wait: the queue limits bound it first (a peer over them is told so and closed).
-    private func makePipeline(_ channel: any Channel, context: VarlinkCallContext,
-                              privileged: Bool) throws -> ServedConnection {
+    private func makePipeline(
+        _ channel: any Channel,
+        context: VarlinkCallContext,
+        privileged: Bool
+    ) throws -> ServedConnection {
         var logger = self.logger
         logger[metadataKey: "peer.uid"] = "\(context.peer.uid)"
-        let ledger = ConnectionLedger(configuration: configuration, uid: context.peer.uid, privileged: privileged,
-                                      usage: usage)
+        let ledger = ConnectionLedger(
+            configuration: configuration,
+            uid: context.peer.uid,
+            privileged: privileged,
+            usage: usage
+        )
         let handlers = channel.pipeline.syncOperations
-        try handlers.addHandler(UnreadReplyHandler(configuration: configuration, uid: context.peer.uid, privileged: privileged,
-                                                   usage: usage, logger: logger))
+        try handlers.addHandler(
+            UnreadReplyHandler(
+                configuration: configuration,
+                uid: context.peer.uid,
+                privileged: privileged,
+                usage: usage,
+                logger: logger
+            )
+        )
         try handlers.addHandler(ReplyDeadlineHandler(timeout: configuration.replyTimeout))
-        try handlers.addHandler(ByteToMessageHandler(VarlinkMessageDecoder(
-            maximumMessageBytes: configuration.maximumMessageBytes, maximumValues: configuration.maximumMessageValues,
-            messageTimeout: configuration.messageTimeout, ledger: ledger)))
+        try handlers.addHandler(
+            ByteToMessageHandler(
+                VarlinkMessageDecoder(
+                    maximumMessageBytes: configuration.maximumMessageBytes,
+                    maximumValues: configuration.maximumMessageValues,
+                    messageTimeout: configuration.messageTimeout,
+                    ledger: ledger
+                )
+            )
+        )
         // After the decoder: only a completed message counts as reading (a reply written, as writing).
         try handlers.addHandler(IdleStateHandler(allTimeout: configuration.idleTimeout))
-        try handlers.addHandler(CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger))
+        try handlers.addHandler(
+            CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger)
+        )
         let queued = max(configuration.maximumQueuedCalls, 1)
         let asyncChannel = try NIOAsyncChannel<ReceivedCall, ByteBuffer>(
             wrappingChannelSynchronously: channel,
-            configuration: .init(backPressureStrategy: .init(lowWatermark: queued, highWatermark: queued + 1)))
+            configuration: .init(backPressureStrategy: .init(lowWatermark: queued, highWatermark: queued + 1))
+        )
         return ServedConnection(channel: asyncChannel, context: context, ledger: ledger)
     }
 
     /// The peer's allowance from the configuration's admission rule (asked on the handler's threads: it
     /// may read the service's policy from its store), or every slot when there is no rule.
-    private func allowance(for peer: PeerCredentials, on eventLoop: any EventLoop) -> EventLoopFuture<VarlinkConnectionAllowance> {
+    private func allowance(
+        for peer: PeerCredentials,
+        on eventLoop: any EventLoop
+    ) -> EventLoopFuture<VarlinkConnectionAllowance> {
         guard let admission = configuration.admission else {
-            return eventLoop.makeSucceededFuture(VarlinkConnectionAllowance(
-                connectionsPerUser: configuration.maximumConnections, privileged: true, reservedConnections: 0))
+            return eventLoop.makeSucceededFuture(
+                VarlinkConnectionAllowance(
+                    connectionsPerUser: configuration.maximumConnections,
+                    privileged: true,
+                    reservedConnections: 0
+                )
+            )
         }
         let promise = eventLoop.makePromise(of: VarlinkConnectionAllowance.self)
         Task(executorPreference: executor) {
@@ -121,8 +165,12 @@ extension VarlinkServer {
 
     /// Takes a slot for connection `id` if `peer` may have one: under the server's limit, outside the
     /// reserved slots unless privileged, and under its uid's share. Returns the limit that refused it.
-    private func admit(_ id: UInt64, channel: any Channel, peer: PeerCredentials,
-                       allowance: VarlinkConnectionAllowance) -> (limit: Int, scope: String)? {
+    private func admit(
+        _ id: UInt64,
+        channel: any Channel,
+        peer: PeerCredentials,
+        allowance: VarlinkConnectionAllowance
+    ) -> (limit: Int, scope: String)? {
         let maximum = configuration.maximumConnections
         return connections.withOpen { open -> (limit: Int, scope: String)? in
             if open.count >= maximum { return (maximum, "server") }

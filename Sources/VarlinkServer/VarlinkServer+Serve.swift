@@ -12,13 +12,20 @@ extension VarlinkServer {
         let channel = connection.channel.channel
         do {
             try await connection.channel.executeThenClose { inbound, outbound in
-                let writer = ReplyWriter(outbound: outbound, channel: channel, maximumBytes: configuration.maximumReplyBytes,
-                                         limitExceededError: configuration.limitExceededError, ledger: connection.ledger)
+                let writer = ReplyWriter(
+                    outbound: outbound,
+                    channel: channel,
+                    maximumBytes: configuration.maximumReplyBytes,
+                    limitExceededError: configuration.limitExceededError,
+                    ledger: connection.ledger
+                )
                 await withTaskCancellationHandler {
                     await withTaskGroup(of: Void.self) { group in
                         // The calls run on the handler's threads from the moment they come off the wire: no hop to
                         // and from the cooperative pool per call.
-                        group.addTask(executorPreference: executor) { await self.runCalls(inbound, of: connection, writer: writer) }
+                        group.addTask(executorPreference: executor) {
+                            await self.runCalls(inbound, of: connection, writer: writer)
+                        }
                         group.addTask { try? await channel.closeFuture.get() }
                         // Whichever ends first: the calls (the peer stopped sending), or the connection.
                         await group.next()
@@ -30,7 +37,10 @@ extension VarlinkServer {
                 }
             }
         } catch {
-            logger.debug("varlink connection ended", metadata: ["peer.uid": "\(connection.context.peer.uid)", "error": "\(error)"])
+            logger.debug(
+                "varlink connection ended",
+                metadata: ["peer.uid": "\(connection.context.peer.uid)", "error": "\(error)"]
+            )
         }
         handler.connectionClosed(connection.context)
         if connection.ledger.heldMegabytes { usage.returnFreedMemory() }
@@ -38,7 +48,11 @@ extension VarlinkServer {
 
     /// Runs the connection's calls in order until the peer stops sending (then waits until every reply is
     /// taken) or the task is cancelled.
-    private func runCalls(_ inbound: NIOAsyncChannelInboundStream<ReceivedCall>, of connection: ServedConnection, writer: ReplyWriter) async {
+    private func runCalls(
+        _ inbound: NIOAsyncChannelInboundStream<ReceivedCall>,
+        of connection: ServedConnection,
+        writer: ReplyWriter
+    ) async {
         do {
             for try await received in inbound {
                 // A call queued on a connection that closed never starts (the close cancels this task too,
@@ -48,7 +62,10 @@ extension VarlinkServer {
                 // next call run once it has: a peer that pipelines calls and never reads holds one reply, not
                 // one per call.
                 if connection.ledger.takeRepliesSinceFlush() > Self.repliesBeforeFlush || !writer.channel.isWritable,
-                   !(await writer.flushed()) { return }
+                    !(await writer.flushed())
+                {
+                    return
+                }
                 await run(received.call, context: connection.context, writer: writer)
                 connection.ledger.finish(bytes: received.bytes)
             }

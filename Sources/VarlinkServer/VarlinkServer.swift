@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 public import Logging
 public import NIOCore
 public import NIOPosix
@@ -8,6 +5,10 @@ import PathSafety
 public import ServiceLifecycle
 import Synchronization
 import Varlink
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A varlink server on a Unix stream socket (SwiftNIO), run as a ServiceLifecycle `Service`: one
 /// connection per client, the caller's credentials from the kernel, `org.varlink.service` answered from
@@ -78,11 +79,18 @@ public final class VarlinkServer: Service, Sendable {
     ///     caller's other blocking work (the caller stops it); by default the server makes its own.
     ///   - onServerRunning: called once the socket accepts connections, before the first is served (tell
     ///     systemd the service is ready here).
-    public init(listener: Listener, configuration: VarlinkServerConfiguration, info: VarlinkServiceInfo,
-                handler: any VarlinkMethodHandler, connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
-                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, handlerThreads: Int = 4,
-                handlerExecutor: VarlinkHandlerExecutor? = nil, onServerRunning: (@Sendable () async -> Void)? = nil,
-                logger: Logger) {
+    public init(
+        listener: Listener,
+        configuration: VarlinkServerConfiguration,
+        info: VarlinkServiceInfo,
+        handler: any VarlinkMethodHandler,
+        connections: VarlinkConnectionRegistry = VarlinkConnectionRegistry(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        handlerThreads: Int = 4,
+        handlerExecutor: VarlinkHandlerExecutor? = nil,
+        onServerRunning: (@Sendable () async -> Void)? = nil,
+        logger: Logger
+    ) {
         self.listener = listener
         self.configuration = configuration
         self.info = info
@@ -110,7 +118,8 @@ public final class VarlinkServer: Service, Sendable {
         case .stopped: return await finish(removing: nil)
         case .starting, .running, .stopping: throw VarlinkServerError("the varlink server runs already: run it once")
         }
-        let listening: NIOAsyncChannel<AcceptedConnection, Never>, published: PublishedSocket?
+        let listening: NIOAsyncChannel<AcceptedConnection, Never>
+        let published: PublishedSocket?
         do {
             (listening, published) = try await listen()
         } catch {
@@ -198,7 +207,9 @@ public final class VarlinkServer: Service, Sendable {
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in accept(channel) }
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
+            accept(channel)
+        }
         switch listener {
         case .path(let path):
             let socket = SocketPath(path: path)
@@ -206,8 +217,11 @@ public final class VarlinkServer: Service, Sendable {
             let staging = try socket.makeStagingDirectory(in: directory)
             let channel: NIOAsyncChannel<AcceptedConnection, Never>
             do {
-                channel = try await bootstrap.bind(unixDomainSocketPath: staging.bindPath, cleanupExistingSocketFile: false,
-                                                   childChannelInitializer: initialize)
+                channel = try await bootstrap.bind(
+                    unixDomainSocketPath: staging.bindPath,
+                    cleanupExistingSocketFile: false,
+                    childChannelInitializer: initialize
+                )
             } catch {
                 try? directory.remove(staging.name, isDirectory: true)
                 throw VarlinkServerError("cannot listen on \(path): \(error)")

@@ -10,7 +10,13 @@ public struct VarlinkServiceInfo: Sendable {
     public var interfaces: [(name: String, description: String)]
 
     /// Service information; `org.varlink.service` is added to the interfaces by the server.
-    public init(vendor: String, product: String, version: String, url: String, interfaces: [(name: String, description: String)]) {
+    public init(
+        vendor: String,
+        product: String,
+        version: String,
+        url: String,
+        interfaces: [(name: String, description: String)]
+    ) {
         self.vendor = vendor
         self.product = product
         self.version = version
@@ -63,7 +69,8 @@ public struct VarlinkServiceInfo: Sendable {
         switch call.member {
         case "GetInfo":
             return VarlinkReply(parameters: [
-                "vendor": .string(vendor), "product": .string(product), "version": .string(version), "url": .string(url),
+                "vendor": .string(vendor), "product": .string(product), "version": .string(version),
+                "url": .string(url),
                 "interfaces": .array((["org.varlink.service"] + interfaces.map(\.name)).map(VarlinkValue.string)),
             ])
         case "GetInterfaceDescription":

@@ -19,7 +19,10 @@ struct AccountContext {
     /// The token request context from the device policy (exit 69 when not provisioned).
     func requestContext() throws -> TokenRequestContext {
         guard let policy = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.policy() }) else {
-            throw CLIError(exitCode: .unavailable, "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
+            throw CLIError(
+                exitCode: .unavailable,
+                "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first"
+            )
         }
         return TokenRequestContext(authority: policy.authority)
     }
@@ -41,7 +44,8 @@ enum AccountText {
         guard let account else { return "none" }
         var text = account.username?.forTerminal ?? "(no username)"
         if let name = account.name { text += " (\(name.forTerminal))" }
-        return text + " home_account_id \(account.homeAccountID.forTerminal) environment \(account.environment.forTerminal)"
+        return text
+            + " home_account_id \(account.homeAccountID.forTerminal) environment \(account.environment.forTerminal)"
     }
 }
 
@@ -50,40 +54,69 @@ struct ShowAccount: AsyncParsableCommand {
         commandName: "account",
         abstract: "Show the current and previous account (MSAL's getCurrentAccount) for an app, or for the device.",
         discussion: """
-        --all lists the accounts the app holds instead (MSAL's allAccounts: on a shared device the worker's, one per         B2C user flow they signed in through); --policy P only the one of user flow P (MSAL's getAccountByPolicy).
-        """)
+            --all lists the accounts the app holds instead (MSAL's allAccounts: on a shared device the worker's, one per         B2C user flow they signed in through); --policy P only the one of user flow P (MSAL's getAccountByPolicy).
+            """
+    )
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The app asking (its previous account is the one it saw last).", valueName: "id")) var app: String?
-    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
+    @Option(help: ArgumentHelp("The app asking (its previous account is the one it saw last).", valueName: "id"))
+    var app: String?
+    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups"))
+    var entitlements: String?
     @Flag(help: "List the accounts the app holds (one per B2C user flow).") var all = false
-    @Option(help: ArgumentHelp("With --all: only the account of this B2C user flow (B2C_1_edit_profile).", valueName: "policy")) var policy: String?
-    @Flag(help: "Keep running and print each account change deviced pushes (sign-in, sign-out, switch, idle warning), one line each (JSON Lines with --json).")
+    @Option(
+        help: ArgumentHelp(
+            "With --all: only the account of this B2C user flow (B2C_1_edit_profile).",
+            valueName: "policy"
+        )
+    ) var policy: String?
+    @Flag(
+        help:
+            "Keep running and print each account change deviced pushes (sign-in, sign-out, switch, idle warning), one line each (JSON Lines with --json)."
+    )
     var follow = false
-    @Option(help: ArgumentHelp("The broker's socket for --follow (default: $DEVICECTL_SOCKET, else the system's).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "The broker's socket for --follow (default: $DEVICECTL_SOCKET, else the system's).",
+            valueName: "path"
+        )
+    )
     var socket: String?
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        if follow && (all || policy != nil) { throw ValidationError("--follow shows the device's changes; it does not take --all or --policy") }
+        if follow && (all || policy != nil) {
+            throw ValidationError("--follow shows the device's changes; it does not take --all or --policy")
+        }
     }
 
     func run() async throws {
         try await runReportingErrors {
             if follow {
                 // The changes deviced pushes: only a running broker has them.
-                let (broker, _) = try await BrokerRoute.requiredBroker(socket: socket, stateDir: store.stateDir, logger: store.logger)
+                let (broker, _) = try await BrokerRoute.requiredBroker(
+                    socket: socket,
+                    stateDir: store.stateDir,
+                    logger: store.logger
+                )
                 return try await AccountFollow.run(broker, json: output.json)
             }
             if all || policy != nil { return try await listAppAccounts() }
             let result: CurrentAccount
-            if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+            if case .broker(let broker, _) = try await BrokerRoute.choose(
+                app: app,
+                stateDir: store.stateDir,
+                logger: store.logger
+            ) {
                 result = try await broker.currentAccount()
             } else {
                 let context = try AccountContext(store)
-                let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
+                let identity =
+                    try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
                     ?? AppIdentity.deviceAdministrator
-                result = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.currentAccount(for: identity) }
+                result = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                    try context.accounts.currentAccount(for: identity)
+                }
             }
             if output.json {
                 try Output.json(result)
@@ -97,7 +130,11 @@ struct ShowAccount: AsyncParsableCommand {
     /// `--all` / `--policy`: the app's accounts, through the broker or in-process.
     private func listAppAccounts() async throws {
         var accounts: [DeviceAccount]
-        if case .broker(let broker, _) = try await BrokerRoute.choose(app: app, stateDir: store.stateDir, logger: store.logger) {
+        if case .broker(let broker, _) = try await BrokerRoute.choose(
+            app: app,
+            stateDir: store.stateDir,
+            logger: store.logger
+        ) {
             accounts = try await broker.accounts()
         } else {
             let application = try ApplicationContext(store, app: app).application
@@ -116,7 +153,8 @@ struct ShowAccount: AsyncParsableCommand {
 struct ListAccounts: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accounts",
-        abstract: "List every account the device knows, with its sign-in state (no secrets).")
+        abstract: "List every account the device knows, with its sign-in state (no secrets)."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var output: OutputOptions
@@ -131,7 +169,9 @@ struct ListAccounts: ParsableCommand {
             }
             if statuses.isEmpty { Output.print("no accounts") }
             for status in statuses {
-                let state = status.signedIn ? "signed in" : "signed out" + (status.signOutReason.map { " (\($0.rawValue))" } ?? "")
+                let state =
+                    status.signedIn
+                    ? "signed in" : "signed out" + (status.signOutReason.map { " (\($0.rawValue))" } ?? "")
                 Output.print("\(AccountText.line(status.account)): \(state)")
             }
         }
@@ -147,22 +187,30 @@ struct SignOut: AsyncParsableCommand {
             names the broker (its socket) or the store (its state directory) the sign-out acted on. A broker named \
             with --socket or $DEVICECTL_SOCKET must answer: the sign-out never falls back to a store then (exit 69, \
             nothing done). Root without a named broker goes through the system's when it runs, else to the store.
-            """)
+            """
+    )
 
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("The acting app.", valueName: "id")) var app: String?
-    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups")) var entitlements: String?
+    @Option(help: ArgumentHelp("The app's access groups (only before provisioning).", valueName: "groups"))
+    var entitlements: String?
     @Option(help: ArgumentHelp("Why: user, shift-end, idle or admin (recorded in the audit log).", valueName: "reason"))
     var reason: String?
     @Flag(help: "Private mode: remove the account from every app, not just this one.") var wipeEverywhere = false
-    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else the system's); a named broker must answer.",
-                               valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "The broker's socket (default: $DEVICECTL_SOCKET, else the system's); a named broker must answer.",
+            valueName: "path"
+        )
+    )
     var socket: String?
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
         if DeviceLocations.runsAsRoot, app != nil, let socket, !socket.isEmpty {
-            throw ValidationError("root's --app signs out in the store directly, and --socket names a broker: drop one of them")
+            throw ValidationError(
+                "root's --app signs out in the store directly, and --socket names a broker: drop one of them"
+            )
         }
     }
 
@@ -178,7 +226,9 @@ struct SignOut: AsyncParsableCommand {
         /// The store signed out in (the broker's, as it says, or the one opened).
         var stateDirectory: String?
 
-        private enum CodingKeys: String, CodingKey { case account, global, itemsRemoved, accessGroups, broker, stateDirectory }
+        private enum CodingKeys: String, CodingKey {
+            case account, global, itemsRemoved, accessGroups, broker, stateDirectory
+        }
 
         /// Every key, `null` when it does not apply, so a script can read `broker` either way.
         func encode(to encoder: any Encoder) throws {
@@ -204,12 +254,23 @@ struct SignOut: AsyncParsableCommand {
             if named && !(DeviceLocations.runsAsRoot && app != nil) {
                 broker = BrokerConnection(socketPath: path, logger: store.logger)
             } else if administrator {
-                broker = BrokerConnection.isListening(at: path) ? BrokerConnection(socketPath: path, logger: store.logger) : nil
-            } else if case .broker(let chosen, _) = try await BrokerRoute.choose(app: app, socket: socket, stateDir: store.stateDir, logger: store.logger) {
+                broker =
+                    BrokerConnection.isListening(at: path)
+                    ? BrokerConnection(socketPath: path, logger: store.logger) : nil
+            } else if case .broker(let chosen, _) = try await BrokerRoute.choose(
+                app: app,
+                socket: socket,
+                stateDir: store.stateDir,
+                logger: store.logger
+            ) {
                 broker = chosen
             }
             if let broker {
-                return try await signOut(through: broker, named: named, reason: parsedReason ?? (administrator ? .admin : .user))
+                return try await signOut(
+                    through: broker,
+                    named: named,
+                    reason: parsedReason ?? (administrator ? .admin : .user)
+                )
             }
             try signOutInStore(reason: parsedReason, brokerAt: path)
         }
@@ -217,18 +278,23 @@ struct SignOut: AsyncParsableCommand {
 
     /// Through `broker` (the administrator's remote sign-out, or an app's as itself): the broker's store.
     /// - Parameter named: whether the user named the broker (`--socket`, `$DEVICECTL_SOCKET`).
-    private func signOut(through broker: BrokerConnection, named: Bool, reason: SharedDevice.SignOutReason) async throws {
+    private func signOut(through broker: BrokerConnection, named: Bool, reason: SharedDevice.SignOutReason) async throws
+    {
         let via = "the broker at \(broker.socketPath.forTerminal)"
         let caller: BrokerConnection.Caller
         do {
             caller = try await broker.caller()
         } catch let error as CLIError where error.exitCode == .unavailable {
-            let direct = DeviceLocations.runsAsRoot
+            let direct =
+                DeviceLocations.runsAsRoot
                 ? " (to sign out in the store \(store.directory.path.forTerminal) itself, run without --socket and $DEVICECTL_SOCKET)"
                 : ""
-            throw CLIError(exitCode: .unavailable, named
-                ? "\(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never replaced by a store\(direct)"
-                : "\(error.description). Nothing was signed out")
+            throw CLIError(
+                exitCode: .unavailable,
+                named
+                    ? "\(error.description). Nothing was signed out: a broker named with --socket or $DEVICECTL_SOCKET is never replaced by a store\(direct)"
+                    : "\(error.description). Nothing was signed out"
+            )
         }
         try BrokerRoute.checkStateDirectory(store.stateDir, servedBy: caller.stateDirectory, at: broker.socketPath)
         if !DeviceLocations.runsAsRoot { try BrokerRoute.refuseAnotherApp(app, own: caller.appID, uid: caller.uid) }
@@ -240,11 +306,20 @@ struct SignOut: AsyncParsableCommand {
             throw CLIError(exitCode: error.exitCode, "\(error.description) (through \(via)\(served))")
         }
         if output.json {
-            try Output.json(Result(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved,
-                                   broker: broker.socketPath, stateDirectory: caller.stateDirectory))
+            try Output.json(
+                Result(
+                    account: outcome.account,
+                    global: outcome.global,
+                    itemsRemoved: outcome.itemsRemoved,
+                    broker: broker.socketPath,
+                    stateDirectory: caller.stateDirectory
+                )
+            )
         } else {
             let scope = outcome.global ? "from every app" : "from this app"
-            Output.print("signed out \(AccountText.line(outcome.account)) \(scope) through \(via)\(served): \(outcome.itemsRemoved) credential item(s) removed")
+            Output.print(
+                "signed out \(AccountText.line(outcome.account)) \(scope) through \(via)\(served): \(outcome.itemsRemoved) credential item(s) removed"
+            )
         }
     }
 
@@ -252,33 +327,57 @@ struct SignOut: AsyncParsableCommand {
     /// broker answered at `path`.
     private func signOutInStore(reason: SharedDevice.SignOutReason?, brokerAt path: String) throws {
         let directory = store.directory.path
-        let note = DeviceLocations.runsAsRoot && app != nil
+        let note =
+            DeviceLocations.runsAsRoot && app != nil
             ? "in the store \(directory.forTerminal)"
             : "in the store \(directory.forTerminal), as no broker answers at \(path.forTerminal) (name one with --socket)"
         // A store that is not there is a mistyped --state-dir or another device's path: never created to sign out in.
-        guard FileManager.default.fileExists(atPath: store.directory.appendingPathComponent(KeychainStore.databaseFileName).path) else {
-            throw CLIError(exitCode: .unavailable, """
+        guard
+            FileManager.default.fileExists(
+                atPath: store.directory.appendingPathComponent(KeychainStore.databaseFileName).path
+            )
+        else {
+            throw CLIError(
+                exitCode: .unavailable,
+                """
                 there is no store in \(directory.forTerminal), so nobody to sign out there; nothing was created. Check \
                 --state-dir, or name the device's broker with --socket
-                """)
+                """
+            )
         }
         let outcome: AccountManager.SignOutOutcome
         do {
             let context = try AccountContext(store)
-            let identity = try app.map { try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store) }
+            let identity = try app.map {
+                try CallerOptions.resolve(app: $0, entitlements: entitlements, in: context.store)
+            }
             outcome = try reportingDeviceErrors { () throws(SharedDeviceError) in
-                try context.accounts.signOut(app: identity, reason: reason ?? (identity == nil ? .admin : .user),
-                                             wipeEverywhere: wipeEverywhere, actor: identity?.appID ?? Actor.current)
+                try context.accounts.signOut(
+                    app: identity,
+                    reason: reason ?? (identity == nil ? .admin : .user),
+                    wipeEverywhere: wipeEverywhere,
+                    actor: identity?.appID ?? Actor.current
+                )
             }
         } catch let error as CLIError {
             throw CLIError(exitCode: error.exitCode, "\(error.description); looked \(note)")
         }
         if output.json {
-            try Output.json(Result(account: outcome.account, global: outcome.global, itemsRemoved: outcome.itemsRemoved,
-                                   accessGroups: outcome.accessGroups, broker: nil, stateDirectory: directory))
+            try Output.json(
+                Result(
+                    account: outcome.account,
+                    global: outcome.global,
+                    itemsRemoved: outcome.itemsRemoved,
+                    accessGroups: outcome.accessGroups,
+                    broker: nil,
+                    stateDirectory: directory
+                )
+            )
         } else {
             let scope = outcome.global ? "from every app (\(outcome.accessGroups) access groups)" : "from this app"
-            Output.print("signed out \(AccountText.line(outcome.account)) \(scope) \(note): \(outcome.itemsRemoved) credential item(s) removed")
+            Output.print(
+                "signed out \(AccountText.line(outcome.account)) \(scope) \(note): \(outcome.itemsRemoved) credential item(s) removed"
+            )
         }
     }
 }
@@ -287,7 +386,10 @@ struct SignOut: AsyncParsableCommand {
 func signOutReason(_ text: String?) throws -> SignOutReason? {
     guard let text else { return nil }
     guard let reason = SignOutReason(rawValue: text) else {
-        throw CLIError(exitCode: .usage, "unknown reason \(text); use one of: \(SignOutReason.allCases.map(\.rawValue).joined(separator: ", "))")
+        throw CLIError(
+            exitCode: .usage,
+            "unknown reason \(text); use one of: \(SignOutReason.allCases.map(\.rawValue).joined(separator: ", "))"
+        )
     }
     return reason
 }
@@ -297,7 +399,10 @@ func reportingCacheErrors<T>(_ body: () throws(TokenCacheError) -> T) throws -> 
     do {
         return try body()
     } catch {
-        throw CLIError(exitCode: error.storeError.map { DevicectlExit.forCode($0.code) } ?? .badInput, error.description)
+        throw CLIError(
+            exitCode: error.storeError.map { DevicectlExit.forCode($0.code) } ?? .badInput,
+            error.description
+        )
     }
 }
 
@@ -306,25 +411,36 @@ struct CacheCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Export or import an app's token cache as MSAL unified-cache JSON.",
-        subcommands: [ExportCache.self, ImportCache.self])
+        subcommands: [ExportCache.self, ImportCache.self]
+    )
 }
 
 struct ExportCache: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write the app's cache as unified-cache JSON (contains tokens: keep the file private).")
+        abstract: "Write the app's cache as unified-cache JSON (contains tokens: keep the file private)."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
-    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file")) var output: String?
+    @Option(help: ArgumentHelp("Write to this file (mode 0600) instead of standard output.", valueName: "file"))
+    var output: String?
 
     func run() throws {
         try runReportingErrors {
             let context = try AccountContext(store)
             let identity = try caller.identity(in: context.store)
-            let data = try reportingCacheErrors { () throws(TokenCacheError) in try TokenCache().exportJSON(as: identity, in: context.store) }
+            let data = try reportingCacheErrors { () throws(TokenCacheError) in
+                try TokenCache().exportJSON(as: identity, in: context.store)
+            }
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: data, attributes: [.posixPermissions: 0o600]) else {
+                guard
+                    FileManager.default.createFile(
+                        atPath: output,
+                        contents: data,
+                        attributes: [.posixPermissions: 0o600]
+                    )
+                else {
                     throw CLIError(exitCode: .ioError, "cannot write \(output)")
                 }
             } else {
@@ -337,7 +453,8 @@ struct ExportCache: ParsableCommand {
 struct ImportCache: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Load unified-cache JSON (an app migrating from MSAL) into the app's token group.")
+        abstract: "Load unified-cache JSON (an app migrating from MSAL) into the app's token group."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -348,7 +465,9 @@ struct ImportCache: ParsableCommand {
             let context = try AccountContext(store)
             let identity = try caller.identity(in: context.store)
             let data = try readBounded(file, limit: InputLimits.cacheDocumentBytes, what: "cache document")
-            let count = try reportingCacheErrors { () throws(TokenCacheError) in try TokenCache().importJSON(data, as: identity, in: context.store) }
+            let count = try reportingCacheErrors { () throws(TokenCacheError) in
+                try TokenCache().importJSON(data, as: identity, in: context.store)
+            }
             Output.print("imported \(count) cache entr\(count == 1 ? "y" : "ies")")
         }
     }

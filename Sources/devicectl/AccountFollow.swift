@@ -28,11 +28,16 @@ struct AccountFollow {
 
     static func json(_ event: SharedDeviceClient.AccountEvent) -> EventJSON {
         switch event {
-        case .subscribed(let current, let sequence): EventJSON(kind: "subscribed", current: current.map(DeviceAccount.init), sequence: sequence)
-        case .signedIn(let current, let sequence): EventJSON(kind: "signedIn", current: current.map(DeviceAccount.init), sequence: sequence)
-        case .signedOut(let reason, let sequence): EventJSON(kind: "signedOut", reason: reason?.rawValue, sequence: sequence)
-        case .switched(let current, let sequence): EventJSON(kind: "switched", current: current.map(DeviceAccount.init), sequence: sequence)
-        case .deviceModeChanged(let mode, let sequence): EventJSON(kind: "deviceModeChanged", mode: mode.rawValue, sequence: sequence)
+        case .subscribed(let current, let sequence):
+            EventJSON(kind: "subscribed", current: current.map(DeviceAccount.init), sequence: sequence)
+        case .signedIn(let current, let sequence):
+            EventJSON(kind: "signedIn", current: current.map(DeviceAccount.init), sequence: sequence)
+        case .signedOut(let reason, let sequence):
+            EventJSON(kind: "signedOut", reason: reason?.rawValue, sequence: sequence)
+        case .switched(let current, let sequence):
+            EventJSON(kind: "switched", current: current.map(DeviceAccount.init), sequence: sequence)
+        case .deviceModeChanged(let mode, let sequence):
+            EventJSON(kind: "deviceModeChanged", mode: mode.rawValue, sequence: sequence)
         case .idleWarning(let secondsLeft): EventJSON(kind: "idleWarning", secondsLeft: secondsLeft)
         case .idleWarningCanceled: EventJSON(kind: "idleWarningCanceled")
         }
@@ -42,11 +47,15 @@ struct AccountFollow {
         switch event {
         case .subscribed(let current, let sequence):
             "following account changes; current: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
-        case .signedIn(let current, let sequence): "signed in: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
-        case .signedOut(let reason, let sequence): "signed out\(reason.map { " (\($0.rawValue.forTerminal))" } ?? "") (audit #\(sequence))"
-        case .switched(let current, let sequence): "switched to: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
+        case .signedIn(let current, let sequence):
+            "signed in: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
+        case .signedOut(let reason, let sequence):
+            "signed out\(reason.map { " (\($0.rawValue.forTerminal))" } ?? "") (audit #\(sequence))"
+        case .switched(let current, let sequence):
+            "switched to: \(AccountText.line(current.map(DeviceAccount.init))) (audit #\(sequence))"
         case .deviceModeChanged(let mode, let sequence): "device mode changed to \(mode.rawValue) (audit #\(sequence))"
-        case .idleWarning(let secondsLeft): "idle: the worker is signed out in \(secondsLeft) s unless there is activity"
+        case .idleWarning(let secondsLeft):
+            "idle: the worker is signed out in \(secondsLeft) s unless there is activity"
         case .idleWarningCanceled: "idle warning canceled: there was activity"
         }
     }

@@ -17,8 +17,10 @@ struct ApplicationContext {
         let store = try location.open()
         let device = ManagedDevice(store: store, logger: location.logger)
         guard let policy = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.policy() }) else {
-            throw CLIError(exitCode: .unavailable,
-                "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
+            throw CLIError(
+                exitCode: .unavailable,
+                "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first"
+            )
         }
         var configuration = ApplicationEngineConfiguration(appID: app, policy: policy)
         if let authority {
@@ -37,13 +39,19 @@ extension BrokerRoute {
     /// An identity client for the authority the broker's device information names (the policy's issuer
     /// and client id), for calling APIs with the tokens the broker gives.
     /// `authority`: the call's own (one of the policy's known authorities, which the broker checks).
-    static func identityClient(_ broker: BrokerConnection, authority called: String? = nil, logger: Logger) async throws -> IdentityClient {
+    static func identityClient(
+        _ broker: BrokerConnection,
+        authority called: String? = nil,
+        logger: Logger
+    ) async throws -> IdentityClient {
         let information = try await broker.extraDeviceInformation()
         guard let issuer = called ?? information["authority"], let clientID = information["clientId"] else {
             // Not provisioned, or the caller is no app: the broker's own refusal says which.
             _ = try await broker.currentAccount()
-            throw CLIError(exitCode: .unavailable,
-                "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first")
+            throw CLIError(
+                exitCode: .unavailable,
+                "the device is not provisioned, so it has no sign-in authority; run `devicectl provision --policy FILE` first"
+            )
         }
         let authority: Authority
         do {

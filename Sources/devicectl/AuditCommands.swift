@@ -9,18 +9,25 @@ struct AuditCommand: ParsableCommand {
         commandName: "audit",
         abstract: "Show the device's audit log (default) or verify it.",
         subcommands: [ShowAudit.self, VerifyAudit.self],
-        defaultSubcommand: ShowAudit.self)
+        defaultSubcommand: ShowAudit.self
+    )
 }
 
 struct ShowAudit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",
-        abstract: "Print audit events, oldest first; --jsonl --follow streams new ones for a log shipper.")
+        abstract: "Print audit events, oldest first; --jsonl --follow streams new ones for a log shipper."
+    )
 
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("Only events of this type (repeatable), e.g. device.provisioned.", valueName: "type"))
     var type: [String] = []
-    @Option(help: ArgumentHelp("Only events at or after this time (ISO 8601, e.g. 2026-11-22T08:00:00Z or 2026-11-22).", valueName: "time"))
+    @Option(
+        help: ArgumentHelp(
+            "Only events at or after this time (ISO 8601, e.g. 2026-11-22T08:00:00Z or 2026-11-22).",
+            valueName: "time"
+        )
+    )
     var since: String?
     @Option(help: ArgumentHelp("Only events at or before this time (ISO 8601).", valueName: "time"))
     var until: String?
@@ -29,14 +36,20 @@ struct ShowAudit: ParsableCommand {
     @Flag(help: "Print a JSON array.") var json = false
     @Flag(help: "Print one JSON object per line (JSON Lines).") var jsonl = false
     @Flag(help: "Keep running and print new events as they are appended (Ctrl-C to stop).") var follow = false
-    @Option(help: ArgumentHelp("Start after the sequence number kept in this file, and keep the last one printed there.",
-                               discussion: "For a forwarder that restarts (journalctl's --cursor-file): nothing twice, nothing lost.",
-                               valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Start after the sequence number kept in this file, and keep the last one printed there.",
+            discussion: "For a forwarder that restarts (journalctl's --cursor-file): nothing twice, nothing lost.",
+            valueName: "file"
+        )
+    )
     var cursorFile: String?
 
     func validate() throws {
         if json && jsonl { throw ValidationError("--json and --jsonl exclude each other") }
-        if json && follow { throw ValidationError("--follow streams events; use it with --jsonl or text output, not --json") }
+        if json && follow {
+            throw ValidationError("--follow streams events; use it with --jsonl or text output, not --json")
+        }
         _ = try parsedTime(since, option: "--since")
         _ = try parsedTime(until, option: "--until")
     }
@@ -44,13 +57,18 @@ struct ShowAudit: ParsableCommand {
     func run() throws {
         try runReportingErrors {
             let device = ManagedDevice(store: try store.openExisting(), logger: store.logger)
-            var filter = AuditFilter(types: Set(type.map(AuditEventType.init(rawValue:))),
-                                     since: try parsedTime(since, option: "--since"),
-                                     until: try parsedTime(until, option: "--until"), account: account)
+            var filter = AuditFilter(
+                types: Set(type.map(AuditEventType.init(rawValue:))),
+                since: try parsedTime(since, option: "--since"),
+                until: try parsedTime(until, option: "--until"),
+                account: account
+            )
             let cursor = cursorFile.map { AuditCursor(path: $0) }
             if let cursor { filter.afterSequence = try cursor.read() }
             // Events and the newest sequence number come from one snapshot, so following misses nothing.
-            var page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
+            var page = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try device.auditPage(matching: filter)
+            }
             if json {
                 try Output.json(page.events)
                 try cursor?.write(page.events.last?.sequence)
@@ -65,9 +83,17 @@ struct ShowAudit: ParsableCommand {
             var writesPending = false
             while true {
                 filter.afterSequence = max(filter.afterSequence, page.lastSequence)
-                let woke = writesPending || (watcher?.wait(timeout: .seconds(1)) ?? { usleep(250_000); return false }())
+                let woke =
+                    writesPending
+                    || (watcher?.wait(timeout: .seconds(1))
+                        ?? {
+                            usleep(250_000)
+                            return false
+                        }())
                 writesPending = false
-                page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
+                page = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                    try device.auditPage(matching: filter)
+                }
                 try emit(page.events, cursor: cursor)
                 // A commit becomes visible just after its last write: if the wake-up came early, look again
                 // 1, 2, 4, 8 and 16 ms later (at once if more writes come).
@@ -75,7 +101,9 @@ struct ShowAudit: ParsableCommand {
                 while woke, page.events.isEmpty, let watcher, delay <= 16 {
                     writesPending = watcher.wait(timeout: .milliseconds(delay))
                     if writesPending { break }
-                    page = try reportingDeviceErrors { () throws(SharedDeviceError) in try device.auditPage(matching: filter) }
+                    page = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                        try device.auditPage(matching: filter)
+                    }
                     try emit(page.events, cursor: cursor)
                     delay *= 2
                 }
@@ -91,7 +119,8 @@ struct ShowAudit: ParsableCommand {
             events.forEach(show)
             return
         }
-        var stops = sigset_t(), previous = sigset_t()
+        var stops = sigset_t()
+        var previous = sigset_t()
         sigemptyset(&stops)
         for stop in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stops, stop) }
         pthread_sigmask(SIG_BLOCK, &stops, &previous)
@@ -106,11 +135,14 @@ struct ShowAudit: ParsableCommand {
             return
         }
         // Every value came from somewhere an attacker may reach (an executable path, a label, a name): escaped.
-        var line = "#\(event.sequence) \(event.recordedTime) \(event.type.rawValue.forTerminal) actor=\"\(event.actor.forTerminal)\""
+        var line =
+            "#\(event.sequence) \(event.recordedTime) \(event.type.rawValue.forTerminal) actor=\"\(event.actor.forTerminal)\""
         if let account = event.account { line += " account=\(account.forTerminal)" }
         if let reason = event.reason { line += " reason=\"\(reason.forTerminal)\"" }
         line += " correlation=\(event.correlationID.forTerminal)"
-        for (key, value) in event.details.sorted(by: { $0.key < $1.key }) { line += " \(key.forTerminal)=\(value.forTerminal)" }
+        for (key, value) in event.details.sorted(by: { $0.key < $1.key }) {
+            line += " \(key.forTerminal)=\(value.forTerminal)"
+        }
         Output.print(line)
     }
 
@@ -141,8 +173,13 @@ struct AuditCursor {
             throw CLIError(exitCode: .ioError, "cannot read the cursor file \(path): \(error)")
         }
         guard case .complete(let data) = outcome,
-              let sequence = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), sequence >= 0 else {
-            throw CLIError(exitCode: .badInput, "the cursor file \(path) holds no sequence number; remove it to start from the first event")
+            let sequence = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+            sequence >= 0
+        else {
+            throw CLIError(
+                exitCode: .badInput,
+                "the cursor file \(path) holds no sequence number; remove it to start from the first event"
+            )
         }
         return sequence
     }
@@ -161,7 +198,8 @@ struct AuditCursor {
 struct VerifyAudit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check the audit log's chain, signed checkpoints and head; exit 46 naming the first bad event.")
+        abstract: "Check the audit log's chain, signed checkpoints and head; exit 46 naming the first bad event."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var output: OutputOptions
@@ -173,14 +211,19 @@ struct VerifyAudit: ParsableCommand {
             if output.json {
                 try Output.json(VerificationJSON(result))
             } else if result.isIntact {
-                Output.print("audit log intact: \(result.eventCount) event(s), \(result.checkpointCount) signed checkpoint(s), head #\(result.headSequence) \(result.headChain)")
+                Output.print(
+                    "audit log intact: \(result.eventCount) event(s), \(result.checkpointCount) signed checkpoint(s), head #\(result.headSequence) \(result.headChain)"
+                )
             } else {
                 for problem in result.problems { Output.print("problem: \(problem)") }
             }
             guard result.isIntact else {
-                let first = result.firstBadSequence.map { "first bad event: #\($0)" } ?? "the head or tables were altered"
-                throw CLIError(exitCode: .integrityFailure,
-                    "the audit log was tampered with (\(first)); restore the store from backup and keep this report")
+                let first =
+                    result.firstBadSequence.map { "first bad event: #\($0)" } ?? "the head or tables were altered"
+                throw CLIError(
+                    exitCode: .integrityFailure,
+                    "the audit log was tampered with (\(first)); restore the store from backup and keep this report"
+                )
             }
         }
     }

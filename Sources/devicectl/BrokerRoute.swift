@@ -25,7 +25,12 @@ enum BrokerRoute {
     ///   app (exit 77 otherwise).
     /// - Parameter stateDir: the command's `--state-dir`, if given: a broker serving another store is refused.
     /// - Throws: exit 69 naming the socket, the cause and how to start the broker when none answers.
-    static func choose(app: String?, socket: String? = nil, stateDir: String? = nil, logger: Logger) async throws -> BrokerRoute {
+    static func choose(
+        app: String?,
+        socket: String? = nil,
+        stateDir: String? = nil,
+        logger: Logger
+    ) async throws -> BrokerRoute {
         guard !DeviceLocations.runsAsRoot else { return .direct }
         let (broker, caller) = try await requiredBroker(socket: socket, stateDir: stateDir, logger: logger)
         try refuseAnotherApp(app, own: caller.appID, uid: caller.uid)
@@ -35,18 +40,26 @@ enum BrokerRoute {
     /// The broker, which must answer, and who it takes this process to be.
     /// - Throws: exit 69 naming the socket, why it could not connect and how to start the broker; exit 64
     ///   for a broker serving another store than `--state-dir`.
-    static func requiredBroker(socket: String? = nil, stateDir: String? = nil, logger: Logger) async throws
-        -> (BrokerConnection, BrokerConnection.Caller) {
+    static func requiredBroker(
+        socket: String? = nil,
+        stateDir: String? = nil,
+        logger: Logger
+    ) async throws
+        -> (BrokerConnection, BrokerConnection.Caller)
+    {
         let path = DeviceLocations.brokerSocket(explicit: socket)
         let broker = BrokerConnection(socketPath: path, logger: logger)
         let caller: BrokerConnection.Caller
         do {
             caller = try await broker.caller()
         } catch let error as CLIError where error.exitCode == .unavailable {
-            throw CLIError(exitCode: .unavailable, """
+            throw CLIError(
+                exitCode: .unavailable,
+                """
                 \(error.description). devicectl's app commands go through the broker only (root's --app commands use \
                 the store); nothing was done and nothing was created
-                """)
+                """
+            )
         }
         try checkStateDirectory(stateDir, servedBy: caller.stateDirectory, at: path)
         return (broker, caller)
@@ -56,14 +69,20 @@ enum BrokerRoute {
     /// acts only as itself. A uid the policy does not list goes on to its call, which the broker refuses and audits.
     static func refuseAnotherApp(_ app: String?, own: String?, uid: Int) throws {
         guard let app, let own, app != own else { return }
-        throw CLIError(exitCode: .permissionDenied,
-            "--app \(app) names another app: the broker knows this process (uid \(uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user")
+        throw CLIError(
+            exitCode: .permissionDenied,
+            "--app \(app) names another app: the broker knows this process (uid \(uid)) as \(own), and an app may act only as itself; drop --app or run as \(app)'s user"
+        )
     }
 
     /// The running broker, for an administrator's command that goes through it (so that every app hears of
     /// it at once); `nil` when no broker answers.
     /// - Parameter stateDir: the command's `--state-dir`, if given: a broker serving another store is refused.
-    static func runningBroker(socket: String? = nil, stateDir: String? = nil, logger: Logger) async throws -> BrokerConnection? {
+    static func runningBroker(
+        socket: String? = nil,
+        stateDir: String? = nil,
+        logger: Logger
+    ) async throws -> BrokerConnection? {
         let path = DeviceLocations.brokerSocket(explicit: socket)
         guard BrokerConnection.isListening(at: path) else { return nil }
         let broker = BrokerConnection(socketPath: path, logger: logger)
@@ -77,12 +96,16 @@ enum BrokerRoute {
     /// would change that other device's state.
     static func checkStateDirectory(_ option: String?, servedBy served: String?, at socket: String) throws {
         guard let chosen = DeviceLocations.namedStateDirectory(explicit: option), let served else { return }
-        let resolve = { (path: String) in URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path }
+        let resolve = { (path: String) in URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path
+        }
         guard resolve(chosen) != resolve(served) else { return }
-        throw CLIError(exitCode: .usage, """
+        throw CLIError(
+            exitCode: .usage,
+            """
             the broker at \(socket) serves the store in \(served), not \(chosen) (--state-dir or $DEVICECTL_STATE_DIR); nothing was done. \
             Point --socket (or $DEVICECTL_SOCKET) at the broker of \(chosen), or drop --state-dir
-            """)
+            """
+        )
     }
 }
 
@@ -113,7 +136,8 @@ struct KeychainAccess {
     func add(_ item: NewItem) async throws -> ItemMetadata {
         switch backend {
         case .broker(let broker): try await broker.add(item)
-        case .store(let store, let identity): try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.add(item, as: identity) }
+        case .store(let store, let identity):
+            try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.add(item, as: identity) }
         }
     }
 
@@ -132,14 +156,17 @@ struct KeychainAccess {
         switch backend {
         case .broker(let broker): try await broker.update(query, with: changes)
         case .store(let store, let identity):
-            try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.update(query, with: changes, as: identity) }
+            try caller.reportingDenials(in: store) { () throws(KeychainError) in
+                try store.update(query, with: changes, as: identity)
+            }
         }
     }
 
     func delete(_ query: ItemQuery) async throws -> Int {
         switch backend {
         case .broker(let broker): try await broker.delete(query)
-        case .store(let store, let identity): try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.delete(query, as: identity) }
+        case .store(let store, let identity):
+            try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.delete(query, as: identity) }
         }
     }
 
@@ -147,7 +174,9 @@ struct KeychainAccess {
         switch backend {
         case .broker(let broker): try await broker.metadata(matching: query)
         case .store(let store, let identity):
-            try caller.reportingDenials(in: store) { () throws(KeychainError) in try store.metadata(matching: query, as: identity) }
+            try caller.reportingDenials(in: store) { () throws(KeychainError) in
+                try store.metadata(matching: query, as: identity)
+            }
         }
     }
 }

@@ -12,7 +12,8 @@ struct Provision: ParsableCommand {
             nothing. A changed policy is an update; groups no app of the new policy is entitled to are \
             crypto-shredded. A change of mode needs --force and removes every app's credentials. An app whose first \
             (default) access group another app shares is warned of on standard error; provisioning goes on.
-            """)
+            """
+    )
 
     @OptionGroup var store: StoreLocation
     @Option(help: ArgumentHelp("The device policy file.", valueName: "file")) var policy: String
@@ -48,18 +49,30 @@ struct Provision: ParsableCommand {
             if let sealing, current == nil {
                 try SealingOptions.seal(sealing, store: store)
             } else if let sealing, let current, sealing != current {
-                FileHandle.standardError.write(Data("devicectl: note: the store's key is sealed as \(current.description), the policy asks for \(sealing.description): run `devicectl key rotate` to seal a new key so\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "devicectl: note: the store's key is sealed as \(current.description), the policy asks for \(sealing.description): run `devicectl key rotate` to seal a new key so\n"
+                            .utf8
+                    )
+                )
             }
             let key = Hex.encode(record.auditPublicKey)
             if output.json {
-                try Output.json(Summary(outcome: outcome, device: DeviceInformation(record: record), auditPublicKey: key))
+                try Output.json(
+                    Summary(outcome: outcome, device: DeviceInformation(record: record), auditPublicKey: key)
+                )
                 return
             }
             switch outcome {
-            case .provisioned: Output.print("provisioned \(record.mode.rawValue)-mode device \"\(record.name.forTerminal)\" (id \(record.deviceID))")
+            case .provisioned:
+                Output.print(
+                    "provisioned \(record.mode.rawValue)-mode device \"\(record.name.forTerminal)\" (id \(record.deviceID))"
+                )
             case .unchanged: Output.print("already provisioned with this policy; nothing changed")
-            case .updated: Output.print("policy updated on device \"\(record.name.forTerminal)\" (id \(record.deviceID))")
-            case .modeChanged: Output.print("device mode changed to \(record.mode.rawValue); every app's credentials were removed")
+            case .updated:
+                Output.print("policy updated on device \"\(record.name.forTerminal)\" (id \(record.deviceID))")
+            case .modeChanged:
+                Output.print("device mode changed to \(record.mode.rawValue); every app's credentials were removed")
             }
             Output.print("policy sha256 \(record.policySHA256)")
             Output.print("audit public key \(key) (keep it to verify the audit log elsewhere)")
@@ -70,20 +83,25 @@ struct Provision: ParsableCommand {
     /// nothing changed) when its group or other users may read it.
     static func refuseReadableSecret(_ policy: DevicePolicy, policyFile path: String) throws {
         guard policy.authority.clientSecret != nil else { return }
-        guard let permissions = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int else { return }
+        guard let permissions = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int
+        else { return }
         guard permissions & 0o066 == 0 else {
             let mode = String(permissions & 0o7777, radix: 8)
-            throw CLIError(exitCode: .configuration, """
+            throw CLIError(
+                exitCode: .configuration,
+                """
                 the policy file \(path) holds authority.clientSecret and other users may read it (mode \(mode)); \
                 run: chmod 600 \(path) (and keep it owned by root), then provision again; nothing was changed
-                """)
+                """
+            )
         }
     }
 }
 
 struct Deprovision: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove all app data and keys (crypto-shred); the audit log stays readable and verifiable.")
+        abstract: "Remove all app data and keys (crypto-shred); the audit log stays readable and verifiable."
+    )
 
     @OptionGroup var store: StoreLocation
     @Option(help: "Why (recorded in the audit log).") var reason: String?
@@ -98,7 +116,9 @@ struct Deprovision: ParsableCommand {
             if output.json {
                 try Output.json(outcome)
             } else if outcome.wasProvisioned {
-                Output.print("deprovisioned: \(outcome.groupsRemoved) access group(s) and \(outcome.itemsRemoved) item(s) crypto-shredded; the audit log is kept")
+                Output.print(
+                    "deprovisioned: \(outcome.groupsRemoved) access group(s) and \(outcome.itemsRemoved) item(s) crypto-shredded; the audit log is kept"
+                )
             } else {
                 Output.print("the device is not provisioned; nothing to do")
             }
@@ -109,7 +129,9 @@ struct Deprovision: ParsableCommand {
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show the device information apps get: mode (shared or private), device id and name, policy.",
-        discussion: "An unprovisioned device reports private mode. If the store cannot be read, the default information is shown and the error is reported (non-zero exit).")
+        discussion:
+            "An unprovisioned device reports private mode. If the store cannot be read, the default information is shown and the error is reported (non-zero exit)."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var output: OutputOptions
@@ -140,15 +162,21 @@ struct Info: ParsableCommand {
         if store.passphraseFile != nil { return "passphrase" }
         if store.keyFile != nil { return "file" }
         switch MasterKeySource.forStore(in: store.directory) {
-        case .keyFile(let url) where url.lastPathComponent == SealedKeyFile.credentialName: return "sealed: credential loaded by systemd"
-        case .sealedKeyFile: return "sealed: \(SealedKeyFile.sealing(in: store.directory)?.description ?? "systemd credential")"
+        case .keyFile(let url) where url.lastPathComponent == SealedKeyFile.credentialName:
+            return "sealed: credential loaded by systemd"
+        case .sealedKeyFile:
+            return "sealed: \(SealedKeyFile.sealing(in: store.directory)?.description ?? "systemd credential")"
         default: return "file"
         }
     }
 
     func run() throws {
         try runReportingErrors {
-            let (information, error) = DeviceInformation.current(stateDirectory: store.directory, key: try store.keySource(), logger: store.logger)
+            let (information, error) = DeviceInformation.current(
+                stateDirectory: store.directory,
+                key: try store.keySource(),
+                logger: store.logger
+            )
             let protection = Self.keyProtection(store)
             if output.json {
                 try Output.json(Result(information: information, keyProtection: protection, error: error?.description))
@@ -157,9 +185,13 @@ struct Info: ParsableCommand {
                 Output.print("key: \(protection)")
                 if let id = information.deviceID {
                     Output.print("device: \((information.deviceName ?? "").forTerminal) (id \(id.forTerminal))")
-                    Output.print("policy: \(information.policyID?.forTerminal ?? "(no id)") sha256 \((information.policySHA256 ?? "").forTerminal)")
+                    Output.print(
+                        "policy: \(information.policyID?.forTerminal ?? "(no id)") sha256 \((information.policySHA256 ?? "").forTerminal)"
+                    )
                     if let at = information.provisionedAt { Output.print("provisioned: \(at.formatted(.iso8601))") }
-                    if let at = information.policyAppliedAt { Output.print("policy applied: \(at.formatted(.iso8601))") }
+                    if let at = information.policyAppliedAt {
+                        Output.print("policy applied: \(at.formatted(.iso8601))")
+                    }
                 } else {
                     Output.print("device: not provisioned")
                 }

@@ -10,8 +10,12 @@ struct Devicectl: AsyncParsableCommand {
         commandName: "devicectl",
         abstract: "Manage a shared device: its encrypted keychain store, policy, accounts and audit log.",
         discussion: appRoute,
-        subcommands: [Provision.self, Deprovision.self, Info.self, Status.self, Activity.self, ShowAccount.self, ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
-                      Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self, KeyCommand.self]
+        subcommands: [
+            Provision.self, Deprovision.self, Info.self, Status.self, Activity.self, ShowAccount.self,
+            ListAccounts.self, SignIn.self, SignOut.self, Token.self, Call.self,
+            Switch.self, CacheCommand.self, AuditCommand.self, KeychainCommand.self, PolicyCommand.self,
+            KeyCommand.self,
+        ]
     )
 
     /// The one rule of where app commands (account, signin, token, call, switch, signout, activity,
@@ -35,7 +39,10 @@ struct Devicectl: AsyncParsableCommand {
             }
             // The keychain's read commands skip ArgumentParser when their arguments are plain (PlainArgumentsParser).
             var command: any ParsableCommand
-            if let plain = PlainArgumentsParser.command(Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
+            if let plain = PlainArgumentsParser.command(
+                Array(CommandLine.arguments.dropFirst()),
+                environment: ProcessInfo.processInfo.environment
+            ) {
                 command = plain
             } else {
                 command = try parseAsRoot()
@@ -56,12 +63,18 @@ struct Devicectl: AsyncParsableCommand {
 func refuseArgumentsThatAreNotUTF8() throws {
     for index in 1..<Int(CommandLine.argc) {
         guard let argument = CommandLine.unsafeArgv[index] else { continue }
-        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+        let bytes = UnsafeBufferPointer(
+            start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self),
+            count: strlen(argument)
+        )
         guard String(validating: bytes, as: UTF8.self) == nil else { continue }
-        throw CLIError(exitCode: .usage, """
+        throw CLIError(
+            exitCode: .usage,
+            """
             argument \(index) (after \(index > 1 ? "\"\(CommandLine.arguments[index - 1].forTerminal)\"" : "devicectl")) is not valid UTF-8; \
             names and values must be UTF-8 text
-            """)
+            """
+        )
     }
 }
 

@@ -127,7 +127,10 @@ extension CLIError {
         if let storeError = error.storeError {
             return CLIError(exitCode: DevicectlExit.forCode(storeError.code), storeError.description)
         }
-        return CLIError(exitCode: DevicectlExit.forAccountCode(error.code) ?? DevicectlExit.forCode(error.code), error.description)
+        return CLIError(
+            exitCode: DevicectlExit.forAccountCode(error.code) ?? DevicectlExit.forCode(error.code),
+            error.description
+        )
     }
 }
 

@@ -7,16 +7,28 @@ import SharedDevice
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Seal the store's master key to this device (TPM2 and/or host key, through systemd-creds), or rotate it.",
-        subcommands: [SealKey.self, RotateKey.self])
+        abstract:
+            "Seal the store's master key to this device (TPM2 and/or host key, through systemd-creds), or rotate it.",
+        subcommands: [SealKey.self, RotateKey.self]
+    )
 }
 
 /// The options of a sealing: `--seal`/`--with` and `--tpm2-pcrs`.
 struct SealingOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Seal the master key with tpm2, host or tpm2+host (systemd-creds --with-key).", valueName: "key"))
+    @Option(
+        help: ArgumentHelp(
+            "Seal the master key with tpm2, host or tpm2+host (systemd-creds --with-key).",
+            valueName: "key"
+        )
+    )
     var seal: String?
 
-    @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7, the Secure Boot state).", valueName: "pcrs"))
+    @Option(
+        help: ArgumentHelp(
+            "TPM2 PCRs the key is bound to, joined by + (default 7, the Secure Boot state).",
+            valueName: "pcrs"
+        )
+    )
     var tpm2Pcrs: String?
 
     /// The sealing asked for: `--seal`, else the policy's `keyProtection`; nil when neither names one.
@@ -29,12 +41,17 @@ struct SealingOptions: ParsableArguments {
     static func sealing(seal: String?, pcrs: String?, policy: DevicePolicy?) throws -> KeySealing? {
         let wanted = policy?.keyProtection?.sealing
         guard let seal else {
-            if pcrs != nil { throw CLIError(exitCode: .usage, "--tpm2-pcrs needs a TPM2 sealing: give tpm2 or tpm2+host too") }
+            if pcrs != nil {
+                throw CLIError(exitCode: .usage, "--tpm2-pcrs needs a TPM2 sealing: give tpm2 or tpm2+host too")
+            }
             return wanted
         }
         let given = try sealing(seal: seal, pcrs: pcrs ?? "7")
         if let wanted, wanted != given {
-            throw CLIError(exitCode: .usage, "the policy's keyProtection asks for \(wanted.description), the command line for \(given.description); leave the sealing to the policy, or change the policy")
+            throw CLIError(
+                exitCode: .usage,
+                "the policy's keyProtection asks for \(wanted.description), the command line for \(given.description); leave the sealing to the policy, or change the policy"
+            )
         }
         return given
     }
@@ -53,7 +70,10 @@ struct SealingOptions: ParsableArguments {
         }
         let pcrs = tpm2Pcrs.split(separator: "+").map { Int($0) }
         guard !pcrs.isEmpty, pcrs.allSatisfy({ $0.map { (0...23).contains($0) } ?? false }) else {
-            throw CLIError(exitCode: .usage, "--tpm2-pcrs takes PCR numbers 0–23 joined by + (7, or 7+16); an empty list would never unseal")
+            throw CLIError(
+                exitCode: .usage,
+                "--tpm2-pcrs takes PCR numbers 0–23 joined by + (7, or 7+16); an empty list would never unseal"
+            )
         }
         return KeySealing(binding: binding, pcrs: pcrs.compactMap { $0 })
     }
@@ -68,12 +88,23 @@ struct SealingOptions: ParsableArguments {
     static func seal(_ sealing: KeySealing, store location: StoreLocation) throws {
         // The key file must open this store before it is sealed.
         let store = try location.openExisting()
-        try reportingErrors { () throws(KeychainError) in try SealedKeyFile.seal(directory: location.directory, sealing: sealing) }
+        try reportingErrors { () throws(KeychainError) in
+            try SealedKeyFile.seal(directory: location.directory, sealing: sealing)
+        }
         if location.directory.standardizedFileURL.path == serviceStateDirectory { try installServiceDropIn() }
         let device = ManagedDevice(store: store, logger: location.logger)
         _ = try reportingDeviceErrors { () throws(SharedDeviceError) in
-            try device.record(AuditEntry(type: .deviceKeySealed, actor: Actor.current, reason: "master key sealed",
-                                         details: ["binding": sealing.binding.rawValue, "pcrs": sealing.pcrs.map(String.init).joined(separator: "+")]))
+            try device.record(
+                AuditEntry(
+                    type: .deviceKeySealed,
+                    actor: Actor.current,
+                    reason: "master key sealed",
+                    details: [
+                        "binding": sealing.binding.rawValue,
+                        "pcrs": sealing.pcrs.map(String.init).joined(separator: "+"),
+                    ]
+                )
+            )
         }
     }
 }
@@ -93,10 +124,16 @@ extension SealingOptions {
 
             """
         do {
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: url.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             try Data(text.utf8).write(to: url, options: .atomic)
         } catch {
-            throw CLIError(exitCode: .ioError, "the key is sealed, but the unit's drop-in \(serviceDropIn) could not be written (\(error)); write it by hand: \(text)")
+            throw CLIError(
+                exitCode: .ioError,
+                "the key is sealed, but the unit's drop-in \(serviceDropIn) could not be written (\(error)); write it by hand: \(text)"
+            )
         }
         guard FileManager.default.fileExists(atPath: "/run/systemd/system") else { return }
         let reload = Process()
@@ -117,29 +154,43 @@ extension AuditEventType {
 struct SealKey: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seal",
-        abstract: "Seal the master key of an existing store: master.key becomes master.key.cred, which opens only here.",
+        abstract:
+            "Seal the master key of an existing store: master.key becomes master.key.cred, which opens only here.",
         discussion: """
             The key is encrypted by systemd-creds (SYSTEMD_TPM2_DEVICE and SYSTEMD_CREDENTIAL_SECRET apply), checked by \
             decrypting it again, then the plaintext key file is overwritten and removed. Afterwards root's devicectl \
             opens the store by itself (systemd-creds decrypt) and deviced.service gets the key through \
             LoadCredentialEncrypted=. A copy of the state directory does not open on another device (exit 78).
-            """)
+            """
+    )
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("What to seal with: tpm2, host or tpm2+host (default: the policy's keyProtection).", valueName: "key"))
+    @Option(
+        help: ArgumentHelp(
+            "What to seal with: tpm2, host or tpm2+host (default: the policy's keyProtection).",
+            valueName: "key"
+        )
+    )
     var with: String?
-    @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7).", valueName: "pcrs")) var tpm2Pcrs: String?
+    @Option(help: ArgumentHelp("TPM2 PCRs the key is bound to, joined by + (default 7).", valueName: "pcrs"))
+    var tpm2Pcrs: String?
     @OptionGroup var output: OutputOptions
 
     func run() throws {
         try runReportingErrors {
             let policy = try SealingOptions.policy(of: store)
             guard let sealing = try SealingOptions.sealing(seal: with, pcrs: tpm2Pcrs, policy: policy) else {
-                throw CLIError(exitCode: .usage, "say what to seal with: --with tpm2, host or tpm2+host (the policy has no keyProtection)")
+                throw CLIError(
+                    exitCode: .usage,
+                    "say what to seal with: --with tpm2, host or tpm2+host (the policy has no keyProtection)"
+                )
             }
             try SealingOptions.seal(sealing, store: store)
-            if output.json { try Output.json(["keyProtection": "sealed", "sealing": sealing.description]) }
-            else { Output.print("master key sealed: \(sealing.description); \(KeychainStore.keyFileName) removed") }
+            if output.json {
+                try Output.json(["keyProtection": "sealed", "sealing": sealing.description])
+            } else {
+                Output.print("master key sealed: \(sealing.description); \(KeychainStore.keyFileName) removed")
+            }
         }
     }
 }
@@ -154,7 +205,8 @@ struct RotateKey: ParsableCommand {
             one after it: killed at any point, the store opens, and the next open or rotation finishes the job. \
             deviced must not serve the store meanwhile: stop deviced.socket and deviced.service first (exit 69 while \
             it holds the state directory), start deviced.socket afterwards. The old key opens the store no more (exit 47).
-            """)
+            """
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var output: OutputOptions
@@ -170,14 +222,18 @@ struct RotateKey: ParsableCommand {
 
     func validate() throws {
         if store.keyFile != nil || store.passphraseFile != nil {
-            throw ValidationError("key rotate replaces the state directory's own key (master.key or master.key.cred); drop --key-file and --passphrase-file")
+            throw ValidationError(
+                "key rotate replaces the state directory's own key (master.key or master.key.cred); drop --key-file and --passphrase-file"
+            )
         }
     }
 
     func run() throws {
         try runReportingErrors {
             let kill = try killAfter.map { name throws -> MasterKeyRotation.Step in
-                guard let step = MasterKeyRotation.Step(rawValue: name) else { throw CLIError(exitCode: .usage, "unknown step \(name)") }
+                guard let step = MasterKeyRotation.Step(rawValue: name) else {
+                    throw CLIError(exitCode: .usage, "unknown step \(name)")
+                }
                 return step
             }
             let logger = store.logger
@@ -185,23 +241,40 @@ struct RotateKey: ParsableCommand {
             let current = SealedKeyFile.sealing(in: store.directory)
             // One opening (one unsealing) for the policy and the rotation.
             let opened = try store.openExisting()
-            let policy = try reportingDeviceErrors { () throws(SharedDeviceError) in try ManagedDevice(store: opened, logger: logger).policy() }
+            let policy = try reportingDeviceErrors { () throws(SharedDeviceError) in
+                try ManagedDevice(store: opened, logger: logger).policy()
+            }
             let resealing = current == nil ? nil : policy?.keyProtection?.sealing
             let keyProtection = (resealing ?? current)?.description ?? "key file"
             let actor = Actor.current
             // The audit entry commits with the rotation, or neither does.
             let result = try reportingErrors { () throws(KeychainError) in
-                try MasterKeyRotation.rotate(opened, resealing: resealing, logger: logger, recording: { store, transaction, groups in
-                    try ManagedDevice(store: store, logger: logger).append(
-                        AuditEntry(type: .deviceKeyRotated, actor: actor, reason: "master key rotated",
-                                   details: ["groups": "\(groups)", "keyProtection": keyProtection]), in: transaction)
-                }, passed: { step in
-                    if step == kill { raise(SIGKILL) }
-                })
+                try MasterKeyRotation.rotate(
+                    opened,
+                    resealing: resealing,
+                    logger: logger,
+                    recording: { store, transaction, groups in
+                        try ManagedDevice(store: store, logger: logger).append(
+                            AuditEntry(
+                                type: .deviceKeyRotated,
+                                actor: actor,
+                                reason: "master key rotated",
+                                details: ["groups": "\(groups)", "keyProtection": keyProtection]
+                            ),
+                            in: transaction
+                        )
+                    },
+                    passed: { step in
+                        if step == kill { raise(SIGKILL) }
+                    }
+                )
             }
             let sealing = result.sealing?.description ?? "key file"
-            if output.json { try Output.json(RotationSummary(groups: result.groups, keyProtection: sealing)) }
-            else { Output.print("master key rotated: \(result.groups) group keys re-wrapped; held as: \(sealing)") }
+            if output.json {
+                try Output.json(RotationSummary(groups: result.groups, keyProtection: sealing))
+            } else {
+                Output.print("master key rotated: \(result.groups) group keys re-wrapped; held as: \(sealing)")
+            }
         }
     }
 }

@@ -5,7 +5,8 @@ import KeychainStore
 struct AddGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add-generic-password",
-        abstract: "Add an item; the secret is read from standard input (exit 45 if it exists).")
+        abstract: "Add an item; the secret is read from standard input (exit 45 if it exists)."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -15,7 +16,8 @@ struct AddGenericPassword: AsyncParsableCommand {
     @Option(help: "Label attribute.") var label: String?
     @Option(help: "Type attribute (a number, e.g. 2001).") var type: UInt32?
     @Option(help: "Generic attribute (text).") var generic: String?
-    @Flag(help: "Read the secret from standard input (required: secrets never go on the command line).") var secretStdin = false
+    @Flag(help: "Read the secret from standard input (required: secrets never go on the command line).")
+    var secretStdin = false
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -26,10 +28,21 @@ struct AddGenericPassword: AsyncParsableCommand {
         try await runReportingErrors {
             let keychain = try await KeychainAccess(caller: caller, location: store)
             let secret = try readSecretFromStandardInput()
-            let item = NewItem(accessGroup: accessGroup, service: service, account: account, secret: secret,
-                               label: label, type: type, generic: generic.map { Data($0.utf8) })
+            let item = NewItem(
+                accessGroup: accessGroup,
+                service: service,
+                account: account,
+                secret: secret,
+                label: label,
+                type: type,
+                generic: generic.map { Data($0.utf8) }
+            )
             let stored = try await keychain.add(item)
-            if output.json { try Output.json(Output.ItemJSON(stored)) } else { Output.print("added item to \(stored.accessGroup)") }
+            if output.json {
+                try Output.json(Output.ItemJSON(stored))
+            } else {
+                Output.print("added item to \(stored.accessGroup)")
+            }
         }
     }
 }
@@ -37,7 +50,8 @@ struct AddGenericPassword: AsyncParsableCommand {
 struct FindGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "find-generic-password",
-        abstract: "Show the first matching item (or all with --all); exit 44 if none.")
+        abstract: "Show the first matching item (or all with --all); exit 44 if none."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -54,7 +68,11 @@ struct FindGenericPassword: AsyncParsableCommand {
                 let shown = items.map { Output.ItemJSON($0.metadata, secret: printSecret ? $0.secret : nil) }
                 if all { try Output.json(shown) } else { try Output.json(shown[0]) }
             } else {
-                Output.print(items.map { Output.text($0.metadata, secret: printSecret ? $0.secret : nil) }.joined(separator: "\n\n"))
+                Output.print(
+                    items.map { Output.text($0.metadata, secret: printSecret ? $0.secret : nil) }.joined(
+                        separator: "\n\n"
+                    )
+                )
             }
         }
     }
@@ -63,7 +81,8 @@ struct FindGenericPassword: AsyncParsableCommand {
 struct UpdateGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "update-generic-password",
-        abstract: "Change every matching item; a new secret is read from standard input.")
+        abstract: "Change every matching item; a new secret is read from standard input."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -77,8 +96,13 @@ struct UpdateGenericPassword: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        guard !selection.isEmpty else { throw ValidationError("select items with --service, --account, --label, --type or --access-group") }
-        guard secretStdin || setService != nil || setAccount != nil || setLabel != nil || setType != nil || setGeneric != nil else {
+        guard !selection.isEmpty else {
+            throw ValidationError("select items with --service, --account, --label, --type or --access-group")
+        }
+        guard
+            secretStdin || setService != nil || setAccount != nil || setLabel != nil || setType != nil
+                || setGeneric != nil
+        else {
             throw ValidationError("nothing to change: pass --set-… options or --secret-stdin")
         }
     }
@@ -87,8 +111,14 @@ struct UpdateGenericPassword: AsyncParsableCommand {
         try await runReportingErrors {
             let keychain = try await KeychainAccess(caller: caller, location: store)
             let secret = secretStdin ? try readSecretFromStandardInput() : nil
-            let changes = ItemChanges(service: setService, account: setAccount, label: setLabel, type: setType,
-                                      generic: setGeneric.map { Data($0.utf8) }, secret: secret)
+            let changes = ItemChanges(
+                service: setService,
+                account: setAccount,
+                label: setLabel,
+                type: setType,
+                generic: setGeneric.map { Data($0.utf8) },
+                secret: secret
+            )
             let count = try await keychain.update(selection.query, with: changes)
             if output.json { try Output.json(["updated": count]) } else { Output.print("updated \(count) item(s)") }
         }
@@ -98,7 +128,8 @@ struct UpdateGenericPassword: AsyncParsableCommand {
 struct DeleteGenericPassword: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete-generic-password",
-        abstract: "Delete every matching item; exit 44 if none.")
+        abstract: "Delete every matching item; exit 44 if none."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -106,7 +137,9 @@ struct DeleteGenericPassword: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        guard !selection.isEmpty else { throw ValidationError("select items with --service, --account, --label, --type or --access-group") }
+        guard !selection.isEmpty else {
+            throw ValidationError("select items with --service, --account, --label, --type or --access-group")
+        }
     }
 
     func run() async throws {
@@ -121,7 +154,8 @@ struct DeleteGenericPassword: AsyncParsableCommand {
 struct ListItems: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List the attributes of the app's items (never secrets).")
+        abstract: "List the attributes of the app's items (never secrets)."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var caller: CallerOptions
@@ -146,7 +180,8 @@ struct ListItems: AsyncParsableCommand {
 struct VerifyStore: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Authenticate every item and group key; exit 46 naming the damaged items if any fail.")
+        abstract: "Authenticate every item and group key; exit 46 naming the damaged items if any fail."
+    )
 
     @OptionGroup var store: StoreLocation
     @OptionGroup var output: OutputOptions
@@ -160,13 +195,17 @@ struct VerifyStore: ParsableCommand {
             } else {
                 Output.print("checked \(report.checkedItems) item(s) in \(report.checkedGroups) access group(s)")
                 for problem in report.databaseProblems { Output.print("database: \(problem)") }
-                if report.damagedGroups > 0 { Output.print("\(report.damagedGroups) access group key record(s) damaged") }
+                if report.damagedGroups > 0 {
+                    Output.print("\(report.damagedGroups) access group key record(s) damaged")
+                }
                 for item in report.damagedItems { Output.print("damaged: \(item)") }
                 Output.print(report.isIntact ? "store intact" : "store DAMAGED")
             }
             if !report.isIntact {
-                throw CLIError(exitCode: .integrityFailure,
-                    "\(report.damagedItems.count) damaged item(s); delete them or restore the store from backup")
+                throw CLIError(
+                    exitCode: .integrityFailure,
+                    "\(report.damagedItems.count) damaged item(s); delete them or restore the store from backup"
+                )
             }
         }
     }

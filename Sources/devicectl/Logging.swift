@@ -6,8 +6,13 @@ public import Logging
 /// drives report on standard error. Default `$DEVICECTL_LOG_LEVEL`, else `warning`. Logs never carry a
 /// token, key, secret or passphrase at any level; standard output stays the command's result.
 struct LoggingOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
-        discussion: "Default: $DEVICECTL_LOG_LEVEL, else warning.", valueName: "level"))
+    @Option(
+        help: ArgumentHelp(
+            "Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
+            discussion: "Default: $DEVICECTL_LOG_LEVEL, else warning.",
+            valueName: "level"
+        )
+    )
     var logLevel: Logger.Level?
 
     /// The logger every library call of this command receives, at the level `DevicectlLogging.bootstrap`
@@ -29,8 +34,12 @@ enum DevicectlLogging {
     /// that logging is set up once, first. (A malformed value is left to the parser to report.)
     static func optionLevel(in arguments: [String]) -> Logger.Level? {
         for (index, argument) in arguments.enumerated() {
-            if argument == "--log-level", index + 1 < arguments.count { return Logger.Level(rawValue: arguments[index + 1]) }
-            if argument.hasPrefix("--log-level=") { return Logger.Level(rawValue: String(argument.dropFirst("--log-level=".count))) }
+            if argument == "--log-level", index + 1 < arguments.count {
+                return Logger.Level(rawValue: arguments[index + 1])
+            }
+            if argument.hasPrefix("--log-level=") {
+                return Logger.Level(rawValue: String(argument.dropFirst("--log-level=".count)))
+            }
         }
         return nil
     }

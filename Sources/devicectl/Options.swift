@@ -7,15 +7,30 @@ import SharedDevice
 
 /// Where the store is and how to unlock it.
 struct StoreLocation: ParsableArguments {
-    @Option(help: ArgumentHelp("State directory.",
-        discussion: "Default: $DEVICECTL_STATE_DIR, else /var/lib/devicectl for root, else $XDG_STATE_HOME/devicectl (~/.local/state/devicectl).",
-        valueName: "dir"))
+    @Option(
+        help: ArgumentHelp(
+            "State directory.",
+            discussion:
+                "Default: $DEVICECTL_STATE_DIR, else /var/lib/devicectl for root, else $XDG_STATE_HOME/devicectl (~/.local/state/devicectl).",
+            valueName: "dir"
+        )
+    )
     var stateDir: String?
 
-    @Option(help: ArgumentHelp("Master key file (default: <state-dir>/master.key, created with the store).", valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Master key file (default: <state-dir>/master.key, created with the store).",
+            valueName: "file"
+        )
+    )
     var keyFile: String?
 
-    @Option(help: ArgumentHelp("Unlock with the passphrase on the first line of this file instead of a key file.", valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Unlock with the passphrase on the first line of this file instead of a key file.",
+            valueName: "file"
+        )
+    )
     var passphraseFile: String?
 
     @OptionGroup var logging: LoggingOptions
@@ -34,7 +49,9 @@ struct StoreLocation: ParsableArguments {
     /// Opens the store, turning every failure into the documented exit code.
     func open() throws -> KeychainStore {
         let source = try keySource()
-        return try reportingErrors { () throws(KeychainError) in try KeychainStore(directory: directory, key: source, logger: logger) }
+        return try reportingErrors { () throws(KeychainError) in
+            try KeychainStore(directory: directory, key: source, logger: logger)
+        }
     }
 
     /// Opens an existing store without creating one: for commands that only make sense on a device that
@@ -43,8 +60,10 @@ struct StoreLocation: ParsableArguments {
     func openExisting() throws -> KeychainStore {
         let database = directory.appendingPathComponent(KeychainStore.databaseFileName)
         guard FileManager.default.fileExists(atPath: database.path) else {
-            throw CLIError(exitCode: .unavailable,
-                "there is no store in \(directory.path); check --state-dir, or provision the device with `devicectl provision --policy FILE`")
+            throw CLIError(
+                exitCode: .unavailable,
+                "there is no store in \(directory.path); check --state-dir, or provision the device with `devicectl provision --policy FILE`"
+            )
         }
         return try open()
     }
@@ -56,11 +75,15 @@ struct StoreLocation: ParsableArguments {
     }
 
     private static func readPassphrase(_ path: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+        else {
             throw CLIError(exitCode: .ioError, "cannot read passphrase file \(path)")
         }
-        let passphrase = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-        guard !passphrase.isEmpty else { throw CLIError(exitCode: .badInput, "passphrase file \(path) has an empty first line") }
+        let passphrase =
+            text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        guard !passphrase.isEmpty else {
+            throw CLIError(exitCode: .badInput, "passphrase file \(path) has an empty first line")
+        }
         return passphrase
     }
 }
@@ -69,13 +92,21 @@ struct StoreLocation: ParsableArguments {
 /// provisioning they are given with `--entitlements`.
 struct CallerOptions: ParsableArguments {
     /// `--app` of every app-facing command.
-    static let appHelp = ArgumentHelp("The app (an app's user: optional, its own app; root: the app to act for, on the store).",
-                                      discussion: Devicectl.appRoute, valueName: "id")
+    static let appHelp = ArgumentHelp(
+        "The app (an app's user: optional, its own app; root: the app to act for, on the store).",
+        discussion: Devicectl.appRoute,
+        valueName: "id"
+    )
 
     @Option(help: CallerOptions.appHelp)
     var app: String?
 
-    @Option(help: ArgumentHelp("Comma-separated keychain access groups the app is entitled to, first one the default (only before the device is provisioned; afterwards the policy decides).", valueName: "groups"))
+    @Option(
+        help: ArgumentHelp(
+            "Comma-separated keychain access groups the app is entitled to, first one the default (only before the device is provisioned; afterwards the policy decides).",
+            valueName: "groups"
+        )
+    )
     var entitlements: String?
 
     /// The app's identity: from the device policy when provisioned (an unlisted app is refused, exit 77,
@@ -93,16 +124,22 @@ struct CallerOptions: ParsableArguments {
     /// `identity(in:)` for commands whose `--app` is optional.
     static func resolve(app: String, entitlements: String?, in store: KeychainStore) throws -> AppIdentity {
         let device = ManagedDevice(store: store)
-        if let identity = try reportingDeviceErrors({ () throws(SharedDeviceError) in try device.appIdentity(app, actor: app) }) {
+        if let identity = try reportingDeviceErrors({ () throws(SharedDeviceError) in
+            try device.appIdentity(app, actor: app)
+        }) {
             guard entitlements == nil else {
-                throw CLIError(exitCode: .usage,
-                    "this device is provisioned, so app entitlements come from its policy; drop --entitlements")
+                throw CLIError(
+                    exitCode: .usage,
+                    "this device is provisioned, so app entitlements come from its policy; drop --entitlements"
+                )
             }
             return identity
         }
         guard let entitlements else {
-            throw CLIError(exitCode: .usage,
-                "the device is not provisioned: give the app's access groups with --entitlements, or run `devicectl provision --policy FILE` first")
+            throw CLIError(
+                exitCode: .usage,
+                "the device is not provisioned: give the app's access groups with --entitlements, or run `devicectl provision --policy FILE` first"
+            )
         }
         let groups = entitlements.split(separator: ",", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
@@ -117,8 +154,11 @@ struct CallerOptions: ParsableArguments {
         } catch {
             if error.code == .missingEntitlement {
                 try? ManagedDevice(store: store).recordAccessDenied(
-                    appID: app ?? "", actor: app ?? "", reason: "missing entitlement",
-                    details: ["via": Actor.current])
+                    appID: app ?? "",
+                    actor: app ?? "",
+                    reason: "missing entitlement",
+                    details: ["via": Actor.current]
+                )
             }
             throw CLIError(exitCode: DevicectlExit.forCode(error.code), error.description)
         }
@@ -127,7 +167,12 @@ struct CallerOptions: ParsableArguments {
 
 /// Item attributes that select items.
 struct ItemSelection: ParsableArguments {
-    @Option(help: ArgumentHelp("Access group (default: search all of the app's groups; add uses the first).", valueName: "group"))
+    @Option(
+        help: ArgumentHelp(
+            "Access group (default: search all of the app's groups; add uses the first).",
+            valueName: "group"
+        )
+    )
     var accessGroup: String?
 
     @Option(help: "Service attribute.")
@@ -152,7 +197,12 @@ struct ItemSelection: ParsableArguments {
 /// `--json` output.
 /// `--authority` of the token and sign-in commands (MSAL's per-call `parameters.authority`).
 struct AuthorityOption: ParsableArguments {
-    @Option(help: ArgumentHelp("Sign in or get the token at this authority instead of the policy's issuer: one of the policy's knownAuthorities (a B2C user flow such as …/tfp/{tenant}/B2C_1_edit_profile).", valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            "Sign in or get the token at this authority instead of the policy's issuer: one of the policy's knownAuthorities (a B2C user flow such as …/tfp/{tenant}/B2C_1_edit_profile).",
+            valueName: "url"
+        )
+    )
     var authority: String?
 }
 
@@ -182,7 +232,9 @@ func readBounded(_ path: String, limit: Int, what: String) throws -> Data {
     case .complete(let data):
         return data
     case .tooLarge:
-        throw CLIError(exitCode: .badInput,
-            "\(what) \(path) is larger than \(InputLimits.describe(bytes: limit)), the limit for a \(what); nothing was changed")
+        throw CLIError(
+            exitCode: .badInput,
+            "\(what) \(path) is larger than \(InputLimits.describe(bytes: limit)), the limit for a \(what); nothing was changed"
+        )
     }
 }

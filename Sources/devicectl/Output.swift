@@ -29,7 +29,6 @@ enum Output {
         print(String(decoding: data, as: UTF8.self))
     }
 
-
     /// An item as JSON: attributes, and the secret (base64) only when `includeSecret` is set.
     struct ItemJSON: Encodable {
         var accessGroup: String
@@ -69,7 +68,9 @@ enum Output {
         ]
         if let label = metadata.label { lines.append("label: \(label.forTerminal)") }
         if let type = metadata.type { lines.append("type: \(type)") }
-        if let generic = metadata.generic { lines.append("generic: \(String(decoding: generic, as: UTF8.self).forTerminal)") }
+        if let generic = metadata.generic {
+            lines.append("generic: \(String(decoding: generic, as: UTF8.self).forTerminal)")
+        }
         if let creator = metadata.creator { lines.append("creator: \(creator)") }
         lines.append("created: \(timestamp.format(metadata.creationDate))")
         lines.append("modified: \(timestamp.format(metadata.modificationDate))")

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// The worker's password for `--flow password`: from standard input with `--password-stdin` (one line; a
 /// trailing newline is dropped), else typed at a terminal with echo off. Never from the command line.
@@ -12,7 +13,10 @@ enum PasswordInput {
     static func read(fromStandardInput: Bool, username: String) throws -> String {
         if fromStandardInput { return try fromPipe() }
         guard isatty(STDIN_FILENO) == 1 else {
-            throw CLIError(exitCode: .usage, "--flow password needs the password: pass it on standard input with --password-stdin, or run at a terminal")
+            throw CLIError(
+                exitCode: .usage,
+                "--flow password needs the password: pass it on standard input with --password-stdin, or run at a terminal"
+            )
         }
         return try typed(prompt: "Password for \(username.forTerminal): ")
     }
@@ -35,7 +39,9 @@ enum PasswordInput {
     private static func typed(prompt: String) throws -> String {
         FileHandle.standardError.write(Data(prompt.utf8))
         var saved = termios()
-        guard tcgetattr(STDIN_FILENO, &saved) == 0 else { throw CLIError(exitCode: .osError, "cannot read the terminal's settings") }
+        guard tcgetattr(STDIN_FILENO, &saved) == 0 else {
+            throw CLIError(exitCode: .osError, "cannot read the terminal's settings")
+        }
         var silent = saved
         silent.c_lflag &= ~tcflag_t(ECHO)
         _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
@@ -46,7 +52,9 @@ enum PasswordInput {
         guard let line = readLine(strippingNewline: true), !line.isEmpty else {
             throw CLIError(exitCode: .badInput, "no password was typed")
         }
-        guard line.utf8.count <= maximumBytes else { throw CLIError(exitCode: .badInput, "the password is longer than \(maximumBytes) bytes") }
+        guard line.utf8.count <= maximumBytes else {
+            throw CLIError(exitCode: .badInput, "the password is longer than \(maximumBytes) bytes")
+        }
         return line
     }
 }

@@ -20,7 +20,9 @@ enum PlainArgumentsParser {
 
     /// The command `arguments` (without the program name) ask for, or nil to let ArgumentParser parse.
     static func command(_ arguments: [String], environment: [String: String]) -> sending (any ParsableCommand)? {
-        guard environment[fullParseVariable] != "1", arguments.count >= 2, arguments[0] == "keychain" else { return nil }
+        guard environment[fullParseVariable] != "1", arguments.count >= 2, arguments[0] == "keychain" else {
+            return nil
+        }
         let options = arguments.dropFirst(2)
         let command: (any ParsableCommand)?
         switch arguments[1] {
@@ -55,7 +57,9 @@ struct PlainArguments {
             }
             let name = String(body)
             if options.contains(name) {
-                guard !values.keys.contains(name), index < arguments.endIndex, !arguments[index].hasPrefix("-") else { return nil }
+                guard !values.keys.contains(name), index < arguments.endIndex, !arguments[index].hasPrefix("-") else {
+                    return nil
+                }
                 values[name] = arguments[index]
                 index += 1
             } else if flags.contains(name) {
@@ -157,8 +161,11 @@ private struct ReadCommandGroups {
         caller = CallerOptions(plain: plain)
         output = OutputOptions(plain: plain)
         do {
-            try self.store.logging.validate(); try self.store.validate(); try caller.validate()
-            try self.selection.validate(); try output.validate()
+            try self.store.logging.validate()
+            try self.store.validate()
+            try caller.validate()
+            try self.selection.validate()
+            try output.validate()
         } catch {
             return nil
         }
@@ -167,8 +174,14 @@ private struct ReadCommandGroups {
 
 extension FindGenericPassword {
     init?(plain arguments: ArraySlice<String>) {
-        guard let plain = PlainArguments(arguments, options: ReadCommandGroups.options, flags: ReadCommandGroups.flags.union(["all", "print-secret"])),
-              let groups = ReadCommandGroups(plain) else { return nil }
+        guard
+            let plain = PlainArguments(
+                arguments,
+                options: ReadCommandGroups.options,
+                flags: ReadCommandGroups.flags.union(["all", "print-secret"])
+            ),
+            let groups = ReadCommandGroups(plain)
+        else { return nil }
         self.init()
         (store, caller, selection, output) = (groups.store, groups.caller, groups.selection, groups.output)
         all = plain.flag("all")
@@ -180,7 +193,8 @@ extension FindGenericPassword {
 extension ListItems {
     init?(plain arguments: ArraySlice<String>) {
         guard let plain = PlainArguments(arguments, options: ReadCommandGroups.options, flags: ReadCommandGroups.flags),
-              let groups = ReadCommandGroups(plain) else { return nil }
+            let groups = ReadCommandGroups(plain)
+        else { return nil }
         self.init()
         (store, caller, selection, output) = (groups.store, groups.caller, groups.selection, groups.output)
         guard (try? validate()) != nil else { return nil }

@@ -9,11 +9,19 @@ import SharedDevice
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show the broker daemon's state: running or not, socket, policy, current worker and since when, idle clock, connected apps, last audit sequence.",
-        discussion: "With the broker running this asks it (root or the policy's administratorsGroup); without it, root reads the store.")
+        abstract:
+            "Show the broker daemon's state: running or not, socket, policy, current worker and since when, idle clock, connected apps, last audit sequence.",
+        discussion:
+            "With the broker running this asks it (root or the policy's administratorsGroup); without it, root reads the store."
+    )
 
     @OptionGroup var store: StoreLocation
-    @Option(help: ArgumentHelp("The broker's socket (default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket)).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "The broker's socket (default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket)).",
+            valueName: "path"
+        )
+    )
     var socket: String?
     @OptionGroup var output: OutputOptions
 
@@ -46,14 +54,31 @@ struct Status: AsyncParsableCommand {
         try await runReportingErrors {
             let path = DeviceLocations.brokerSocket(explicit: socket)
             let summary: Summary
-            if let broker = try await BrokerRoute.runningBroker(socket: path, stateDir: store.stateDir, logger: store.logger) {
+            if let broker = try await BrokerRoute.runningBroker(
+                socket: path,
+                stateDir: store.stateDir,
+                logger: store.logger
+            ) {
                 let status = try await broker.status()
-                summary = Summary(broker: .init(socket: path, running: true, version: status.version, startedAt: status.startedAt,
-                                                connections: status.connections, msalClients: status.msalClients,
-                                                diskReserve: status.diskReserve),
-                                  provisioned: status.provisioned, mode: status.mode, policyId: status.policyID,
-                                  policySha256: status.policySHA256, current: status.current, signedInAt: status.signedInAt,
-                                  lastAuditSequence: status.lastAuditSequence, idle: status.idle)
+                summary = Summary(
+                    broker: .init(
+                        socket: path,
+                        running: true,
+                        version: status.version,
+                        startedAt: status.startedAt,
+                        connections: status.connections,
+                        msalClients: status.msalClients,
+                        diskReserve: status.diskReserve
+                    ),
+                    provisioned: status.provisioned,
+                    mode: status.mode,
+                    policyId: status.policyID,
+                    policySha256: status.policySHA256,
+                    current: status.current,
+                    signedInAt: status.signedInAt,
+                    lastAuditSequence: status.lastAuditSequence,
+                    idle: status.idle
+                )
             } else {
                 summary = try storeSummary(socket: path)
             }
@@ -63,57 +88,93 @@ struct Status: AsyncParsableCommand {
 
     /// The state from the store itself (the broker is not running).
     private func storeSummary(socket: String) throws -> Summary {
-        let notRunning = Summary.Broker(socket: socket, running: false, version: nil, startedAt: nil, connections: [], msalClients: [])
+        let notRunning = Summary.Broker(
+            socket: socket,
+            running: false,
+            version: nil,
+            startedAt: nil,
+            connections: [],
+            msalClients: []
+        )
         let database = store.directory.appendingPathComponent(KeychainStore.databaseFileName)
         guard FileManager.default.fileExists(atPath: database.path) else {
-            return Summary(broker: notRunning, provisioned: false, mode: DeviceInformation.Mode.private.rawValue, policyId: nil,
-                           policySha256: nil, current: nil, signedInAt: nil, lastAuditSequence: 0)
+            return Summary(
+                broker: notRunning,
+                provisioned: false,
+                mode: DeviceInformation.Mode.private.rawValue,
+                policyId: nil,
+                policySha256: nil,
+                current: nil,
+                signedInAt: nil,
+                lastAuditSequence: 0
+            )
         }
         let context = try AccountContext(store)
         let record = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.device.record() }
         let statuses = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.accounts.accounts() }
         let last = try reportingDeviceErrors { () throws(SharedDeviceError) in try context.device.lastAuditSequence() }
         let current = statuses.first { $0.signedIn }
-        return Summary(broker: notRunning, provisioned: record != nil, mode: context.device.information().information.mode.rawValue,
-                       policyId: record?.policyID, policySha256: record?.policySHA256, current: current?.account,
-                       signedInAt: current?.signedInAt, lastAuditSequence: last)
+        return Summary(
+            broker: notRunning,
+            provisioned: record != nil,
+            mode: context.device.information().information.mode.rawValue,
+            policyId: record?.policyID,
+            policySha256: record?.policySHA256,
+            current: current?.account,
+            signedInAt: current?.signedInAt,
+            lastAuditSequence: last
+        )
     }
 
     static func text(_ summary: Summary) -> String {
         let time = ISO8601DateFormatter()
         var lines: [String] = []
         if summary.broker.running {
-            lines.append("broker: running on \(summary.broker.socket) (deviced \(summary.broker.version ?? "?")"
-                         + (summary.broker.startedAt.map { ", since \(time.string(from: $0))" } ?? "") + ")")
+            lines.append(
+                "broker: running on \(summary.broker.socket) (deviced \(summary.broker.version ?? "?")"
+                    + (summary.broker.startedAt.map { ", since \(time.string(from: $0))" } ?? "") + ")"
+            )
             lines.append("connections: \(summary.broker.connections.count)")
             for connection in summary.broker.connections {
-                lines.append("  uid \(connection.uid) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)")
+                lines.append(
+                    "  uid \(connection.uid) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)"
+                )
             }
             lines.append("MSAL clients (through the MSAL bridge): \(summary.broker.msalClients.count)")
             for client in summary.broker.msalClients {
-                lines.append("  \(client.clientID.forTerminal) uid \(client.uid) \(client.appID?.forTerminal ?? "(no app)"): \(client.calls) calls"
-                             + (client.refused > 0 ? ", \(client.refused) refused (not in the policy's msalClientIds)" : "")
-                             + ", last \(time.string(from: client.lastCall))")
+                lines.append(
+                    "  \(client.clientID.forTerminal) uid \(client.uid) \(client.appID?.forTerminal ?? "(no app)"): \(client.calls) calls"
+                        + (client.refused > 0 ? ", \(client.refused) refused (not in the policy's msalClientIds)" : "")
+                        + ", last \(time.string(from: client.lastCall))"
+                )
             }
             switch summary.broker.diskReserve {
             case true?: lines.append("disk reserve: in place (space kept for sign-outs on a full disk)")
-            case false?: lines.append("""
-                disk reserve: MISSING: the state directory's filesystem is full, and a sign-out on it may fail; free space \
-                there (the broker makes the reserve again within seconds), and keep the state directory on a filesystem \
-                unprivileged users cannot fill
-                """)
+            case false?:
+                lines.append(
+                    """
+                    disk reserve: MISSING: the state directory's filesystem is full, and a sign-out on it may fail; free space \
+                    there (the broker makes the reserve again within seconds), and keep the state directory on a filesystem \
+                    unprivileged users cannot fill
+                    """
+                )
             case nil: break
             }
         } else {
             lines.append("broker: not running (no broker answers on \(summary.broker.socket))")
         }
         if summary.provisioned {
-            lines.append("device: \(summary.mode.forTerminal) mode, policy \(summary.policyId?.forTerminal ?? "(no id)") sha256 \(summary.policySha256?.forTerminal ?? "?")")
+            lines.append(
+                "device: \(summary.mode.forTerminal) mode, policy \(summary.policyId?.forTerminal ?? "(no id)") sha256 \(summary.policySha256?.forTerminal ?? "?")"
+            )
         } else {
             lines.append("device: not provisioned")
         }
         if let current = summary.current {
-            lines.append("worker: \(AccountText.line(current))" + (summary.signedInAt.map { ", signed in since \(time.string(from: $0))" } ?? ""))
+            lines.append(
+                "worker: \(AccountText.line(current))"
+                    + (summary.signedInAt.map { ", signed in since \(time.string(from: $0))" } ?? "")
+            )
         } else {
             lines.append("worker: nobody signed in")
         }

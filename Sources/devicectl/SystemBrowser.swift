@@ -16,7 +16,11 @@ enum SystemBrowser {
             return
         }
         let desktop = environment["DISPLAY"] != nil || environment["WAYLAND_DISPLAY"] != nil
-        if desktop, let xdgOpen = ["/usr/bin/xdg-open", "/bin/xdg-open"].first(where: FileManager.default.isExecutableFile(atPath:)) {
+        if desktop,
+            let xdgOpen = ["/usr/bin/xdg-open", "/bin/xdg-open"].first(
+                where: FileManager.default.isExecutableFile(atPath:)
+            )
+        {
             try run([xdgOpen, url.absoluteString], name: "xdg-open")
             return
         }
@@ -33,7 +37,10 @@ enum SystemBrowser {
         do {
             try process.run()
         } catch {
-            throw IdentityError(.userCanceled, "cannot start the browser (\(name)); set DEVICECTL_BROWSER or use --flow device-code")
+            throw IdentityError(
+                .userCanceled,
+                "cannot start the browser (\(name)); set DEVICECTL_BROWSER or use --flow device-code"
+            )
         }
     }
 }

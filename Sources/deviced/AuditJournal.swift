@@ -43,7 +43,8 @@ struct AuditJournal: Service {
                 // shutdown: a normal end, not a failure of the daemon.
                 if !first { do { try await Task.sleep(for: interval) } catch { return } }
                 first = false
-                guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)), !events.isEmpty else { continue }
+                guard let events = try? device.auditEvents(matching: AuditFilter(afterSequence: last)), !events.isEmpty
+                else { continue }
                 let deviceID = device.information().information.deviceID
                 for event in events {
                     last = max(last, event.sequence)
@@ -59,7 +60,8 @@ struct AuditJournal: Service {
     /// directory was restored or the log replaced: then everything), 0 without a cursor.
     private func startingSequence() -> Int64 {
         guard let bytes = try? Self.directory(stateDirectory).contents(of: Self.cursorFileName, limit: 64),
-              let cursor = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), cursor >= 0
+            let cursor = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
+            cursor >= 0
         else { return 0 }
         let newest = (try? device.lastAuditSequence()) ?? 0
         return cursor <= newest ? cursor : 0
@@ -71,8 +73,12 @@ struct AuditJournal: Service {
         do {
             try Self.directory(stateDirectory).replace(Self.cursorFileName, with: Array("\(sequence)\n".utf8))
         } catch {
-            logger.warning("deviced: cannot keep the audit journal's cursor; events may be copied again after a restart",
-                           metadata: ["path": "\(stateDirectory.appendingPathComponent(Self.cursorFileName).path)", "error": "\(error)"])
+            logger.warning(
+                "deviced: cannot keep the audit journal's cursor; events may be copied again after a restart",
+                metadata: [
+                    "path": "\(stateDirectory.appendingPathComponent(Self.cursorFileName).path)", "error": "\(error)",
+                ]
+            )
         }
     }
 
@@ -87,14 +93,17 @@ struct AuditJournal: Service {
         if let account = event.account { message += " account \(account)" }
         if let reason = event.reason { message += " (\(reason))" }
         var fields: [(name: String, value: String)] = [
-            ("MESSAGE", message), ("MESSAGE_ID", messageID), ("PRIORITY", "\(priority(of: event.type))"), ("SYSLOG_IDENTIFIER", "deviced"),
+            ("MESSAGE", message), ("MESSAGE_ID", messageID), ("PRIORITY", "\(priority(of: event.type))"),
+            ("SYSLOG_IDENTIFIER", "deviced"),
             ("SHAREDMODE_AUDIT_SEQUENCE", "\(event.sequence)"), ("SHAREDMODE_AUDIT_TYPE", event.type.rawValue),
             ("SHAREDMODE_AUDIT_ACTOR", event.actor), ("SHAREDMODE_AUDIT_CORRELATION_ID", event.correlationID),
             ("SHAREDMODE_AUDIT_TIME", event.recordedTime),
         ]
         if let account = event.account { fields.append(("SHAREDMODE_AUDIT_ACCOUNT", account)) }
         if let reason = event.reason { fields.append(("SHAREDMODE_AUDIT_REASON", reason)) }
-        if !event.details.isEmpty, let details = try? JSONSerialization.data(withJSONObject: event.details, options: [.sortedKeys]) {
+        if !event.details.isEmpty,
+            let details = try? JSONSerialization.data(withJSONObject: event.details, options: [.sortedKeys])
+        {
             fields.append(("SHAREDMODE_AUDIT_DETAILS", String(decoding: details, as: UTF8.self)))
         }
         if let deviceID { fields.append(("SHAREDMODE_DEVICE_ID", deviceID)) }

@@ -30,31 +30,68 @@ struct Deviced: AsyncParsableCommand {
             78 when the key does not open the store or the state directory is unsafe (a directory on its path another user
             could swap: the message names it); 69 on any other failure.
             """,
-        version: DeviceInformation.brokerVersion)
+        version: DeviceInformation.brokerVersion
+    )
 
-    @Option(help: ArgumentHelp("State directory.", discussion: "Default: $DEVICECTL_STATE_DIR, else /var/lib/devicectl.", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp(
+            "State directory.",
+            discussion: "Default: $DEVICECTL_STATE_DIR, else /var/lib/devicectl.",
+            valueName: "dir"
+        )
+    )
     var stateDir: String?
 
-    @Option(help: ArgumentHelp("Socket to listen on (ignored when systemd passes one).",
-                               discussion: "Default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp(
+            "Socket to listen on (ignored when systemd passes one).",
+            discussion: "Default: $DEVICECTL_SOCKET, else \(DeviceLocations.systemBrokerSocket).",
+            valueName: "path"
+        )
+    )
     var socket: String?
 
-    @Option(help: ArgumentHelp("Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
-                               discussion: "Default: $DEVICECTL_LOG_LEVEL, else info.", valueName: "level"))
+    @Option(
+        help: ArgumentHelp(
+            "Log to standard error from this level up: trace, debug, info, notice, warning, error or critical.",
+            discussion: "Default: $DEVICECTL_LOG_LEVEL, else info.",
+            valueName: "level"
+        )
+    )
     var logLevel: Logger.Level?
 
-    @Option(help: ArgumentHelp("Most connections served at once.",
-                               discussion: "The policy's limits share them out: limits.administratorConnections of them (at most a quarter) are kept for administrators.",
-                               valueName: "count"))
+    @Option(
+        help: ArgumentHelp(
+            "Most connections served at once.",
+            discussion:
+                "The policy's limits share them out: limits.administratorConnections of them (at most a quarter) are kept for administrators.",
+            valueName: "count"
+        )
+    )
     var maxConnections: Int = 256
 
-    @Option(help: ArgumentHelp("Seconds after which a connection with no call in progress that sends nothing is closed.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds after which a connection with no call in progress that sends nothing is closed.",
+            valueName: "seconds"
+        )
+    )
     var idleTimeout: Int = 60
 
-    @Option(help: ArgumentHelp("Seconds within which a message must be complete once its first byte arrived.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds within which a message must be complete once its first byte arrived.",
+            valueName: "seconds"
+        )
+    )
     var messageTimeout: Int = 10
 
-    @Option(help: ArgumentHelp("Seconds a client may leave a reply unread before its connection is closed.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a client may leave a reply unread before its connection is closed.",
+            valueName: "seconds"
+        )
+    )
     var replyTimeout: Int = 30
 
     /// Runs the idle sign-out and the password back-off on the Unix time written in this file instead of the
@@ -65,16 +102,29 @@ struct Deviced: AsyncParsableCommand {
     @Flag(help: .hidden) var keepFreedMemory = false
 
     func validate() throws {
-        guard (1...65_536).contains(maxConnections) else { throw ValidationError("--max-connections must be between 1 and 65536") }
-        guard (1...86_400).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be between 1 and 86400 seconds") }
-        guard (1...3_600).contains(messageTimeout) else { throw ValidationError("--message-timeout must be between 1 and 3600 seconds") }
-        guard (1...3_600).contains(replyTimeout) else { throw ValidationError("--reply-timeout must be between 1 and 3600 seconds") }
+        guard (1...65_536).contains(maxConnections) else {
+            throw ValidationError("--max-connections must be between 1 and 65536")
+        }
+        guard (1...86_400).contains(idleTimeout) else {
+            throw ValidationError("--idle-timeout must be between 1 and 86400 seconds")
+        }
+        guard (1...3_600).contains(messageTimeout) else {
+            throw ValidationError("--message-timeout must be between 1 and 3600 seconds")
+        }
+        guard (1...3_600).contains(replyTimeout) else {
+            throw ValidationError("--reply-timeout must be between 1 and 3600 seconds")
+        }
     }
 
     func run() async throws {
         // First of all: the allocator wipes what is freed (a password's buffers), and no core file is written.
-        let hygieneFailures = [keepFreedMemory ? nil : MemoryHygiene.restartWithTunablesIfNeeded(), MemoryHygiene.refuseCoreDumps()].compactMap { $0 }
-        let level = logLevel ?? ProcessInfo.processInfo.environment["DEVICECTL_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
+        let hygieneFailures = [
+            keepFreedMemory ? nil : MemoryHygiene.restartWithTunablesIfNeeded(), MemoryHygiene.refuseCoreDumps(),
+        ].compactMap { $0 }
+        let level =
+            logLevel ?? ProcessInfo.processInfo.environment["DEVICECTL_LOG_LEVEL"].flatMap {
+                Logger.Level(rawValue: $0.lowercased())
+            } ?? .info
         // Under systemd ($JOURNAL_STREAM), lines carry <N> priority prefixes so the journal keeps their levels.
         let journal = ProcessInfo.processInfo.environment["JOURNAL_STREAM"].map { !$0.isEmpty } ?? false
         LoggingSystem.bootstrap { label in
@@ -90,18 +140,26 @@ struct Deviced: AsyncParsableCommand {
         do {
             store = try KeychainStore(directory: directory, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8))
-            throw ExitCode(error.code == .wrongKey || error.code == .insecureKeyFile || error.code == .insecureStateDirectory ? 78 : 74)
+            FileHandle.standardError.write(
+                Data("deviced: error: cannot open the store in \(directory.path): \(error)\n".utf8)
+            )
+            throw ExitCode(
+                error.code == .wrongKey || error.code == .insecureKeyFile || error.code == .insecureStateDirectory
+                    ? 78 : 74
+            )
         }
         // One daemon per state directory (each would run its own idle sign-out on the same store).
         let lock: StateDirectoryLock
         do {
             lock = try StateDirectoryLock(directory: directory)
         } catch {
-            let message = error.holder.map { """
-                another deviced or a key rotation (pid \($0)) holds the state directory \(directory.path); \
-                stop that deviced first (systemctl stop deviced), or give this one another --state-dir
-                """ } ?? error.description
+            let message =
+                error.holder.map {
+                    """
+                    another deviced or a key rotation (pid \($0)) holds the state directory \(directory.path); \
+                    stop that deviced first (systemctl stop deviced), or give this one another --state-dir
+                    """
+                } ?? error.description
             FileHandle.standardError.write(Data("deviced: error: \(message)\n".utf8))
             throw ExitCode(error.held ? 75 : 74)
         }
@@ -122,14 +180,24 @@ struct Deviced: AsyncParsableCommand {
         }
         // The server's connection registry first, so that the broker is made knowing who is connected.
         let connections = VarlinkConnectionRegistry()
-        let broker = Broker(device: device, idleClock: clock, passwordClock: { clock.now() },
-                            connections: BrokerServerConnections(connections), logger: logger)
+        let broker = Broker(
+            device: device,
+            idleClock: clock,
+            passwordClock: { clock.now() },
+            connections: BrokerServerConnections(connections),
+            logger: logger
+        )
         // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
         do {
             let moved = try broker.moveTokenCacheIntoNamespace()
             if moved > 0 { logger.notice("deviced: moved \(moved) token cache items into the token cache's namespace") }
         } catch {
-            FileHandle.standardError.write(Data("deviced: error: cannot move the token cache into its namespace: \(error); nothing was changed\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "deviced: error: cannot move the token cache into its namespace: \(error); nothing was changed\n"
+                        .utf8
+                )
+            )
             throw ExitCode(74)
         }
         let listener: VarlinkServer.Listener
@@ -153,24 +221,42 @@ struct Deviced: AsyncParsableCommand {
         // the unit's TasksMax was measured with it, and the handler's work runs on the store's threads anyway.
         let socketThread = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let server = VarlinkServer(
-            listener: listener, configuration: configuration, info: .broker, handler: BrokerMethodHandler(broker: broker),
-            connections: connections, eventLoopGroup: socketThread, handlerExecutor: storeThreads,
+            listener: listener,
+            configuration: configuration,
+            info: .broker,
+            handler: BrokerMethodHandler(broker: broker),
+            connections: connections,
+            eventLoopGroup: socketThread,
+            handlerExecutor: storeThreads,
             onServerRunning: {
                 notifier.notify("READY=1\nSTATUS=serving")
                 logger.info("deviced ready", metadata: ["deviced.listener": "\(listener)"])
             },
-            logger: logger)
+            logger: logger
+        )
         let service = BrokerService(server: server, notifier: notifier, logger: logger)
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
-            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
-                       .init(service: AuditJournal(device: device, executor: storeThreads, logger: logger,
-                                                   stateDirectory: directory)),
-                       // The policy's idle sign-out (the monitor persists the worker's last activity when it stops).
-                       .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runIdleMonitor() }),
-                       // The disk reserve for sign-outs on a full disk, made again once there is room.
-                       .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runDiskReserveKeeper() }),
-                       .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads))],
-            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    .init(service: service, successTerminationBehavior: .gracefullyShutdownGroup),
+                    .init(
+                        service: AuditJournal(
+                            device: device,
+                            executor: storeThreads,
+                            logger: logger,
+                            stateDirectory: directory
+                        )
+                    ),
+                    // The policy's idle sign-out (the monitor persists the worker's last activity when it stops).
+                    .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runIdleMonitor() }),
+                    // The disk reserve for sign-outs on a full disk, made again once there is room.
+                    .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runDiskReserveKeeper() }),
+                    .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads)),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
         do {
             try await group.run()
         } catch let error as VarlinkServerError {

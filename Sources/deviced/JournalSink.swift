@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// Structured entries for the systemd journal through its native protocol (what `sd_journal_send(3)`
 /// does, without linking libsystemd): one datagram per entry to `/run/systemd/journal/socket`, each field
@@ -43,7 +44,14 @@ final class JournalSink: Sendable {
         let sent = datagram.withUnsafeBytes { bytes in
             withUnsafePointer(to: &address) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    sendto(
+                        descriptor,
+                        bytes.baseAddress,
+                        bytes.count,
+                        Int32(MSG_NOSIGNAL),
+                        $0,
+                        socklen_t(MemoryLayout<sockaddr_un>.size)
+                    )
                 }
             }
         }
@@ -72,6 +80,9 @@ final class JournalSink: Sendable {
 
     static func isFieldName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first != UInt8(ascii: "_"), name.utf8.count <= 64 else { return false }
-        return name.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "_") }
+        return name.utf8.allSatisfy {
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                || $0 == UInt8(ascii: "_")
+        }
     }
 }

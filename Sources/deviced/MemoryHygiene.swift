@@ -1,8 +1,9 @@
+import CProcessControl
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CProcessControl
-import Foundation
 
 /// What the broker does so that a secret it handled (a worker's password, a code, a token) does not stay
 /// in its memory after use, and never reaches a core file.
@@ -18,7 +19,9 @@ import Foundation
 /// a crash holds the decrypted store's secrets, and only a process with `CAP_SYS_PTRACE` reads its memory.
 enum MemoryHygiene {
     /// The tunables the daemon runs with (the perturb byte is arbitrary and nonzero).
-    static let tunables = ["glibc.malloc.perturb=165", "glibc.malloc.tcache_count=0", "glibc.malloc.mmap_threshold=131072"]
+    static let tunables = [
+        "glibc.malloc.perturb=165", "glibc.malloc.tcache_count=0", "glibc.malloc.mmap_threshold=131072",
+    ]
 
     /// Whether `value` (a `GLIBC_TUNABLES` setting) already has every tunable of `tunables`.
     static func hasTunables(_ value: String?) -> Bool {
@@ -37,10 +40,13 @@ enum MemoryHygiene {
         // thread's, and this exec runs on another thread: hand it, and the parent it was meant for, to the new
         // image, whose main thread sets it again before anything else (CProcessControl).
         let parentDeathSignal = process_control_parent_death_signal()
-        if parentDeathSignal > 0 { setenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE, "\(parentDeathSignal):\(getppid())", 1) }
+        if parentDeathSignal > 0 {
+            setenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE, "\(parentDeathSignal):\(getppid())", 1)
+        }
         execv("/proc/self/exe", CommandLine.unsafeArgv)
         unsetenv(PROCESS_CONTROL_PARENT_DEATH_VARIABLE)
-        let failure = "cannot start again with the allocator's wiping tunables (execv /proc/self/exe: errno \(errno)); freed buffers keep their bytes"
+        let failure =
+            "cannot start again with the allocator's wiping tunables (execv /proc/self/exe: errno \(errno)); freed buffers keep their bytes"
         // Running on without them: put the environment back as it was.
         if let current { setenv("GLIBC_TUNABLES", current, 1) } else { unsetenv("GLIBC_TUNABLES") }
         return failure

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// systemd socket activation (`sd_listen_fds(3)`): the listening socket systemd passed as fd 3, when
 /// `$LISTEN_PID` is this process and `$LISTEN_FDS` is at least 1.
@@ -10,7 +11,8 @@ enum SocketActivation {
     /// child processes do not take the socket for theirs.
     static func inheritedListener(environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32? {
         guard let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid(),
-              let count = environment["LISTEN_FDS"].flatMap(Int.init), count >= 1 else { return nil }
+            let count = environment["LISTEN_FDS"].flatMap(Int.init), count >= 1
+        else { return nil }
         unsetenv("LISTEN_PID")
         unsetenv("LISTEN_FDS")
         unsetenv("LISTEN_FDNAMES")

@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// `sd_notify(3)` without libsystemd: a datagram such as `READY=1` to the Unix socket named by
 /// `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace). Does nothing when the variable is

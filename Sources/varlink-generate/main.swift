@@ -17,11 +17,15 @@ if let index = arguments.firstIndex(of: "--namespace"), index + 1 < arguments.co
     arguments.removeSubrange(index...index + 1)
 }
 guard arguments.count == 2 else {
-    FileHandle.standardError.write(Data("""
-        usage: varlink-generate INTERFACE.varlink OUTPUT.swift [--namespace NAME] [--check]
-               varlink-generate --markdown INTERFACE.varlink PAGE.md [--check]
+    FileHandle.standardError.write(
+        Data(
+            """
+            usage: varlink-generate INTERFACE.varlink OUTPUT.swift [--namespace NAME] [--check]
+                   varlink-generate --markdown INTERFACE.varlink PAGE.md [--check]
 
-        """.utf8))
+            """.utf8
+        )
+    )
     exit(64)
 }
 let (input, output) = (arguments[0], arguments[1])
@@ -39,7 +43,12 @@ do {
         }
         if check {
             guard rewritten == page else {
-                FileHandle.standardError.write(Data("\(output)'s generated regions are not what \(input) generates; run without --check to regenerate them\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "\(output)'s generated regions are not what \(input) generates; run without --check to regenerate them\n"
+                            .utf8
+                    )
+                )
                 exit(1)
             }
         } else if rewritten != page {
@@ -48,13 +57,19 @@ do {
         exit(0)
     }
     let generator = SwiftContractGenerator(
-        interface: interface, namespace: namespace, sourceName: URL(fileURLWithPath: input).lastPathComponent,
-        regenerateCommand: "swift run varlink-generate \(input) \(output)\(namespace.map { " --namespace \($0)" } ?? "")")
+        interface: interface,
+        namespace: namespace,
+        sourceName: URL(fileURLWithPath: input).lastPathComponent,
+        regenerateCommand:
+            "swift run varlink-generate \(input) \(output)\(namespace.map { " --namespace \($0)" } ?? "")"
+    )
     let source = try generator.source()
     if check {
         let existing = try? String(contentsOfFile: output, encoding: .utf8)
         guard existing == source else {
-            FileHandle.standardError.write(Data("\(output) is not what \(input) generates; run without --check to regenerate it\n".utf8))
+            FileHandle.standardError.write(
+                Data("\(output) is not what \(input) generates; run without --check to regenerate it\n".utf8)
+            )
             exit(1)
         }
     } else {

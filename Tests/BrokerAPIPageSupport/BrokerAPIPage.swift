@@ -3,7 +3,8 @@ public import Foundation
 /// The recorded exchanges of `Sources/BrokerContract/broker-api.md`, read from the page: every fenced block
 /// of `→`/`←` lines, with the `<!-- replay: … -->` (or `<!-- not replayed: … -->`) note before it.
 public struct BrokerAPIPage {
-    public static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    public static let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("Sources/BrokerContract/broker-api.md")
 
     /// One message the app sends (nil: the broker speaks first, on connect) and the replies the page shows.
@@ -74,7 +75,10 @@ public struct BrokerAPIPage {
     }
 
     public static func exchanges() throws -> [Exchange] {
-        let lines = try String(contentsOf: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let lines = try String(contentsOf: path, encoding: .utf8).split(
+            separator: "\n",
+            omittingEmptySubsequences: false
+        ).map(String.init)
         var exchanges: [Exchange] = []
         var index = 0
         while index < lines.count {
@@ -82,7 +86,8 @@ public struct BrokerAPIPage {
                 index += 1
                 continue
             }
-            let fence = index, language = lines[index].dropFirst(3)
+            let fence = index
+            let language = lines[index].dropFirst(3)
             var body: [String] = []
             index += 1
             while index < lines.count && !lines[index].hasPrefix("```") {
@@ -93,7 +98,11 @@ public struct BrokerAPIPage {
             guard language.isEmpty, body.contains(where: { $0.hasPrefix("→ ") || $0.hasPrefix("← ") }) else { continue }
             let noteLine = lines[..<fence].lastIndex { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
             guard let noteLine, let note = try note(lines[noteLine], line: noteLine + 1) else {
-                throw PageError(line: fence + 1, message: "a recorded exchange without a `<!-- replay: … -->` or `<!-- not replayed: … -->` note before it")
+                throw PageError(
+                    line: fence + 1,
+                    message:
+                        "a recorded exchange without a `<!-- replay: … -->` or `<!-- not replayed: … -->` note before it"
+                )
             }
             var connections: [[Message]] = [[]]
             for (offset, text) in body.enumerated() {
@@ -102,8 +111,13 @@ public struct BrokerAPIPage {
                     continue
                 }
                 let lineNumber = fence + 2 + offset
-                guard let direction = text.first, direction == "→" || direction == "←", let end = text.range(of: "\\0", options: .backwards) else {
-                    throw PageError(line: lineNumber, message: "a line of an exchange is `→ MESSAGE\\0` or `← MESSAGE\\0`")
+                guard let direction = text.first, direction == "→" || direction == "←",
+                    let end = text.range(of: "\\0", options: .backwards)
+                else {
+                    throw PageError(
+                        line: lineNumber,
+                        message: "a line of an exchange is `→ MESSAGE\\0` or `← MESSAGE\\0`"
+                    )
                 }
                 let message = String(text[text.index(text.startIndex, offsetBy: 2)..<end.lowerBound])
                 if direction == "→" {
@@ -136,7 +150,8 @@ public struct BrokerAPIPage {
         for clause in text.dropFirst("<!-- replay: ".count).dropLast(4).split(separator: ";") {
             let words = clause.split(separator: " ").map(String.init)
             switch words.count {
-            case 2 where words[0] == "as" && ["scanner", "timeclock", "stranger", "root"].contains(words[1]): note.caller = words[1]
+            case 2 where words[0] == "as" && ["scanner", "timeclock", "stranger", "root"].contains(words[1]):
+                note.caller = words[1]
             case 2 where words == ["identity", "provider"]: note.identityProvider = true
             case 3 where words == ["nobody", "signed", "in"]: note.signedIn = ""
             case 3 where words[1...] == ["signed", "in"]: note.signedIn = words[0]
@@ -147,15 +162,18 @@ public struct BrokerAPIPage {
             case 3 where words == ["refresh", "token", "revoked"]: note.refreshTokenRevoked = true
             case 4 where words == ["on", "a", "test", "clock"]: note.testClock = true
             case 4 where words[0...1] == ["meanwhile", "idle"] && Int(words[2]) != nil && words[3] == "s",
-                 2 where words == ["meanwhile", "activity"]:
+                2 where words == ["meanwhile", "activity"]:
                 note.meanwhile.append(words[1...].joined(separator: " "))
-            case 4 where words[0...2] == ["meanwhile", "sign", "in"], 4 where words[0...2] == ["meanwhile", "sign", "out"]:
+            case 4 where words[0...2] == ["meanwhile", "sign", "in"],
+                4 where words[0...2] == ["meanwhile", "sign", "out"]:
                 note.meanwhile.append(words[1...].joined(separator: " "))
-            case 3 where words[0] == "after" && ["connection", "connections"].contains(words[2]) && Int(words[1]) != nil:
+            case 3
+            where words[0] == "after" && ["connection", "connections"].contains(words[2]) && Int(words[1]) != nil:
                 note.held = Int(words[1]) ?? 0
             case 2... where words[0] == "deviced": note.daemonArguments = Array(words.dropFirst())
             case 2 where words == ["policy", "kiosk-password.json"]: note.policy = words[1]
-            case 8 where words[0] == "given" && words[2...3] == ["secrets", "of"] && words[5...6] == ["bytes", "labelled"]:
+            case 8
+            where words[0] == "given" && words[2...3] == ["secrets", "of"] && words[5...6] == ["bytes", "labelled"]:
                 guard let count = Int(words[1]), let bytes = Int(words[4]) else {
                     throw PageError(line: line, message: "the note's clause \"\(clause)\" needs numbers")
                 }
@@ -169,7 +187,13 @@ public struct BrokerAPIPage {
 
 /// A JSON value as the wire has it, numbers kept apart from booleans and integers from floats.
 public enum WireJSON: Decodable, Equatable, CustomStringConvertible {
-    case null, bool(Bool), int(Int), double(Double), string(String), array([WireJSON]), object([String: WireJSON])
+    case null
+    case bool(Bool)
+    case int(Int)
+    case double(Double)
+    case string(String)
+    case array([WireJSON])
+    case object([String: WireJSON])
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -213,7 +237,8 @@ public enum WireJSON: Decodable, Equatable, CustomStringConvertible {
         case .double(let value): "\(value)"
         case .string(let value): "\"\(value)\""
         case .array(let values): "[\(values.map(\.description).joined(separator: ","))]"
-        case .object(let fields): "{\(fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}"
+        case .object(let fields):
+            "{\(fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}"
         }
     }
 }
@@ -223,9 +248,12 @@ public enum WireJSON: Decodable, Equatable, CustomStringConvertible {
 /// from run to run are compared by type.
 public enum WireComparison {
     public static let variableFields: Set<String> = [
-        "accessToken", "idToken", "correlationId", "userCode", "verificationUriComplete", "signInId", "expiresOn", "expiresIn",
-        "creationDate", "modificationDate", "startedAt", "signedInAt", "lastCall", "idleSeconds", "signOutIn", "sequence",
-        "lastAuditSequence", "pid", "policySha256", "homeAccountId", "localAccountId", "realm", "deviceId", "deviceIdentifier", "stateDirectory",
+        "accessToken", "idToken", "correlationId", "userCode", "verificationUriComplete", "signInId", "expiresOn",
+        "expiresIn",
+        "creationDate", "modificationDate", "startedAt", "signedInAt", "lastCall", "idleSeconds", "signOutIn",
+        "sequence",
+        "lastAuditSequence", "pid", "policySha256", "homeAccountId", "localAccountId", "realm", "deviceId",
+        "deviceIdentifier", "stateDirectory",
         "version", "brokerVersion", "itemsRemoved",
     ]
     public static let otherKeys = "…"
@@ -239,10 +267,16 @@ public enum WireComparison {
     }
 
     /// The first difference of `actual` from `expected`, by path; nil when they agree.
-    public static func difference(_ expected: WireJSON, _ actual: WireJSON, path: String = "", key: String? = nil) -> String? {
+    public static func difference(
+        _ expected: WireJSON,
+        _ actual: WireJSON,
+        path: String = "",
+        key: String? = nil
+    ) -> String? {
         let at = path.isEmpty ? "the reply" : path
         if let key, variableFields.contains(key) {
-            return expected.kind == actual.kind ? nil : "\(at) is \(actual) (\(actual.kind)); the page has a \(expected.kind)"
+            return expected.kind == actual.kind
+                ? nil : "\(at) is \(actual) (\(actual.kind)); the page has a \(expected.kind)"
         }
         switch (expected, actual) {
         case (.string(let pattern), .string(let value)) where pattern.contains("…"):
@@ -256,13 +290,20 @@ public enum WireComparison {
             let extra = Set(actualFields.keys).subtracting(fields.keys)
             if !open && !extra.isEmpty { return "\(at) has \(extra.sorted()), which the page does not show" }
             for (name, value) in fields.sorted(by: { $0.key < $1.key }) where name != otherKeys {
-                if let difference = difference(value, actualFields[name] ?? .null, path: path.isEmpty ? name : "\(path).\(name)", key: name) {
+                if let difference = difference(
+                    value,
+                    actualFields[name] ?? .null,
+                    path: path.isEmpty ? name : "\(path).\(name)",
+                    key: name
+                ) {
                     return difference
                 }
             }
             return nil
         case (.array(let values), .array(let actualValues)):
-            guard values.count == actualValues.count else { return "\(at) has \(actualValues.count) elements: \(actual); the page shows \(values.count)" }
+            guard values.count == actualValues.count else {
+                return "\(at) has \(actualValues.count) elements: \(actual); the page shows \(values.count)"
+            }
             for (offset, pair) in zip(values, actualValues).enumerated() {
                 if let difference = difference(pair.0, pair.1, path: "\(path)[\(offset)]") { return difference }
             }
@@ -275,7 +316,9 @@ public enum WireComparison {
     /// Whether `value` is `pattern` with each `…` standing for any text.
     public static func matches(_ value: String, _ pattern: String) -> Bool {
         let pieces = pattern.components(separatedBy: "…")
-        guard value.hasPrefix(pieces[0]), let last = pieces.last, value.count >= pieces[0].count + (pieces.count > 1 ? last.count : 0) else { return false }
+        guard value.hasPrefix(pieces[0]), let last = pieces.last,
+            value.count >= pieces[0].count + (pieces.count > 1 ? last.count : 0)
+        else { return false }
         var rest = value.dropFirst(pieces[0].count)
         for piece in pieces.dropFirst().dropLast() {
             guard let range = rest.range(of: piece) else { return false }

@@ -23,17 +23,25 @@ import Varlink
             options.clock = FakeClock().function
             let store = try KeychainStore(directory: directory.url, options: options)
             let device = ManagedDevice(store: store)
-            let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
                 .appendingPathComponent("policies/kiosk.json")
             _ = try device.provision(policyDocument: try Data(contentsOf: policy), actor: "test")
             broker = Broker(device: device)
         }
 
         /// The replies to `member` with `parameters` from `uid`.
-        func call(_ member: String, _ parameters: [String: VarlinkValue] = [:], as uid: UInt32, more: Bool = false) async -> [VarlinkReply] {
+        func call(
+            _ member: String,
+            _ parameters: [String: VarlinkValue] = [:],
+            as uid: UInt32,
+            more: Bool = false
+        ) async -> [VarlinkReply] {
             let replies = Mutex<[VarlinkReply]>([])
-            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters, more: more),
-                                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)) { reply in
+            await broker.handle(
+                VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters, more: more),
+                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
+            ) { reply in
                 replies.withLock { $0.append(reply) }
                 return true
             }
@@ -44,13 +52,20 @@ import Varlink
     @Test func anAppsKeychainCallsAreAnsweredWithTheContractsReplies() async throws {
         let fixture = try Fixture()
         let secret = Data("s3cret".utf8).base64EncodedString()
-        let added = await fixture.call("AddGenericPassword", ["service": .string("svc"), "account": .string("acct"), "secret": .string(secret)],
-                                       as: Self.scannerUID)
+        let added = await fixture.call(
+            "AddGenericPassword",
+            ["service": .string("svc"), "account": .string("acct"), "secret": .string(secret)],
+            as: Self.scannerUID
+        )
         #expect(added.count == 1 && added[0].error == nil, "\(added)")
         let found = await fixture.call("FindGenericPassword", ["service": .string("svc")], as: Self.scannerUID)
         #expect(found.first?.parameters["item"]?.object?["secret"]?.string == secret, "\(found)")
         let missing = await fixture.call("FindGenericPassword", ["service": .string("other")], as: Self.scannerUID)
-        #expect(missing.first?.error == "org.sharedmode.Broker1.KeychainError" && missing.first?.parameters["status"]?.int == -25300, "\(missing)")
+        #expect(
+            missing.first?.error == "org.sharedmode.Broker1.KeychainError"
+                && missing.first?.parameters["status"]?.int == -25300,
+            "\(missing)"
+        )
     }
 
     @Test func aUidThePolicyDoesNotListIsRefusedByName() async throws {
@@ -63,18 +78,29 @@ import Varlink
     @Test func aMistypedOrMissingParameterIsNamedAndAnUnknownMethodIsNotFound() async throws {
         let fixture = try Fixture()
         let mistyped = await fixture.call("AcquireTokenSilent", ["scopes": .int(1)], as: Self.scannerUID)
-        #expect(mistyped.first?.error == "org.varlink.service.InvalidParameter" && mistyped.first?.parameters["parameter"]?.string == "scopes",
-                "\(mistyped)")
+        #expect(
+            mistyped.first?.error == "org.varlink.service.InvalidParameter"
+                && mistyped.first?.parameters["parameter"]?.string == "scopes",
+            "\(mistyped)"
+        )
         let missing = await fixture.call("AddGenericPassword", ["service": .string("svc")], as: Self.scannerUID)
-        #expect(missing.first?.error == "org.varlink.service.InvalidParameter" && missing.first?.parameters["parameter"]?.string == "account",
-                "\(missing)")
+        #expect(
+            missing.first?.error == "org.varlink.service.InvalidParameter"
+                && missing.first?.parameters["parameter"]?.string == "account",
+            "\(missing)"
+        )
         let unknown = await fixture.call("SellTheDevice", as: Self.scannerUID)
         #expect(unknown.first?.error == "org.varlink.service.MethodNotFound", "\(unknown)")
     }
 
     @Test func aValueAnEnumDoesNotDeclareIsRefusedNamingTheParameter() async throws {
         let fixture = try Fixture()
-        let replies = await fixture.call("SwitchWorker", ["scopes": .array([]), "flow": .string("telepathy")], as: Self.scannerUID, more: true)
+        let replies = await fixture.call(
+            "SwitchWorker",
+            ["scopes": .array([]), "flow": .string("telepathy")],
+            as: Self.scannerUID,
+            more: true
+        )
         #expect(replies == [.invalidParameter("flow")], "\(replies)")
     }
 
@@ -108,6 +134,9 @@ import Varlink
         let app = await fixture.call("GetStatus", as: Self.scannerUID)
         #expect(app.first?.error == "org.varlink.service.PermissionDenied", "\(app)")
         let root = await fixture.call("GetStatus", as: 0)
-        #expect(root.first?.error == nil && root.first?.parameters["status"]?.object?["provisioned"]?.bool == true, "\(root)")
+        #expect(
+            root.first?.error == nil && root.first?.parameters["status"]?.object?["provisioned"]?.bool == true,
+            "\(root)"
+        )
     }
 }

@@ -1,10 +1,11 @@
-@testable import DeviceBroker
 import Foundation
 import Logging
 import SharedDevice
 import StoreTestSupport
 import Synchronization
 import Testing
+
+@testable import DeviceBroker
 
 /// The password throttle on a fake clock: counted per target username and per calling app, a success
 /// resetting its own username only, failures forgotten one per `forgetInterval`, the counts kept across a
@@ -23,7 +24,12 @@ import Testing
 
     /// One attempt that ends with `outcome`; the refusal when the throttle holds it back.
     @discardableResult
-    static func attempt(_ throttle: PasswordThrottle, _ username: String, uid: UInt32, _ outcome: PasswordThrottle.Outcome) -> PasswordThrottle.Refusal? {
+    static func attempt(
+        _ throttle: PasswordThrottle,
+        _ username: String,
+        uid: UInt32,
+        _ outcome: PasswordThrottle.Outcome
+    ) -> PasswordThrottle.Refusal? {
         do {
             let attempt = try throttle.begin(username: username, uid: uid)
             throttle.end(attempt, outcome, limits: limits)
@@ -42,11 +48,16 @@ import Testing
         let clock = FakeClock()
         let throttle = PasswordThrottle(clock: clock.function)
         // The attack of the last round: a known worker's sign-in between every two guesses.
-        var guesses = 0, held = 0
+        var guesses = 0
+        var held = 0
         for _ in 0..<20 {
             Self.attempt(throttle, "worker1", uid: Self.attacker, .succeeded)
             for _ in 0..<2 {
-                if Self.attempt(throttle, "worker2", uid: Self.attacker, .refused) == nil { guesses += 1 } else { held += 1 }
+                if Self.attempt(throttle, "worker2", uid: Self.attacker, .refused) == nil {
+                    guesses += 1
+                } else {
+                    held += 1
+                }
             }
         }
         #expect(guesses == 3, "\(guesses) guesses reached the provider without a back-off")
@@ -107,7 +118,9 @@ import Testing
             if Self.attempt(throttle, "target\(second)", uid: Self.attacker, .refused) == nil { guesses += 1 }
             clock.advance(1)
         }
-        print("PasswordThrottleTests: one app trying every second for 24 h: \(guesses) guesses reached the provider (\(String(format: "%.2f", Double(guesses) / 24)) an hour)")
+        print(
+            "PasswordThrottleTests: one app trying every second for 24 h: \(guesses) guesses reached the provider (\(String(format: "%.2f", Double(guesses) / 24)) an hour)"
+        )
         #expect(guesses <= 24 * 7, "\(guesses) guesses in 24 h")
         #expect(guesses >= 24 * 4, "the throttle held back more than its stated rate: \(guesses) in 24 h")
     }
@@ -116,9 +129,18 @@ import Testing
         let directory = TemporaryStateDirectory("password-throttle")
         let clock = FakeClock()
         let logger = Logger(label: "test")
-        let first = PasswordThrottle(file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)), clock: clock.function)
-        for _ in 0..<3 { Self.attempt(first, "worker2@contoso.com", uid: Self.attacker, .refused); clock.advance(1) }
-        let restarted = PasswordThrottle(file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)), clock: clock.function)
+        let first = PasswordThrottle(
+            file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)),
+            clock: clock.function
+        )
+        for _ in 0..<3 {
+            Self.attempt(first, "worker2@contoso.com", uid: Self.attacker, .refused)
+            clock.advance(1)
+        }
+        let restarted = PasswordThrottle(
+            file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)),
+            clock: clock.function
+        )
         #expect(restarted.counts == first.counts)
         #expect(Self.secondsLeft(Self.attempt(restarted, "other", uid: Self.attacker, .refused))?.0 == .app)
         let file = directory.url.appendingPathComponent(PasswordThrottleFile.fileName)
@@ -128,7 +150,10 @@ import Testing
         #expect(mode == 0o600)
         // A malformed file starts afresh rather than refusing everyone.
         try Data("{not json".utf8).write(to: file)
-        let fresh = PasswordThrottle(file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)), clock: clock.function)
+        let fresh = PasswordThrottle(
+            file: try #require(PasswordThrottleFile(directory: directory.url, logger: logger)),
+            clock: clock.function
+        )
         #expect(fresh.counts == PasswordThrottle.Counts())
     }
 
@@ -138,7 +163,9 @@ import Testing
         try Data("keep".utf8).write(to: target)
         let file = directory.url.appendingPathComponent(PasswordThrottleFile.fileName)
         try FileManager.default.createSymbolicLink(at: file, withDestinationURL: target)
-        let throttle = PasswordThrottle(file: try #require(PasswordThrottleFile(directory: directory.url, logger: Logger(label: "test"))))
+        let throttle = PasswordThrottle(
+            file: try #require(PasswordThrottleFile(directory: directory.url, logger: Logger(label: "test")))
+        )
         Self.attempt(throttle, "worker1", uid: Self.attacker, .refused)
         #expect(try String(contentsOf: target, encoding: .utf8) == "keep")
         // The link itself was replaced by the counts (renameat replaces the name, not what it points to).

@@ -8,10 +8,19 @@ import Testing
         #expect(DeviceLocations.stateDirectory(explicit: "/x", environment: ["DEVICECTL_STATE_DIR": "/y"]).path == "/x")
         #expect(DeviceLocations.stateDirectory(environment: ["DEVICECTL_STATE_DIR": "/y"], isRoot: true).path == "/y")
         #expect(DeviceLocations.stateDirectory(environment: [:], isRoot: true).path == "/var/lib/devicectl")
-        #expect(DeviceLocations.stateDirectory(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"], isRoot: false).path == "/s/devicectl")
-        #expect(DeviceLocations.stateDirectory(environment: ["XDG_STATE_HOME": "relative", "HOME": "/h"], isRoot: false).path
-            == "/h/.local/state/devicectl")
-        #expect(DeviceLocations.stateDirectory(environment: ["HOME": "/h"], isRoot: false).path == "/h/.local/state/devicectl")
+        #expect(
+            DeviceLocations.stateDirectory(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"], isRoot: false).path
+                == "/s/devicectl"
+        )
+        #expect(
+            DeviceLocations.stateDirectory(environment: ["XDG_STATE_HOME": "relative", "HOME": "/h"], isRoot: false)
+                .path
+                == "/h/.local/state/devicectl"
+        )
+        #expect(
+            DeviceLocations.stateDirectory(environment: ["HOME": "/h"], isRoot: false).path
+                == "/h/.local/state/devicectl"
+        )
     }
 
     @Test func namedStateDirectoryIsTheOptionElseTheEnvironment() {
@@ -28,7 +37,11 @@ import Testing
     }
 
     @Test func trustedBrokerUsersComeFromACommaSeparatedList() {
-        #expect(DeviceLocations.alsoTrustedBrokerUIDs(environment: ["DEVICECTL_BROKER_UID": "1003, 1004,x,"]) == [1003, 1004])
+        #expect(
+            DeviceLocations.alsoTrustedBrokerUIDs(environment: ["DEVICECTL_BROKER_UID": "1003, 1004,x,"]) == [
+                1003, 1004,
+            ]
+        )
         #expect(DeviceLocations.alsoTrustedBrokerUIDs(environment: [:]).isEmpty)
     }
 }

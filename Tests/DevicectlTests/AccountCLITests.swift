@@ -31,7 +31,8 @@ struct AccountCLITests {
     @Test func signInPrintsTheAccountWithoutTokensAndTheOtherAppGetsSingleSignOn() async throws {
         let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
-        let jo = Worker.jo, ada = Worker.ada
+        let jo = Worker.jo
+        let ada = Worker.ada
         let joFile = try cli.write(jo, as: "jo.json")
         let adaFile = try cli.write(ada, as: "ada.json")
 
@@ -44,11 +45,18 @@ struct AccountCLITests {
         #expect(account["environment"] as? String == Worker.kioskEnvironment)
         #expect(account["realm"] as? String == Worker.tenant)
         #expect(account["localAccountId"] as? String == jo.uid)
-        #expect(Set(account.keys).isSubset(of: ["homeAccountId", "environment", "realm", "username", "name", "localAccountId"]),
-                "unexpected keys: \(account.keys.sorted())")
+        #expect(
+            Set(account.keys).isSubset(of: [
+                "homeAccountId", "environment", "realm", "username", "name", "localAccountId",
+            ]),
+            "unexpected keys: \(account.keys.sorted())"
+        )
         let text = try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile])
         #expect(text.status == 0, "\(text.stderr)")
-        #expect(text.stdout.contains("signed in: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"), "\(text.stdout)")
+        #expect(
+            text.stdout.contains("signed in: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"),
+            "\(text.stdout)"
+        )
 
         // The timeclock app sees the same worker (SSO); its first look has no previous account, the next one does.
         let first = try #require(try await cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
@@ -62,7 +70,10 @@ struct AccountCLITests {
         #expect((second["previous"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         let shown = try await cli.run(["account", "--app", Self.timeclock])
         #expect(shown.status == 0)
-        #expect(shown.stdout.contains("current: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"), "\(shown.stdout)")
+        #expect(
+            shown.stdout.contains("current: \(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID)"),
+            "\(shown.stdout)"
+        )
         // The device administrator's view.
         let device = try #require(try await cli.json(["account", "--json"]) as? [String: Any])
         #expect((device["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
@@ -78,8 +89,12 @@ struct AccountCLITests {
         #expect(refused.stdout.isEmpty, "\(refused.stdout)")
         let still = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((still["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
-        let adaItems = try #require(try await cli.json(["keychain", "list", "--app", Self.timeclock, "--json",
-                                                  "--account", ada.cacheAccount()]) as? [Any])
+        let adaItems = try #require(
+            try await cli.json([
+                "keychain", "list", "--app", Self.timeclock, "--json",
+                "--account", ada.cacheAccount(),
+            ]) as? [Any]
+        )
         #expect(adaItems.isEmpty, "the refused sign-in stored \(adaItems)")
 
         // `accounts` lists Jo, signed in, with no secrets.
@@ -92,11 +107,17 @@ struct AccountCLITests {
         #expect(status["signedInBy"] as? String != nil)
         #expect(status["signOutReason"] == nil || status["signOutReason"] is NSNull)
         let listed = try await cli.run(["accounts"])
-        #expect(listed.stdout.contains("\(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID) environment \(Worker.kioskEnvironment): signed in"),
-                "\(listed.stdout)")
+        #expect(
+            listed.stdout.contains(
+                "\(jo.username) (\(jo.name)) home_account_id \(jo.homeAccountID) environment \(Worker.kioskEnvironment): signed in"
+            ),
+            "\(listed.stdout)"
+        )
 
         // One sign-in event: neither the repeated sign-in nor SSO nor the refusal is a new one.
-        let events = try #require(try await cli.json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]])
+        let events = try #require(
+            try await cli.json(["audit", "--json", "--type", "account.signed_in"]) as? [[String: Any]]
+        )
         #expect(events.count == 1, "\(events)")
         #expect(events.first?["account"] as? String == jo.username)
         #expect(events.first?["actor"] as? String == Self.scanner)
@@ -117,12 +138,24 @@ struct AccountCLITests {
         try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
         // Jo's credentials in each app's own group too (an app that cached there), and an item of the app's own.
         for (app, secret) in [(Self.scanner, "AT-IN-SCANNER-GROUP"), (Self.timeclock, "AT-IN-TIMECLOCK-GROUP")] {
-            let add = try await cli.run(["keychain", "add-generic-password", "--app", app, "--access-group", app,
-                                   "--service", "accesstoken-other-app", "--account", jo.cacheAccount(), "--type", "2001",
-                                   "--secret-stdin"], stdin: secret)
+            let add = try await cli.run(
+                [
+                    "keychain", "add-generic-password", "--app", app, "--access-group", app,
+                    "--service", "accesstoken-other-app", "--account", jo.cacheAccount(), "--type", "2001",
+                    "--secret-stdin",
+                ],
+                stdin: secret
+            )
             try #require(add.status == 0, "\(add.stderr)")
         }
-        try await addItem(cli.cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "settings", secret: "cfg")
+        try await addItem(
+            cli.cli,
+            app: Self.scanner,
+            group: Self.scanner,
+            service: "scanner-config",
+            account: "settings",
+            secret: "cfg"
+        )
 
         let before = try await cli.items(of: jo, app: Self.scanner)
         #expect(Set(before.compactMap { $0["type"] as? Int }) == Self.credentialTypes, "\(before)")
@@ -133,7 +166,9 @@ struct AccountCLITests {
         let bogus = try await cli.run(["signout", "--app", Self.timeclock, "--reason", "bogus"])
         #expect(bogus.status == 64, "\(bogus.stdout) \(bogus.stderr)")
         #expect(bogus.stderr.contains("unknown reason bogus"), "\(bogus.stderr)")
-        let unchanged = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let unchanged = try #require(
+            try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any]
+        )
         #expect((unchanged["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         #expect(try await cli.items(of: jo, app: Self.scanner).count == 5)
 
@@ -147,17 +182,25 @@ struct AccountCLITests {
 
         // Both apps' views: none of Jo's credentials remain anywhere; the app's own item and the app metadata stay.
         for app in [Self.scanner, Self.timeclock] {
-            let all = try #require(try await cli.json(["keychain", "list", "--app", app, "--json"]) as? [[String: Any]])
-            let left = all.filter { $0["account"] as? String == jo.cacheAccount()
-                                    || Self.credentialTypes.contains($0["type"] as? Int ?? 0) }
+            let all = try #require(
+                try await cli.json(["keychain", "list", "--app", app, "--json"]) as? [[String: Any]]
+            )
+            let left = all.filter {
+                $0["account"] as? String == jo.cacheAccount()
+                    || Self.credentialTypes.contains($0["type"] as? Int ?? 0)
+            }
             #expect(left.isEmpty, "\(app) still holds \(left)")
             #expect(all.contains { $0["type"] as? Int == 3001 }, "\(app): app metadata was removed: \(all)")
         }
-        let kept = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "scanner-config"])
+        let kept = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.scanner, "--service", "scanner-config",
+        ])
         #expect(kept.status == 0, "the scanner's own item was removed: \(kept.stderr)")
 
         // The scanner now has no current account and remembers Jo as its previous one.
-        let scannerView = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let scannerView = try #require(
+            try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any]
+        )
         #expect(Set(scannerView.keys) == ["current", "previous"])
         #expect(scannerView["current"] is NSNull, "current: \(scannerView["current"] ?? "absent")")
         #expect((scannerView["previous"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
@@ -171,7 +214,9 @@ struct AccountCLITests {
         #expect(statuses.first?["signOutReason"] as? String == "shift-end")
         #expect(try await cli.run(["accounts"]).stdout.contains(": signed out (shift-end)"))
 
-        let event = try #require((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [[String: Any]])?.last)
+        let event = try #require(
+            (try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [[String: Any]])?.last
+        )
         #expect(event["actor"] as? String == Self.timeclock)
         #expect(event["account"] as? String == jo.username)
         #expect(event["reason"] as? String == "shift-end")
@@ -198,7 +243,8 @@ struct AccountCLITests {
     @Test func switchSignsTheNextWorkerInUnderOneCorrelationID() async throws {
         let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
-        let jo = Worker.jo, ada = Worker.ada
+        let jo = Worker.jo
+        let ada = Worker.ada
         let joFile = try cli.write(jo, as: "worker1.json")
         let adaFile = try cli.write(ada, as: "worker2.json")
         try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", joFile]).status == 0)
@@ -218,10 +264,16 @@ struct AccountCLITests {
         // Ada is current for every app; Jo's credentials are gone, Ada's are there.
         for app in [Self.scanner, Self.timeclock] {
             let view = try #require(try await cli.json(["account", "--app", app, "--json"]) as? [String: Any])
-            #expect((view["current"] as? [String: Any])?["homeAccountId"] as? String == ada.homeAccountID, "\(app): \(view)")
+            #expect(
+                (view["current"] as? [String: Any])?["homeAccountId"] as? String == ada.homeAccountID,
+                "\(app): \(view)"
+            )
         }
         #expect(try await cli.items(of: jo, app: Self.scanner).isEmpty)
-        #expect(Set(try await cli.items(of: ada, app: Self.timeclock).compactMap { $0["type"] as? Int }) == Self.credentialTypes)
+        #expect(
+            Set(try await cli.items(of: ada, app: Self.timeclock).compactMap { $0["type"] as? Int })
+                == Self.credentialTypes
+        )
         let statuses = try #require(try await cli.json(["accounts", "--json"]) as? [[String: Any]])
         let signedIn = statuses.filter { $0["signedIn"] as? Bool == true }
             .compactMap { ($0["account"] as? [String: Any])?["homeAccountId"] as? String }
@@ -230,8 +282,12 @@ struct AccountCLITests {
         // The audit log: the switch's three events share its correlation id, and nothing else does.
         let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let related = events.filter { $0["correlationId"] as? String == correlationID }
-        #expect(related.compactMap { $0["type"] as? String } == ["account.signed_out", "account.signed_in", "account.switched"],
-                "\(related)")
+        #expect(
+            related.compactMap { $0["type"] as? String } == [
+                "account.signed_out", "account.signed_in", "account.switched",
+            ],
+            "\(related)"
+        )
         #expect(related.first?["account"] as? String == jo.username)
         #expect(related.first?["reason"] as? String == "shift-end")
         #expect((related.first?["details"] as? [String: String])?["scope"] == "global")
@@ -258,19 +314,27 @@ struct AccountCLITests {
         let refused = try await cli.run(["switch", "--app", Self.scanner, "--token-response", garbage])
         #expect(refused.status == 65, "\(refused.stdout) \(refused.stderr)")
         #expect(refused.stderr.contains("is not a usable token response"), "\(refused.stderr)")
-        let missing = try await cli.run(["switch", "--app", Self.scanner, "--token-response", cli.cli.filesDirectory.appendingPathComponent("absent.json").path])
+        let missing = try await cli.run([
+            "switch", "--app", Self.scanner, "--token-response",
+            cli.cli.filesDirectory.appendingPathComponent("absent.json").path,
+        ])
         #expect(missing.status == 74, "\(missing.stderr)")
         let still = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect((still["current"] as? [String: Any])?["homeAccountId"] as? String == jo.homeAccountID)
         #expect(try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any] != nil)
         // A bogus reason is a usage error, checked before anyone is signed out.
-        let bogus = try await cli.run(["switch", "--app", Self.scanner, "--token-response", joFile, "--reason", "bogus"])
+        let bogus = try await cli.run([
+            "switch", "--app", Self.scanner, "--token-response", joFile, "--reason", "bogus",
+        ])
         #expect(bogus.status == 64, "\(bogus.stdout) \(bogus.stderr)")
         #expect((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
 
         // A response that decodes but names no account (no client_info, no id_token): the sign-out commits,
         // the sign-in fails (65), and nobody is signed in.
-        let anonymous = try cli.cli.writeFile("anonymous.json", Data(#"{"access_token": "AT-ANONYMOUS-SECRET", "token_type": "Bearer", "expires_in": 3600}"#.utf8))
+        let anonymous = try cli.cli.writeFile(
+            "anonymous.json",
+            Data(#"{"access_token": "AT-ANONYMOUS-SECRET", "token_type": "Bearer", "expires_in": 3600}"#.utf8)
+        )
         let failed = try await cli.run(["switch", "--app", Self.scanner, "--token-response", anonymous, "--json"])
         #expect(failed.status == 65, "\(failed.stdout) \(failed.stderr)")
         #expect(failed.stderr.contains("names no account"), "\(failed.stderr)")
@@ -312,20 +376,32 @@ struct AccountCLITests {
         let cli = try await Self.kioskDevice()
         defer { cli.cleanUp() }
         let jo = Worker.jo
-        try #require(try await cli.run(["signin", "--app", Self.scanner, "--token-response", try cli.write(jo, as: "jo.json")]).status == 0)
+        try #require(
+            try await cli.run(["signin", "--app", Self.scanner, "--token-response", try cli.write(jo, as: "jo.json")])
+                .status == 0
+        )
 
         let export = try await cli.run(["cache", "export", "--app", Self.scanner])
         #expect(export.status == 0, "\(export.stderr)")
         let document = try #require(try parseJSON(export.stdout) as? [String: Any])
-        #expect(Set(document.keys) == ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata"], "\(document.keys.sorted())")
+        #expect(
+            Set(document.keys) == ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata"],
+            "\(document.keys.sorted())"
+        )
         for section in ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata"] {
             #expect((document[section] as? [String: Any])?.count == 1, "\(section): \(document[section] ?? "absent")")
         }
         let accessToken = try #require((document["AccessToken"] as? [String: [String: Any]])?.values.first)
         #expect(accessToken["secret"] as? String == jo.accessToken)
         #expect(accessToken["home_account_id"] as? String == jo.homeAccountID)
-        #expect((document["RefreshToken"] as? [String: [String: Any]])?.values.first?["secret"] as? String == jo.refreshToken)
-        #expect((document["IdToken"] as? [String: [String: Any]])?.values.first?["secret"] as? String == jo.idToken(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        #expect(
+            (document["RefreshToken"] as? [String: [String: Any]])?.values.first?["secret"] as? String
+                == jo.refreshToken
+        )
+        #expect(
+            (document["IdToken"] as? [String: [String: Any]])?.values.first?["secret"] as? String
+                == jo.idToken(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID)
+        )
         #expect((document["Account"] as? [String: [String: Any]])?.values.first?["username"] as? String == jo.username)
         // The same cache always gives the same bytes.
         #expect(try await cli.run(["cache", "export", "--app", Self.scanner]).stdout == export.stdout)
@@ -336,7 +412,10 @@ struct AccountCLITests {
         #expect(toFile.status == 0, "\(toFile.stderr)")
         #expect(toFile.stdout.isEmpty, "\(toFile.stdout)")
         let attributes = try FileManager.default.attributesOfItem(atPath: outputFile)
-        #expect((attributes[.posixPermissions] as? Int) == 0o600, "mode \(String((attributes[.posixPermissions] as? Int) ?? -1, radix: 8))")
+        #expect(
+            (attributes[.posixPermissions] as? Int) == 0o600,
+            "mode \(String((attributes[.posixPermissions] as? Int) ?? -1, radix: 8))"
+        )
         #expect(FileManager.default.contents(atPath: outputFile) == Data(export.stdout.utf8))
         // Over an existing world-readable file, the export still ends up private.
         let existing = try cli.cli.writeFile("existing.json", Data("old\n".utf8))
@@ -375,7 +454,12 @@ struct AccountCLITests {
         defer { cli.cleanUp() }
         try #require(try await cli.run(["provision", "--policy", Self.personal]).status == 0)
         let dana = Worker.dana
-        let file = try cli.write(dana, issuer: Worker.personalIssuer, clientID: Worker.personalClientID, as: "dana.json")
+        let file = try cli.write(
+            dana,
+            issuer: Worker.personalIssuer,
+            clientID: Worker.personalClientID,
+            as: "dana.json"
+        )
 
         let signIn = try await cli.run(["signin", "--app", Self.fieldnotes, "--token-response", file, "--json"])
         #expect(signIn.status == 0, "\(signIn.stderr)")
@@ -461,24 +545,42 @@ struct Worker: Sendable {
     static let personalIssuer = "https://login.microsoftonline.com/\(tenant)/v2.0"
     static let personalClientID = "4b0db8c2-9f26-4417-8bde-3f0e3656f8e0"
 
-    static let jo = Worker(uid: "3f2a9c1b-5d4e-4f60-8a7b-1c2d3e4f5a6b", username: "jo.worker@contoso.example", name: "Jo Worker")
-    static let ada = Worker(uid: "5f7c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f", username: "ada@contoso.example", name: "Ada Worker")
-    static let dana = Worker(uid: "8b1e2f3a-4c5d-4e6f-9a0b-1c2d3e4f5a6b", username: "dana@contoso.example", name: "Dana Field")
+    static let jo = Worker(
+        uid: "3f2a9c1b-5d4e-4f60-8a7b-1c2d3e4f5a6b",
+        username: "jo.worker@contoso.example",
+        name: "Jo Worker"
+    )
+    static let ada = Worker(
+        uid: "5f7c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f",
+        username: "ada@contoso.example",
+        name: "Ada Worker"
+    )
+    static let dana = Worker(
+        uid: "8b1e2f3a-4c5d-4e6f-9a0b-1c2d3e4f5a6b",
+        username: "dana@contoso.example",
+        name: "Dana Field"
+    )
 
     var homeAccountID: String { "\(uid).\(Self.tenant)" }
     /// The keychain account attribute of the worker's credentials (`<home_account_id>-<environment>`).
-    func cacheAccount(environment: String = kioskEnvironment) -> String { "\(homeAccountID)-\(environment)".lowercased() }
+    func cacheAccount(environment: String = kioskEnvironment) -> String {
+        "\(homeAccountID)-\(environment)".lowercased()
+    }
 
     var accessToken: String { "AT-SECRET-\(uid.prefix(8))-7d1f0c" }
     var refreshToken: String { "RT-SECRET-\(uid.prefix(8))-a93e42" }
 
     var clientInfo: String {
-        Base64URL.encode(try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys]))
+        Base64URL.encode(
+            try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": Self.tenant], options: [.sortedKeys])
+        )
     }
 
     func idToken(issuer: String, clientID: String) -> String {
-        let claims = ["aud": clientID, "iss": issuer, "name": name, "oid": uid, "preferred_username": username,
-                      "sub": "sub-\(uid.prefix(8))", "tid": Self.tenant, "ver": "2.0"]
+        let claims = [
+            "aud": clientID, "iss": issuer, "name": name, "oid": uid, "preferred_username": username,
+            "sub": "sub-\(uid.prefix(8))", "tid": Self.tenant, "ver": "2.0",
+        ]
         let payload = try! JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
         return "eyJhbGciOiJub25lIn0.\(Base64URL.encode(payload)).sig"
     }
@@ -486,7 +588,8 @@ struct Worker: Sendable {
     /// The token endpoint's response body.
     func response(issuer: String = kioskIssuer, clientID: String = kioskClientID) -> Data {
         let body: [String: Any] = [
-            "access_token": accessToken, "refresh_token": refreshToken, "id_token": idToken(issuer: issuer, clientID: clientID),
+            "access_token": accessToken, "refresh_token": refreshToken,
+            "id_token": idToken(issuer: issuer, clientID: clientID),
             "client_info": clientInfo, "scope": "openid profile offline_access User.Read", "token_type": "Bearer",
             "expires_in": 3600, "ext_expires_in": 7200,
         ]
@@ -520,28 +623,48 @@ final class Transcript {
     }
 
     /// Writes the worker's token response to a file and returns its path.
-    func write(_ worker: Worker, issuer: String = Worker.kioskIssuer, clientID: String = Worker.kioskClientID,
-               as name: String) throws -> String {
+    func write(
+        _ worker: Worker,
+        issuer: String = Worker.kioskIssuer,
+        clientID: String = Worker.kioskClientID,
+        as name: String
+    ) throws -> String {
         try cli.writeFile(name, worker.response(issuer: issuer, clientID: clientID))
     }
 
     /// The items with the worker's account attribute that `app` sees (`keychain list --json`).
-    func items(of worker: Worker, app: String, environment: String = Worker.kioskEnvironment,
-               sourceLocation: SourceLocation = #_sourceLocation) async throws -> [[String: Any]] {
-        let all = try #require(try await json(["keychain", "list", "--app", app, "--json"], sourceLocation: sourceLocation) as? [[String: Any]],
-                               sourceLocation: sourceLocation)
+    func items(
+        of worker: Worker,
+        app: String,
+        environment: String = Worker.kioskEnvironment,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> [[String: Any]] {
+        let all = try #require(
+            try await json(["keychain", "list", "--app", app, "--json"], sourceLocation: sourceLocation)
+                as? [[String: Any]],
+            sourceLocation: sourceLocation
+        )
         return all.filter { $0["account"] as? String == worker.cacheAccount(environment: environment) }
     }
 
     /// Expects that no output so far (except of commands starting with one of `except`) shows a token.
-    func expectNoSecrets(of workers: [Worker], issuer: String = Worker.kioskIssuer, clientID: String = Worker.kioskClientID,
-                         extra: [String] = [], except: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectNoSecrets(
+        of workers: [Worker],
+        issuer: String = Worker.kioskIssuer,
+        clientID: String = Worker.kioskClientID,
+        extra: [String] = [],
+        except: [String] = [],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let secrets = workers.flatMap { $0.secrets(issuer: issuer, clientID: clientID) } + extra
         let checked = outputs.filter { output in !except.contains { output.command.hasPrefix($0) } }
         #expect(checked.count > 0, sourceLocation: sourceLocation)
         for output in checked {
             for secret in secrets where output.text.contains(secret) {
-                Issue.record("`devicectl \(output.command)` showed a token (\(secret.prefix(12))…)", sourceLocation: sourceLocation)
+                Issue.record(
+                    "`devicectl \(output.command)` showed a token (\(secret.prefix(12))…)",
+                    sourceLocation: sourceLocation
+                )
             }
         }
     }

@@ -31,9 +31,18 @@ struct AuditCLITests {
         #expect(json.stdout.hasPrefix("["))
         let events = try #require(try parseJSON(json.stdout) as? [[String: Any]])
         #expect(events.compactMap { $0["sequence"] as? Int } == [1, 2, 3])
-        #expect(events.compactMap { $0["type"] as? String } == ["device.provisioned", "keychain.access_denied", "keychain.access_denied"])
+        #expect(
+            events.compactMap { $0["type"] as? String } == [
+                "device.provisioned", "keychain.access_denied", "keychain.access_denied",
+            ]
+        )
         for event in events {
-            #expect(Set(event.keys) == ["sequence", "time", "type", "actor", "account", "reason", "correlationId", "details"], "\(event.keys)")
+            #expect(
+                Set(event.keys) == [
+                    "sequence", "time", "type", "actor", "account", "reason", "correlationId", "details",
+                ],
+                "\(event.keys)"
+            )
             #expect(event["account"] is NSNull)
             #expect((event["time"] as? String)?.hasSuffix("Z") == true)
             #expect(UUID(uuidString: event["correlationId"] as? String ?? "") != nil)
@@ -46,21 +55,32 @@ struct AuditCLITests {
         #expect(jsonl.stdout.hasSuffix("\n"))
         let lines = jsonl.stdout.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         #expect(lines.count == 3, "\(jsonl.stdout)")
-        let objects = try lines.map { try #require(try parseJSON(String($0)) as? [String: Any], "not an object: \($0)") }
+        let objects = try lines.map {
+            try #require(try parseJSON(String($0)) as? [String: Any], "not an object: \($0)")
+        }
         #expect(objects.compactMap { $0["sequence"] as? Int } == [1, 2, 3])
         for line in lines {
             #expect(line.hasPrefix("{") && line.hasSuffix("}"), "not one compact object per line: \(line)")
         }
-        #expect(zip(objects, events).allSatisfy { $0["correlationId"] as? String == $1["correlationId"] as? String
-                                                  && $0["time"] as? String == $1["time"] as? String })
+        #expect(
+            zip(objects, events).allSatisfy {
+                $0["correlationId"] as? String == $1["correlationId"] as? String
+                    && $0["time"] as? String == $1["time"] as? String
+            }
+        )
 
         let text = try await cli.run(["audit"])
         #expect(text.status == 0)
         let textLines = text.stdout.split(separator: "\n")
         #expect(textLines.count == 3)
-        #expect(textLines.first?.hasPrefix("#1 ") == true && textLines.first?.contains(" device.provisioned actor=\"devicectl (uid ") == true,
-                "\(text.stdout)")
-        #expect(textLines.last?.hasPrefix("#3 ") == true && textLines.last?.contains("app=com.contoso.intruder1") == true)
+        #expect(
+            textLines.first?.hasPrefix("#1 ") == true
+                && textLines.first?.contains(" device.provisioned actor=\"devicectl (uid ") == true,
+            "\(text.stdout)"
+        )
+        #expect(
+            textLines.last?.hasPrefix("#3 ") == true && textLines.last?.contains("app=com.contoso.intruder1") == true
+        )
         #expect(try await cli.run(["audit", "show", "--json"]).stdout == json.stdout)
 
         // Exclusive output options.
@@ -80,8 +100,10 @@ struct AuditCLITests {
         let times = all.compactMap { $0["time"] as? String }
         try #require(times.count == 5)
         func sequences(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> [Int] {
-            let events = try #require(try await cli.json(["audit", "--json"] + arguments, sourceLocation: sourceLocation) as? [[String: Any]],
-                                      sourceLocation: sourceLocation)
+            let events = try #require(
+                try await cli.json(["audit", "--json"] + arguments, sourceLocation: sourceLocation) as? [[String: Any]],
+                sourceLocation: sourceLocation
+            )
             return events.compactMap { $0["sequence"] as? Int }
         }
 
@@ -98,11 +120,18 @@ struct AuditCLITests {
             let middle = dates[earlier].addingTimeInterval(dates[later].timeIntervalSince(dates[earlier]) / 2)
             return middle.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
         }
-        try #require(zip(dates, dates.dropFirst()).allSatisfy { $1.timeIntervalSince($0) > 0.004 }, "events too close: \(times)")
+        try #require(
+            zip(dates, dates.dropFirst()).allSatisfy { $1.timeIntervalSince($0) > 0.004 },
+            "events too close: \(times)"
+        )
         #expect(try await sequences(["--since", between(1, 2)]) == [3, 4, 5])
         #expect(try await sequences(["--until", between(1, 2)]) == [1, 2])
         #expect(try await sequences(["--since", between(0, 1), "--until", between(3, 4)]) == [2, 3, 4])
-        #expect(try await sequences(["--since", between(0, 1), "--type", "keychain.access_denied", "--type", "device.provisioned"]) == [2, 3, 4])
+        #expect(
+            try await sequences([
+                "--since", between(0, 1), "--type", "keychain.access_denied", "--type", "device.provisioned",
+            ]) == [2, 3, 4]
+        )
         #expect(try await sequences(["--since", between(3, 4), "--until", between(0, 1)]) == [])
         // An event's shown time selects it: the bounds are inclusive.
         #expect(try await sequences(["--since", times[0]]) == [1, 2, 3, 4, 5])
@@ -136,7 +165,9 @@ struct AuditCLITests {
             .split(separator: "\n").map(String.init)
         try #require(recorded.count == 16)
         func differences(_ shown: [String]) -> String {
-            guard shown.count == recorded.count else { return "\(shown.count) times shown for \(recorded.count) events" }
+            guard shown.count == recorded.count else {
+                return "\(shown.count) times shown for \(recorded.count) events"
+            }
             return zip(shown, recorded).enumerated().filter { $0.element.0 != $0.element.1 }
                 .map { "#\($0.offset + 1) recorded \($0.element.1) shown \($0.element.0)" }.joined(separator: "; ")
         }
@@ -146,11 +177,15 @@ struct AuditCLITests {
         let jsonl = try await cli.run(["audit", "--jsonl"]).stdout.split(separator: "\n")
             .compactMap { (try? parseJSON(String($0))) as? [String: Any] }.compactMap { $0["time"] as? String }
         #expect(jsonl == recorded, "audit --jsonl shows other times than the log records: \(differences(jsonl))")
-        let text = try await cli.run(["audit"]).stdout.split(separator: "\n").map { $0.split(separator: " ")[1] }.map(String.init)
+        let text = try await cli.run(["audit"]).stdout.split(separator: "\n").map { $0.split(separator: " ")[1] }.map(
+            String.init
+        )
         #expect(text == recorded, "audit (text) shows other times than the log records: \(differences(text))")
         var unselectable: [Int] = []
         for (index, time) in shown.enumerated() {
-            let selected = try #require(try await cli.json(["audit", "--json", "--since", time, "--until", time]) as? [[String: Any]])
+            let selected = try #require(
+                try await cli.json(["audit", "--json", "--since", time, "--until", time]) as? [[String: Any]]
+            )
             if selected.compactMap({ $0["sequence"] as? Int }) != [index + 1] { unselectable.append(index + 1) }
         }
         #expect(unselectable.isEmpty, "--since T --until T with an event's shown time T misses events \(unselectable)")
@@ -165,7 +200,10 @@ struct AuditCLITests {
 
         // The existing event first.
         let first = await follower.waitForLine(timeout: 30) { $0.contains("\"device.provisioned\"") }
-        try #require(first != nil, "the follower printed no existing event; stdout: \(follower.standardOutput) stderr: \(follower.standardError)")
+        try #require(
+            first != nil,
+            "the follower printed no existing event; stdout: \(follower.standardOutput) stderr: \(follower.standardError)"
+        )
         // Appended at once, with no pause: the follower takes the events it printed and the log's last
         // sequence number from one snapshot, so an event appended right after that snapshot is printed too.
         // Without a pause, a regression to two separate reads can lose this event and fail the wait below.
@@ -173,7 +211,10 @@ struct AuditCLITests {
         let denied = try await cli.run(["keychain", "list", "--app", "com.contoso.follow-me"])
         #expect(denied.status == 77)
         let line = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.follow-me") }
-        let appended = try #require(line, "the follower did not print the new event within 15 s; stdout: \(follower.standardOutput) stderr: \(follower.standardError)")
+        let appended = try #require(
+            line,
+            "the follower did not print the new event within 15 s; stdout: \(follower.standardOutput) stderr: \(follower.standardError)"
+        )
         let event = try #require(try parseJSON(appended) as? [String: Any])
         #expect(event["type"] as? String == "keychain.access_denied")
         #expect(event["sequence"] as? Int == 2)
@@ -183,7 +224,9 @@ struct AuditCLITests {
         #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.follow-me-too"]).status == 77)
         let second = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.follow-me-too") }
         #expect(second != nil, "the follower did not print the second event; stdout: \(follower.standardOutput)")
-        let sequences = follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap { $0["sequence"] as? Int }
+        let sequences = follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap {
+            $0["sequence"] as? Int
+        }
         #expect(sequences == [1, 2, 3], "followed: \(follower.standardOutput)")
 
         #expect(!follower.hasExited, "the follower stopped by itself: \(follower.standardError)")
@@ -213,7 +256,9 @@ struct AuditCLITests {
             #expect(line != nil, "round \(round): \(follower.standardOutput) \(follower.standardError)")
             follower.send(SIGTERM)
             #expect(await follower.waitForExit(timeout: 30))
-            forwarded += follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap { $0["sequence"] as? Int }
+            forwarded += follower.lines.compactMap { (try? parseJSON($0)) as? [String: Any] }.compactMap {
+                $0["sequence"] as? Int
+            }
             #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.stopped\(round)"]).status == 77)
         }
         // 1 provisioned, 2 the first denial, then per round one while running and one while stopped: the
@@ -238,15 +283,21 @@ struct AuditCLITests {
         let first = await follower.waitForLine(timeout: 30) { $0.contains("\"device.provisioned\"") }
         try #require(first != nil, "the follower printed no existing event; stderr: \(follower.standardError)")
 
-        let worker = try BackgroundProcess(DevicectlRunner.productsDirectory.appendingPathComponent("device-worker"),
-                                           ["--dir", cli.stateDirectory.path, "--shared", Self.kiosk,
-                                            "--private", DevicectlRunner.policy("personal.json"), "--items", "5"])
+        let worker = try BackgroundProcess(
+            DevicectlRunner.productsDirectory.appendingPathComponent("device-worker"),
+            [
+                "--dir", cli.stateDirectory.path, "--shared", Self.kiosk,
+                "--private", DevicectlRunner.policy("personal.json"), "--items", "5",
+            ]
+        )
         defer { worker.killIfRunning() }
         // About 2,000 events over 10–30 s here, so a hundred or so of the follower's polls (every 250 ms) run
         // while events arrive; fewer on a slow machine, which only makes a lost event less likely to show.
         _ = await worker.waitForLines(timeout: 120) { $0.filter { $0.hasPrefix("switched ") }.count >= 2000 }
-        try #require(worker.lines.filter { $0.hasPrefix("switched ") }.count >= 10,
-                     "the worker hardly switched modes; stderr: \(worker.standardError)")
+        try #require(
+            worker.lines.filter { $0.hasPrefix("switched ") }.count >= 10,
+            "the worker hardly switched modes; stderr: \(worker.standardError)"
+        )
         worker.send(SIGKILL)
         _ = await worker.waitForExit(timeout: 30)
 
@@ -258,11 +309,17 @@ struct AuditCLITests {
         let caughtUp = await follower.waitForLines(timeout: 30) { lines in
             (lines.last.flatMap { try? parseJSON($0) } as? [String: Any])?["sequence"] as? Int == last
         }
-        #expect(caughtUp, "the follower did not reach event \(last) within 30 s; it printed up to \(followed().last ?? 0)")
+        #expect(
+            caughtUp,
+            "the follower did not reach event \(last) within 30 s; it printed up to \(followed().last ?? 0)"
+        )
         let sequences = followed()
         let missing = Set(1...last).subtracting(sequences).sorted()
         #expect(missing.isEmpty, "the follower never printed \(missing.count) of \(last) events: \(missing.prefix(20))")
-        #expect(sequences == sequences.sorted() && Set(sequences).count == sequences.count, "events out of order or repeated")
+        #expect(
+            sequences == sequences.sorted() && Set(sequences).count == sequences.count,
+            "events out of order or repeated"
+        )
         follower.send(SIGTERM)
         _ = await follower.waitForExit(timeout: 30)
     }
@@ -274,7 +331,10 @@ struct AuditCLITests {
         defer { cli.cleanUp() }
         let text = try await cli.run(["audit", "verify"])
         #expect(text.status == 0, "\(text.stdout) \(text.stderr)")
-        #expect(text.stdout.hasPrefix("audit log intact: 4 event(s), 1 signed checkpoint(s), head #4 "), "\(text.stdout)")
+        #expect(
+            text.stdout.hasPrefix("audit log intact: 4 event(s), 1 signed checkpoint(s), head #4 "),
+            "\(text.stdout)"
+        )
         let json = try await cli.run(["audit", "verify", "--json"])
         #expect(json.status == 0)
         let report = try #require(try parseJSON(json.stdout) as? [String: Any])
@@ -295,7 +355,8 @@ struct AuditCLITests {
             case .editReason: "UPDATE audit_events SET reason = 'routine check' WHERE sequence = 3"
             case .deleteMiddleEvent: "DELETE FROM audit_events WHERE sequence = 3"
             case .deleteNewestEvent: "DELETE FROM audit_events WHERE sequence = 5"
-            case .editNewestDetails: "UPDATE audit_events SET details = '{\"app\":\"com.contoso.kiosk.scanner\"}' WHERE sequence = 5"
+            case .editNewestDetails:
+                "UPDATE audit_events SET details = '{\"app\":\"com.contoso.kiosk.scanner\"}' WHERE sequence = 5"
             }
         }
 
@@ -330,25 +391,40 @@ struct AuditCLITests {
         let cli = try await Self.provisionedDevice(denials: 1)
         defer { cli.cleanUp() }
         let itemSecret = "tok-NEVER-PRINT-\(UUID().uuidString)"
-        try await addItem(cli, app: "com.contoso.kiosk.scanner", service: "graph", account: "worker-1", secret: itemSecret)
+        try await addItem(
+            cli,
+            app: "com.contoso.kiosk.scanner",
+            service: "graph",
+            account: "worker-1",
+            secret: itemSecret
+        )
         let masterKey = try Data(contentsOf: cli.stateDirectory.appendingPathComponent("master.key"))
         try #require(masterKey.count == 32)
-        let forbidden = [itemSecret, masterKey.hex, masterKey.hex.uppercased(), masterKey.base64EncodedString(),
-                         Data(itemSecret.utf8).base64EncodedString()]
+        let forbidden = [
+            itemSecret, masterKey.hex, masterKey.hex.uppercased(), masterKey.base64EncodedString(),
+            Data(itemSecret.utf8).base64EncodedString(),
+        ]
 
         var outputs: [(String, DevicectlRunner.Result)] = []
-        for arguments in [["provision", "--policy", Self.kiosk, "--json"], ["info", "--json"], ["audit", "--json"],
-                          ["audit", "--jsonl"], ["audit", "verify", "--json"], ["keychain", "verify", "--json"],
-                          ["keychain", "list", "--json", "--app", "com.contoso.kiosk.scanner"],
-                          ["keychain", "find-generic-password", "--json", "--app", "com.contoso.kiosk.scanner", "--service", "graph"],
-                          ["provision", "--policy", DevicectlRunner.policy("personal.json"), "--force", "--json"],
-                          ["deprovision", "--json"], ["audit", "--json"]] {
+        for arguments in [
+            ["provision", "--policy", Self.kiosk, "--json"], ["info", "--json"], ["audit", "--json"],
+            ["audit", "--jsonl"], ["audit", "verify", "--json"], ["keychain", "verify", "--json"],
+            ["keychain", "list", "--json", "--app", "com.contoso.kiosk.scanner"],
+            [
+                "keychain", "find-generic-password", "--json", "--app", "com.contoso.kiosk.scanner", "--service",
+                "graph",
+            ],
+            ["provision", "--policy", DevicectlRunner.policy("personal.json"), "--force", "--json"],
+            ["deprovision", "--json"], ["audit", "--json"],
+        ] {
             let result = try await cli.run(arguments)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             outputs.append((arguments.joined(separator: " "), result))
         }
-        let publicKeys = Set(try #require(try await cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]])
-            .compactMap { ($0["details"] as? [String: String])?["auditPublicKey"] })
+        let publicKeys = Set(
+            try #require(try await cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]])
+                .compactMap { ($0["details"] as? [String: String])?["auditPublicKey"] }
+        )
         try #require(!publicKeys.isEmpty)
 
         for (command, result) in outputs {
@@ -366,14 +442,19 @@ struct AuditCLITests {
                         #expect(run.lowercased() == key, "\(command) printed the public key inside a longer value")
                     }
                 }
-                #expect(output.range(of: "[A-Za-z0-9+/]{80,}={0,2}", options: .regularExpression) == nil,
-                        "\(command) printed a long base64 value")
+                #expect(
+                    output.range(of: "[A-Za-z0-9+/]{80,}={0,2}", options: .regularExpression) == nil,
+                    "\(command) printed a long base64 value"
+                )
             }
             if let object = try? parseJSON(result.stdout) {
                 for key in jsonKeys(object) {
                     let lowered = key.lowercased()
-                    #expect(!lowered.contains("secret") && !lowered.contains("private") && !lowered.contains("signingkey")
-                                && !lowered.contains("masterkey"), "\(command) has a JSON key \(key)")
+                    #expect(
+                        !lowered.contains("secret") && !lowered.contains("private") && !lowered.contains("signingkey")
+                            && !lowered.contains("masterkey"),
+                        "\(command) has a JSON key \(key)"
+                    )
                 }
             }
         }

@@ -21,11 +21,16 @@ import Testing
         #expect(skipped.allSatisfy { !($0.note.notReplayed ?? "").isEmpty })
         // The fields compared by type only are the ones the page lists.
         let page = try String(contentsOf: BrokerAPIPage.path, encoding: .utf8)
-        let paragraph = try #require(page.components(separatedBy: "\n\n").first { $0.contains("compared by type only") })
+        let paragraph = try #require(
+            page.components(separatedBy: "\n\n").first { $0.contains("compared by type only") }
+        )
         let start = try #require(paragraph.range(of: "versions ("))
         let listed = paragraph[start.upperBound...].prefix { $0 != ")" }
         let names = Set(listed.components(separatedBy: "`").enumerated().filter { $0.offset % 2 == 1 }.map(\.element))
-        #expect(names == WireComparison.variableFields, "the page lists \(names.symmetricDifference(WireComparison.variableFields).sorted()) differently")
+        #expect(
+            names == WireComparison.variableFields,
+            "the page lists \(names.symmetricDifference(WireComparison.variableFields).sorted()) differently"
+        )
     }
 
     @Test func theExchangesWithoutTheIdentityProviderReplayAsRecorded() async throws {
@@ -37,10 +42,18 @@ import Testing
         try await daemon.start()
         let replay = BrokerAPIReplay(daemon: daemon, host: "127.0.0.1:1")
         var replayed = 0
-        for exchange in try BrokerAPIPage.exchanges() where exchange.note.notReplayed == nil && !exchange.note.identityProvider
-            && !exchange.note.nativeAuthority {
-            try #require(exchange.note.signedIn == nil || exchange.note.signedIn == "", "line \(exchange.line) needs a worker signed in: mark it `identity provider`")
-            try #require(exchange.note.policy == nil, "line \(exchange.line) names a policy with the identity provider's issuer: mark it `identity provider`")
+        for exchange in try BrokerAPIPage.exchanges()
+        where exchange.note.notReplayed == nil && !exchange.note.identityProvider
+            && !exchange.note.nativeAuthority
+        {
+            try #require(
+                exchange.note.signedIn == nil || exchange.note.signedIn == "",
+                "line \(exchange.line) needs a worker signed in: mark it `identity provider`"
+            )
+            try #require(
+                exchange.note.policy == nil,
+                "line \(exchange.line) names a policy with the identity provider's issuer: mark it `identity provider`"
+            )
             if exchange.note.daemonArguments.isEmpty {
                 await replay.replay(exchange)
             } else {
@@ -64,8 +77,10 @@ import Testing
         let daemon = try await BrokerSignInTests.daemon()
         let replay = BrokerAPIReplay(daemon: daemon, host: "127.0.0.1:\(IdentityCLITests.port)")
         var replayed = 0
-        for exchange in try BrokerAPIPage.exchanges() where exchange.note.notReplayed == nil && exchange.note.identityProvider
-            && !exchange.note.nativeAuthority {
+        for exchange in try BrokerAPIPage.exchanges()
+        where exchange.note.notReplayed == nil && exchange.note.identityProvider
+            && !exchange.note.nativeAuthority
+        {
             if exchange.note.policy == "kiosk-password.json" {
                 // The password flow's policy, with the provider's issuer (as PasswordSignInTests runs it).
                 let own = try await PasswordSignInTests.daemon()
@@ -88,8 +103,13 @@ import Testing
             if exchange.note.refreshTokenRevoked {
                 // Only worker3 is revoked: the other tests' workers keep their refresh tokens.
                 let worker = try #require(exchange.note.signedIn, "line \(exchange.line): whose refresh token?")
-                try #require(worker == "worker3", "line \(exchange.line): revoke only worker3's refresh tokens, no other test uses them")
-                let revoke = try await IdentityCLITests.Provider.tool(["revoke", "--port", "\(IdentityCLITests.port)", "--user", worker])
+                try #require(
+                    worker == "worker3",
+                    "line \(exchange.line): revoke only worker3's refresh tokens, no other test uses them"
+                )
+                let revoke = try await IdentityCLITests.Provider.tool([
+                    "revoke", "--port", "\(IdentityCLITests.port)", "--user", worker,
+                ])
                 try #require(revoke.status == 0, "\(revoke.stdout) \(revoke.stderr)")
             }
             await replay.replay(exchange)
@@ -127,12 +147,18 @@ struct BrokerAPIReplay {
         if !FileManager.default.fileExists(atPath: copy) {
             try ExecutableCopy.copy(from: Self.script.path, to: copy, mode: 0o644)
         }
-        let script: [String: Any] = ["hold": held, "messages": messages.map { ["send": $0.send ?? NSNull(), "replies": $0.replies.count] as [String: Any] }]
+        let script: [String: Any] = [
+            "hold": held,
+            "messages": messages.map { ["send": $0.send ?? NSNull(), "replies": $0.replies.count] as [String: Any] },
+        ]
         // In a file the client's uid can read: a block's messages may be larger than the argument list may.
         let file = daemon.publicDirectory.appendingPathComponent("replay-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: script).write(to: file)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
-        return try ChildProcess(Daemon.setpriv, ["--pdeathsig", "KILL"] + Daemon.asUser(uid) + ["/usr/bin/python3", copy, daemon.socketPath, file.path])
+        return try ChildProcess(
+            Daemon.setpriv,
+            ["--pdeathsig", "KILL"] + Daemon.asUser(uid) + ["/usr/bin/python3", copy, daemon.socketPath, file.path]
+        )
     }
 
     /// The replies the client printed, as text (`closed` when the broker closed the connection first; a
@@ -158,9 +184,13 @@ struct BrokerAPIReplay {
             }
         }
         let line = await client.waitForLine(timeout: 60) { line in
-            (try? parseJSON(line) as? [String: Any])?["reply"].flatMap { $0 as? String }.flatMap { try? WireJSON.parse($0) }.flatMap(find) != nil
+            (try? parseJSON(line) as? [String: Any])?["reply"].flatMap { $0 as? String }.flatMap {
+                try? WireJSON.parse($0)
+            }.flatMap(find) != nil
         }
-        return line.flatMap { (try? parseJSON($0) as? [String: Any])?["reply"] as? String }.flatMap { try? WireJSON.parse($0) }.flatMap(find)
+        return line.flatMap { (try? parseJSON($0) as? [String: Any])?["reply"] as? String }.flatMap {
+            try? WireJSON.parse($0)
+        }.flatMap(find)
     }
 
     /// Sends one block's connections as its note says and compares every reply with the page's.
@@ -171,23 +201,36 @@ struct BrokerAPIReplay {
             // and deleted after it.
             let secret = Data(repeating: UInt8(ascii: "x"), count: given.bytes).base64EncodedString()
             let adds = (1...given.count).map { index in
-                BrokerAPIPage.Message(send: #"{"method":"org.sharedmode.Broker1.AddGenericPassword","parameters":{"service":"page-\#(given.label)-\#(index)","account":"a","label":"\#(given.label)","secret":"\#(secret)"}}"#,
-                                      replies: ["?"])
+                BrokerAPIPage.Message(
+                    send:
+                        #"{"method":"org.sharedmode.Broker1.AddGenericPassword","parameters":{"service":"page-\#(given.label)-\#(index)","account":"a","label":"\#(given.label)","secret":"\#(secret)"}}"#,
+                    replies: ["?"]
+                )
             }
             do {
                 let client = try start(adds, as: Self.uid(note.caller))
                 defer { _ = client.killIfRunning() }
                 let added = await client.waitForExit(timeout: 120)
-                #expect(added && Self.replies(client).allSatisfy { !$0.contains("\"error\"") } && Self.replies(client).count == given.count,
-                        "line \(exchange.line): adding the items failed: \(Self.replies(client).map { $0.prefix(300) }) \(client.standardError)")
+                #expect(
+                    added && Self.replies(client).allSatisfy { !$0.contains("\"error\"") }
+                        && Self.replies(client).count == given.count,
+                    "line \(exchange.line): adding the items failed: \(Self.replies(client).map { $0.prefix(300) }) \(client.standardError)"
+                )
             } catch {
                 Issue.record("line \(exchange.line): cannot add the items: \(error)")
             }
         }
         await replayConnections(exchange)
         if let given = note.given {
-            let deleted = try? await call("DeleteGenericPassword", #"{"label":"\#(given.label)"}"#, as: Self.uid(note.caller))
-            #expect(deleted.map { "\($0)".contains("\"deleted\":\(given.count)") } == true, "line \(exchange.line): the items stayed: \(String(describing: deleted))")
+            let deleted = try? await call(
+                "DeleteGenericPassword",
+                #"{"label":"\#(given.label)"}"#,
+                as: Self.uid(note.caller)
+            )
+            #expect(
+                deleted.map { "\($0)".contains("\"deleted\":\(given.count)") } == true,
+                "line \(exchange.line): the items stayed: \(String(describing: deleted))"
+            )
         }
     }
 
@@ -210,8 +253,13 @@ struct BrokerAPIReplay {
             defer { _ = client.killIfRunning() }
             if let worker = note.approve {
                 if case .string(let code) = await Self.waitForReply(carrying: "userCode", of: client) {
-                    let approval = try? await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", worker])
-                    #expect(approval?.status == 0, "line \(exchange.line): \(approval?.stderr ?? "tools/idp approve did not run")")
+                    let approval = try? await Provider.tool([
+                        "approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", worker,
+                    ])
+                    #expect(
+                        approval?.status == 0,
+                        "line \(exchange.line): \(approval?.stderr ?? "tools/idp approve did not run")"
+                    )
                 } else {
                     Issue.record("line \(exchange.line): no device code came: \(client.lines) \(client.standardError)")
                 }
@@ -220,9 +268,14 @@ struct BrokerAPIReplay {
             if let worker = note.browse {
                 if case .string(let url) = await Self.waitForReply(carrying: "authorizationUrl", of: client) {
                     let browse = try? await Provider.tool(["browse", "--user", worker, "--", url])
-                    #expect(browse?.status == 0, "line \(exchange.line): \(browse?.stderr ?? "tools/idp browse did not run")")
+                    #expect(
+                        browse?.status == 0,
+                        "line \(exchange.line): \(browse?.stderr ?? "tools/idp browse did not run")"
+                    )
                 } else {
-                    Issue.record("line \(exchange.line): no authorization URL came: \(client.lines) \(client.standardError)")
+                    Issue.record(
+                        "line \(exchange.line): no authorization URL came: \(client.lines) \(client.standardError)"
+                    )
                 }
             }
             if note.decline {
@@ -233,26 +286,40 @@ struct BrokerAPIReplay {
                         Issue.record("line \(exchange.line): declining failed: \(error)")
                     }
                 } else {
-                    Issue.record("line \(exchange.line): no authorization URL came: \(client.lines) \(client.standardError)")
+                    Issue.record(
+                        "line \(exchange.line): no authorization URL came: \(client.lines) \(client.standardError)"
+                    )
                 }
             }
             await act(note.meanwhile, onATestClock: note.testClock, whileRunning: client, line: exchange.line)
             let finished = await client.waitForExit(timeout: 120)
             let replies = Self.replies(client)
             guard finished, client.status == 0 else {
-                Issue.record("line \(exchange.line): the raw client did not finish: \(replies) \(client.standardError); the daemon's log ends: \(daemon.logTail(1500))")
+                Issue.record(
+                    "line \(exchange.line): the raw client did not finish: \(replies) \(client.standardError); the daemon's log ends: \(daemon.logTail(1500))"
+                )
                 continue
             }
             guard replies.count == expected.count else {
-                Issue.record("line \(exchange.line): \(replies.count) replies came, the page shows \(expected.count): \(replies)")
+                Issue.record(
+                    "line \(exchange.line): \(replies.count) replies came, the page shows \(expected.count): \(replies)"
+                )
                 continue
             }
             for (page, wire) in zip(expected, replies) {
                 do {
-                    let difference = WireComparison.difference(try WireComparison.expected(page, host: host), try WireJSON.parse(wire))
-                    #expect(difference == nil, "broker-api.md line \(exchange.line): \(difference ?? "") — the wire's reply: \(wire)")
+                    let difference = WireComparison.difference(
+                        try WireComparison.expected(page, host: host),
+                        try WireJSON.parse(wire)
+                    )
+                    #expect(
+                        difference == nil,
+                        "broker-api.md line \(exchange.line): \(difference ?? "") — the wire's reply: \(wire)"
+                    )
                 } catch {
-                    Issue.record("broker-api.md line \(exchange.line): a reply that is not JSON (\(error)): page \(page), wire \(wire)")
+                    Issue.record(
+                        "broker-api.md line \(exchange.line): a reply that is not JSON (\(error)): page \(page), wire \(wire)"
+                    )
                 }
             }
         }
@@ -260,13 +327,22 @@ struct BrokerAPIReplay {
 
     /// Takes each of a note's `meanwhile` actions once the reply before it came: the `k`th after the `k+1`th
     /// reply (the first after the call's first reply), so each event is the answer to one action.
-    private func act(_ actions: [String], onATestClock testClock: Bool, whileRunning client: ChildProcess, line: Int) async {
+    private func act(
+        _ actions: [String],
+        onATestClock testClock: Bool,
+        whileRunning client: ChildProcess,
+        line: Int
+    ) async {
         // The broker's test clock stands still: the worker's last activity was their sign-in, at its start.
         var lastActivity = testClock ? (try? daemon.clock) : nil
         for (index, action) in actions.enumerated() {
-            let arrived = await client.waitForLines(timeout: 120) { $0.filter { $0.contains("\"reply\"") }.count > index }
+            let arrived = await client.waitForLines(timeout: 120) {
+                $0.filter { $0.contains("\"reply\"") }.count > index
+            }
             guard arrived else {
-                Issue.record("line \(line): reply \(index + 1) never came, so \(action) was not done: \(client.lines) \(client.standardError)")
+                Issue.record(
+                    "line \(line): reply \(index + 1) never came, so \(action) was not done: \(client.lines) \(client.standardError)"
+                )
                 return
             }
             let words = action.split(separator: " ").map(String.init)
@@ -280,7 +356,9 @@ struct BrokerAPIReplay {
                     try daemon.setClock(since + seconds)
                 case "activity":
                     let reply = try await call("ReportActivity", as: Daemon.scannerUID)
-                    guard case .object(let top) = reply, top["error"] == nil else { throw BrokerAPIPage.PageError(line: line, message: "ReportActivity answered \(reply)") }
+                    guard case .object(let top) = reply, top["error"] == nil else {
+                        throw BrokerAPIPage.PageError(line: line, message: "ReportActivity answered \(reply)")
+                    }
                     lastActivity = try daemon.clock
                 default: throw BrokerAPIPage.PageError(line: line, message: "no such action: \(action)")
                 }
@@ -297,41 +375,66 @@ struct BrokerAPIReplay {
         let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
         let redirect = try #require(query["redirect_uri"], "\(authorizationURL)")
         var back = try #require(URLComponents(string: redirect))
-        back.queryItems = [URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"])]
+        back.queryItems = [
+            URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"]),
+        ]
         let backURL = try #require(back.url)
-        let result = try await Command.run(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-o", "/dev/null", backURL.absoluteString])
+        let result = try await Command.run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-s", "-o", "/dev/null", backURL.absoluteString]
+        )
         try #require(result.status == 0, "the broker's redirect URI did not answer: \(result.stderr)")
     }
 
     /// The one reply to `method` called with `parameters` as `uid`, its parameters (or its error) as JSON.
     func call(_ method: String, _ parameters: String = "{}", as uid: UInt32) async throws -> WireJSON {
-        let client = try start([BrokerAPIPage.Message(send: #"{"method":"org.sharedmode.Broker1.\#(method)","parameters":\#(parameters)}"#, replies: ["?"])],
-                               as: uid)
+        let client = try start(
+            [
+                BrokerAPIPage.Message(
+                    send: #"{"method":"org.sharedmode.Broker1.\#(method)","parameters":\#(parameters)}"#,
+                    replies: ["?"]
+                )
+            ],
+            as: uid
+        )
         defer { _ = client.killIfRunning() }
         try #require(await client.waitForExit(timeout: 30), "\(method) did not finish: \(client.standardError)")
-        return try WireJSON.parse(try #require(Self.replies(client).first, "\(method): no reply \(client.standardError)"))
+        return try WireJSON.parse(
+            try #require(Self.replies(client).first, "\(method): no reply \(client.standardError)")
+        )
     }
 
     /// The current worker's username, as root asks the broker (nil: nobody).
     func currentWorker() async throws -> String? {
         let reply = try await call("GetStatus", as: 0)
-        guard case .object(let top) = reply, case .object(let parameters)? = top["parameters"], case .object(let status)? = parameters["status"] else {
+        guard case .object(let top) = reply, case .object(let parameters)? = top["parameters"],
+            case .object(let status)? = parameters["status"]
+        else {
             throw BrokerAPIPage.PageError(line: 0, message: "GetStatus answered \(reply)")
         }
-        guard case .object(let current)? = status["current"], case .string(let username)? = current["username"] else { return nil }
+        guard case .object(let current)? = status["current"], case .string(let username)? = current["username"] else {
+            return nil
+        }
         return username
     }
 
     /// Signs `worker` in by device code, as the scanner through the broker.
     func signIn(_ worker: String) async throws {
-        let process = try await BrokerSignInTests.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: worker)
+        let process = try await BrokerSignInTests.approvingDeviceCode(
+            daemon,
+            as: Daemon.scannerUID,
+            ["signin"],
+            user: worker
+        )
         try #require(process.status == 0, "signing \(worker) in failed: \(process.standardError)")
     }
 
     /// Signs the current worker out (as the scanner, with `reason`).
     func signOut(reason: String) async throws {
         let reply = try await call("SignOut", #"{"reason":"\#(reason)"}"#, as: Daemon.scannerUID)
-        guard case .object(let top) = reply, top["error"] == nil else { throw BrokerAPIPage.PageError(line: 0, message: "SignOut answered \(reply)") }
+        guard case .object(let top) = reply, top["error"] == nil else {
+            throw BrokerAPIPage.PageError(line: 0, message: "SignOut answered \(reply)")
+        }
     }
 
     /// Brings the device to the state a note needs: nobody signed in (`""`), or `worker` signed in.
@@ -341,7 +444,9 @@ struct BrokerAPIReplay {
         guard current != (wanted.isEmpty ? nil : wanted) else { return }
         if current != nil {
             let reply = try await call("SignOut", #"{"reason":"admin"}"#, as: 0)
-            guard case .object(let top) = reply, top["error"] == nil else { throw BrokerAPIPage.PageError(line: 0, message: "SignOut answered \(reply)") }
+            guard case .object(let top) = reply, top["error"] == nil else {
+                throw BrokerAPIPage.PageError(line: 0, message: "SignOut answered \(reply)")
+            }
         }
         if !wanted.isEmpty { try await signIn(wanted) }
     }

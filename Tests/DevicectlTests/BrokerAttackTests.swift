@@ -12,7 +12,10 @@ import Testing
 
     /// Output lines of a finished attacker, as JSON objects by their `step`.
     static func steps(_ attacker: ChildProcess, timeout: TimeInterval = 120) async throws -> [[String: Any]] {
-        try #require(await attacker.waitForExit(timeout: timeout), "the attacker did not finish: \(attacker.standardError)")
+        try #require(
+            await attacker.waitForExit(timeout: timeout),
+            "the attacker did not finish: \(attacker.standardError)"
+        )
         #expect(attacker.exitedNormally && attacker.status == 0, "the attacker failed: \(attacker.standardError)")
         return try attacker.lines.map { try #require(try parseJSON($0) as? [String: Any]) }
     }
@@ -36,7 +39,10 @@ import Testing
         // 845 MB before, kept after the connections closed).
         let attacker = try daemon.attacker(as: Daemon.scannerUID, "pipeline", ["12", "63", "1000000"])
         defer { _ = attacker.killIfRunning() }
-        try #require(await attacker.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil, "\(attacker.standardError)")
+        try #require(
+            await attacker.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil,
+            "\(attacker.standardError)"
+        )
         for _ in 0..<3 { try await Self.victimAndRootAreServed(daemon) }
         // Root ends the shift while the attacker still holds its connections (until it is told to stop).
         #expect(!attacker.hasExited, "the attack ended before the sign-out")
@@ -47,14 +53,18 @@ import Testing
         memory.stop()
         #expect(connections.count == 12)
         for connection in connections {
-            #expect(connection["error"] as? String == "org.sharedmode.Broker1.ProtocolError",
-                    "\(connection); the daemon's log ends: \(daemon.logTail(6000))")
+            #expect(
+                connection["error"] as? String == "org.sharedmode.Broker1.ProtocolError",
+                "\(connection); the daemon's log ends: \(daemon.logTail(6000))"
+            )
             let reason = connection["reason"] as? String ?? ""
             #expect(reason.contains("bytes (the limit)"), "\(reason)")
             #expect(connection["closed"] as? Bool == true)
         }
         let after = await daemon.residentMiB(settlingBelow: baseline + 12, timeout: 10)
-        print("BrokerAttackTests: pipelined calls: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after")
+        print(
+            "BrokerAttackTests: pipelined calls: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after"
+        )
         #expect(memory.peak < baseline + 200, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
         #expect(after <= baseline + 40, "the memory did not come back: \(after) MiB after, \(baseline) MiB before")
         try await daemon.verifyStore()
@@ -69,7 +79,9 @@ import Testing
         // Eight secrets of 700 KB: every one fits a reply, all of them together do not.
         let added = try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["8", "700000", "big"]))
         #expect(added.first?["added"] as? Int == 8, "\(added)")
-        let found = try #require(try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "find-all", ["big"])).first)
+        let found = try #require(
+            try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "find-all", ["big"])).first
+        )
         #expect(found["error"] as? String == "org.sharedmode.Broker1.LimitExceeded", "\(found)")
         let parameters = try #require(found["parameters"] as? [String: Any])
         #expect(parameters["limit"] as? String == "replyBytes")
@@ -79,13 +91,18 @@ import Testing
         // Ten connections pipeline twenty reads of a 700 KB secret each and never read a byte.
         let memory = daemon.sampleMemory()
         let unread = try daemon.attacker(as: Daemon.scannerUID, "unread", ["10", "20", "big-0", "attacker", "120"])
-        try #require(await unread.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil, "\(unread.standardError)")
+        try #require(
+            await unread.waitForLine(timeout: 120) { $0.contains("\"sent\"") } != nil,
+            "\(unread.standardError)"
+        )
         try await Self.victimAndRootAreServed(daemon)
         let result = try await Self.steps(unread)
         memory.stop()
         #expect(result.last?["closed"] as? Int == 10, "the broker kept connections that never read: \(result)")
         let after = await daemon.residentMiB(settlingBelow: baseline + 12, timeout: 10)
-        print("BrokerAttackTests: unread replies: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after")
+        print(
+            "BrokerAttackTests: unread replies: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB, \(Int(after)) MiB after"
+        )
         #expect(memory.peak < baseline + 200, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
         #expect(after <= baseline + 40, "the memory did not come back: \(after) MiB after, \(baseline) MiB before")
         // The attacker's items are all there and whole; the victim's tokens too.
@@ -105,7 +122,10 @@ import Testing
         let strangerFlood = try #require(await stranger.waitForLine(timeout: 60) { $0.contains("flooded") })
         let strangerCounts = try #require(try parseJSON(strangerFlood) as? [String: Any])
         #expect(strangerCounts["admitted"] as? Int == 2, "\(strangerCounts)")
-        #expect((strangerCounts["errors"] as? [String: Int])?["org.sharedmode.Broker1.TooManyConnections/user"] == 298, "\(strangerCounts)")
+        #expect(
+            (strangerCounts["errors"] as? [String: Int])?["org.sharedmode.Broker1.TooManyConnections/user"] == 298,
+            "\(strangerCounts)"
+        )
         // An app: its sixteen (limits.connectionsPerApp), no more.
         let app = try daemon.attacker(as: Daemon.scannerUID, "flood-connections", ["40", "15"])
         let appFlood = try #require(await app.waitForLine(timeout: 60) { $0.contains("flooded") })
@@ -118,7 +138,9 @@ import Testing
         _ = try await Self.steps(stranger)
         _ = try await Self.steps(app)
         memory.stop()
-        print("BrokerAttackTests: connection floods: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB")
+        print(
+            "BrokerAttackTests: connection floods: resident \(Int(baseline)) MiB before, peak \(Int(memory.peak)) MiB"
+        )
         #expect(memory.peak < baseline + 100, "peak \(memory.peak) MiB over a baseline of \(baseline) MiB")
         try await daemon.verifyStore()
         await daemon.cleanUp()
@@ -152,8 +174,13 @@ import Testing
         let daemon = try await Daemon()
         try await daemon.start(["--message-timeout", "3"])
         // One byte a second: each re-armed the idle timer before, so the connection lived as long as it trickled.
-        let trickle = try #require(try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "trickle", ["20"])).first)
-        let closedAfter = try #require(trickle["closedAfter"] as? Double, "the broker never closed the trickling connection: \(trickle)")
+        let trickle = try #require(
+            try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "trickle", ["20"])).first
+        )
+        let closedAfter = try #require(
+            trickle["closedAfter"] as? Double,
+            "the broker never closed the trickling connection: \(trickle)"
+        )
         #expect(closedAfter >= 2.5 && closedAfter < 8, "closed after \(closedAfter) s; the message deadline is 3 s")
         #expect(trickle["error"] as? String == "org.sharedmode.Broker1.ProtocolError", "\(trickle)")
         #expect((trickle["reason"] as? String ?? "").contains("left unfinished for 3 s (the limit)"), "\(trickle)")
@@ -166,11 +193,28 @@ import Testing
         let before = try await daemon.auditEvents().count
         let memory = daemon.sampleMemory()
         // 2,000 calls from a uid the policy does not list, and 2,000 reads of another app's group.
-        let stranger = try #require(try await Self.steps(try daemon.attacker(as: Daemon.strangerUID, "refusals",
-                                                                             ["2000", "GetCurrentAccount", "{}"])).first)
-        #expect((stranger["errors"] as? [String: Int])?["org.sharedmode.Broker1.CallerNotInPolicy"] == 2000, "\(stranger)")
-        let foreign = try #require(try await Self.steps(try daemon.attacker(as: Daemon.scannerUID, "refusals",
-            ["2000", "FindGenericPassword", #"{"service": "s", "accessGroup": "com.contoso.kiosk.timeclock"}"#])).first)
+        let stranger = try #require(
+            try await Self.steps(
+                try daemon.attacker(
+                    as: Daemon.strangerUID,
+                    "refusals",
+                    ["2000", "GetCurrentAccount", "{}"]
+                )
+            ).first
+        )
+        #expect(
+            (stranger["errors"] as? [String: Int])?["org.sharedmode.Broker1.CallerNotInPolicy"] == 2000,
+            "\(stranger)"
+        )
+        let foreign = try #require(
+            try await Self.steps(
+                try daemon.attacker(
+                    as: Daemon.scannerUID,
+                    "refusals",
+                    ["2000", "FindGenericPassword", #"{"service": "s", "accessGroup": "com.contoso.kiosk.timeclock"}"#]
+                )
+            ).first
+        )
         #expect((foreign["errors"] as? [String: Int])?["org.sharedmode.Broker1.KeychainError"] == 2000, "\(foreign)")
         // The first of each is written at once; the rest are counted and written when the daemon stops.
         memory.stop()
@@ -213,14 +257,20 @@ import Testing
         // The other app still gets its sign-in.
         let other = try BrokerSignInTests.startSignIn(daemon, as: Daemon.timeclockUID)
         pending.append(other)
-        #expect(await BrokerSignInTests.userCode(of: other) != nil, "the other app's sign-in showed no code: \(other.standardError)")
+        #expect(
+            await BrokerSignInTests.userCode(of: other) != nil,
+            "the other app's sign-in showed no code: \(other.standardError)"
+        )
         // A sign-in the scanner gives up frees its slot.
         _ = pending[0].killIfRunning()
         _ = await pending[0].waitForExit(timeout: 10)
         try await Task.sleep(for: .milliseconds(500))
         let again = try BrokerSignInTests.startSignIn(daemon, as: Daemon.scannerUID)
         pending.append(again)
-        #expect(await BrokerSignInTests.userCode(of: again) != nil, "the freed slot was not given back: \(again.standardError)")
+        #expect(
+            await BrokerSignInTests.userCode(of: again) != nil,
+            "the freed slot was not given back: \(again.standardError)"
+        )
         await daemon.cleanUp()
     }
 }
@@ -233,14 +283,19 @@ import Testing
 
     /// The daemon's thread count (/proc/PID/status).
     static func threads(_ daemon: Daemon) -> Int? {
-        guard let pid = daemon.process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Threads:") }) else { return nil }
+        guard let pid = daemon.process?.pid,
+            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Threads:") })
+        else { return nil }
         return Int(line.split(separator: "\t").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
     }
 
     /// The first step a browser-flood attacker printed (once it has).
     static func flooded(_ attacker: ChildProcess) async throws -> [String: Any] {
-        let line = try #require(await attacker.waitForLine(timeout: 300) { $0.contains("\"flooded\"") }, "\(attacker.standardError)")
+        let line = try #require(
+            await attacker.waitForLine(timeout: 300) { $0.contains("\"flooded\"") },
+            "\(attacker.standardError)"
+        )
         return try #require(try parseJSON(line) as? [String: Any])
     }
 
@@ -250,9 +305,13 @@ import Testing
         defer { scratch.cleanUp() }
         // The app may have 64 sign-ins pending on 32 connections: only the bound over every app stops it.
         let policy = try Provider.kioskPolicy(issuer: provider.issuer, in: scratch)
-        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: policy))) as? [String: Any])
+        var document = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: policy))) as? [String: Any]
+        )
         document["limits"] = ["pendingSignInsPerApp": 64, "connectionsPerApp": 32]
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("browser-flood-\(UUID().uuidString).json")
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "browser-flood-\(UUID().uuidString).json"
+        )
         try JSONSerialization.data(withJSONObject: document).write(to: copy)
         defer { try? FileManager.default.removeItem(at: copy) }
         let daemon = try await Daemon(policy: copy.path)
@@ -268,7 +327,11 @@ import Testing
         let attack = try await Self.flooded(flood)
         #expect(attack["started"] as? Int == 16, "\(attack)")
         let refused = attack["refused"] as? [String] ?? []
-        #expect(refused.count == 8 && refused.allSatisfy { $0 == "org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns" }, "\(refused)")
+        #expect(
+            refused.count == 8
+                && refused.allSatisfy { $0 == "org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns" },
+            "\(refused)"
+        )
         let floodedThreads = Self.threads(daemon)
 
         // Another app still starts its own, beyond the bound (its share); root is still served.
@@ -276,10 +339,15 @@ import Testing
         victims.append(victim)
         let served = try await Self.flooded(victim)
         #expect(served["started"] as? Int == 1, "the other app's browser sign-in was refused: \(served)")
-        #expect(served["refused"] as? [String] == ["org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns"], "\(served)")
+        #expect(
+            served["refused"] as? [String] == ["org.sharedmode.Broker1.LimitExceeded:pendingBrowserSignIns"],
+            "\(served)"
+        )
         let status = try await daemon.devicectl(as: 0, ["status", "--json"])
         #expect(status.status == 0, "root's status was not served: \(status.stderr)")
-        print("browser flood: daemon threads idle \(idleThreads ?? -1), with 16 + 1 browser sign-ins pending \(floodedThreads ?? -1)")
+        print(
+            "browser flood: daemon threads idle \(idleThreads ?? -1), with 16 + 1 browser sign-ins pending \(floodedThreads ?? -1)"
+        )
         _ = flood.send(SIGTERM)
         _ = victim.send(SIGTERM)
         _ = await flood.waitForExit(timeout: 60)
@@ -294,8 +362,15 @@ import Testing
     typealias Daemon = BrokerDaemon
 
     /// One call by `uid` (raw varlink): its error's name and parameters, or its reply's parameters.
-    static func call(_ daemon: Daemon, as uid: UInt32, _ method: String, _ parameters: String) async throws -> (error: String?, parameters: [String: Any]) {
-        let reply = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: uid, "call", [method, parameters])).first)
+    static func call(
+        _ daemon: Daemon,
+        as uid: UInt32,
+        _ method: String,
+        _ parameters: String
+    ) async throws -> (error: String?, parameters: [String: Any]) {
+        let reply = try #require(
+            try await BrokerAttackTests.steps(try daemon.attacker(as: uid, "call", [method, parameters])).first
+        )
         return (reply["error"] as? String, reply["parameters"] as? [String: Any] ?? [:])
     }
 
@@ -305,34 +380,84 @@ import Testing
         try await daemon.start()
         let cache = "com.microsoft.adalcache"
         // The refresh token and the access tokens are not there for the keychain methods …
-        let refresh = try await Self.call(daemon, as: Daemon.scannerUID, "FindGenericPassword", #"{"type": 2002, "accessGroup": "\#(cache)"}"#)
-        #expect(refresh.error == "org.sharedmode.Broker1.KeychainError" && refresh.parameters["status"] as? Int == -25300, "\(refresh)")
-        let everything = try await Self.call(daemon, as: Daemon.scannerUID, "FindGenericPassword", #"{"accessGroup": "\#(cache)", "all": true}"#)
+        let refresh = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "FindGenericPassword",
+            #"{"type": 2002, "accessGroup": "\#(cache)"}"#
+        )
+        #expect(
+            refresh.error == "org.sharedmode.Broker1.KeychainError" && refresh.parameters["status"] as? Int == -25300,
+            "\(refresh)"
+        )
+        let everything = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "FindGenericPassword",
+            #"{"accessGroup": "\#(cache)", "all": true}"#
+        )
         #expect(everything.parameters["status"] as? Int == -25300, "\(everything)")
-        let listed = try await Self.call(daemon, as: Daemon.scannerUID, "ListGenericPasswords", #"{"accessGroup": "\#(cache)"}"#)
+        let listed = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "ListGenericPasswords",
+            #"{"accessGroup": "\#(cache)"}"#
+        )
         #expect(listed.error == nil && (listed.parameters["items"] as? [Any])?.isEmpty == true, "\(listed)")
         // … and cannot be rewritten, forged or deleted through them.
         let forged = Data("forged".utf8).base64EncodedString()
-        let rewrite = try await Self.call(daemon, as: Daemon.scannerUID, "UpdateGenericPassword", #"{"type": 2001, "secret": "\#(forged)"}"#)
+        let rewrite = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "UpdateGenericPassword",
+            #"{"type": 2001, "secret": "\#(forged)"}"#
+        )
         #expect(rewrite.parameters["status"] as? Int == -25300, "\(rewrite)")
-        let add = try await Self.call(daemon, as: Daemon.scannerUID, "AddGenericPassword",
-                                      #"{"service": "accesstoken-x", "account": "a", "secret": "\#(forged)", "type": 2001, "accessGroup": "\#(cache)"}"#)
+        let add = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "AddGenericPassword",
+            #"{"service": "accesstoken-x", "account": "a", "secret": "\#(forged)", "type": 2001, "accessGroup": "\#(cache)"}"#
+        )
         #expect(add.parameters["status"] as? Int == -34018, "\(add)")
         #expect((add.parameters["message"] as? String ?? "").contains("reserved for the broker's token cache"))
-        let delete = try await Self.call(daemon, as: Daemon.timeclockUID, "DeleteGenericPassword", #"{"accessGroup": "\#(cache)"}"#)
+        let delete = try await Self.call(
+            daemon,
+            as: Daemon.timeclockUID,
+            "DeleteGenericPassword",
+            #"{"accessGroup": "\#(cache)"}"#
+        )
         #expect(delete.parameters["status"] as? Int == -25300, "\(delete)")
 
         // The other app still gets its genuine token silently.
-        let token = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", AccountWorkerFixture.fillScope(0), "--print-secret", "--json"])
+        let token = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            ["token", "--scopes", AccountWorkerFixture.fillScope(0), "--print-secret", "--json"]
+        )
         #expect(token.status == 0, "\(token.stderr)")
-        let secret = try #require((try parseJSON(token.stdout) as? [String: Any])?["accessToken"] as? String, "\(token.stdout)")
+        let secret = try #require(
+            (try parseJSON(token.stdout) as? [String: Any])?["accessToken"] as? String,
+            "\(token.stdout)"
+        )
         #expect(secret.hasPrefix("at-fill-") && secret != "forged", "\(secret)")
         // Apps still share ordinary items in the shared group.
-        let shared = try await Self.call(daemon, as: Daemon.scannerUID, "AddGenericPassword",
-                                         #"{"service": "wifi", "account": "kiosk", "secret": "\#(Data("psk".utf8).base64EncodedString())", "accessGroup": "\#(cache)"}"#)
+        let shared = try await Self.call(
+            daemon,
+            as: Daemon.scannerUID,
+            "AddGenericPassword",
+            #"{"service": "wifi", "account": "kiosk", "secret": "\#(Data("psk".utf8).base64EncodedString())", "accessGroup": "\#(cache)"}"#
+        )
         #expect(shared.error == nil, "\(shared)")
-        let read = try await Self.call(daemon, as: Daemon.timeclockUID, "FindGenericPassword", #"{"service": "wifi", "account": "kiosk"}"#)
-        #expect((read.parameters["item"] as? [String: Any])?["secret"] as? String == Data("psk".utf8).base64EncodedString(), "\(read)")
+        let read = try await Self.call(
+            daemon,
+            as: Daemon.timeclockUID,
+            "FindGenericPassword",
+            #"{"service": "wifi", "account": "kiosk"}"#
+        )
+        #expect(
+            (read.parameters["item"] as? [String: Any])?["secret"] as? String == Data("psk".utf8).base64EncodedString(),
+            "\(read)"
+        )
         // The attempts are in the audit log.
         let attempts = try await daemon.auditEvents().filter { $0["reason"] as? String == "token cache item type" }
         #expect(!attempts.isEmpty)
@@ -351,25 +476,48 @@ import Testing
         try await daemon.start()
         let memory = daemon.sampleMemory()
         // 700 KB secrets until the app's 8 MiB (limits.bytesPerApp) are taken.
-        let flood = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["40", "700000", "fill"])).first)
+        let flood = try #require(
+            try await BrokerAttackTests.steps(
+                try daemon.attacker(as: Daemon.scannerUID, "add", ["40", "700000", "fill"])
+            ).first
+        )
         let added = try #require(flood["added"] as? Int)
         #expect(added >= 9 && added <= 12, "\(added) items of 700 KB fit an 8 MiB quota")
         let error = try #require(flood["error"] as? [String: Any])
         let parameters = try #require(error["parameters"] as? [String: Any])
-        #expect(error["error"] as? String == "org.sharedmode.Broker1.KeychainError" && parameters["status"] as? Int == -34, "\(error)")
+        #expect(
+            error["error"] as? String == "org.sharedmode.Broker1.KeychainError" && parameters["status"] as? Int == -34,
+            "\(error)"
+        )
         #expect((parameters["message"] as? String ?? "").contains("limits.bytesPerApp"), "\(parameters)")
         // Again: still refused, and the refusals are one audit event so far.
-        let again = try #require(try await BrokerAttackTests.steps(try daemon.attacker(as: Daemon.scannerUID, "add", ["3", "700000", "more"])).first)
+        let again = try #require(
+            try await BrokerAttackTests.steps(
+                try daemon.attacker(as: Daemon.scannerUID, "add", ["3", "700000", "more"])
+            ).first
+        )
         #expect(again["added"] as? Int == 0)
         let quotaEvents = try await daemon.auditEvents().filter { $0["reason"] as? String == "quota exceeded" }
         #expect(quotaEvents.count == 1, "\(quotaEvents.count) quota events")
         // devicectl says so with its exit code.
-        let cli = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "add-generic-password", "--service", "one-more", "--account", "a",
-                                                                     "--secret-stdin"], stdin: String(repeating: "x", count: 700_000))
+        let cli = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "add-generic-password", "--service", "one-more", "--account", "a",
+                "--secret-stdin",
+            ],
+            stdin: String(repeating: "x", count: 700_000)
+        )
         #expect(cli.status == 54, "\(cli.stdout) \(cli.stderr)")
         // The other app keeps adding and reading; root ends the shift.
-        let victim = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "add-generic-password", "--service", "badge", "--account", "a",
-                                                                        "--secret-stdin"], stdin: "1234")
+        let victim = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            [
+                "keychain", "add-generic-password", "--service", "badge", "--account", "a",
+                "--secret-stdin",
+            ],
+            stdin: "1234"
+        )
         #expect(victim.status == 0, "\(victim.stderr)")
         let token = try await daemon.victimSilentToken()
         #expect(token.hasPrefix("token cache "), "\(token)")
@@ -390,8 +538,14 @@ import Testing
         let fill = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c", "cat /dev/zero > '\(filler)'"])
         #expect(fill.stderr.contains("No space left"), "\(fill.stderr)")
         // A write that needs room fails …
-        let add = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "add-generic-password", "--service", "s", "--account", "a",
-                                                                     "--secret-stdin"], stdin: String(repeating: "x", count: 200_000))
+        let add = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            [
+                "keychain", "add-generic-password", "--service", "s", "--account", "a",
+                "--secret-stdin",
+            ],
+            stdin: String(repeating: "x", count: 200_000)
+        )
         #expect(add.status != 0, "an add succeeded on a full disk")
         // … but the shift still ends: root's global sign-out through the broker.
         let signOut = try await daemon.devicectl(as: 0, ["signout"])

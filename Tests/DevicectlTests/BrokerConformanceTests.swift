@@ -25,12 +25,17 @@ import Testing
             await daemon.cleanUp()
             return
         }
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
+        let approval = try await Provider.tool([
+            "approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1",
+        ])
         #expect(approval.status == 0, "\(approval.stderr)")
         // The run requests more codes (the switch, the pending sign-ins): still under the lock.
         let finished = await app.waitForExit(timeout: 120)
         lock.release()
-        try #require(finished, "the conformance run did not finish: \(app.lines) \(app.standardError); the daemon's log ends: \(daemon.logTail())")
+        try #require(
+            finished,
+            "the conformance run did not finish: \(app.lines) \(app.standardError); the daemon's log ends: \(daemon.logTail())"
+        )
         #expect(app.status == 0, "\(app.standardError)")
         let lines = app.lines.filter { !$0.hasPrefix("code ") }
         let expected = [
@@ -75,7 +80,10 @@ import Testing
         // The same run, as a uid the policy does not list.
         let stranger = try daemon.start(product: "broker-conformance", as: Daemon.strangerUID, ["stranger"])
         try #require(await stranger.waitForExit(timeout: 30))
-        #expect(stranger.lines == ["GetCurrentAccount error CallerNotInPolicy"], "\(stranger.lines) \(stranger.standardError)")
+        #expect(
+            stranger.lines == ["GetCurrentAccount error CallerNotInPolicy"],
+            "\(stranger.lines) \(stranger.standardError)"
+        )
         await daemon.cleanUp()
     }
 }

@@ -13,8 +13,14 @@ extension BrokerDaemon {
         var policy = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         policy["limits"] = limits
         let apps = try #require(policy["apps"] as? [[String: Any]])
-        policy["apps"] = apps + appUIDs.map { ["id": "com.contoso.kiosk.app\($0)", "accessGroups": ["com.contoso.kiosk.app\($0)"], "uid": $0] }
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("kiosk-limits-\(UUID().uuidString).json")
+        policy["apps"] =
+            apps
+            + appUIDs.map {
+                ["id": "com.contoso.kiosk.app\($0)", "accessGroups": ["com.contoso.kiosk.app\($0)"], "uid": $0]
+            }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "kiosk-limits-\(UUID().uuidString).json"
+        )
         try JSONSerialization.data(withJSONObject: policy).write(to: file)
         return file.path
     }
@@ -31,8 +37,16 @@ extension BrokerDaemon {
     }
 
     /// Starts the attacker script as `uid` in `mode` against `socket` (default: this daemon's).
-    func attacker(as uid: UInt32, _ mode: String, _ arguments: [String] = [], socket: String? = nil) throws -> ChildProcess {
-        try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", try attackScript(), mode, socket ?? socketPath] + arguments)
+    func attacker(
+        as uid: UInt32,
+        _ mode: String,
+        _ arguments: [String] = [],
+        socket: String? = nil
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            Self.setpriv,
+            Self.asUser(uid) + ["/usr/bin/python3", try attackScript(), mode, socket ?? socketPath] + arguments
+        )
     }
 
     /// The daemon's resident set size now, in MiB (from /proc).
@@ -44,8 +58,9 @@ extension BrokerDaemon {
     /// A size `field` of the daemon's /proc/PID/status, in MiB.
     private func statusMiB(_ field: String) -> Double? {
         guard let pid = process?.pid, let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-              let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+            let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return nil }
         return kilobytes / 1024
     }
 
@@ -78,7 +93,11 @@ extension BrokerDaemon {
     func victimSilentToken() async throws -> String {
         var line = ""
         for _ in 0..<3 {
-            let victim = try start(product: "thin-app", as: Self.timeclockUID, ["silent", AccountWorkerFixture.fillScope(0)])
+            let victim = try start(
+                product: "thin-app",
+                as: Self.timeclockUID,
+                ["silent", AccountWorkerFixture.fillScope(0)]
+            )
             #expect(await victim.waitForExit(timeout: 30), "the victim's silent token did not finish")
             line = victim.lines.first ?? "error: \(victim.standardError)"
             guard line.contains("Text file busy") else { return line }
@@ -91,8 +110,10 @@ extension BrokerDaemon {
     /// tokens per group: the victim then gets tokens silently from the broker's cache.
     func signWorkerIn(tokens: Int = 3) async throws {
         let fill = try ChildProcess(product: "account-worker", ["fill", cli.stateDirectory.path, "\(tokens)"])
-        try #require(await fill.waitForExit(timeout: 60) && fill.status == 0,
-                     "fill: \(fill.reasonDescription) \(fill.status): \(fill.standardError) \(fill.standardOutput)")
+        try #require(
+            await fill.waitForExit(timeout: 60) && fill.status == 0,
+            "fill: \(fill.reasonDescription) \(fill.status): \(fill.standardError) \(fill.standardOutput)"
+        )
     }
 
     /// `keychain verify` and `audit verify` as root, straight on the store: both must hold after an attack.

@@ -28,14 +28,28 @@ final class BrokerDaemon: @unchecked Sendable {
     /// on a tmpfs of its own when `mount` gives the tmpfs options (e.g. `size=24m`).
     init(policy: String = DevicectlRunner.policy("kiosk.json"), mount: String? = nil) async throws {
         publicDirectory = URL(fileURLWithPath: "/tmp/broker-test-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: publicDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path, to: devicectlCopy)
+        try FileManager.default.createDirectory(
+            at: publicDirectory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o755]
+        )
+        try ExecutableCopy.copy(
+            from: DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path,
+            to: devicectlCopy
+        )
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Python/broker_client.py")
         try ExecutableCopy.copy(from: script.path, to: pythonClient, mode: 0o644)
         if let mount {
-            try FileManager.default.createDirectory(at: cli.stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            let mounting = try await Command.run(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "\(mount),mode=0700", "tmpfs", cli.stateDirectory.path])
+            try FileManager.default.createDirectory(
+                at: cli.stateDirectory,
+                withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700]
+            )
+            let mounting = try await Command.run(
+                URL(fileURLWithPath: "/bin/mount"),
+                ["-t", "tmpfs", "-o", "\(mount),mode=0700", "tmpfs", cli.stateDirectory.path]
+            )
             try #require(mounting.status == 0, "cannot mount a tmpfs for the test: \(mounting.stderr)")
             mounted = true
         }
@@ -45,8 +59,11 @@ final class BrokerDaemon: @unchecked Sendable {
 
     /// Starts the daemon and waits until its socket answers.
     func start(_ extra: [String] = [], environment: [String: String] = [:]) async throws {
-        let daemon = try ChildProcess(product: "deviced", ["--state-dir", cli.stateDirectory.path, "--socket", socketPath] + extra,
-                                      environment: environment)
+        let daemon = try ChildProcess(
+            product: "deviced",
+            ["--state-dir", cli.stateDirectory.path, "--socket", socketPath] + extra,
+            environment: environment
+        )
         process = daemon
         try #require(await Self.waitUntilReady(daemon), "deviced did not become ready: \(daemon.standardError)")
     }
@@ -64,7 +81,15 @@ final class BrokerDaemon: @unchecked Sendable {
 
     /// The time on the daemon's clock file.
     var clock: Double {
-        get throws { try #require(Double(try String(contentsOfFile: clockFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))) }
+        get throws {
+            try #require(
+                Double(
+                    try String(contentsOfFile: clockFile, encoding: .utf8).trimmingCharacters(
+                        in: .whitespacesAndNewlines
+                    )
+                )
+            )
+        }
     }
 
     /// Moves the daemon's clock to `unixTime` (a new file renamed over the old: the daemon never reads half).
@@ -78,7 +103,8 @@ final class BrokerDaemon: @unchecked Sendable {
     }
 
     /// Waits until `daemon` logged that it is ready (it logs to standard error); false on timeout or exit.
-    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = ChildProcess.shortestWait) async -> Bool {
+    static func waitUntilReady(_ daemon: ChildProcess, timeout: TimeInterval = ChildProcess.shortestWait) async -> Bool
+    {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline && !daemon.hasExited {
             if daemon.standardError.contains("deviced ready") { return true }
@@ -111,13 +137,31 @@ final class BrokerDaemon: @unchecked Sendable {
     var clientEnvironment: [String: String] { ["DEVICECTL_SOCKET": socketPath, "DEVICECTL_STATE_DIR": ""] }
 
     /// Runs devicectl as `uid` (group `gid`, default its own) against this daemon.
-    func devicectl(as uid: UInt32, group gid: UInt32? = nil, _ arguments: [String], stdin: String? = nil) async throws -> Command.Result {
-        try await Command.run(Self.setpriv, Self.asUser(uid, group: gid) + [devicectlCopy] + arguments, stdin: stdin, environment: clientEnvironment)
+    func devicectl(
+        as uid: UInt32,
+        group gid: UInt32? = nil,
+        _ arguments: [String],
+        stdin: String? = nil
+    ) async throws -> Command.Result {
+        try await Command.run(
+            Self.setpriv,
+            Self.asUser(uid, group: gid) + [devicectlCopy] + arguments,
+            stdin: stdin,
+            environment: clientEnvironment
+        )
     }
 
     /// Starts devicectl as `uid` against this daemon in the background, with `environment` added.
-    func startDevicectl(as uid: UInt32, _ arguments: [String], environment: [String: String] = [:]) throws -> ChildProcess {
-        try ChildProcess(Self.setpriv, Self.asUser(uid) + [devicectlCopy] + arguments, environment: clientEnvironment.merging(environment) { $1 })
+    func startDevicectl(
+        as uid: UInt32,
+        _ arguments: [String],
+        environment: [String: String] = [:]
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            Self.setpriv,
+            Self.asUser(uid) + [devicectlCopy] + arguments,
+            environment: clientEnvironment.merging(environment) { $1 }
+        )
     }
 
     /// Runs a copy of the built product `name` (a test worker) as `uid` against this daemon, in the background.
@@ -131,15 +175,23 @@ final class BrokerDaemon: @unchecked Sendable {
 
     /// Starts the Python client as `uid` in `mode` (see Tests/Python/broker_client.py).
     func python(as uid: UInt32, _ mode: String, _ arguments: [String] = []) throws -> ChildProcess {
-        try #require(FileManager.default.fileExists(atPath: Self.pythonPath + "/varlink"),
-                     "PyPI varlink is not installed in \(Self.pythonPath); run tools/setup")
-        return try ChildProcess(Self.setpriv, Self.asUser(uid) + ["/usr/bin/python3", pythonClient, mode, socketPath] + arguments,
-                                environment: ["PYTHONPATH": Self.pythonPath])
+        try #require(
+            FileManager.default.fileExists(atPath: Self.pythonPath + "/varlink"),
+            "PyPI varlink is not installed in \(Self.pythonPath); run tools/setup"
+        )
+        return try ChildProcess(
+            Self.setpriv,
+            Self.asUser(uid) + ["/usr/bin/python3", pythonClient, mode, socketPath] + arguments,
+            environment: ["PYTHONPATH": Self.pythonPath]
+        )
     }
 
     /// The Python client's output lines as JSON objects, once it exited (within `timeout`).
     func results(of client: ChildProcess, timeout: TimeInterval = 60) async throws -> [[String: Any]] {
-        try #require(await client.waitForExit(timeout: timeout), "the Python client did not finish: \(client.standardError)")
+        try #require(
+            await client.waitForExit(timeout: timeout),
+            "the Python client did not finish: \(client.standardError)"
+        )
         #expect(client.exitedNormally, "the Python client failed: \(client.standardError)")
         return try client.lines.map { try #require(try parseJSON($0) as? [String: Any]) }
     }

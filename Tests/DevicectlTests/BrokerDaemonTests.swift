@@ -11,32 +11,66 @@ import Testing
     @Test func eachAppReadsOnlyItsOwnGroupsAndTheSharedOneWhateverItClaims() async throws {
         let daemon = try await Daemon()
         try await daemon.start()
-        let add = try await daemon.devicectl(as: Daemon.scannerUID, [
-            "keychain", "add-generic-password", "--service", "s1", "--account", "a1",
-            "--access-group", Daemon.scanner, "--secret-stdin"], stdin: "scanner-private")
+        let add = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "add-generic-password", "--service", "s1", "--account", "a1",
+                "--access-group", Daemon.scanner, "--secret-stdin",
+            ],
+            stdin: "scanner-private"
+        )
         #expect(add.status == 0, "\(add.stderr)")
-        let shared = try await daemon.devicectl(as: Daemon.scannerUID, [
-            "keychain", "add-generic-password", "--service", "shared", "--account", "a1",
-            "--access-group", "com.microsoft.adalcache", "--secret-stdin"], stdin: "for-every-app")
+        let shared = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "add-generic-password", "--service", "shared", "--account", "a1",
+                "--access-group", "com.microsoft.adalcache", "--secret-stdin",
+            ],
+            stdin: "for-every-app"
+        )
         #expect(shared.status == 0, "\(shared.stderr)")
 
         // The scanner reads its own secret; no --app needed: the broker knows it by its uid.
-        let own = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "find-generic-password", "--service", "s1", "--print-secret"])
+        let own = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            ["keychain", "find-generic-password", "--service", "s1", "--print-secret"]
+        )
         #expect(own.status == 0 && own.stdout.contains("scanner-private"), "\(own.stderr)")
 
         // The timeclock cannot: not by searching its groups (not found), not by naming the scanner's group
         // (missing entitlement, -34018), not by claiming to be the scanner (exit 77).
-        let search = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "find-generic-password", "--service", "s1", "--print-secret"])
+        let search = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            ["keychain", "find-generic-password", "--service", "s1", "--print-secret"]
+        )
         #expect(search.status == 44 && !search.stdout.contains("scanner-private"))
-        let named = try await daemon.devicectl(as: Daemon.timeclockUID, [
-            "keychain", "find-generic-password", "--service", "s1", "--access-group", Daemon.scanner, "--print-secret"])
-        #expect(named.status == 77 && named.stderr.contains("-34018") && !named.stdout.contains("scanner-private"), "\(named.stderr)")
-        let claimed = try await daemon.devicectl(as: Daemon.timeclockUID, [
-            "keychain", "find-generic-password", "--app", Daemon.scanner, "--service", "s1", "--print-secret"])
-        #expect(claimed.status == 77 && claimed.stderr.contains("names another app") && !claimed.stdout.contains("scanner-private"))
+        let named = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            [
+                "keychain", "find-generic-password", "--service", "s1", "--access-group", Daemon.scanner,
+                "--print-secret",
+            ]
+        )
+        #expect(
+            named.status == 77 && named.stderr.contains("-34018") && !named.stdout.contains("scanner-private"),
+            "\(named.stderr)"
+        )
+        let claimed = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            [
+                "keychain", "find-generic-password", "--app", Daemon.scanner, "--service", "s1", "--print-secret",
+            ]
+        )
+        #expect(
+            claimed.status == 77 && claimed.stderr.contains("names another app")
+                && !claimed.stdout.contains("scanner-private")
+        )
 
         // The shared group works for both.
-        let sharedRead = try await daemon.devicectl(as: Daemon.timeclockUID, ["keychain", "find-generic-password", "--service", "shared", "--print-secret"])
+        let sharedRead = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            ["keychain", "find-generic-password", "--service", "shared", "--print-secret"]
+        )
         #expect(sharedRead.status == 0 && sharedRead.stdout.contains("for-every-app"), "\(sharedRead.stderr)")
 
         // An unlisted uid gets nothing and is audited; so is the timeclock's try at the scanner's group.
@@ -46,19 +80,38 @@ import Testing
         // The daemon copies each audit event to its log at info (for the journal), never a secret.
         let process = try #require(daemon.process)
         let deadline = Date().addingTimeInterval(10)
-        while !process.standardError.contains("audit.actor=uid \(Daemon.strangerUID)") && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        while !process.standardError.contains("audit.actor=uid \(Daemon.strangerUID)") && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let logged = process.standardError.split(separator: "\n").filter { $0.contains("audit event") }
-        #expect(logged.contains { $0.contains("audit.type=keychain.access_denied") && $0.contains("audit.actor=uid \(Daemon.strangerUID)") },
-                "\(process.standardError)")
+        #expect(
+            logged.contains {
+                $0.contains("audit.type=keychain.access_denied") && $0.contains("audit.actor=uid \(Daemon.strangerUID)")
+            },
+            "\(process.standardError)"
+        )
         #expect(!process.standardError.contains("scanner-private") && !process.standardError.contains("for-every-app"))
-        #expect(denials.contains { $0["actor"] as? String == "uid \(Daemon.strangerUID)" && $0["reason"] as? String == "uid not in device policy" })
-        #expect(denials.contains {
-            $0["actor"] as? String == "uid \(Daemon.timeclockUID)" && ($0["details"] as? [String: String])?["group"] == Daemon.scanner
-        })
+        #expect(
+            denials.contains {
+                $0["actor"] as? String == "uid \(Daemon.strangerUID)"
+                    && $0["reason"] as? String == "uid not in device policy"
+            }
+        )
+        #expect(
+            denials.contains {
+                $0["actor"] as? String == "uid \(Daemon.timeclockUID)"
+                    && ($0["details"] as? [String: String])?["group"] == Daemon.scanner
+            }
+        )
         // Without the daemon the non-root app cannot open the store at all (the broker is the only way in).
         await daemon.stop()
-        let direct = try await daemon.devicectl(as: Daemon.scannerUID, [
-            "keychain", "find-generic-password", "--app", Daemon.scanner, "--service", "s1", "--state-dir", daemon.cli.stateDirectory.path])
+        let direct = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "find-generic-password", "--app", Daemon.scanner, "--service", "s1", "--state-dir",
+                daemon.cli.stateDirectory.path,
+            ]
+        )
         #expect(direct.status != 0 && !direct.stdout.contains("scanner-private"))
         await daemon.cleanUp()
     }
@@ -71,9 +124,13 @@ import Testing
         #expect((steps["GetInfo"]?["interfaces"] as? [String]) == ["org.varlink.service", "org.sharedmode.Broker1"])
         #expect(steps["GetInfo"]?["product"] as? String == "deviced")
         // Served verbatim: the repository's interface file is the API.
-        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("Sources/BrokerContract/org.sharedmode.Broker1.varlink")
-        #expect(steps["GetInterfaceDescription"]?["description"] as? String == (try String(contentsOf: file, encoding: .utf8)))
+        #expect(
+            steps["GetInterfaceDescription"]?["description"] as? String
+                == (try String(contentsOf: file, encoding: .utf8))
+        )
         #expect(steps["InterfaceNotFound"]?["error"] as? String == "org.varlink.service.InterfaceNotFound")
         #expect(steps["GetCaller"]?["appId"] as? String == Daemon.scanner)
         #expect(steps["GetCaller"]?["uid"] as? Int == Int(Daemon.scannerUID))
@@ -85,8 +142,11 @@ import Testing
         // A call's authority the policy does not list: refused, naming the list.
         #expect(steps["UnlistedAuthority"]?["error"] as? String == "org.sharedmode.Broker1.AccountError")
         let refusal = steps["UnlistedAuthority"]?["parameters"] as? [String: Any]
-        #expect(refusal?["code"] as? String == "authorityNotAllowed" && (refusal?["message"] as? String)?.contains("knownAuthorities") == true,
-                "\(refusal ?? [:])")
+        #expect(
+            refusal?["code"] as? String == "authorityNotAllowed"
+                && (refusal?["message"] as? String)?.contains("knownAuthorities") == true,
+            "\(refusal ?? [:])"
+        )
         await daemon.cleanUp()
     }
 
@@ -95,13 +155,22 @@ import Testing
         try await daemon.start()
         // The timeclock (its own uid) subscribes: first `subscribed`, then the sign-in, then the sign-out.
         let subscriber = try daemon.python(as: Daemon.timeclockUID, "subscribe", ["3"])
-        try #require(await subscriber.waitForLine(timeout: 30) { $0.contains("\"subscribed\"") } != nil, "\(subscriber.standardError)")
+        try #require(
+            await subscriber.waitForLine(timeout: 30) { $0.contains("\"subscribed\"") } != nil,
+            "\(subscriber.standardError)"
+        )
 
         // The worker signs in (root's path, straight to the store: the broker sees the commit too).
-        let jo = try daemon.cli.writeFile("jo.json", Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        let jo = try daemon.cli.writeFile(
+            "jo.json",
+            Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID)
+        )
         let signIn = try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo])
         #expect(signIn.status == 0, "\(signIn.stderr)")
-        try #require(await subscriber.waitForLine(timeout: 10) { $0.contains("\"signedIn\"") } != nil, "\(subscriber.standardError)")
+        try #require(
+            await subscriber.waitForLine(timeout: 10) { $0.contains("\"signedIn\"") } != nil,
+            "\(subscriber.standardError)"
+        )
 
         // Single sign-on across uids: both apps see the worker through the broker.
         for uid in [Daemon.scannerUID, Daemon.timeclockUID] {
@@ -134,14 +203,23 @@ import Testing
 
     @Test func anAdministratorsGroupMemberSignsTheWorkerOutOfEveryAppAndOthersMayNot() async throws {
         // `staff` (gid 50) exists on every Debian system; the policy makes it the administrators' group.
-        var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))) as? [String: Any])
+        var document = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk.json")))
+            ) as? [String: Any]
+        )
         document["administratorsGroup"] = "staff"
-        let policy = FileManager.default.temporaryDirectory.appendingPathComponent("admin-policy-\(UUID().uuidString).json")
+        let policy = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "admin-policy-\(UUID().uuidString).json"
+        )
         try JSONSerialization.data(withJSONObject: document).write(to: policy)
         defer { try? FileManager.default.removeItem(at: policy) }
         let daemon = try await Daemon(policy: policy.path)
         try await daemon.start()
-        let jo = try daemon.cli.writeFile("jo.json", Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        let jo = try daemon.cli.writeFile(
+            "jo.json",
+            Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID)
+        )
         try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
 
         // An app may not sign out as an administrator; neither may an unlisted uid.
@@ -155,8 +233,17 @@ import Testing
         let admin = try await daemon.devicectl(as: 1005, group: 50, ["signout", "--reason", "admin", "--json"])
         #expect(admin.status == 0 && admin.stdout.contains("\"global\" : true"), "\(admin.stderr)")
         let events = try await daemon.auditEvents()
-        #expect(events.contains { $0["type"] as? String == "account.signed_out" && $0["reason"] as? String == "admin" && $0["actor"] as? String == "uid 1005" })
-        #expect(events.contains { $0["type"] as? String == "keychain.access_denied" && $0["reason"] as? String == "not an administrator" })
+        #expect(
+            events.contains {
+                $0["type"] as? String == "account.signed_out" && $0["reason"] as? String == "admin"
+                    && $0["actor"] as? String == "uid 1005"
+            }
+        )
+        #expect(
+            events.contains {
+                $0["type"] as? String == "keychain.access_denied" && $0["reason"] as? String == "not an administrator"
+            }
+        )
 
         // Root's `devicectl signout` (no --app) goes through the running broker: a remote sign-out.
         try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
@@ -171,35 +258,62 @@ import Testing
         // Nothing provisioned, no broker.
         let blank = DevicectlRunner()
         defer { blank.cleanUp() }
-        let nothing = try await blank.run(["status", "--json"], environment: ["DEVICECTL_SOCKET": "/nonexistent/broker.sock"])
+        let nothing = try await blank.run(
+            ["status", "--json"],
+            environment: ["DEVICECTL_SOCKET": "/nonexistent/broker.sock"]
+        )
         let empty = try #require(try parseJSON(nothing.stdout) as? [String: Any], "\(nothing.stderr)")
-        #expect((empty["broker"] as? [String: Any])?["running"] as? Bool == false && empty["provisioned"] as? Bool == false)
+        #expect(
+            (empty["broker"] as? [String: Any])?["running"] as? Bool == false && empty["provisioned"] as? Bool == false
+        )
 
         // Provisioned, broker not running: root reads the store.
         let daemon = try await Daemon()
         let socket = ["DEVICECTL_SOCKET": daemon.socketPath]
-        let stopped = try #require(try parseJSON(try await daemon.cli.run(["status", "--json"], environment: socket).stdout) as? [String: Any])
+        let stopped = try #require(
+            try parseJSON(try await daemon.cli.run(["status", "--json"], environment: socket).stdout) as? [String: Any]
+        )
         #expect((stopped["broker"] as? [String: Any])?["running"] as? Bool == false)
-        #expect(stopped["provisioned"] as? Bool == true && stopped["mode"] as? String == "shared" && stopped["current"] == nil)
+        #expect(
+            stopped["provisioned"] as? Bool == true && stopped["mode"] as? String == "shared"
+                && stopped["current"] == nil
+        )
 
         // Running, a worker signed in, the timeclock subscribed.
         try await daemon.start()
-        let jo = try daemon.cli.writeFile("jo.json", Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID))
+        let jo = try daemon.cli.writeFile(
+            "jo.json",
+            Worker.jo.response(issuer: Worker.kioskIssuer, clientID: Worker.kioskClientID)
+        )
         try #require(try await daemon.cli.run(["signin", "--app", Daemon.scanner, "--token-response", jo]).status == 0)
         let subscriber = try daemon.python(as: Daemon.timeclockUID, "subscribe", ["5"])
         defer { _ = subscriber.killIfRunning() }
-        try #require(await subscriber.waitForLine(timeout: 30) { $0.contains("\"subscribed\"") } != nil, "\(subscriber.standardError)")
+        try #require(
+            await subscriber.waitForLine(timeout: 30) { $0.contains("\"subscribed\"") } != nil,
+            "\(subscriber.standardError)"
+        )
         let running = try await daemon.cli.run(["status", "--json"], environment: socket)
         let status = try #require(try parseJSON(running.stdout) as? [String: Any], "\(running.stderr)")
         let broker = try #require(status["broker"] as? [String: Any])
         #expect(broker["running"] as? Bool == true && broker["version"] as? String != nil)
         let connections = try #require(broker["connections"] as? [[String: Any]])
-        #expect(connections.contains { $0["uid"] as? Int == Int(Daemon.timeclockUID) && $0["appId"] as? String == Daemon.timeclock }, "\(connections)")
-        #expect((status["current"] as? [String: Any])?["username"] as? String == Worker.jo.username && status["signedInAt"] != nil)
+        #expect(
+            connections.contains {
+                $0["uid"] as? Int == Int(Daemon.timeclockUID) && $0["appId"] as? String == Daemon.timeclock
+            },
+            "\(connections)"
+        )
+        #expect(
+            (status["current"] as? [String: Any])?["username"] as? String == Worker.jo.username
+                && status["signedInAt"] != nil
+        )
         #expect((status["lastAuditSequence"] as? Int ?? 0) >= 2)
         let text = try await daemon.cli.run(["status"], environment: socket)
-        #expect(text.stdout.contains("broker: running on \(daemon.socketPath)") && text.stdout.contains("uid \(Daemon.timeclockUID) \(Daemon.timeclock)"),
-                "\(text.stdout)")
+        #expect(
+            text.stdout.contains("broker: running on \(daemon.socketPath)")
+                && text.stdout.contains("uid \(Daemon.timeclockUID) \(Daemon.timeclock)"),
+            "\(text.stdout)"
+        )
         // An app may not ask.
         let app = try await daemon.devicectl(as: Daemon.scannerUID, ["status"])
         #expect(app.status == 77, "\(app.stderr)")
@@ -213,7 +327,8 @@ import Testing
         let steps = Dictionary(results.map { ($0["step"] as? String ?? "", $0) }) { first, _ in first }
         let protocolError = "org.sharedmode.Broker1.ProtocolError"
         for (step, error, closed) in [
-            ("oversized", protocolError, true), ("malformed", protocolError, true), ("not-an-object", protocolError, true),
+            ("oversized", protocolError, true), ("malformed", protocolError, true),
+            ("not-an-object", protocolError, true),
             ("unqualified-method", protocolError, true),
             ("unknown-method", "org.varlink.service.MethodNotFound", false),
             ("unknown-interface", "org.varlink.service.InterfaceNotFound", false),
@@ -229,7 +344,10 @@ import Testing
         #expect((steps["wrong-parameter-type"]?["parameters"] as? [String: Any])?["parameter"] as? String == "scopes")
         #expect(steps["vanished-mid-message"]?["serving"] as? Bool == true)
         #expect(await daemon.stop(), "deviced did not stop on SIGTERM")
-        #expect(daemon.process?.exitedNormally == true && daemon.process?.status == 0, "\(daemon.process?.standardError ?? "")")
+        #expect(
+            daemon.process?.exitedNormally == true && daemon.process?.status == 0,
+            "\(daemon.process?.standardError ?? "")"
+        )
         await daemon.cleanUp()
     }
 
@@ -261,13 +379,20 @@ import Testing
         // systemd's own tool passes a listening socket as fd 3 with LISTEN_FDS/LISTEN_PID, as deviced.socket does.
         let notify = try NotifySocket()
         defer { notify.close() }
-        let activated = try ChildProcess(URL(fileURLWithPath: "/usr/bin/systemd-socket-activate"), [
-            "-l", daemon.socketPath, "-E", "NOTIFY_SOCKET=\(notify.path)", "-E", "JOURNAL_STREAM=8:1234",
-            DevicectlRunner.productsDirectory.appendingPathComponent("deviced").path, "--state-dir", daemon.cli.stateDirectory.path,
-            "--socket", "/nonexistent/ignored.sock"])
+        let activated = try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/systemd-socket-activate"),
+            [
+                "-l", daemon.socketPath, "-E", "NOTIFY_SOCKET=\(notify.path)", "-E", "JOURNAL_STREAM=8:1234",
+                DevicectlRunner.productsDirectory.appendingPathComponent("deviced").path, "--state-dir",
+                daemon.cli.stateDirectory.path,
+                "--socket", "/nonexistent/ignored.sock",
+            ]
+        )
         // The tool starts deviced at the first connection (deviced.socket's SocketMode=0666 is chmod here).
         let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: daemon.socketPath) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        while !FileManager.default.fileExists(atPath: daemon.socketPath) && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: daemon.socketPath)
         let caller = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "list", "--json"])
         #expect(caller.status == 0, "\(caller.stderr)")
@@ -297,7 +422,9 @@ final class NotifySocket: @unchecked Sendable {
             for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
         }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         try #require(bound == 0, "cannot bind \(path)")
     }

@@ -45,7 +45,9 @@ import Testing
             #expect(await signOut.waitForExit(timeout: 30))
 
             let after = try await Self.credentialItems(daemon)
-            let accounts = try #require(try parseJSON(try await daemon.cli.run(["account", "--json"]).stdout) as? [String: Any])
+            let accounts = try #require(
+                try parseJSON(try await daemon.cli.run(["account", "--json"]).stdout) as? [String: Any]
+            )
             let signedIn = !(accounts["current"] is NSNull || accounts["current"] == nil)
             if signedIn {
                 #expect(after == before, "round \(round): signed in, but \(before.count - after.count) items are gone")
@@ -77,7 +79,10 @@ import Testing
         try await daemon.start()
         #expect(await poller.waitForExit(timeout: 30) && poller.status == 0, "\(poller.standardError)")
         let lines = poller.lines
-        let firstError = try #require(lines.firstIndex { $0.hasPrefix("error") }, "no call failed while the broker was down: \(lines)")
+        let firstError = try #require(
+            lines.firstIndex { $0.hasPrefix("error") },
+            "no call failed while the broker was down: \(lines)"
+        )
         #expect(lines[firstError] == "error brokerUnavailable")
         #expect(lines[firstError...].contains("ok none"), "the client did not reconnect: \(lines)")
         await daemon.cleanUp()
@@ -85,7 +90,9 @@ import Testing
 
     @Test func eightClientProcessesOfTwoAppsForAMinuteLoseNothing() async throws {
         // Four clients of one app keep tens of thousands of items: a quota far above the default 1000.
-        let daemon = try await Daemon(policy: try Daemon.kioskPolicy(limits: ["itemsPerApp": 1_000_000, "bytesPerApp": 1 << 30]))
+        let daemon = try await Daemon(
+            policy: try Daemon.kioskPolicy(limits: ["itemsPerApp": 1_000_000, "bytesPerApp": 1 << 30])
+        )
         try await daemon.start()
         var clients: [ChildProcess] = []
         for index in 0..<8 {
@@ -96,7 +103,10 @@ import Testing
         for (index, client) in clients.enumerated() {
             #expect(await client.waitForExit(timeout: 180), "client \(index) did not finish")
             #expect(client.status == 0, "client \(index): \(client.standardError)")
-            let summary = try #require(client.lines.first { $0.hasPrefix("soak ") }, "client \(index): \(client.standardError)")
+            let summary = try #require(
+                client.lines.first { $0.hasPrefix("soak ") },
+                "client \(index): \(client.standardError)"
+            )
             total += Int(summary.split(separator: " ")[1]) ?? 0
         }
         print("BrokerResilienceTests: 8 clients made \(total) calls in 60 s (\(total / 60) calls/s) without an error")

@@ -15,7 +15,9 @@ import Testing
         let scratch = DevicectlRunner()
         defer { scratch.cleanUp() }
         let policy = try Provider.kioskPolicy(issuer: provider.issuer, in: scratch)
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("broker-policy-\(UUID().uuidString).json")
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "broker-policy-\(UUID().uuidString).json"
+        )
         try FileManager.default.copyItem(atPath: policy, toPath: copy.path)
         defer { try? FileManager.default.removeItem(at: copy) }
         let daemon = try await Daemon(policy: copy.path)
@@ -33,7 +35,8 @@ import Testing
     static func authorizationURL(in file: URL, of process: ChildProcess) async throws -> String {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline && !process.hasExited {
-            let url = (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            let url =
+                (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
             if !url.isEmpty { return url }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -44,7 +47,9 @@ import Testing
     static func userCode(of process: ChildProcess) async -> String? {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline && !process.hasExited {
-            if let code = IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput) { return code }
+            if let code = IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput) {
+                return code
+            }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput)
@@ -58,10 +63,15 @@ import Testing
         let signIn = try Self.startSignIn(daemon, as: Daemon.scannerUID)
         defer { _ = signIn.killIfRunning() }
         let code = try #require(await Self.userCode(of: signIn), "no code shown: \(signIn.standardError)")
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1"])
+        let approval = try await Provider.tool([
+            "approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1",
+        ])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
-        try #require(await signIn.waitForExit(timeout: 60), "the sign-in did not finish; the daemon's log ends: \(daemon.logTail())")
+        try #require(
+            await signIn.waitForExit(timeout: 60),
+            "the sign-in did not finish; the daemon's log ends: \(daemon.logTail())"
+        )
         #expect(signIn.status == 0, "\(signIn.standardError)")
         let result = try #require(try parseJSON(signIn.standardOutput) as? [String: Any], "\(signIn.standardOutput)")
         #expect((result["account"] as? [String: Any])?["username"] != nil)
@@ -71,16 +81,31 @@ import Testing
         // the broker redeems at the provider.
         let cached = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--json"])
         #expect(cached.status == 0, "\(cached.stderr)")
-        let refreshed = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--force-refresh", "--json"])
-        #expect(refreshed.status == 0 && refreshed.stdout.contains("\"source\" : \"refresh\""), "\(refreshed.stdout) \(refreshed.stderr)")
-        let shown = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--print-secret", "--json"])
-        let token = try #require((try parseJSON(shown.stdout) as? [String: Any])?["accessToken"] as? String, "\(shown.stdout)")
+        let refreshed = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            ["token", "--scopes", "User.Read", "--force-refresh", "--json"]
+        )
+        #expect(
+            refreshed.status == 0 && refreshed.stdout.contains("\"source\" : \"refresh\""),
+            "\(refreshed.stdout) \(refreshed.stderr)"
+        )
+        let shown = try await daemon.devicectl(
+            as: Daemon.timeclockUID,
+            ["token", "--scopes", "User.Read", "--print-secret", "--json"]
+        )
+        let token = try #require(
+            (try parseJSON(shown.stdout) as? [String: Any])?["accessToken"] as? String,
+            "\(shown.stdout)"
+        )
         #expect(!token.isEmpty && !cached.stdout.contains(token) && !refreshed.stdout.contains(token))
         // The apps never hold the refresh token: only the broker's store does.
         #expect(!signIn.standardOutput.contains("refresh_token") && !signIn.standardError.contains(token))
 
         let log = try #require(daemon.process).standardError
-        #expect(log.contains("silent token") && !log.contains(token) && !log.contains(code), "the daemon logged a token or the user code")
+        #expect(
+            log.contains("silent token") && !log.contains(token) && !log.contains(code),
+            "the daemon logged a token or the user code"
+        )
 
         // A global sign-out through the broker; after it, silent calls say nobody is signed in (exit 49).
         let signOut = try await daemon.devicectl(as: Daemon.timeclockUID, ["signout"])
@@ -95,8 +120,11 @@ import Testing
         // The app's "browser" hands the authorization URL to the test, which plays the worker in the browser.
         let urlFile = daemon.publicDirectory.appendingPathComponent("authorization-url")
         _ = FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
-        let signIn = try daemon.startDevicectl(as: Daemon.scannerUID, ["signin", "--flow", "browser", "--json"],
-                                               environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
+        let signIn = try daemon.startDevicectl(
+            as: Daemon.scannerUID,
+            ["signin", "--flow", "browser", "--json"],
+            environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"]
+        )
         defer { _ = signIn.killIfRunning() }
         let url = try await Self.authorizationURL(in: urlFile, of: signIn)
         try #require(!url.isEmpty, "no authorization URL: \(signIn.standardError)")
@@ -115,7 +143,13 @@ import Testing
     @Test func anAppThatVanishesDuringItsSignInCachesNothing() async throws {
         let daemon = try await Self.daemon(logLevel: "debug")
         // The app goes away while the worker is still typing the code; then the worker approves it.
-        _ = try await Self.approvingDeviceCode(daemon, as: Daemon.scannerUID, ["signin"], user: "worker1", beforeApproval: Self.kill)
+        _ = try await Self.approvingDeviceCode(
+            daemon,
+            as: Daemon.scannerUID,
+            ["signin"],
+            user: "worker1",
+            beforeApproval: Self.kill
+        )
         // The broker says the call stopped: its polling is over, so the approved code can never sign anyone in.
         #expect(await Self.waitUntilStopped(daemon, method: "SignInWithDeviceCode"), "\(daemon.logTail())")
         let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
@@ -133,8 +167,14 @@ import Testing
 
     /// Runs `devicectl ARGS --json` as `uid` through the broker, approves the device code it shows as
     /// `user`, and returns the finished process. `beforeApproval` runs once the code is shown.
-    static func approvingDeviceCode(_ daemon: Daemon, as uid: UInt32, _ arguments: [String], user: String, plugin: String = "oidc",
-                                    beforeApproval: (ChildProcess) async throws -> Void = { _ in }) async throws -> ChildProcess {
+    static func approvingDeviceCode(
+        _ daemon: Daemon,
+        as uid: UInt32,
+        _ arguments: [String],
+        user: String,
+        plugin: String = "oidc",
+        beforeApproval: (ChildProcess) async throws -> Void = { _ in }
+    ) async throws -> ChildProcess {
         let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
         let process = try daemon.startDevicectl(as: uid, arguments + ["--json"])
         defer { _ = process.killIfRunning() }
@@ -145,10 +185,15 @@ import Testing
             return process
         }
         try await beforeApproval(process)
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user, "--plugin", plugin])
+        let approval = try await Provider.tool([
+            "approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", user, "--plugin", plugin,
+        ])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
-        #expect(await process.waitForExit(timeout: 60), "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())")
+        #expect(
+            await process.waitForExit(timeout: 60),
+            "devicectl \(arguments[0]) did not finish; the daemon's log ends: \(daemon.logTail())"
+        )
         return process
     }
 
@@ -178,21 +223,31 @@ import Testing
         try #require(first.status == 0, "\(first.standardError)")
 
         // Shift change at the timeclock (its own uid): worker1 is signed out of every app before worker2 signs in.
-        let switched = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2") { process in
+        let switched = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2")
+        { process in
             #expect(process.standardError.contains("signed out: worker1"), "\(process.standardError)")
             let between = try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"])
             let accounts = try #require(try parseJSON(between.stdout) as? [String: Any], "\(between.stderr)")
-            #expect(accounts["current"] is NSNull || accounts["current"] == nil, "the previous worker is still signed in while the next signs in")
+            #expect(
+                accounts["current"] is NSNull || accounts["current"] == nil,
+                "the previous worker is still signed in while the next signs in"
+            )
         }
         #expect(switched.status == 0, "\(switched.standardError)")
-        let summary = try #require(try parseJSON(switched.standardOutput) as? [String: Any], "\(switched.standardOutput)")
+        let summary = try #require(
+            try parseJSON(switched.standardOutput) as? [String: Any],
+            "\(switched.standardOutput)"
+        )
         #expect((summary["signedOut"] as? [String: Any])?["username"] as? String == "worker1")
         #expect((summary["signedIn"] as? [String: Any])?["username"] as? String == "worker2")
         let correlationID = try #require(summary["correlationId"] as? String)
 
         // The three audit events share the switch's correlation id, in order; the sign-out is the shift's end.
         let events = try await daemon.auditEvents().filter { $0["correlationId"] as? String == correlationID }
-        #expect(events.map { $0["type"] as? String } == ["account.signed_out", "account.signed_in", "account.switched"], "\(events)")
+        #expect(
+            events.map { $0["type"] as? String } == ["account.signed_out", "account.signed_in", "account.switched"],
+            "\(events)"
+        )
         #expect(events.first?["reason"] as? String == "shift-end" && events.first?["account"] as? String == "worker1")
         #expect(events.last?["actor"] as? String == Daemon.timeclock)
         // Every app sees worker2 now, and gets tokens silently.
@@ -207,11 +262,22 @@ import Testing
         try #require(first.status == 0, "\(first.standardError)")
 
         // Canceled: the switching app goes away while the next worker types the code; the code is approved anyway.
-        _ = try await Self.approvingDeviceCode(daemon, as: Daemon.timeclockUID, ["switch"], user: "worker2", beforeApproval: Self.kill)
+        _ = try await Self.approvingDeviceCode(
+            daemon,
+            as: Daemon.timeclockUID,
+            ["switch"],
+            user: "worker2",
+            beforeApproval: Self.kill
+        )
         #expect(await Self.waitUntilStopped(daemon, method: "SwitchWorker"), "\(daemon.logTail())")
         for uid in [Daemon.scannerUID, Daemon.timeclockUID] {
-            let accounts = try #require(try parseJSON(try await daemon.devicectl(as: uid, ["account", "--json"]).stdout) as? [String: Any])
-            #expect(accounts["current"] is NSNull || accounts["current"] == nil, "uid \(uid): somebody is signed in after a canceled switch")
+            let accounts = try #require(
+                try parseJSON(try await daemon.devicectl(as: uid, ["account", "--json"]).stdout) as? [String: Any]
+            )
+            #expect(
+                accounts["current"] is NSNull || accounts["current"] == nil,
+                "uid \(uid): somebody is signed in after a canceled switch"
+            )
             if uid == Daemon.scannerUID {  // the app that saw worker1 (MSAL's previous account is per app)
                 #expect((accounts["previous"] as? [String: Any])?["username"] as? String == "worker1")
             }
@@ -225,22 +291,36 @@ import Testing
         // in, so nobody is signed out; the switch fails and says nobody is signed in now.
         let urlFile = daemon.publicDirectory.appendingPathComponent("switch-authorization-url")
         _ = FileManager.default.createFile(atPath: urlFile.path, contents: nil, attributes: [.posixPermissions: 0o666])
-        let declined = try daemon.startDevicectl(as: Daemon.timeclockUID, ["switch", "--flow", "browser"],
-                                                 environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"])
+        let declined = try daemon.startDevicectl(
+            as: Daemon.timeclockUID,
+            ["switch", "--flow", "browser"],
+            environment: ["DEVICECTL_BROWSER": "printf '%s\\n' >'\(urlFile.path)'"]
+        )
         defer { _ = declined.killIfRunning() }
         let url = try await Self.authorizationURL(in: urlFile, of: declined)
         let authorization = try #require(URLComponents(string: url), "no authorization URL: \(declined.standardError)")
         let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
         let redirect = try #require(query["redirect_uri"], "\(url)")
         var back = try #require(URLComponents(string: redirect))
-        back.queryItems = [URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"])]
+        back.queryItems = [
+            URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"]),
+        ]
         let backURL = try #require(back.url)
-        _ = try await Command.run(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-o", "/dev/null", backURL.absoluteString])
+        _ = try await Command.run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-s", "-o", "/dev/null", backURL.absoluteString]
+        )
         #expect(await declined.waitForExit(timeout: 30))
-        #expect(declined.status != 0 && declined.standardError.contains("nobody is signed in now"), "\(declined.status) \(declined.standardError)")
+        #expect(
+            declined.status != 0 && declined.standardError.contains("nobody is signed in now"),
+            "\(declined.status) \(declined.standardError)"
+        )
         events = try await daemon.auditEvents()
         #expect(!events.contains { $0["type"] as? String == "account.switched" })
-        let accounts = try #require(try parseJSON(try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"]).stdout) as? [String: Any])
+        let accounts = try #require(
+            try parseJSON(try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"]).stdout)
+                as? [String: Any]
+        )
         #expect(accounts["current"] is NSNull || accounts["current"] == nil)
         await daemon.cleanUp()
     }

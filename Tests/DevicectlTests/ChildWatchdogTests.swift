@@ -13,7 +13,8 @@ import Glibc
     /// The state and start time (clock ticks after boot) of process `pid`, from /proc/PID/stat; nil once it is gone.
     static func stat(_ pid: pid_t) -> (state: String, startTime: String)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let end = text.lastIndex(of: ")") else { return nil }
+            let end = text.lastIndex(of: ")")
+        else { return nil }
         // After the command's closing parenthesis: state is field 3, starttime field 22.
         let fields = text[text.index(after: end)...].split(separator: " ")
         guard fields.count > 19 else { return nil }
@@ -22,10 +23,16 @@ import Glibc
 
     @Test func aChildUnderAnotherUidDiesWithTheProcessThatStartedIt() async throws {
         // The probe starts `sleep` as the stranger's uid through ChildProcess; the test then kills the probe.
-        let probe = try ChildProcess(product: "watchdog-probe", ["/usr/bin/setpriv"] + BrokerDaemon.asUser(BrokerDaemon.strangerUID)
-                                     + ["/bin/sleep", "3600"])
+        let probe = try ChildProcess(
+            product: "watchdog-probe",
+            ["/usr/bin/setpriv"] + BrokerDaemon.asUser(BrokerDaemon.strangerUID)
+                + ["/bin/sleep", "3600"]
+        )
         defer { _ = probe.killIfRunning() }
-        let line = try #require(await probe.waitForLine(timeout: 60) { $0.hasPrefix("child ") }, "\(probe.standardError)")
+        let line = try #require(
+            await probe.waitForLine(timeout: 60) { $0.hasPrefix("child ") },
+            "\(probe.standardError)"
+        )
         let pid = try #require(pid_t(line.dropFirst("child ".count)))
         // Known by its start time from now on: a process that gets the pid later cannot pass for it.
         let started = try #require(Self.stat(pid)?.startTime, "the child \(pid) was gone before the probe died")

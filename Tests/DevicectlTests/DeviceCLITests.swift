@@ -13,8 +13,10 @@ struct DeviceCLITests {
     static let timeclock = "com.contoso.kiosk.timeclock"
 
     /// The keys `info --json` documents.
-    static let infoKeys: Set<String> = ["mode", "deviceId", "deviceName", "policyId", "policySha256", "provisionedAt",
-                                        "extraDeviceInformation", "error"]
+    static let infoKeys: Set<String> = [
+        "mode", "deviceId", "deviceName", "policyId", "policySha256", "provisionedAt",
+        "extraDeviceInformation", "error",
+    ]
 
     // MARK: - provision
 
@@ -50,7 +52,9 @@ struct DeviceCLITests {
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("already provisioned with this policy; nothing changed"))
         #expect(again.stdout.contains("audit public key \(publicKey)"))
-        let againJSON = try #require(try await cli.json(["provision", "--policy", Self.kiosk, "--json"]) as? [String: Any])
+        let againJSON = try #require(
+            try await cli.json(["provision", "--policy", Self.kiosk, "--json"]) as? [String: Any]
+        )
         #expect(againJSON["outcome"] as? String == "unchanged")
         #expect((againJSON["device"] as? [String: Any])?["deviceId"] as? String == deviceID)
         #expect(againJSON["auditPublicKey"] as? String == publicKey)
@@ -65,7 +69,10 @@ struct DeviceCLITests {
         #expect(details["mode"] == "shared")
         #expect(details["policySha256"] == sha)
         #expect(details["auditPublicKey"] == publicKey)
-        #expect((provisioned["actor"] as? String)?.hasPrefix("devicectl (uid \(getuid()) ") == true, "actor: \(provisioned["actor"] ?? "-")")
+        #expect(
+            (provisioned["actor"] as? String)?.hasPrefix("devicectl (uid \(getuid()) ") == true,
+            "actor: \(provisioned["actor"] ?? "-")"
+        )
     }
 
     @Test func provisionJSONReportsTheOutcomeAndTheDeviceInformation() async throws {
@@ -105,8 +112,22 @@ struct DeviceCLITests {
         try #require(provision.status == 0, "\(provision.stderr)")
         let summary = try #require(try parseJSON(provision.stdout) as? [String: Any])
         let deviceID = try #require((summary["device"] as? [String: Any])?["deviceId"] as? String)
-        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "tok-1")
-        try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "a", secret: "cfg")
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: "com.microsoft.adalcache",
+            service: "graph",
+            account: "worker-1",
+            secret: "tok-1"
+        )
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: Self.scanner,
+            service: "scanner-config",
+            account: "a",
+            secret: "cfg"
+        )
 
         // Without --force: usage error, nothing changes.
         let refused = try await cli.run(["provision", "--policy", Self.personal])
@@ -116,7 +137,10 @@ struct DeviceCLITests {
         let still = try #require(try await cli.json(["info", "--json"]) as? [String: Any])
         #expect(still["mode"] as? String == "shared")
         #expect(still["policySha256"] as? String == (try await sha256(of: Self.kiosk)))
-        #expect(try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "graph"]).status == 0)
+        #expect(
+            try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "graph"]).status
+                == 0
+        )
         #expect((try await cli.json(["audit", "--json"]) as? [Any])?.count == 1)
 
         // With --force: private mode, same device id, every app's items gone.
@@ -146,7 +170,9 @@ struct DeviceCLITests {
         #expect(details["groupsRemoved"] == "2")
 
         // The kiosk apps are no longer on the device; the personal app sees nothing of theirs.
-        let scanner = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "graph"])
+        let scanner = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.scanner, "--service", "graph",
+        ])
         #expect(scanner.status == 77, "\(scanner.stderr)")
         let notes = try await cli.json(["keychain", "list", "--json", "--app", "com.contoso.fieldnotes"]) as? [Any]
         #expect(notes?.isEmpty == true)
@@ -162,12 +188,35 @@ struct DeviceCLITests {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
         try #require(try await cli.run(["provision", "--policy", Self.kiosk]).status == 0)
-        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "shared-tok")
-        try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "s", account: "a", secret: "scanner-own")
-        try await addItem(cli, app: Self.timeclock, group: Self.timeclock, service: "t", account: "a", secret: "timeclock-own")
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: "com.microsoft.adalcache",
+            service: "graph",
+            account: "worker-1",
+            secret: "shared-tok"
+        )
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: Self.scanner,
+            service: "s",
+            account: "a",
+            secret: "scanner-own"
+        )
+        try await addItem(
+            cli,
+            app: Self.timeclock,
+            group: Self.timeclock,
+            service: "t",
+            account: "a",
+            secret: "timeclock-own"
+        )
 
         // The same kiosk, without the timeclock app.
-        var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.kiosk))) as? [String: Any])
+        var policy = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.kiosk))) as? [String: Any]
+        )
         policy["apps"] = (policy["apps"] as? [[String: Any]])?.filter { $0["id"] as? String != Self.timeclock }
         policy["id"] = "contoso-frontdesk-kiosk-2026-12"
         try FileManager.default.createDirectory(at: cli.stateDirectory, withIntermediateDirectories: true)
@@ -181,12 +230,16 @@ struct DeviceCLITests {
         #expect((summary["device"] as? [String: Any])?["policyId"] as? String == "contoso-frontdesk-kiosk-2026-12")
         #expect((summary["device"] as? [String: Any])?["mode"] as? String == "shared")
 
-        let kept = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--all", "--print-secret"])
+        let kept = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.scanner, "--all", "--print-secret",
+        ])
         #expect(kept.status == 0, "\(kept.stderr)")
         #expect(kept.stdout.contains("secret: shared-tok"))
         #expect(kept.stdout.contains("secret: scanner-own"))
         #expect(try await cli.run(["keychain", "list", "--app", Self.timeclock]).status == 77)
-        let last = try #require((try await cli.json(["audit", "--json", "--type", "policy.updated"]) as? [[String: Any]])?.last)
+        let last = try #require(
+            (try await cli.json(["audit", "--json", "--type", "policy.updated"]) as? [[String: Any]])?.last
+        )
         #expect((last["details"] as? [String: String])?["itemsRemoved"] == "1")
         #expect((last["details"] as? [String: String])?["groupsRemoved"] == "1")
         #expect((last["details"] as? [String: String])?["previousPolicySha256"] == (try await sha256(of: Self.kiosk)))
@@ -214,8 +267,13 @@ struct DeviceCLITests {
             #expect(result.stdout.isEmpty)
         }
         #expect(try await fresh.run(["provision", "--policy", invalid.path, "--json"]).status == 65)
-        #expect(!FileManager.default.fileExists(atPath: fresh.stateDirectory.path), "an invalid policy created the state directory")
-        let missing = try await fresh.run(["provision", "--policy", scratch.stateDirectory.appendingPathComponent("absent.json").path])
+        #expect(
+            !FileManager.default.fileExists(atPath: fresh.stateDirectory.path),
+            "an invalid policy created the state directory"
+        )
+        let missing = try await fresh.run([
+            "provision", "--policy", scratch.stateDirectory.appendingPathComponent("absent.json").path,
+        ])
         #expect(missing.status == 74, "\(missing.stderr)")
         #expect(!FileManager.default.fileExists(atPath: fresh.stateDirectory.path))
 
@@ -224,10 +282,13 @@ struct DeviceCLITests {
         defer { device.cleanUp() }
         try #require(try await device.run(["provision", "--policy", Self.kiosk]).status == 0)
         try await addItem(device, app: Self.scanner, service: "graph", account: "w", secret: "keep-me")
-        let snapshot = "SELECT hex(nonce) || hex(ciphertext) FROM items ORDER BY id; SELECT sequence, hex(chain) FROM audit_events ORDER BY sequence"
+        let snapshot =
+            "SELECT hex(nonce) || hex(ciphertext) FROM items ORDER BY id; SELECT sequence, hex(chain) FROM audit_events ORDER BY sequence"
         let before = try await sqlite3(device.databasePath, snapshot)
         let infoBefore = try await device.run(["info", "--json"]).stdout
-        for arguments in [["provision", "--policy", invalid.path], ["provision", "--policy", garbage.path, "--force"]] {
+        for arguments in [
+            ["provision", "--policy", invalid.path], ["provision", "--policy", garbage.path, "--force"],
+        ] {
             let result = try await device.run(arguments)
             #expect(result.status == 65, "\(arguments): \(result.stderr)")
         }
@@ -283,7 +344,9 @@ struct DeviceCLITests {
         #expect(text.status == 0)
         #expect(text.stdout.contains("mode: shared\n"))
         #expect(text.stdout.contains("device: Front desk kiosk 3 (id \(info["deviceId"] as? String ?? "?"))"))
-        #expect(text.stdout.contains("policy: contoso-frontdesk-kiosk-2026-11 sha256 \(try await sha256(of: Self.kiosk))"))
+        #expect(
+            text.stdout.contains("policy: contoso-frontdesk-kiosk-2026-11 sha256 \(try await sha256(of: Self.kiosk))")
+        )
         #expect(text.stdout.contains("joinStatus: provisioned\n"))
     }
 
@@ -320,31 +383,59 @@ struct DeviceCLITests {
         defer { cli.cleanUp() }
         try #require(try await cli.run(["provision", "--policy", Self.kiosk]).status == 0)
 
-        let add = try await cli.run(["keychain", "add-generic-password", "--app", Self.scanner, "--access-group", "com.microsoft.adalcache",
-                               "--service", "graph", "--account", "worker-1", "--secret-stdin"], stdin: "tok-SHARED")
+        let add = try await cli.run(
+            [
+                "keychain", "add-generic-password", "--app", Self.scanner, "--access-group", "com.microsoft.adalcache",
+                "--service", "graph", "--account", "worker-1", "--secret-stdin",
+            ],
+            stdin: "tok-SHARED"
+        )
         #expect(add.status == 0, "\(add.stderr)")
         #expect(add.stdout.contains("added item to com.microsoft.adalcache"))
         // Without a group the item goes to the policy's first group for the app: its own.
-        let defaultGroup = try await cli.run(["keychain", "add-generic-password", "--app", Self.scanner,
-                                        "--service", "graph", "--account", "worker-2", "--secret-stdin"], stdin: "tok-2")
-        #expect(defaultGroup.stdout.contains("added item to \(Self.scanner)"), "\(defaultGroup.stdout) \(defaultGroup.stderr)")
-        try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "scanner-config", account: "a", secret: "SCANNER-PRIVATE")
+        let defaultGroup = try await cli.run(
+            [
+                "keychain", "add-generic-password", "--app", Self.scanner,
+                "--service", "graph", "--account", "worker-2", "--secret-stdin",
+            ],
+            stdin: "tok-2"
+        )
+        #expect(
+            defaultGroup.stdout.contains("added item to \(Self.scanner)"),
+            "\(defaultGroup.stdout) \(defaultGroup.stderr)"
+        )
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: Self.scanner,
+            service: "scanner-config",
+            account: "a",
+            secret: "SCANNER-PRIVATE"
+        )
 
         // The timeclock app finds the shared item…
-        let shared = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--service", "graph",
-                                  "--account", "worker-1", "--print-secret"])
+        let shared = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.timeclock, "--service", "graph",
+            "--account", "worker-1", "--print-secret",
+        ])
         #expect(shared.status == 0, "\(shared.stderr)")
         #expect(shared.stdout.contains("access group: com.microsoft.adalcache"))
         #expect(shared.stdout.contains("secret: tok-SHARED\n"))
         // …but not the scanner's own group: naming it is refused (77) and audited, searching does not find it.
-        let denied = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--access-group", Self.scanner,
-                                  "--service", "scanner-config", "--print-secret"])
+        let denied = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.timeclock, "--access-group", Self.scanner,
+            "--service", "scanner-config", "--print-secret",
+        ])
         #expect(denied.status == 77, "\(denied.stdout) \(denied.stderr)")
         #expect(denied.stderr.contains("not entitled"), "\(denied.stderr)")
         #expect(!denied.stdout.contains("SCANNER-PRIVATE") && !denied.stderr.contains("SCANNER-PRIVATE"))
-        let hidden = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--service", "scanner-config"])
+        let hidden = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.timeclock, "--service", "scanner-config",
+        ])
         #expect(hidden.status == 44, "\(hidden.stderr)")
-        let list = try #require(try await cli.json(["keychain", "list", "--json", "--app", Self.timeclock]) as? [[String: Any]])
+        let list = try #require(
+            try await cli.json(["keychain", "list", "--json", "--app", Self.timeclock]) as? [[String: Any]]
+        )
         // The shared item only: the one the scanner stored without naming a group is in the scanner's own.
         #expect(Set(list.compactMap { $0["account"] as? String }) == ["worker-1"])
 
@@ -352,25 +443,38 @@ struct DeviceCLITests {
         let stranger = try await cli.run(["keychain", "list", "--app", "com.contoso.unlisted"])
         #expect(stranger.status == 77, "\(stranger.stderr)")
         #expect(stranger.stderr.contains("not listed in the device policy"), "\(stranger.stderr)")
-        let strangerAdd = try await cli.run(["keychain", "add-generic-password", "--app", "com.contoso.unlisted",
-                                       "--service", "x", "--account", "y", "--secret-stdin"], stdin: "nope")
+        let strangerAdd = try await cli.run(
+            [
+                "keychain", "add-generic-password", "--app", "com.contoso.unlisted",
+                "--service", "x", "--account", "y", "--secret-stdin",
+            ],
+            stdin: "nope"
+        )
         #expect(strangerAdd.status == 77)
 
-        let denials = try #require(try await cli.json(["audit", "--json", "--type", "keychain.access_denied"]) as? [[String: Any]])
+        let denials = try #require(
+            try await cli.json(["audit", "--json", "--type", "keychain.access_denied"]) as? [[String: Any]]
+        )
         #expect(denials.count == 3, "denials: \(denials)")
         #expect(denials.first?["actor"] as? String == Self.timeclock)
         #expect((denials.first?["details"] as? [String: String])?["app"] == Self.timeclock)
         #expect(denials.first?["reason"] as? String == "missing entitlement")
-        #expect(denials.dropFirst().allSatisfy { ($0["details"] as? [String: String])?["app"] == "com.contoso.unlisted" })
+        #expect(
+            denials.dropFirst().allSatisfy { ($0["details"] as? [String: String])?["app"] == "com.contoso.unlisted" }
+        )
         #expect(denials.dropFirst().allSatisfy { $0["reason"] as? String == "app not in device policy" })
         #expect(try await cli.run(["audit", "verify"]).status == 0)
 
         // Entitlements come from the policy now: --entitlements is a usage error (even repeating the policy's).
-        let explicit = try await cli.run(["keychain", "list", "--app", Self.scanner, "--entitlements", "com.microsoft.adalcache,\(Self.scanner)"])
+        let explicit = try await cli.run([
+            "keychain", "list", "--app", Self.scanner, "--entitlements", "com.microsoft.adalcache,\(Self.scanner)",
+        ])
         #expect(explicit.status == 64, "\(explicit.stderr)")
         #expect(explicit.stderr.contains("drop --entitlements"), "\(explicit.stderr)")
-        let widen = try await cli.run(["keychain", "find-generic-password", "--app", Self.timeclock, "--entitlements", Self.scanner,
-                                 "--service", "scanner-config", "--print-secret"])
+        let widen = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.timeclock, "--entitlements", Self.scanner,
+            "--service", "scanner-config", "--print-secret",
+        ])
         #expect(widen.status == 64)
         #expect(!widen.stdout.contains("SCANNER-PRIVATE"))
     }
@@ -382,10 +486,26 @@ struct DeviceCLITests {
         defer { cli.cleanUp() }
         let provision = try await cli.run(["provision", "--policy", Self.kiosk, "--json"])
         try #require(provision.status == 0)
-        let firstID = try #require(((try parseJSON(provision.stdout) as? [String: Any])?["device"] as? [String: Any])?["deviceId"] as? String)
-        try await addItem(cli, app: Self.scanner, group: "com.microsoft.adalcache", service: "graph", account: "worker-1", secret: "tok-1")
+        let firstID = try #require(
+            ((try parseJSON(provision.stdout) as? [String: Any])?["device"] as? [String: Any])?["deviceId"] as? String
+        )
+        try await addItem(
+            cli,
+            app: Self.scanner,
+            group: "com.microsoft.adalcache",
+            service: "graph",
+            account: "worker-1",
+            secret: "tok-1"
+        )
         try await addItem(cli, app: Self.scanner, group: Self.scanner, service: "cfg", account: "a", secret: "cfg-1")
-        try await addItem(cli, app: Self.timeclock, group: Self.timeclock, service: "cfg", account: "b", secret: "cfg-2")
+        try await addItem(
+            cli,
+            app: Self.timeclock,
+            group: Self.timeclock,
+            service: "cfg",
+            account: "b",
+            secret: "cfg-2"
+        )
 
         let deprovision = try await cli.run(["deprovision", "--reason", "device returned to stock", "--json"])
         #expect(deprovision.status == 0, "\(deprovision.stderr)")
@@ -399,11 +519,16 @@ struct DeviceCLITests {
         #expect(info.stdout.contains("mode: private\n"))
         #expect(info.stdout.contains("device: not provisioned\n"))
         // The items are gone for any app that names the groups, and from the file.
-        let find = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner,
-                                "--entitlements", "com.microsoft.adalcache,\(Self.scanner),\(Self.timeclock)", "--service", "graph"])
+        let find = try await cli.run([
+            "keychain", "find-generic-password", "--app", Self.scanner,
+            "--entitlements", "com.microsoft.adalcache,\(Self.scanner),\(Self.timeclock)", "--service", "graph",
+        ])
         #expect(find.status == 44, "\(find.stdout) \(find.stderr)")
-        let list = try await cli.json(["keychain", "list", "--json", "--app", Self.scanner,
-                                 "--entitlements", "com.microsoft.adalcache,\(Self.scanner),\(Self.timeclock)"]) as? [Any]
+        let list =
+            try await cli.json([
+                "keychain", "list", "--json", "--app", Self.scanner,
+                "--entitlements", "com.microsoft.adalcache,\(Self.scanner),\(Self.timeclock)",
+            ]) as? [Any]
         #expect(list?.isEmpty == true)
         #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items") == "1")  // the audit trust anchor only
         #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM access_groups") == "1")
@@ -425,7 +550,9 @@ struct DeviceCLITests {
         let secondSummary = try #require(try parseJSON(second.stdout) as? [String: Any])
         #expect(secondSummary["outcome"] as? String == "provisioned")
         #expect((secondSummary["device"] as? [String: Any])?["deviceId"] as? String != firstID)
-        let keys = try #require(try await cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]])
+        let keys = try #require(
+            try await cli.json(["audit", "--json", "--type", "device.provisioned"]) as? [[String: Any]]
+        )
         let publicKeys = keys.compactMap { ($0["details"] as? [String: String])?["auditPublicKey"] }
         #expect(publicKeys.count == 2 && Set(publicKeys).count == 2, "\(publicKeys)")
         #expect(try await cli.run(["audit", "verify"]).status == 0)
@@ -435,11 +562,25 @@ struct DeviceCLITests {
 // MARK: - Helpers
 
 /// Adds an item through the CLI as `app` (entitlements from the device policy) and requires success.
-func addItem(_ cli: DevicectlRunner, app: String, group: String? = nil, service: String, account: String, secret: String,
-             sourceLocation: SourceLocation = #_sourceLocation) async throws {
-    let result = try await cli.run(["keychain", "add-generic-password", "--app", app] + (group.map { ["--access-group", $0] } ?? [])
-                             + ["--service", service, "--account", account, "--secret-stdin"], stdin: secret)
-    try #require(result.status == 0, "adding \(service)/\(account) as \(app): \(result.stderr)", sourceLocation: sourceLocation)
+func addItem(
+    _ cli: DevicectlRunner,
+    app: String,
+    group: String? = nil,
+    service: String,
+    account: String,
+    secret: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let result = try await cli.run(
+        ["keychain", "add-generic-password", "--app", app] + (group.map { ["--access-group", $0] } ?? [])
+            + ["--service", service, "--account", account, "--secret-stdin"],
+        stdin: secret
+    )
+    try #require(
+        result.status == 0,
+        "adding \(service)/\(account) as \(app): \(result.stderr)",
+        sourceLocation: sourceLocation
+    )
 }
 
 /// The SHA-256 of a file, lowercase hex, from coreutils' `sha256sum` (independent of the code under test).

@@ -10,7 +10,9 @@ struct DevicectlRunner {
     let stateDirectory: URL
 
     init() {
-        stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("devicectl-test-\(UUID().uuidString)")
+        stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "devicectl-test-\(UUID().uuidString)"
+        )
     }
 
     static let productsDirectory = ChildProcess.productsDirectory
@@ -19,15 +21,27 @@ struct DevicectlRunner {
 
     /// Runs `devicectl ARGS` to completion, with `--state-dir` appended when `stateDir` is set.
     @discardableResult
-    func run(_ arguments: [String], stdin: String? = nil, stateDir: Bool = true,
-             environment: [String: String] = [:]) async throws -> Result {
-        try await Self.execute(Self.productsDirectory.appendingPathComponent("devicectl"),
-                               arguments + (stateDir ? ["--state-dir", stateDirectory.path] : []), stdin: stdin, environment: environment)
+    func run(
+        _ arguments: [String],
+        stdin: String? = nil,
+        stateDir: Bool = true,
+        environment: [String: String] = [:]
+    ) async throws -> Result {
+        try await Self.execute(
+            Self.productsDirectory.appendingPathComponent("devicectl"),
+            arguments + (stateDir ? ["--state-dir", stateDirectory.path] : []),
+            stdin: stdin,
+            environment: environment
+        )
     }
 
     /// Runs any executable to completion and collects its output.
-    static func execute(_ executable: URL, _ arguments: [String], stdin: String? = nil,
-                        environment: [String: String] = [:]) async throws -> Result {
+    static func execute(
+        _ executable: URL,
+        _ arguments: [String],
+        stdin: String? = nil,
+        environment: [String: String] = [:]
+    ) async throws -> Result {
         try await Command.run(executable, arguments, stdin: stdin, environment: environment)
     }
 
@@ -71,8 +85,11 @@ extension DevicectlRunner {
     /// Starts `devicectl ARGS --state-dir DIR` in the background (e.g. `audit --jsonl --follow`), with
     /// `environment` added to this process's.
     func start(_ arguments: [String], environment: [String: String] = [:]) throws -> BackgroundProcess {
-        try BackgroundProcess(Self.productsDirectory.appendingPathComponent("devicectl"),
-                              arguments + ["--state-dir", stateDirectory.path], environment: environment)
+        try BackgroundProcess(
+            Self.productsDirectory.appendingPathComponent("devicectl"),
+            arguments + ["--state-dir", stateDirectory.path],
+            environment: environment
+        )
     }
 
     /// Runs `devicectl ARGS --json` (the caller includes `--json`) and parses standard output.
@@ -82,9 +99,16 @@ extension DevicectlRunner {
 }
 
 /// The JSON standard output of `devicectl ARGUMENTS` (with `--json` among them), which must have exited 0.
-func parsedJSON(_ result: DevicectlRunner.Result, of arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
-    #expect(result.status == 0, "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
-            sourceLocation: sourceLocation)
+func parsedJSON(
+    _ result: DevicectlRunner.Result,
+    of arguments: [String],
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> Any {
+    #expect(
+        result.status == 0,
+        "devicectl \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)",
+        sourceLocation: sourceLocation
+    )
     return try parseJSON(result.stdout)
 }
 

@@ -47,7 +47,9 @@ import Testing
             if !back { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(back, "the reserve was not made again within 60 s: \(daemon.logTail())")
-        print("DiskReserveTests: the reserve was made again \(Int(Date().timeIntervalSince(removed) * 1000)) ms after there was room")
+        print(
+            "DiskReserveTests: the reserve was made again \(Int(Date().timeIntervalSince(removed) * 1000)) ms after there was room"
+        )
         #expect(daemon.logTail(Int.max).contains("in place again"))
 
         // The next worker, then the disk filled again: the next shift still ends.
@@ -56,7 +58,10 @@ import Testing
         #expect(!signedIn.stdout.contains("\"current\" : null"), "\(signedIn.stdout) \(signedIn.stderr)")
         filler = try await Self.fill(daemon, "filler-2")
         let second = try await daemon.devicectl(as: 0, ["signout"])
-        #expect(second.status == 0, "the second full-disk sign-out failed: \(second.stdout) \(second.stderr) \(daemon.logTail())")
+        #expect(
+            second.status == 0,
+            "the second full-disk sign-out failed: \(second.stdout) \(second.stderr) \(daemon.logTail())"
+        )
         let account = try await daemon.devicectl(as: Daemon.timeclockUID, ["account", "--json"])
         #expect(account.stdout.contains("\"current\" : null"), "\(account.stdout) \(account.stderr)")
         try? FileManager.default.removeItem(atPath: filler)

@@ -20,9 +20,12 @@ import Testing
 /// Recording writes every command's file, removes the files of commands that no longer exist, and fails
 /// the run (so a recording never passes by accident); run the filter again without the variable to see it pass.
 @Suite struct DevicectlHelpGoldenTests {
-    static let helpDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Help")
+    static let helpDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Help"
+    )
     static let recordVariable = "DEVICECTL_HELP_RECORD"
-    static let regenerate = "if the change is intended, regenerate with `\(recordVariable)=1 swift test --skip-build --filter DevicectlHelpGoldenTests` and commit Tests/DevicectlTests/Help"
+    static let regenerate =
+        "if the change is intended, regenerate with `\(recordVariable)=1 swift test --skip-build --filter DevicectlHelpGoldenTests` and commit Tests/DevicectlTests/Help"
 
     /// The terminal's width must not reach the output.
     static let environment = ["COLUMNS": "80", "LINES": "24"]
@@ -37,10 +40,16 @@ import Testing
         for path in paths {
             let file = Self.fileName(path)
             expectedFiles.insert(file)
-            let help = try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
-                                                         Array(path.dropFirst()) + ["--help"], environment: Self.environment)
+            let help = try await DevicectlRunner.execute(
+                DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
+                Array(path.dropFirst()) + ["--help"],
+                environment: Self.environment
+            )
             #expect(help.status == 0, "\(path.joined(separator: " ")) --help: exit \(help.status) \(help.stderr)")
-            #expect(help.stderr.isEmpty, "\(path.joined(separator: " ")) --help wrote to standard error: \(help.stderr)")
+            #expect(
+                help.stderr.isEmpty,
+                "\(path.joined(separator: " ")) --help wrote to standard error: \(help.stderr)"
+            )
             let actual = Data(help.stdout.utf8)
             let url = Self.helpDirectory.appendingPathComponent(file)
             if record {
@@ -51,13 +60,18 @@ import Testing
                 Issue.record("`\(path.joined(separator: " "))` has no golden help file \(file); \(Self.regenerate)")
                 continue
             }
-            #expect(golden == actual, """
+            #expect(
+                golden == actual,
+                """
                 `\(path.joined(separator: " ")) --help` differs from Help/\(file) (first differing line: \
                 \(Self.firstDifference(String(decoding: golden, as: UTF8.self), help.stdout))); \(Self.regenerate)
-                """)
+                """
+            )
         }
 
-        let present = Set(try FileManager.default.contentsOfDirectory(atPath: Self.helpDirectory.path).filter { $0.hasSuffix(".txt") })
+        let present = Set(
+            try FileManager.default.contentsOfDirectory(atPath: Self.helpDirectory.path).filter { $0.hasSuffix(".txt") }
+        )
         for stale in present.subtracting(expectedFiles).sorted() {
             if record {
                 try FileManager.default.removeItem(at: Self.helpDirectory.appendingPathComponent(stale))
@@ -66,7 +80,9 @@ import Testing
             }
         }
         if record {
-            Issue.record("recorded \(paths.count) help files in \(Self.helpDirectory.path): review the diff, commit, and run again without \(Self.recordVariable)")
+            Issue.record(
+                "recorded \(paths.count) help files in \(Self.helpDirectory.path): review the diff, commit, and run again without \(Self.recordVariable)"
+            )
         }
     }
 
@@ -79,11 +95,17 @@ import Testing
 
     /// Every command path of devicectl's tree, the root first, from `--experimental-dump-help`.
     static func commandPaths() async throws -> [[String]] {
-        let dump = try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
-                                                     ["--experimental-dump-help"], environment: environment)
+        let dump = try await DevicectlRunner.execute(
+            DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
+            ["--experimental-dump-help"],
+            environment: environment
+        )
         try #require(dump.status == 0, "devicectl --experimental-dump-help: exit \(dump.status) \(dump.stderr)")
         let json = try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8))
-        let root = try #require((json as? [String: Any])?["command"] as? [String: Any], "no command in the dump: \(dump.stdout.prefix(200))")
+        let root = try #require(
+            (json as? [String: Any])?["command"] as? [String: Any],
+            "no command in the dump: \(dump.stdout.prefix(200))"
+        )
         var paths: [[String]] = []
         func walk(_ command: [String: Any], _ prefix: [String]) throws {
             let name = try #require(command["commandName"] as? String, "a command without a name in the dump")

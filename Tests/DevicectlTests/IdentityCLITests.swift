@@ -35,13 +35,19 @@ struct IdentityCLITests {
 
         // Worker 1 starts the shift in the scanner app, by device code.
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1")
-        try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
+        try #require(
+            ana.result.status == 0,
+            "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)"
+        )
         #expect(ana.result.stdout.contains("To sign in, open http://127.0.0.1:\(Self.port)/"), "\(ana.result.stdout)")
         #expect(ana.result.stdout.contains("enter the code \(ana.code)"), "\(ana.result.stdout)")
         #expect(ana.result.stdout.contains("signed in: worker1 (Ana Worker) home_account_id "), "\(ana.result.stdout)")
         #expect(ana.result.stdout.contains("environment 127.0.0.1:\(Self.port)"), "\(ana.result.stdout)")
         let granted = ana.result.stdout.split(separator: "\n").first { $0.hasPrefix("scopes: ") }
-        #expect(granted?.contains("User.Read") == true && granted?.contains("Files.Read") == true, "\(ana.result.stdout)")
+        #expect(
+            granted?.contains("User.Read") == true && granted?.contains("Files.Read") == true,
+            "\(ana.result.stdout)"
+        )
 
         // The timeclock app sees her without signing in (single sign-on through the shared group).
         let seen = try #require(try await cli.json(["account", "--app", Self.timeclock, "--json"]) as? [String: Any])
@@ -58,13 +64,17 @@ struct IdentityCLITests {
         #expect(silent.stdout.contains("Files.Read"), "\(silent.stdout)")
         #expect(!silent.stdout.contains("To sign in") && !silent.stderr.contains("To sign in"))
         #expect(!silent.stdout.lowercased().contains("access token"), "\(silent.stdout)")
-        let quiet = try #require(try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--json"]) as? [String: Any])
+        let quiet = try #require(
+            try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--json"]) as? [String: Any]
+        )
         #expect(quiet["accessToken"] == nil, "\(quiet)")
         #expect((quiet["account"] as? [String: Any])?["homeAccountId"] as? String == anaID)
         #expect(["cache", "refresh"].contains(quiet["source"] as? String), "\(quiet)")
         #expect((quiet["correlationId"] as? String)?.isEmpty == false, "\(quiet)")
-        let secret = try #require(try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--print-secret", "--json"])
-                                  as? [String: Any])
+        let secret = try #require(
+            try await cli.json(["token", "--app", Self.timeclock, "--scopes", "Files.Read", "--print-secret", "--json"])
+                as? [String: Any]
+        )
         let anaAccessToken = try #require(secret["accessToken"] as? String, "\(secret)")
         #expect(anaAccessToken.count > 20)
         #expect((secret["scopes"] as? [String])?.contains("Files.Read") == true, "\(secret)")
@@ -76,8 +86,10 @@ struct IdentityCLITests {
         let userinfo = try await cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
         #expect(userinfo.status == 0, "\(userinfo.stdout) \(userinfo.stderr)")
         #expect(userinfo.stdout.hasPrefix("HTTP 200"), "\(userinfo.stdout)")
-        #expect(userinfo.stdout.contains("Ana Worker") && userinfo.stdout.contains("\"preferred_username\" : \"worker1\""),
-                "\(userinfo.stdout)")
+        #expect(
+            userinfo.stdout.contains("Ana Worker") && userinfo.stdout.contains("\"preferred_username\" : \"worker1\""),
+            "\(userinfo.stdout)"
+        )
         #expect(try await cli.signInEvents().count == 1, "the silent calls signed somebody in")
 
         // Worker 2 cannot sign in on the timeclock while Ana's shift lasts; Ana stays signed in.
@@ -103,31 +115,43 @@ struct IdentityCLITests {
 
         // Worker 2's shift: the timeclock signs Ben in, and the API sees Ben.
         let ben = try await cli.signInByDeviceCode(app: Self.timeclock, as: "worker2")
-        try #require(ben.result.status == 0, "signin exited \(ben.result.status): \(ben.result.stdout) \(ben.result.stderr)")
+        try #require(
+            ben.result.status == 0,
+            "signin exited \(ben.result.status): \(ben.result.stdout) \(ben.result.stderr)"
+        )
         #expect(ben.result.stdout.contains("signed in: worker2 (Ben Worker) home_account_id "), "\(ben.result.stdout)")
         let benInfo = try await cli.run(["call", "--app", Self.timeclock, "--scopes", "User.Read", "userinfo"])
         #expect(benInfo.status == 0, "\(benInfo.stdout) \(benInfo.stderr)")
         #expect(benInfo.stdout.hasPrefix("HTTP 200"), "\(benInfo.stdout)")
         #expect(benInfo.stdout.contains("Ben Worker") && !benInfo.stdout.contains("Ana Worker"), "\(benInfo.stdout)")
-        let scannerView = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
+        let scannerView = try #require(
+            try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any]
+        )
         #expect((scannerView["current"] as? [String: Any])?["username"] as? String == "worker2", "\(scannerView)")
         #expect((scannerView["previous"] as? [String: Any])?["homeAccountId"] as? String == anaID, "\(scannerView)")
-        let benSecret = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
-                                     as? [String: Any])
+        let benSecret = try #require(
+            try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
+                as? [String: Any]
+        )
         let benAccessToken = try #require(benSecret["accessToken"] as? String, "\(benSecret)")
         let benRefreshToken = try await cli.refreshToken(app: Self.timeclock)
 
         // The audit log tells the story in order, and verifies.
         let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         let story = events.filter { ["account.signed_in", "account.signed_out"].contains($0["type"] as? String) }
-        #expect(story.map { "\($0["type"] ?? "") \($0["account"] ?? "")" }
+        #expect(
+            story.map { "\($0["type"] ?? "") \($0["account"] ?? "")" }
                 == ["account.signed_in worker1", "account.signed_out worker1", "account.signed_in worker2"],
-                "\(story)")
+            "\(story)"
+        )
         if story.count == 3 {
             #expect(story[0]["actor"] as? String == Self.scanner, "\(story[0])")
             #expect(story[1]["actor"] as? String == Self.timeclock, "\(story[1])")
             #expect(story[1]["reason"] as? String == "shift-end", "\(story[1])")
-            #expect((story[1]["details"] as? [String: Any])?["scope"] as? String == "global", "not a global sign-out: \(story[1])")
+            #expect(
+                (story[1]["details"] as? [String: Any])?["scope"] as? String == "global",
+                "not a global sign-out: \(story[1])"
+            )
             #expect((story[1]["details"] as? [String: Any])?["homeAccountId"] as? String == anaID, "\(story[1])")
             #expect(story[2]["actor"] as? String == Self.timeclock, "\(story[2])")
         }
@@ -147,12 +171,19 @@ struct IdentityCLITests {
         defer { cli.cleanUp() }
         try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuerES256, in: cli.runner))
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1", plugin: "oidc-es256")
-        try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
+        try #require(
+            ana.result.status == 0,
+            "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)"
+        )
         #expect(ana.result.stdout.contains("signed in: worker1 (Ana Worker)"), "\(ana.result.stdout)")
-        let before = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
+        let before = try #require(
+            try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any]
+        )
         #expect(before["source"] as? String == "cache", "\(before)")
 
-        let revoke = try await Provider.tool(["revoke", "--port", "\(Self.port)", "--user", "worker1", "--plugin", "oidc-es256"])
+        let revoke = try await Provider.tool([
+            "revoke", "--port", "\(Self.port)", "--user", "worker1", "--plugin", "oidc-es256",
+        ])
         try #require(revoke.status == 0, "\(revoke.stdout) \(revoke.stderr)")
 
         let refused = try await cli.run(["token", "--app", Self.scanner, "--scopes", "User.Read", "--force-refresh"])
@@ -161,7 +192,9 @@ struct IdentityCLITests {
         #expect(refused.stdout.isEmpty, "\(refused.stdout)")
 
         // The failed refresh changed nothing: the cached token still answers, and Ana is still current.
-        let after = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
+        let after = try #require(
+            try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any]
+        )
         #expect(after["source"] as? String == "cache", "\(after)")
         #expect(after["expiresOn"] as? String == before["expiresOn"] as? String, "\(before) \(after)")
         let account = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
@@ -198,10 +231,15 @@ struct IdentityCLITests {
         defer { cli.cleanUp() }
         try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let browser = "'\(Provider.toolPath)' browse --user worker2 --"
-        let process = try BackgroundProcess(URL(fileURLWithPath: "/usr/bin/env"),
-                                            ["DEVICECTL_BROWSER=\(browser)", DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path,
-                                             "signin", "--app", Self.timeclock, "--flow", "browser", "--json",
-                                             "--state-dir", cli.runner.stateDirectory.path])
+        let process = try BackgroundProcess(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "DEVICECTL_BROWSER=\(browser)",
+                DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path,
+                "signin", "--app", Self.timeclock, "--flow", "browser", "--json",
+                "--state-dir", cli.runner.stateDirectory.path,
+            ]
+        )
         defer { process.killIfRunning() }
         let exited = await process.waitForExit(timeout: 60)
         try #require(exited, "signin is still running after 60 s: \(process.standardOutput) \(process.standardError)")
@@ -233,22 +271,31 @@ struct IdentityCLITests {
         defer { cli.cleanUp() }
         try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1")
-        try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
+        try #require(
+            ana.result.status == 0,
+            "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)"
+        )
 
         // The ES256 issuer's userinfo does not accept the RS256 issuer's tokens: 401.
-        let unauthorized = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuerES256 + "/userinfo"])
+        let unauthorized = try await cli.run([
+            "call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuerES256 + "/userinfo",
+        ])
         #expect(unauthorized.status == 53, "\(unauthorized.stdout) \(unauthorized.stderr)")
         #expect(unauthorized.stderr.contains("HTTP 401"), "\(unauthorized.stderr)")
         #expect(!unauthorized.stdout.contains("HTTP 200"), "\(unauthorized.stdout)")
         // A path the provider does not have: 404.
-        let missing = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuer + "/no-such-endpoint"])
+        let missing = try await cli.run([
+            "call", "--app", Self.scanner, "--scopes", "User.Read", provider.issuer + "/no-such-endpoint",
+        ])
         #expect(missing.status == 53, "\(missing.stdout) \(missing.stderr)")
         #expect(missing.stderr.contains("HTTP 404"), "\(missing.stderr)")
         // Neither failure signed Ana out: the real endpoint still answers.
         let userinfo = try await cli.run(["call", "--app", Self.scanner, "--scopes", "User.Read", "userinfo"])
         #expect(userinfo.status == 0 && userinfo.stdout.contains("Ana Worker"), "\(userinfo.stdout) \(userinfo.stderr)")
-        let secret = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
-                                  as? [String: Any])
+        let secret = try #require(
+            try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--print-secret", "--json"])
+                as? [String: Any]
+        )
         cli.expectNoSecrets([try #require(secret["accessToken"] as? String)])
     }
 
@@ -265,7 +312,10 @@ struct IdentityCLITests {
         try #require(exited, "signin is still running after 60 s: \(process.standardOutput) \(process.standardError)")
         #expect(process.status == 77, "\(process.standardOutput) \(process.standardError)")
         #expect(process.standardError.contains("com.contoso.unknown"), "\(process.standardError)")
-        #expect(!process.standardOutput.contains("To sign in"), "a device code was requested: \(process.standardOutput)")
+        #expect(
+            !process.standardOutput.contains("To sign in"),
+            "a device code was requested: \(process.standardOutput)"
+        )
         let token = try await cli.run(["token", "--app", "com.contoso.unknown", "--scopes", "User.Read"])
         #expect(token.status == 77, "\(token.stdout) \(token.stderr)")
         #expect(try await cli.signInEvents().isEmpty)
@@ -292,7 +342,9 @@ extension IdentityCLITests {
             do {
                 let start = try await tool(["start", "--port", "\(port)"])
                 guard start.status == 0 else {
-                    return .failure(BackgroundProcessError(message: "tools/idp start exited \(start.status): \(start.stderr)"))
+                    return .failure(
+                        BackgroundProcessError(message: "tools/idp start exited \(start.status): \(start.stderr)")
+                    )
                 }
                 var values: [String: String] = [:]
                 for line in start.stdout.split(separator: "\n") {
@@ -300,10 +352,18 @@ extension IdentityCLITests {
                     if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
                 }
                 guard let issuer = values["ISSUER"], let es256 = values["ISSUER_ES256"] else {
-                    return .failure(BackgroundProcessError(message: "tools/idp start printed no issuers: \(start.stdout)"))
+                    return .failure(
+                        BackgroundProcessError(message: "tools/idp start printed no issuers: \(start.stdout)")
+                    )
                 }
-                return .success(Provider(issuer: issuer, issuerES256: es256, b2cSignUpOrSignIn: values["B2C_SUSI"],
-                                         b2cEditProfile: values["B2C_EDIT_PROFILE"]))
+                return .success(
+                    Provider(
+                        issuer: issuer,
+                        issuerES256: es256,
+                        b2cSignUpOrSignIn: values["B2C_SUSI"],
+                        b2cEditProfile: values["B2C_EDIT_PROFILE"]
+                    )
+                )
             } catch {
                 return .failure(BackgroundProcessError(message: "cannot run tools/idp: \(error)"))
             }
@@ -328,7 +388,10 @@ extension IdentityCLITests {
             guard shipped.contains(demoIssuer) else {
                 throw BackgroundProcessError(message: "policies/kiosk.json no longer names \(demoIssuer)")
             }
-            return try runner.writeFile("kiosk.json", Data(shipped.replacingOccurrences(of: demoIssuer, with: "\"\(issuer)\"").utf8))
+            return try runner.writeFile(
+                "kiosk.json",
+                Data(shipped.replacingOccurrences(of: demoIssuer, with: "\"\(issuer)\"").utf8)
+            )
         }
     }
 
@@ -355,7 +418,11 @@ extension IdentityCLITests {
 
         func provision(policy: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let result = try await run(["provision", "--policy", policy])
-            try #require(result.status == 0, "provision exited \(result.status): \(result.stderr)", sourceLocation: sourceLocation)
+            try #require(
+                result.status == 0,
+                "provision exited \(result.status): \(result.stderr)",
+                sourceLocation: sourceLocation
+            )
         }
 
         /// The audit log's `account.signed_in` events.
@@ -367,12 +434,22 @@ extension IdentityCLITests {
         func refreshToken(app: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
             let file = runner.filesDirectory.appendingPathComponent("export-\(UUID().uuidString).json").path
             let export = try await run(["cache", "export", "--app", app, "--output", file])
-            try #require(export.status == 0, "cache export exited \(export.status): \(export.stderr)", sourceLocation: sourceLocation)
-            let cache = try #require(try parseJSON(String(contentsOfFile: file, encoding: .utf8)) as? [String: Any], sourceLocation: sourceLocation)
+            try #require(
+                export.status == 0,
+                "cache export exited \(export.status): \(export.stderr)",
+                sourceLocation: sourceLocation
+            )
+            let cache = try #require(
+                try parseJSON(String(contentsOfFile: file, encoding: .utf8)) as? [String: Any],
+                sourceLocation: sourceLocation
+            )
             try? FileManager.default.removeItem(atPath: file)
             let entries = (cache["RefreshToken"] as? [String: [String: Any]]) ?? [:]
-            return try #require(entries.values.compactMap { $0["secret"] as? String }.first, "no refresh token in \(cache.keys.sorted())",
-                                sourceLocation: sourceLocation)
+            return try #require(
+                entries.values.compactMap { $0["secret"] as? String }.first,
+                "no refresh token in \(cache.keys.sorted())",
+                sourceLocation: sourceLocation
+            )
         }
 
         struct DeviceCodeSignIn {
@@ -390,9 +467,14 @@ extension IdentityCLITests {
         /// approval that the device code being polled never sees), so requesting the code and approving it
         /// happen under `ProviderLock`. Should a code still come out
         /// unusable (another test process without the lock), the sign-in starts over once, as a worker would.
-        func signInByDeviceCode(app: String, as user: String, plugin: String = "oidc", extra: [String] = [],
-                                environment: [String: String] = [:],
-                                sourceLocation: SourceLocation = #_sourceLocation) async throws -> DeviceCodeSignIn {
+        func signInByDeviceCode(
+            app: String,
+            as user: String,
+            plugin: String = "oidc",
+            extra: [String] = [],
+            environment: [String: String] = [:],
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws -> DeviceCodeSignIn {
             let arguments = ["signin", "--app", app, "--flow", "device-code"] + extra
             var attempt = 0
             while true {
@@ -409,20 +491,30 @@ extension IdentityCLITests {
                 if code.isEmpty { code = Self.userCode(in: process.standardOutput + process.standardError) ?? "" }
                 var approval: DevicectlRunner.Result?
                 if !code.isEmpty {
-                    approval = try await Provider.tool(["approve", "--port", "\(port)", "--code", code,
-                                                          "--user", user, "--plugin", plugin])
+                    approval = try await Provider.tool([
+                        "approve", "--port", "\(port)", "--code", code,
+                        "--user", user, "--plugin", plugin,
+                    ])
                 }
                 lock.release()
                 if let approval, approval.status != 0 {
                     if attempt == 1 && approval.stderr.contains("deviceServerError") {
-                        print("IdentityCLITests: the provider stored code \(code) unusably (\(approval.stderr)); signing in again")
+                        print(
+                            "IdentityCLITests: the provider stored code \(code) unusably (\(approval.stderr)); signing in again"
+                        )
                         process.killIfRunning()
                         _ = await process.waitForExit(timeout: 10)
                         continue
                     }
-                    Issue.record("tools/idp approve exited \(approval.status): \(approval.stderr)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "tools/idp approve exited \(approval.status): \(approval.stderr)",
+                        sourceLocation: sourceLocation
+                    )
                 } else if code.isEmpty, !process.hasExited {
-                    Issue.record("signin showed no code within 30 s: \(process.standardOutput) \(process.standardError)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "signin showed no code within 30 s: \(process.standardOutput) \(process.standardError)",
+                        sourceLocation: sourceLocation
+                    )
                 }
                 let exited = await process.waitForExit(timeout: 60)
                 if !exited {
@@ -430,8 +522,11 @@ extension IdentityCLITests {
                     _ = await process.waitForExit(timeout: 10)
                     Issue.record("signin did not finish within 60 s of the approval", sourceLocation: sourceLocation)
                 }
-                let result = DevicectlRunner.Result(status: exited ? process.status : -1, stdout: process.standardOutput,
-                                                    stderr: process.standardError)
+                let result = DevicectlRunner.Result(
+                    status: exited ? process.status : -1,
+                    stdout: process.standardOutput,
+                    stderr: process.standardError
+                )
                 record(arguments.joined(separator: " "), result.stdout + result.stderr)
                 return DeviceCodeSignIn(code: code, result: result)
             }
@@ -442,7 +537,9 @@ extension IdentityCLITests {
             guard let range = text.range(of: "enter the code ") else { return nil }
             let rest = text[range.upperBound...]
             guard let end = rest.firstIndex(where: { $0 == "\n" }) else { return nil }  // the line is not complete yet
-            let code = rest[..<end].trimmingCharacters(in: CharacterSet.whitespaces.union(CharacterSet(charactersIn: ".")))
+            let code = rest[..<end].trimmingCharacters(
+                in: CharacterSet.whitespaces.union(CharacterSet(charactersIn: "."))
+            )
             return code.isEmpty ? nil : code
         }
 
@@ -452,7 +549,10 @@ extension IdentityCLITests {
             #expect(!checked.isEmpty, sourceLocation: sourceLocation)
             for output in checked {
                 for secret in secrets where output.text.contains(secret) {
-                    Issue.record("`devicectl \(output.command)` showed a token (\(secret.prefix(12))…)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "`devicectl \(output.command)` showed a token (\(secret.prefix(12))…)",
+                        sourceLocation: sourceLocation
+                    )
                 }
             }
         }
@@ -464,7 +564,10 @@ extension IdentityCLITests {
             #expect(!contents.isEmpty, "no database at \(runner.databasePath)", sourceLocation: sourceLocation)
             for data in contents {
                 for secret in secrets where data.range(of: Data(secret.utf8)) != nil {
-                    Issue.record("the database holds a token in clear (\(secret.prefix(12))…)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "the database holds a token in clear (\(secret.prefix(12))…)",
+                        sourceLocation: sourceLocation
+                    )
                 }
             }
         }
@@ -476,7 +579,8 @@ extension IdentityCLITests {
     /// code and approves it (see `signInByDeviceCode`). It serializes this process's tests and any other
     /// process that takes the same lock; waiting polls without blocking a thread.
     final class ProviderLock: @unchecked Sendable {
-        static let path = (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/devicectl-idp-\(port)-device-code.lock"
+        static let path =
+            (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/devicectl-idp-\(port)-device-code.lock"
         private let descriptor: Int32
         private var held = true
 

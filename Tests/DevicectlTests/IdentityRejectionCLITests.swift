@@ -42,8 +42,11 @@ struct IdentityRejectionCLITests {
         try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
 
         let issuer = try #require(URL(string: provider.issuer))
-        let discovery = try #require(try JSONSerialization.jsonObject(
-            with: LoopbackProxy.get(issuer.path + "/.well-known/openid-configuration", port: Self.port)) as? [String: Any])
+        let discovery = try #require(
+            try JSONSerialization.jsonObject(
+                with: LoopbackProxy.get(issuer.path + "/.well-known/openid-configuration", port: Self.port)
+            ) as? [String: Any]
+        )
         let jwksURI = try #require((discovery["jwks_uri"] as? String).flatMap(URL.init(string:)), "\(discovery)")
         #expect(jwksURI.port == Int(Self.port), "the provider publishes its keys elsewhere: \(jwksURI)")
         let published = try LoopbackProxy.get(jwksURI.path, port: Self.port)
@@ -53,20 +56,38 @@ struct IdentityRejectionCLITests {
 
         let itemsBefore = try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM items")
         let eventsBefore = try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM audit_events")
-        let signIn = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1",
-                                                      environment: ["http_proxy": proxy.url, "no_proxy": "", "NO_PROXY": ""])
+        let signIn = try await cli.signInByDeviceCode(
+            app: Self.scanner,
+            as: "worker1",
+            environment: ["http_proxy": proxy.url, "no_proxy": "", "NO_PROXY": ""]
+        )
         // The token request went through the proxy, and the keys came from it.
         #expect(proxy.requests.contains { $0.hasPrefix("POST ") && $0.hasSuffix("/token") }, "\(proxy.requests)")
-        #expect(proxy.requests.contains("GET \(jwksURI.path)"), "devicectl never fetched the keys through the proxy: \(proxy.requests)")
+        #expect(
+            proxy.requests.contains("GET \(jwksURI.path)"),
+            "devicectl never fetched the keys through the proxy: \(proxy.requests)"
+        )
         #expect(!signIn.code.isEmpty, "no device code was shown: \(signIn.result.stdout) \(signIn.result.stderr)")
 
-        #expect(signIn.result.status == 52, "\(change): signin exited \(signIn.result.status): \(signIn.result.stdout) \(signIn.result.stderr)")
-        #expect(signIn.result.stderr.contains("ID token") && signIn.result.stderr.contains(change.refusal), "\(signIn.result.stderr)")
+        #expect(
+            signIn.result.status == 52,
+            "\(change): signin exited \(signIn.result.status): \(signIn.result.stdout) \(signIn.result.stderr)"
+        )
+        #expect(
+            signIn.result.stderr.contains("ID token") && signIn.result.stderr.contains(change.refusal),
+            "\(signIn.result.stderr)"
+        )
         #expect(!signIn.result.stdout.contains("signed in:"), "\(signIn.result.stdout)")
 
         // Nothing cached, nobody signed in, nothing logged.
-        #expect(try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM items") == itemsBefore, "the rejected sign-in stored items")
-        #expect(try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM audit_events") == eventsBefore, "the rejected sign-in was logged")
+        #expect(
+            try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM items") == itemsBefore,
+            "the rejected sign-in stored items"
+        )
+        #expect(
+            try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM audit_events") == eventsBefore,
+            "the rejected sign-in was logged"
+        )
         let account = try #require(try await cli.json(["account", "--app", Self.scanner, "--json"]) as? [String: Any])
         #expect(account["current"] is NSNull, "\(account)")
         #expect(try await cli.signInEvents().isEmpty)
@@ -86,7 +107,10 @@ struct IdentityRejectionCLITests {
         defer { cli.cleanUp() }
         try await cli.provision(policy: provider.kioskPolicy(issuer: provider.issuer, in: cli.runner))
         let ana = try await cli.signInByDeviceCode(app: Self.scanner, as: "worker1")
-        try #require(ana.result.status == 0, "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)")
+        try #require(
+            ana.result.status == 0,
+            "signin exited \(ana.result.status): \(ana.result.stdout) \(ana.result.stderr)"
+        )
         let granted = ana.result.stdout.split(separator: "\n").first { $0.hasPrefix("scopes: ") }.map(String.init) ?? ""
         try #require(granted.contains("User.Read") && !granted.contains("email"), "the sign-in was granted \(granted)")
 
@@ -103,16 +127,24 @@ struct IdentityRejectionCLITests {
 
         #expect(try await Self.itemRows(cli) == rowsBefore, "the refused refresh changed the store")
         #expect(try await sqlite3(cli.runner.databasePath, "SELECT count(*) FROM audit_events") == eventsBefore)
-        #expect(try await Self.exportedAccessTokens(cli) == cacheBefore, "the refused refresh changed the cached access tokens")
+        #expect(
+            try await Self.exportedAccessTokens(cli) == cacheBefore,
+            "the refused refresh changed the cached access tokens"
+        )
         // Ana is still signed in and the tokens she was granted still answer from the cache.
-        let cached = try #require(try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any])
+        let cached = try #require(
+            try await cli.json(["token", "--app", Self.scanner, "--scopes", "User.Read", "--json"]) as? [String: Any]
+        )
         #expect(cached["source"] as? String == "cache", "\(cached)")
         #expect((try await cli.json(["audit", "--json", "--type", "account.signed_out"]) as? [Any])?.isEmpty == true)
     }
 
     /// Every item row as `id|nonce|ciphertext` (hex).
     static func itemRows(_ cli: IdentityCLITests.Device) async throws -> String {
-        try await sqlite3(cli.runner.databasePath, "SELECT id || '|' || hex(nonce) || '|' || hex(ciphertext) FROM items ORDER BY id")
+        try await sqlite3(
+            cli.runner.databasePath,
+            "SELECT id || '|' || hex(nonce) || '|' || hex(ciphertext) FROM items ORDER BY id"
+        )
     }
 
     /// The scanner's cached access tokens (`cache export`): entry key → target, secret and expiry.
@@ -123,7 +155,9 @@ struct IdentityRejectionCLITests {
         try #require(export.status == 0, "cache export exited \(export.status): \(export.stderr)")
         let cache = try #require(try parseJSON(String(contentsOfFile: file, encoding: .utf8)) as? [String: Any])
         let tokens = (cache["AccessToken"] as? [String: [String: Any]]) ?? [:]
-        return tokens.mapValues { entry in ["target", "secret", "expires_on", "cached_at"].map { entry[$0] as? String ?? "-" } }
+        return tokens.mapValues { entry in
+            ["target", "secret", "expires_on", "cached_at"].map { entry[$0] as? String ?? "-" }
+        }
     }
 }
 
@@ -134,9 +168,15 @@ enum KeySetForgery {
         do {
             let key = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/openssl"), ["genrsa", "2048"])
             guard key.status == 0 else { return .failure(ProxyError("openssl genrsa: \(key.stderr)")) }
-            let modulus = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/openssl"), ["rsa", "-noout", "-modulus"], stdin: key.stdout)
+            let modulus = try await DevicectlRunner.execute(
+                URL(fileURLWithPath: "/usr/bin/openssl"),
+                ["rsa", "-noout", "-modulus"],
+                stdin: key.stdout
+            )
             let hex = modulus.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard modulus.status == 0, hex.hasPrefix("Modulus="), let bytes = Data(hex: String(hex.dropFirst("Modulus=".count))) else {
+            guard modulus.status == 0, hex.hasPrefix("Modulus="),
+                let bytes = Data(hex: String(hex.dropFirst("Modulus=".count)))
+            else {
                 return .failure(ProxyError("openssl rsa -modulus: \(modulus.stdout) \(modulus.stderr)"))
             }
             return .success(bytes)

@@ -2,6 +2,7 @@ import Foundation
 import ProcessTestSupport
 import TestTags
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,7 +47,9 @@ struct InputAndLoggingCLITests {
     @Test func aDeviceNameOverTheLimitIsRefusedWithoutEchoingIt() async throws {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
-        var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.kiosk))) as? [String: Any])
+        var policy = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: Self.kiosk))) as? [String: Any]
+        )
         var device = try #require(policy["device"] as? [String: Any])
         device["name"] = String(repeating: "x", count: 200_000)
         policy["device"] = device
@@ -67,10 +70,16 @@ struct InputAndLoggingCLITests {
 
         let verbose = try await cli.run(["info", "--log-level", "debug"])
         #expect(verbose.status == 0)
-        #expect(verbose.stderr.contains("debug") && verbose.stderr.contains("keychain store opened"), "\(verbose.stderr)")
+        #expect(
+            verbose.stderr.contains("debug") && verbose.stderr.contains("keychain store opened"),
+            "\(verbose.stderr)"
+        )
         #expect(!verbose.stdout.contains("keychain store opened"), "logs leaked into standard output")
 
-        let fromEnvironment = try await cli.run(["provision", "--policy", Self.kiosk, "--force"], environment: ["DEVICECTL_LOG_LEVEL": "debug"])
+        let fromEnvironment = try await cli.run(
+            ["provision", "--policy", Self.kiosk, "--force"],
+            environment: ["DEVICECTL_LOG_LEVEL": "debug"]
+        )
         #expect(fromEnvironment.stderr.contains("device policy applied"), "\(fromEnvironment.stderr)")
 
         let wrong = try await cli.run(["info", "--log-level", "chatty"])
@@ -85,8 +94,13 @@ struct InputAndLoggingCLITests {
         defer { cli.cleanUp() }
         #expect(try await cli.run(["provision", "--policy", Self.kiosk]).status == 0)
         let devicectl = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path
-        let asNobody = try await DevicectlRunner.execute(URL(fileURLWithPath: "/usr/bin/setpriv"),
-            ["--reuid=65534", "--regid=65534", "--clear-groups", devicectl, "info", "--state-dir", cli.stateDirectory.path])
+        let asNobody = try await DevicectlRunner.execute(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", devicectl, "info", "--state-dir",
+                cli.stateDirectory.path,
+            ]
+        )
         #expect(asNobody.status == 46 || asNobody.status == 74, "\(asNobody.status): \(asNobody.stderr)")
         #expect(asNobody.stderr.contains("owned by root (uid 0)"), "\(asNobody.stderr)")
         #expect(asNobody.stderr.contains("uid 65534"), "\(asNobody.stderr)")

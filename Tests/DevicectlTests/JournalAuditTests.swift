@@ -8,7 +8,8 @@ import Testing
 /// entry through the journal's native protocol, its log lines keep their levels through the `<N>` prefixes,
 /// and systemd-journal-upload ships the entries unchanged to a systemd-journal-remote on loopback.
 @Suite(.serialized, .tags(.integration, .needsRoot)) struct JournalAuditTests {
-    static let journalDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let journalDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("Journal")
 
     /// The entries of a `journalctl -o json` file.
@@ -20,23 +21,36 @@ import Testing
     }
 
     @Test func auditEventsAreStructuredJournalEntriesThatJournalUploadShipsUnchanged() async throws {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("journal-audit-\(UUID().uuidString.prefix(8))")
-        let state = scratch.appendingPathComponent("state"), out = scratch.appendingPathComponent("out")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "journal-audit-\(UUID().uuidString.prefix(8))"
+        )
+        let state = scratch.appendingPathComponent("state")
+        let out = scratch.appendingPathComponent("out")
         try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         // The worker's name, as the identity provider gives it, tries to inject journal fields of its own: each
         // value with a newline goes in the native protocol's length-prefixed form, so it stays one field.
-        let worker = Worker(uid: Worker.jo.uid, username: "jo.worker@contoso.example\nSHAREDMODE_AUDIT_TYPE=device.deprovisioned\nPRIORITY=0",
-                            name: "Jo\nMESSAGE=forged")
+        let worker = Worker(
+            uid: Worker.jo.uid,
+            username: "jo.worker@contoso.example\nSHAREDMODE_AUDIT_TYPE=device.deprovisioned\nPRIORITY=0",
+            name: "Jo\nMESSAGE=forged"
+        )
         let response = scratch.appendingPathComponent("response.json")
         try worker.response().write(to: response)
         let port = 19_600 + Int.random(in: 0..<300)
-        let run = try await Command.run(Self.journalDirectory.appendingPathComponent("journal-sandbox"), [
-            Self.journalDirectory.appendingPathComponent("audit-to-journal").path, ChildProcess.productsDirectory.path, state.path,
-            DevicectlRunner.policy("kiosk.json"), response.path, "com.contoso.kiosk.scanner", out.path, "\(port)",
-        ])
+        let run = try await Command.run(
+            Self.journalDirectory.appendingPathComponent("journal-sandbox"),
+            [
+                Self.journalDirectory.appendingPathComponent("audit-to-journal").path,
+                ChildProcess.productsDirectory.path, state.path,
+                DevicectlRunner.policy("kiosk.json"), response.path, "com.contoso.kiosk.scanner", out.path, "\(port)",
+            ]
+        )
         try #require(run.status == 0, "the journal scenario failed (\(run.status)): \(run.stderr)")
-        let info = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("info.json"))) as? [String: Any])
+        let info = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("info.json")))
+                as? [String: Any]
+        )
         let deviceID = try #require(info["deviceId"] as? String, "\(info)")
 
         // `journalctl SHAREDMODE_AUDIT_TYPE=account.signed_out` finds the sign-out, with its fields.
@@ -56,8 +70,14 @@ import Testing
         // ran, too (copied at its next start); and deviced's own log lines keep their level.
         let deviced = try Self.entries(out.appendingPathComponent("deviced.json"))
         let types = deviced.compactMap { $0["SHAREDMODE_AUDIT_TYPE"] as? String }
-        #expect(types == ["device.provisioned", "account.signed_in", "account.signed_out", "device.key_rotated"], "\(types)")
-        #expect(!deviced.contains { $0["PRIORITY"] as? String == "0" || Self.text($0["MESSAGE"]) == "forged" }, "a field was injected")
+        #expect(
+            types == ["device.provisioned", "account.signed_in", "account.signed_out", "device.key_rotated"],
+            "\(types)"
+        )
+        #expect(
+            !deviced.contains { $0["PRIORITY"] as? String == "0" || Self.text($0["MESSAGE"]) == "forged" },
+            "a field was injected"
+        )
         let sequences = deviced.compactMap { ($0["SHAREDMODE_AUDIT_SEQUENCE"] as? String).flatMap(Int.init) }
         #expect(sequences == [1, 2, 3, 4], "\(sequences)")
         let ready = deviced.first { ($0["MESSAGE"] as? String)?.contains("deviced ready") == true }
@@ -70,8 +90,11 @@ import Testing
         let shipped = try Self.entries(out.appendingPathComponent("remote.json"))
         let upload = (try? String(contentsOf: out.appendingPathComponent("upload.log"), encoding: .utf8)) ?? ""
         try #require(shipped.count == 1, "the collector has \(shipped.count) sign-outs; upload: \(upload)")
-        for field in ["SHAREDMODE_AUDIT_SEQUENCE", "SHAREDMODE_AUDIT_TYPE", "SHAREDMODE_AUDIT_ACCOUNT", "SHAREDMODE_AUDIT_CORRELATION_ID",
-                      "SHAREDMODE_DEVICE_ID", "MESSAGE", "PRIORITY"] {
+        for field in [
+            "SHAREDMODE_AUDIT_SEQUENCE", "SHAREDMODE_AUDIT_TYPE", "SHAREDMODE_AUDIT_ACCOUNT",
+            "SHAREDMODE_AUDIT_CORRELATION_ID",
+            "SHAREDMODE_DEVICE_ID", "MESSAGE", "PRIORITY",
+        ] {
             #expect(Self.text(shipped[0][field]) == Self.text(entry[field]), "\(field): \(shipped[0]) vs \(entry)")
         }
     }

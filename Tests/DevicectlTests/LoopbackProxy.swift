@@ -43,7 +43,9 @@ final class LoopbackProxy: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(descriptor, 16) == 0 else {
             close(descriptor)
@@ -87,17 +89,22 @@ final class LoopbackProxy: Sendable {
         guard let request = Self.readRequest(client) else { return }
         state.withLock { $0.requests.append("\(request.method) \(request.path)") }
         if let body = replacements[request.path] {
-            let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
             Self.send(Data(head.utf8) + body, to: client)
             return
         }
         guard request.port == upstreamPort, let upstream = Self.connect(port: upstreamPort) else {
-            Self.send(Data("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8), to: client)
+            Self.send(
+                Data("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8),
+                to: client
+            )
             return
         }
         defer { close(upstream) }
         var head = "\(request.method) \(request.target) HTTP/1.1\r\n"
-        for (name, value) in request.headers where !["connection", "proxy-connection", "keep-alive"].contains(name.lowercased()) {
+        for (name, value) in request.headers
+        where !["connection", "proxy-connection", "keep-alive"].contains(name.lowercased()) {
             head += "\(name): \(value)\r\n"
         }
         head += "Connection: close\r\n\r\n"
@@ -144,7 +151,8 @@ final class LoopbackProxy: Sendable {
         var length = 0
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = String(line[..<colon]), value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let name = String(line[..<colon])
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             headers.append((name, value))
             if name.lowercased() == "content-length" { length = Int(value) ?? 0 }
         }
@@ -155,7 +163,8 @@ final class LoopbackProxy: Sendable {
             guard count > 0 else { return nil }
             body.append(contentsOf: buffer[0..<count])
         }
-        var target = requestLine[1], port: UInt16 = 80
+        var target = requestLine[1]
+        var port: UInt16 = 80
         if let url = URL(string: target), url.scheme == "http" {
             port = UInt16(url.port ?? 80)
             target = url.path.isEmpty ? "/" : url.path
@@ -173,7 +182,9 @@ final class LoopbackProxy: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = port.bigEndian
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(descriptor)
@@ -186,7 +197,9 @@ final class LoopbackProxy: Sendable {
     private static func send(_ data: Data, to descriptor: Int32) {
         var offset = 0
         while offset < data.count {
-            let written = data.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + offset, data.count - offset, Int32(MSG_NOSIGNAL)) }
+            let written = data.withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress! + offset, data.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if written < 0 && errno == EINTR { continue }
             guard written > 0 else { return }
             offset += written
@@ -204,7 +217,10 @@ final class LoopbackProxy: Sendable {
     static func get(_ path: String, port: UInt16) throws -> Data {
         guard let descriptor = connect(port: port) else { throw ProxyError("cannot connect to 127.0.0.1:\(port)") }
         defer { close(descriptor) }
-        send(Data("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\nAccept: application/json\r\n\r\n".utf8), to: descriptor)
+        send(
+            Data("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\nAccept: application/json\r\n\r\n".utf8),
+            to: descriptor
+        )
         var response = Data()
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
@@ -214,9 +230,12 @@ final class LoopbackProxy: Sendable {
             response.append(contentsOf: buffer[0..<count])
         }
         guard let headEnd = response.range(of: Data("\r\n\r\n".utf8)),
-              String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200") ||
-              String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.0 200") else {
-            throw ProxyError("GET \(path) on 127.0.0.1:\(port) failed: \(String(decoding: response.prefix(200), as: UTF8.self))")
+            String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200")
+                || String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.0 200")
+        else {
+            throw ProxyError(
+                "GET \(path) on 127.0.0.1:\(port) failed: \(String(decoding: response.prefix(200), as: UTF8.self))"
+            )
         }
         return Data(response[headEnd.upperBound...])
     }

@@ -24,8 +24,13 @@ import Testing
     @Test func aSameUserProcessOwningTheBrokerNameFirstGetsNothingBeyondItsUidsShare() async throws {
         let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
         let session = try await MSALSession(daemon, uid: Daemon.scannerUID)
-        let squatter = try ChildProcess(MSALSession.script, ["run", session.directory.path, "--", "/usr/bin/python3", "-c", Self.squatter,
-                                                             session.signalFile("squatter-done")])
+        let squatter = try ChildProcess(
+            MSALSession.script,
+            [
+                "run", session.directory.path, "--", "/usr/bin/python3", "-c", Self.squatter,
+                session.signalFile("squatter-done"),
+            ]
+        )
         defer { session.signal("squatter-done") }
         var owned = false
         for _ in 0..<600 where !owned && !squatter.hasExited {
@@ -36,17 +41,36 @@ import Testing
 
         // The real bridge, started on that bus now, cannot take the name and says why (no silent second broker).
         let bridge = daemon.publicDirectory.appendingPathComponent("msal-bridge").path
-        let refused = try await Command.run(MSALSession.script, ["run", session.directory.path, "--", bridge, "--socket", daemon.socketPath,
-                                                                 "--flow", "deviceCode"])
-        #expect(refused.status != 0 && refused.stderr.contains("owned by another process"), "\(refused.status) \(refused.stderr)")
+        let refused = try await Command.run(
+            MSALSession.script,
+            [
+                "run", session.directory.path, "--", bridge, "--socket", daemon.socketPath,
+                "--flow", "deviceCode",
+            ]
+        )
+        #expect(
+            refused.status != 0 && refused.stderr.contains("owned by another process"),
+            "\(refused.status) \(refused.stderr)"
+        )
 
         // Whatever the squatter claims on the bus, deviced knows it by its uid: the scanner's app and its groups,
         // never the timeclock's share, never an administrator's.
-        let own = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "add-generic-password", "--access-group", Daemon.scanner,
-                                                                     "--service", "squatter", "--account", "a", "--secret-stdin"], stdin: "x")
+        let own = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "add-generic-password", "--access-group", Daemon.scanner,
+                "--service", "squatter", "--account", "a", "--secret-stdin",
+            ],
+            stdin: "x"
+        )
         #expect(own.status == 0, "its own share: \(own.stdout) \(own.stderr)")
-        let other = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "find-generic-password", "--access-group", Daemon.timeclock,
-                                                                       "--service", "badge"])
+        let other = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "find-generic-password", "--access-group", Daemon.timeclock,
+                "--service", "badge",
+            ]
+        )
         #expect(other.status == 77, "another app's group: \(other.status) \(other.stderr)")
         let status = try await daemon.devicectl(as: Daemon.scannerUID, ["status"])
         #expect(status.status != 0, "the squatter's uid read the administrator's status")

@@ -11,7 +11,8 @@ import Testing
     typealias Provider = IdentityCLITests.Provider
 
     /// The MSAL client ids policies/kiosk.json lists for the scanner and the timeclock.
-    static let scannerClientID = "6a1b9c3e-5d2f-4e8a-b7c0-2f4d6e8a0b1c", timeclockClientID = "c7e2d4f6-8a0b-4c1d-9e3f-5a7b9c1d3e5f"
+    static let scannerClientID = "6a1b9c3e-5d2f-4e8a-b7c0-2f4d6e8a0b1c",
+        timeclockClientID = "c7e2d4f6-8a0b-4c1d-9e3f-5a7b9c1d3e5f"
 
     /// Signs `user` in through devicectl as `uid` (device code, approved through the provider's API).
     static func signIn(_ daemon: Daemon, as uid: UInt32, user: String) async throws {
@@ -22,9 +23,14 @@ import Testing
     /// The provider's userinfo for `accessToken` (the token goes on standard input, never on a command line).
     static func userinfo(_ accessToken: String) async throws -> [String: Any] {
         let provider = try await Provider.shared()
-        let fetch = "import sys, urllib.request; print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
+        let fetch =
+            "import sys, urllib.request; print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
             + "headers={'Authorization': 'Bearer ' + sys.stdin.read().strip()})).read().decode())"
-        let result = try await Command.run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", fetch, provider.issuer + "/userinfo"], stdin: accessToken)
+        let result = try await Command.run(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            ["-c", fetch, provider.issuer + "/userinfo"],
+            stdin: accessToken
+        )
         try #require(result.status == 0, "userinfo refused the token: \(result.stderr)")
         return try #require(try parseJSON(result.stdout) as? [String: Any])
     }
@@ -46,11 +52,18 @@ import Testing
         let timeclock = try await MSALSession(daemon, uid: Daemon.timeclockUID)
 
         // One app process across the shift: sign in, (sign-out), silent with force_refresh, (worker 2), sign in.
-        let app = try scanner.startApp(clientID: Self.scannerClientID, [
-            "signin", "wait", "--for", scanner.signalFile("signed-out"), "silent", "--force-refresh",
-            "wait", "--for", scanner.signalFile("next-worker"), "signin"])
+        let app = try scanner.startApp(
+            clientID: Self.scannerClientID,
+            [
+                "signin", "wait", "--for", scanner.signalFile("signed-out"), "silent", "--force-refresh",
+                "wait", "--for", scanner.signalFile("next-worker"), "signin",
+            ]
+        )
         defer { _ = app.killIfRunning() }
-        try #require(await app.waitForLines(atLeast: 1, prefix: "{", timeout: 60), "no sign-in: \(app.standardError)\n\(scanner.bridgeLog)")
+        try #require(
+            await app.waitForLines(atLeast: 1, prefix: "{", timeout: 60),
+            "no sign-in: \(app.standardError)\n\(scanner.bridgeLog)"
+        )
         let first = try #require(try parseJSON(app.lines[0]) as? [String: Any])
         #expect(first["token_source"] as? String == "broker", "\(first)\n\(app.standardError)")
         #expect(first["username"] as? String == "worker1", "\(first)")
@@ -62,36 +75,56 @@ import Testing
 
         // A second MSAL app under another uid: single sign-on, no sign-in.
         let other = try await timeclock.runApp(clientID: Self.timeclockClientID, ["signin"])
-        #expect(other.first?["token_source"] as? String == "broker" && other.first?["username"] as? String == "worker1", "\(other)\n\(timeclock.bridgeLog)")
+        #expect(
+            other.first?["token_source"] as? String == "broker" && other.first?["username"] as? String == "worker1",
+            "\(other)\n\(timeclock.bridgeLog)"
+        )
         #expect(try await scanner.keyringItems() > 0, "pymsalruntime cached nothing in the Secret Service")
 
         // The administrator sees both MSAL clients.
         let status = try await daemon.devicectl(as: 0, ["status", "--json"])
-        let broker = try #require((try parseJSON(status.stdout) as? [String: Any])?["broker"] as? [String: Any], "\(status.stdout) \(status.stderr)")
+        let broker = try #require(
+            (try parseJSON(status.stdout) as? [String: Any])?["broker"] as? [String: Any],
+            "\(status.stdout) \(status.stderr)"
+        )
         let clients = try #require(broker["msalClients"] as? [[String: Any]])
-        #expect(Set(clients.compactMap { $0["clientId"] as? String }) == [Self.scannerClientID, Self.timeclockClientID], "\(clients)")
+        #expect(
+            Set(clients.compactMap { $0["clientId"] as? String }) == [Self.scannerClientID, Self.timeclockClientID],
+            "\(clients)"
+        )
 
         // End of shift: a global sign-out. The bridge clears pymsalruntime's items; the app gets no token.
         let signOut = try await daemon.devicectl(as: Daemon.timeclockUID, ["signout", "--reason", "shift-end"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
-        #expect(try await Self.eventually { try await scanner.keyringItems() == 0 }, "the keyring still holds MSAL items: \(scanner.bridgeLog)")
+        #expect(
+            try await Self.eventually { try await scanner.keyringItems() == 0 },
+            "the keyring still holds MSAL items: \(scanner.bridgeLog)"
+        )
         scanner.signal("signed-out")
         try #require(await app.waitForLines(atLeast: 3, prefix: "{", timeout: 60), "\(app.standardError)")
         let afterSignOut = try #require(try parseJSON(app.lines[2]) as? [String: Any])
-        #expect(afterSignOut["step"] as? String == "silent" && afterSignOut["access_token"] is NSNull, "\(afterSignOut)")
+        #expect(
+            afterSignOut["step"] as? String == "silent" && afterSignOut["access_token"] is NSNull,
+            "\(afterSignOut)"
+        )
 
         // Worker 2 signs in (through devicectl, in the other app); the same app process then gets worker 2's token.
         try await Self.signIn(daemon, as: Daemon.timeclockUID, user: "worker2")
         scanner.signal("next-worker")
         #expect(await app.waitForExit(timeout: 60), "\(app.standardError)")
         let last = try #require(try app.lines.last.map { try parseJSON($0) } as? [String: Any])
-        #expect(last["step"] as? String == "signin" && last["username"] as? String == "worker2" && last["token_source"] as? String == "broker",
-                "\(last)\n\(app.standardError)\n\(scanner.bridgeLog)")
+        #expect(
+            last["step"] as? String == "signin" && last["username"] as? String == "worker2"
+                && last["token_source"] as? String == "broker",
+            "\(last)\n\(app.standardError)\n\(scanner.bridgeLog)"
+        )
         let secondToken = try #require(last["access_token"] as? String)
         #expect(try await Self.userinfo(secondToken)["preferred_username"] as? String == "worker2")
 
         // The bridge logs no token, ID token or code.
-        for secret in [token, secondToken] { #expect(!scanner.bridgeLog.contains(secret) && !timeclock.bridgeLog.contains(secret)) }
+        for secret in [token, secondToken] {
+            #expect(!scanner.bridgeLog.contains(secret) && !timeclock.bridgeLog.contains(secret))
+        }
         await scanner.stop()
         await timeclock.stop()
         await daemon.cleanUp()
@@ -109,7 +142,8 @@ import Testing
         #expect(refused["access_token"] is NSNull && refused["error"] as? String == "broker_error", "\(refused)")
         #expect((refused["error_description"] as? String)?.contains("msalClientIds") == true, "\(refused)")
         let denials = try await daemon.auditEvents().filter {
-            $0["type"] as? String == "keychain.access_denied" && ($0["details"] as? [String: String])?["msalClientId"] == Self.timeclockClientID
+            $0["type"] as? String == "keychain.access_denied"
+                && ($0["details"] as? [String: String])?["msalClientId"] == Self.timeclockClientID
         }
         #expect(!denials.isEmpty, "no audited refusal of the unlisted client id")
         #expect(denials.first?["actor"] as? String == Daemon.scanner)
@@ -118,9 +152,15 @@ import Testing
         let nothing = try await stranger.runApp(clientID: Self.scannerClientID, ["signin"])
         let strangers = try #require(nothing.first)
         #expect(strangers["access_token"] is NSNull && strangers["username"] is NSNull, "\(strangers)")
-        #expect((strangers["error_description"] as? String)?.contains("not an app in the device policy") == true, "\(strangers)")
+        #expect(
+            (strangers["error_description"] as? String)?.contains("not an app in the device policy") == true,
+            "\(strangers)"
+        )
         #expect(!stranger.bridgeLog.isEmpty, "the stranger's bridge never ran")
-        #expect(try await stranger.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#) == #"{"accounts":[]}"#)
+        #expect(
+            try await stranger.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#)
+                == #"{"accounts":[]}"#
+        )
         await scanner.stop()
         await stranger.stop()
         await daemon.cleanUp()
@@ -132,7 +172,10 @@ import Testing
         let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
         func error(_ reply: String) throws -> [String: Any] {
             let object = try #require(try parseJSON(reply) as? [String: Any], "\(reply)")
-            return try #require((object["brokerTokenResponse"] as? [String: Any])?["error"] as? [String: Any], "\(reply)")
+            return try #require(
+                (object["brokerTokenResponse"] as? [String: Any])?["error"] as? [String: Any],
+                "\(reply)"
+            )
         }
         let version = try await scanner.callBroker("getLinuxBrokerVersion", #"{"msalCppVersion":"1.0"}"#)
         #expect((try parseJSON(version) as? [String: Any])?["linuxBrokerVersion"] as? String == "1.0.0", "\(version)")
@@ -141,21 +184,36 @@ import Testing
         #expect(try await scanner.callBroker("cancelInteractiveFlow", "{}") == "{}")
         for method in ["generateSignedHttpRequest", "acquirePrtSsoCookie", "noSuchMethod"] {
             let refused = try error(try await scanner.callBroker(method, "{}"))
-            #expect(refused["status"] as? Int == 13 && refused["errorCode"] as? Int == 0 && refused["tag"] as? Int == 0, "\(method): \(refused)")
+            #expect(
+                refused["status"] as? Int == 13 && refused["errorCode"] as? Int == 0 && refused["tag"] as? Int == 0,
+                "\(method): \(refused)"
+            )
         }
         for request in ["not json", "[]", #"{"authParameters":{"requestedScopes":["User.Read"]}}"#] {
             let refused = try error(try await scanner.callBroker("acquireTokenSilently", request))
-            #expect(refused["status"] as? Int == 13 && (refused["context"] as? String)?.contains("cannot read the request") == true, "\(refused)")
+            #expect(
+                refused["status"] as? Int == 13
+                    && (refused["context"] as? String)?.contains("cannot read the request") == true,
+                "\(refused)"
+            )
         }
         // Still serving, and the worker is still signed in: the account MSAL would list, with GUID-shaped ids.
-        let accounts = try #require((try parseJSON(try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#))
-                                     as? [String: Any])?["accounts"] as? [[String: Any]])
+        let accounts = try #require(
+            (try parseJSON(try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#))
+                as? [String: Any])?["accounts"] as? [[String: Any]]
+        )
         #expect(accounts.count == 1 && accounts.first?["username"] as? String == "worker1", "\(accounts)")
         let home = try #require(accounts.first?["homeAccountId"] as? String).split(separator: ".")
         #expect(home.count == 2 && home.allSatisfy { UUID(uuidString: String($0)) != nil }, "\(home)")
         // A silent call straight over D-Bus: a token that lives at most 290 s, and an ID token with preferred_username.
-        let token = try #require((try parseJSON(try await scanner.callBroker("acquireTokenSilently",
-            #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#)) as? [String: Any])?["brokerTokenResponse"] as? [String: Any])
+        let token = try #require(
+            (try parseJSON(
+                try await scanner.callBroker(
+                    "acquireTokenSilently",
+                    #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#
+                )
+            ) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
+        )
         let expiresOn = try #require(token["expiresOn"] as? Int)
         #expect(Double(expiresOn) / 1000 <= Date().timeIntervalSince1970 + 291, "\(expiresOn)")
         #expect(token["accessToken"] is String && token["idToken"] is String && token["clientInfo"] is String)
@@ -163,10 +221,21 @@ import Testing
         // After a global sign-out every token call is status 2 (interaction required) and nobody is listed.
         let signOut = try await daemon.devicectl(as: Daemon.scannerUID, ["signout"])
         #expect(signOut.status == 0, "\(signOut.stderr)")
-        let afterSignOut = try error(try await scanner.callBroker("acquireTokenSilently",
-            #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#))
-        #expect(afterSignOut["status"] as? Int == 2 && (afterSignOut["context"] as? String)?.contains("no account is signed in") == true, "\(afterSignOut)")
-        #expect(try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#) == #"{"accounts":[]}"#)
+        let afterSignOut = try error(
+            try await scanner.callBroker(
+                "acquireTokenSilently",
+                #"{"authParameters":{"clientId":"\#(Self.scannerClientID)","requestedScopes":["User.Read"],"account":null}}"#
+            )
+        )
+        #expect(
+            afterSignOut["status"] as? Int == 2
+                && (afterSignOut["context"] as? String)?.contains("no account is signed in") == true,
+            "\(afterSignOut)"
+        )
+        #expect(
+            try await scanner.callBroker("getAccounts", #"{"clientId":"\#(Self.scannerClientID)"}"#)
+                == #"{"accounts":[]}"#
+        )
         await scanner.stop()
         await daemon.cleanUp()
     }
@@ -185,12 +254,17 @@ import Testing
             return code != nil || app.hasExited
         }
         let shown = try #require(code, "the bridge showed no code: \(app.standardError)\n\(scanner.bridgeLog)")
-        let approval = try await Provider.tool(["approve", "--port", "\(IdentityCLITests.port)", "--code", shown, "--user", "worker1"])
+        let approval = try await Provider.tool([
+            "approve", "--port", "\(IdentityCLITests.port)", "--code", shown, "--user", "worker1",
+        ])
         lock.release()
         #expect(approval.status == 0, "\(approval.stderr)")
         #expect(await app.waitForExit(timeout: 60), "\(app.standardError)")
         let result = try #require(try app.lines.first.map { try parseJSON($0) } as? [String: Any])
-        #expect(result["token_source"] as? String == "broker" && result["username"] as? String == "worker1", "\(result)\n\(scanner.bridgeLog)")
+        #expect(
+            result["token_source"] as? String == "broker" && result["username"] as? String == "worker1",
+            "\(result)\n\(scanner.bridgeLog)"
+        )
         let signIns = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
         #expect(signIns.count == 1)
         #expect((signIns.first?["details"] as? [String: String])?["msalClientId"] == Self.scannerClientID, "\(signIns)")
@@ -202,11 +276,21 @@ import Testing
     @Test func aSignInNobodyFinishesEndsWithUserCanceledBeforeMSALGivesUpAndCachesNothing() async throws {
         let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
         // The bridge's deadline, shortened from 240 s (MSALRuntime gives up on a call after 300 s).
-        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID, bridgeArguments: ["--interactive-timeout", "10"])
+        let scanner = try await MSALSession(
+            daemon,
+            uid: Daemon.scannerUID,
+            bridgeArguments: ["--interactive-timeout", "10"]
+        )
         let started = Date()
-        let results = try await scanner.runApp(clientID: Self.scannerClientID, ["signin", "--interactive-timeout", "0"])
+        let results = try await scanner.runApp(
+            clientID: Self.scannerClientID,
+            ["signin", "--interactive-timeout", "0"]
+        )
         let result = try #require(results.first)
-        #expect(IdentityCLITests.Device.userCode(in: scanner.bridgeLog) != nil, "no code was shown: \(scanner.bridgeLog)")
+        #expect(
+            IdentityCLITests.Device.userCode(in: scanner.bridgeLog) != nil,
+            "no code was shown: \(scanner.bridgeLog)"
+        )
         #expect(result["access_token"] is NSNull && result["error"] as? String == "broker_error", "\(result)")
         #expect((result["error_description"] as? String)?.contains("UserCanceled") == true, "\(result)")
         #expect(Date().timeIntervalSince(started) < 60)
@@ -215,7 +299,10 @@ import Testing
         let signIns = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
         #expect(signIns.isEmpty)
         let account = try await daemon.devicectl(as: Daemon.scannerUID, ["account", "--json"])
-        #expect((try parseJSON(account.stdout) as? [String: Any])?["current"] is NSNull, "\(account.stdout) \(account.stderr)")
+        #expect(
+            (try parseJSON(account.stdout) as? [String: Any])?["current"] is NSNull,
+            "\(account.stdout) \(account.stderr)"
+        )
         await scanner.stop()
         await daemon.cleanUp()
     }

@@ -19,16 +19,25 @@ final class MSALSession: @unchecked Sendable {
 
     /// Starts the sandbox for `uid`, its bridge pointed at `daemon`'s socket (with `bridgeArguments` added).
     init(_ daemon: BrokerDaemon, uid: UInt32, bridgeArguments: [String] = []) async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: Self.python),
-                     "\(Self.python) is missing; run tools/setup (it runs tools/msal-python-setup)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: Self.python),
+            "\(Self.python) is missing; run tools/setup (it runs tools/msal-python-setup)"
+        )
         self.uid = uid
         directory = daemon.publicDirectory.appendingPathComponent("msal-\(uid)")
         let bridge = daemon.publicDirectory.appendingPathComponent("msal-bridge").path
         if !FileManager.default.fileExists(atPath: bridge) {
-            try ExecutableCopy.copy(from: DevicectlRunner.productsDirectory.appendingPathComponent("msal-bridge").path, to: bridge)
+            try ExecutableCopy.copy(
+                from: DevicectlRunner.productsDirectory.appendingPathComponent("msal-bridge").path,
+                to: bridge
+            )
         }
         let services = daemon.publicDirectory.appendingPathComponent("dbus-services-\(uid)")
-        try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            at: services,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o755]
+        )
         // The service file tools/install puts in /usr/share/dbus-1/services, with the test's paths.
         let service = """
             [D-BUS Service]
@@ -37,7 +46,10 @@ final class MSALSession: @unchecked Sendable {
 
             """
         try Data(service.utf8).write(to: services.appendingPathComponent("com.microsoft.identity.broker1.service"))
-        let start = try await Command.run(Self.script, ["start", directory.path, "--uid", "\(uid)", "--service-dir", services.path])
+        let start = try await Command.run(
+            Self.script,
+            ["start", directory.path, "--uid", "\(uid)", "--service-dir", services.path]
+        )
         try #require(start.status == 0, "msal-session start failed: \(start.stderr)")
     }
 
@@ -61,8 +73,11 @@ final class MSALSession: @unchecked Sendable {
     /// step prints one JSON line.
     func startApp(clientID: String, scopes: [String] = ["User.Read"], _ steps: [String]) throws -> ChildProcess {
         let app = directory.appendingPathComponent("bin/msal_app.py").path
-        return try ChildProcess(Self.script, ["run", directory.path, "--", Self.python, app, "--client-id", clientID]
-                                + scopes.flatMap { ["--scope", $0] } + steps)
+        return try ChildProcess(
+            Self.script,
+            ["run", directory.path, "--", Self.python, app, "--client-id", clientID]
+                + scopes.flatMap { ["--scope", $0] } + steps
+        )
     }
 
     /// Runs the stock app to the end and returns each step's JSON object.
@@ -75,9 +90,14 @@ final class MSALSession: @unchecked Sendable {
     /// Calls `method` of com.microsoft.identity.Broker1 on the session bus with `busctl` (protocol version
     /// 0.0, a correlation id, `request`) and returns the JSON string the bridge answered.
     func callBroker(_ method: String, _ request: String) async throws -> String {
-        let result = try await Command.run(Self.script, ["run", directory.path, "--", "/usr/bin/busctl", "--user", "--json=short", "call",
-                                                        "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
-                                                        "com.microsoft.identity.Broker1", method, "sss", "0.0", UUID().uuidString, request])
+        let result = try await Command.run(
+            Self.script,
+            [
+                "run", directory.path, "--", "/usr/bin/busctl", "--user", "--json=short", "call",
+                "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
+                "com.microsoft.identity.Broker1", method, "sss", "0.0", UUID().uuidString, request,
+            ]
+        )
         try #require(result.status == 0, "busctl \(method) failed: \(result.stderr)")
         let reply = try #require(try parseJSON(result.stdout) as? [String: Any], "\(result.stdout)")
         return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
@@ -85,8 +105,13 @@ final class MSALSession: @unchecked Sendable {
 
     /// The items of pymsalruntime's schema (`com.microsoft.identity.secret`) in the uid's Secret Service.
     func keyringItems() async throws -> Int {
-        let result = try await Command.run(Self.script, ["run", directory.path, "--", "/usr/bin/python3",
-                                                        directory.appendingPathComponent("bin/keyring_items.py").path])
+        let result = try await Command.run(
+            Self.script,
+            [
+                "run", directory.path, "--", "/usr/bin/python3",
+                directory.appendingPathComponent("bin/keyring_items.py").path,
+            ]
+        )
         try #require(result.status == 0, "keyring_items.py failed: \(result.stderr)")
         let object = try #require(try parseJSON(result.stdout) as? [String: Any])
         return try #require(object["items"] as? Int)

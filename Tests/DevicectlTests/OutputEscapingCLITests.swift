@@ -8,27 +8,47 @@ import Testing
 @Suite(.tags(.integration))
 struct OutputEscapingCLITests {
     /// A fake audit line in red, as an attacker would smuggle it inside a value.
-    static let forged = "x\n#999 2026-11-24T00:00:00Z account.signed_out actor=\"devicectl\" \u{1B}[31mSIGNED OUT\u{1B}[0m\u{202E}"
+    static let forged =
+        "x\n#999 2026-11-24T00:00:00Z account.signed_out actor=\"devicectl\" \u{1B}[31mSIGNED OUT\u{1B}[0m\u{202E}"
 
     /// No raw control character, and no line of the output starts as the forged one.
     static func expectSafe(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(!text.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" }, "raw escape in: \(text.debugDescription)",
-                sourceLocation: sourceLocation)
-        #expect(!text.split(separator: "\n").contains { $0.hasPrefix("#999") }, "a forged line: \(text)", sourceLocation: sourceLocation)
+        #expect(
+            !text.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" },
+            "raw escape in: \(text.debugDescription)",
+            sourceLocation: sourceLocation
+        )
+        #expect(
+            !text.split(separator: "\n").contains { $0.hasPrefix("#999") },
+            "a forged line: \(text)",
+            sourceLocation: sourceLocation
+        )
     }
 
     @Test func anItemLabelIsEscapedInTextAndExactInJSON() async throws {
         let cli = try await AccountCLITests.kioskDevice()
         defer { cli.cleanUp() }
-        let add = try await cli.run(["keychain", "add-generic-password", "--app", AccountCLITests.scanner, "--service", "svc", "--account", "a",
-                                     "--label", Self.forged, "--secret-stdin"], stdin: "s")
+        let add = try await cli.run(
+            [
+                "keychain", "add-generic-password", "--app", AccountCLITests.scanner, "--service", "svc", "--account",
+                "a",
+                "--label", Self.forged, "--secret-stdin",
+            ],
+            stdin: "s"
+        )
         try #require(add.status == 0, "\(add.stderr)")
         let list = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner])
         #expect(list.status == 0)
         Self.expectSafe(list.stdout)
-        #expect(list.stdout.contains(#"label: x\n#999 2026-11-24T00:00:00Z account.signed_out actor="devicectl" \e[31mSIGNED OUT\e[0m\u{202E}"#),
-                "\(list.stdout)")
-        let find = try await cli.run(["keychain", "find-generic-password", "--app", AccountCLITests.scanner, "--service", "svc"])
+        #expect(
+            list.stdout.contains(
+                #"label: x\n#999 2026-11-24T00:00:00Z account.signed_out actor="devicectl" \e[31mSIGNED OUT\e[0m\u{202E}"#
+            ),
+            "\(list.stdout)"
+        )
+        let find = try await cli.run([
+            "keychain", "find-generic-password", "--app", AccountCLITests.scanner, "--service", "svc",
+        ])
         Self.expectSafe(find.stdout)
         let json = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner, "--json"])
         let items = try #require(try parseJSON(json.stdout) as? [[String: Any]])
@@ -63,8 +83,13 @@ struct ArgumentEncodingCLITests {
         // Through a shell: Swift passes arguments as strings, which are always UTF-8. The secret is piped by
         // the shell too: devicectl refuses before it reads its input.
         let devicectl = DevicectlRunner.productsDirectory.appendingPathComponent("devicectl").path
-        let result = try await Command.run(URL(fileURLWithPath: "/bin/sh"), ["-c",
-            "printf s | '\(devicectl)' keychain add-generic-password --app \(AccountCLITests.scanner) --service \"$(printf 'ab\\377')\" --account a --secret-stdin --state-dir '\(cli.cli.stateDirectory.path)'"])
+        let result = try await Command.run(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c",
+                "printf s | '\(devicectl)' keychain add-generic-password --app \(AccountCLITests.scanner) --service \"$(printf 'ab\\377')\" --account a --secret-stdin --state-dir '\(cli.cli.stateDirectory.path)'",
+            ]
+        )
         #expect(result.status == 64, "\(result.stdout) \(result.stderr)")
         #expect(result.stderr.contains("after \"--service\") is not valid UTF-8"), "\(result.stderr)")
         let list = try await cli.run(["keychain", "list", "--app", AccountCLITests.scanner, "--json"])

@@ -8,7 +8,9 @@ import Testing
 /// parse on and off (`DEVICECTL_FULL_PARSE=1`), and the plain parse taken exactly for plain arguments.
 @Suite(.tags(.integration))
 struct PlainArgumentsCLITests {
-    static let scanner = ["--app", "com.contoso.scanner", "--entitlements", "com.microsoft.adalcache,com.contoso.scanner"]
+    static let scanner = [
+        "--app", "com.contoso.scanner", "--entitlements", "com.microsoft.adalcache,com.contoso.scanner",
+    ]
     static let marker = "arguments parsed without ArgumentParser"
 
     /// Argument lists the plain parse takes (the runner appends `--state-dir DIR`).
@@ -18,13 +20,17 @@ struct PlainArgumentsCLITests {
         ["keychain", "find-generic-password", "--all"] + scanner,
         ["keychain", "find-generic-password", "--all", "--print-secret", "--json"] + scanner,
         ["keychain", "find-generic-password", "--type", "2001", "--print-secret"] + scanner,
-        ["keychain", "find-generic-password", "--label", "Graph token", "--access-group", "com.microsoft.adalcache"] + scanner,
+        ["keychain", "find-generic-password", "--label", "Graph token", "--access-group", "com.microsoft.adalcache"]
+            + scanner,
         ["keychain", "find-generic-password", "--access-group=com.contoso.scanner", "--all", "--json"] + scanner,
         ["keychain", "find-generic-password", "--account", "worker-2"] + scanner,
         ["keychain", "find-generic-password", "--service", ""] + scanner,  // an empty value is a value
         ["keychain", "find-generic-password", "--service=-x"] + scanner,  // an attached value may start with a dash
         ["keychain", "find-generic-password", "--service", "nothing-here", "--log-level", "error"] + scanner,
-        ["keychain", "find-generic-password", "--service", "graph", "--entitlements", "com.other", "--app", "com.contoso.scanner"],
+        [
+            "keychain", "find-generic-password", "--service", "graph", "--entitlements", "com.other", "--app",
+            "com.contoso.scanner",
+        ],
         ["keychain", "find-generic-password", "--service", "graph"],  // no --app: the command's own usage error
         ["keychain", "find-generic-password", "--service", "graph", "--key-file", "/nonexistent/key"] + scanner,
         ["keychain", "list"] + scanner,
@@ -70,8 +76,11 @@ struct PlainArgumentsCLITests {
             ("notes", "worker-1", ["--access-group", "com.contoso.scanner"]),
         ]
         for (service, account, extra) in items {
-            let add = try await cli.run(["keychain", "add-generic-password"] + Self.scanner
-                + ["--service", service, "--account", account, "--secret-stdin"] + extra, stdin: "secret-\(service)")
+            let add = try await cli.run(
+                ["keychain", "add-generic-password"] + Self.scanner
+                    + ["--service", service, "--account", account, "--secret-stdin"] + extra,
+                stdin: "secret-\(service)"
+            )
             try #require(add.status == 0, "\(add.stderr)")
         }
         for arguments in Self.plain + Self.declined {
@@ -92,7 +101,10 @@ struct PlainArgumentsCLITests {
         for arguments in Self.plain where !arguments.contains("--log-level") {
             let run = try await cli.run(arguments + ["--log-level", "trace"])
             #expect(run.stderr.contains(Self.marker), "\(arguments) went through ArgumentParser")
-            let full = try await cli.run(arguments + ["--log-level", "trace"], environment: ["DEVICECTL_FULL_PARSE": "1"])
+            let full = try await cli.run(
+                arguments + ["--log-level", "trace"],
+                environment: ["DEVICECTL_FULL_PARSE": "1"]
+            )
             #expect(!full.stderr.contains(Self.marker), "\(arguments) ignored DEVICECTL_FULL_PARSE=1")
         }
         for arguments in Self.declined {

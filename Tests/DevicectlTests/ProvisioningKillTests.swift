@@ -30,8 +30,10 @@ struct ProvisioningKillTests {
         "private": ["com.microsoft.identity.universalstorage", "com.contoso.fieldnotes"],
     ]
     static let apps: [String: [String: [String]]] = [
-        "shared": ["com.contoso.kiosk.scanner": ["com.contoso.kiosk.scanner", "com.microsoft.adalcache"],
-                   "com.contoso.kiosk.timeclock": ["com.contoso.kiosk.timeclock", "com.microsoft.adalcache"]],
+        "shared": [
+            "com.contoso.kiosk.scanner": ["com.contoso.kiosk.scanner", "com.microsoft.adalcache"],
+            "com.contoso.kiosk.timeclock": ["com.contoso.kiosk.timeclock", "com.microsoft.adalcache"],
+        ],
         "private": ["com.contoso.fieldnotes": ["com.microsoft.identity.universalstorage", "com.contoso.fieldnotes"]],
     ]
     static let policyIDs = ["shared": "contoso-frontdesk-kiosk-2026-11", "private": "contoso-personal-2026-11"]
@@ -71,30 +73,53 @@ struct ProvisioningKillTests {
         let cli = DevicectlRunner()
         defer { cli.cleanUp() }
         let worker = DevicectlRunner.productsDirectory.appendingPathComponent("device-worker")
-        try #require(FileManager.default.isExecutableFile(atPath: worker.path), "\(worker.path) is missing; build the device-worker product")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: worker.path),
+            "\(worker.path) is missing; build the device-worker product"
+        )
         let baseline = try await Self.baselineCounts()
 
         var state = DeviceState(mode: "none", filled: false)
         var modeChanges = 0
         var stepsObserved = 0
         for round in 0..<Self.rounds {
-            let process = try BackgroundProcess(worker, ["--dir", cli.stateDirectory.path, "--shared", Self.kiosk,
-                                                         "--private", Self.personal, "--items", "\(Self.itemsPerGroup)"])
+            let process = try BackgroundProcess(
+                worker,
+                [
+                    "--dir", cli.stateDirectory.path, "--shared", Self.kiosk,
+                    "--private", Self.personal, "--items", "\(Self.itemsPerGroup)",
+                ]
+            )
             defer { process.killIfRunning() }
             let ready = await process.waitForLine(timeout: 60) { $0.hasPrefix("ready ") }
-            try #require(ready != nil, "round \(round): the worker never became ready; stdout: \(process.standardOutput) stderr: \(process.standardError)")
+            try #require(
+                ready != nil,
+                "round \(round): the worker never became ready; stdout: \(process.standardOutput) stderr: \(process.standardError)"
+            )
             // The worker sees what devicectl saw after the previous kill.
-            #expect(ready.flatMap(DeviceState.init(line:)) == state, "round \(round): worker found \(ready ?? "-"), devicectl saw \(state)")
+            #expect(
+                ready.flatMap(DeviceState.init(line:)) == state,
+                "round \(round): worker found \(ready ?? "-"), devicectl saw \(state)"
+            )
             // Kill points: after at least 0, 1 or 2 further steps (so the device surely moves on), plus a
             // random 50–400 ms, which lands anywhere in a fill, a mode change or a commit.
             let minimumSteps = round % 3
             let progressed = await process.waitForLines(timeout: 60) { $0.count >= 1 + minimumSteps }
-            try #require(progressed, "round \(round): the worker completed fewer than \(minimumSteps) steps in 60 s; stderr: \(process.standardError)")
+            try #require(
+                progressed,
+                "round \(round): the worker completed fewer than \(minimumSteps) steps in 60 s; stderr: \(process.standardError)"
+            )
             try await Task.sleep(for: .milliseconds(Int.random(in: 50...400)))
-            try #require(process.send(SIGKILL), "round \(round): kill failed (did the worker die by itself? stderr: \(process.standardError))")
+            try #require(
+                process.send(SIGKILL),
+                "round \(round): kill failed (did the worker die by itself? stderr: \(process.standardError))"
+            )
             let exited = await process.waitForExit(timeout: 30)
             try #require(exited, "round \(round): the worker did not die after SIGKILL")
-            #expect(process.killedBySignal == SIGKILL, "round \(round): the worker ended with status \(process.status), not SIGKILL")
+            #expect(
+                process.killedBySignal == SIGKILL,
+                "round \(round): the worker ended with status \(process.status), not SIGKILL"
+            )
             #expect(process.standardError.isEmpty, "round \(round): worker stderr: \(process.standardError)")
 
             // What the worker acknowledged: every line after `ready` is one committed step, in order.
@@ -115,27 +140,38 @@ struct ProvisioningKillTests {
             // The device as devicectl and sqlite3 see it: the acknowledged state, or the one step after it
             // (committed while the kill prevented its line).
             let observed = try await Self.checkConsistency(cli, round: round, baseline: baseline)
-            #expect(observed == acknowledged || observed == acknowledged.next,
-                    "round \(round): the device is \(observed) but the worker acknowledged \(acknowledged) (output: \(lines))")
+            #expect(
+                observed == acknowledged || observed == acknowledged.next,
+                "round \(round): the device is \(observed) but the worker acknowledged \(acknowledged) (output: \(lines))"
+            )
             // Mode changes logged: the earlier ones, the acknowledged ones, and the unacknowledged one if the
             // step that committed without its line was a switch.
             let unacknowledgedSwitch = observed != acknowledged && acknowledged.mode != "none" && acknowledged.filled
             let changes = try await Self.modeChangeEvents(cli).count
             let expectedChanges = modeChanges + switchesPrinted + (unacknowledgedSwitch ? 1 : 0)
-            #expect(changes == expectedChanges,
-                    "round \(round): \(changes) mode changes logged, expected \(expectedChanges) (\(switchesPrinted) acknowledged this round)")
+            #expect(
+                changes == expectedChanges,
+                "round \(round): \(changes) mode changes logged, expected \(expectedChanges) (\(switchesPrinted) acknowledged this round)"
+            )
             state = observed
             modeChanges = changes
         }
         // The device went through fills and mode changes (guaranteed by the minimum steps per round).
-        #expect(stepsObserved >= Self.rounds, "the worker completed only \(stepsObserved) steps in \(Self.rounds) rounds")
+        #expect(
+            stepsObserved >= Self.rounds,
+            "the worker completed only \(stepsObserved) steps in \(Self.rounds) rounds"
+        )
         #expect(modeChanges >= 4, "only \(modeChanges) mode changes in \(Self.rounds) rounds")
     }
 
     // MARK: - Checks through devicectl and sqlite3
 
     /// Checks the device after a kill and returns its state.
-    static func checkConsistency(_ cli: DevicectlRunner, round: Int, baseline: (items: Int, groups: Int)) async throws -> DeviceState {
+    static func checkConsistency(
+        _ cli: DevicectlRunner,
+        round: Int,
+        baseline: (items: Int, groups: Int)
+    ) async throws -> DeviceState {
         // Device information (this also opens the store, recovering the WAL the killed process left).
         let infoResult = try await cli.run(["info", "--json"])
         try #require(infoResult.status == 0, "round \(round): info failed: \(infoResult.stderr)")
@@ -145,31 +181,46 @@ struct ProvisioningKillTests {
         try #require(mode == "shared" || mode == "private", "round \(round): mode \(mode)")
         let provisioned = info["deviceId"] is String
         if provisioned {
-            #expect(info["policyId"] as? String == policyIDs[mode], "round \(round): mode \(mode) with policy \(info["policyId"] ?? "-")")
+            #expect(
+                info["policyId"] as? String == policyIDs[mode],
+                "round \(round): mode \(mode) with policy \(info["policyId"] ?? "-")"
+            )
             #expect(info["policySha256"] as? String == (try await sha256(of: mode == "shared" ? kiosk : personal)))
         }
 
         // The audit log is intact and agrees with the mode.
         let verify = try await cli.run(["audit", "verify", "--json"])
-        #expect(verify.status == 0, "round \(round): audit verify exited \(verify.status): \(verify.stdout) \(verify.stderr)")
+        #expect(
+            verify.status == 0,
+            "round \(round): audit verify exited \(verify.status): \(verify.stdout) \(verify.stderr)"
+        )
         let report = try #require(try parseJSON(verify.stdout) as? [String: Any])
         #expect(report["intact"] as? Bool == true, "round \(round): \(report["problems"] ?? "-")")
         let events = try #require(try await cli.json(["audit", "--json"]) as? [[String: Any]])
         #expect(report["eventCount"] as? Int == events.count)
         let types = events.compactMap { $0["type"] as? String }
-        #expect(Set(types).isSubset(of: ["device.provisioned", "device.mode_changed"]), "round \(round): events \(Set(types))")
+        #expect(
+            Set(types).isSubset(of: ["device.provisioned", "device.mode_changed"]),
+            "round \(round): events \(Set(types))"
+        )
         if provisioned {
-            #expect(types.first == "device.provisioned" && types.filter { $0 == "device.provisioned" }.count == 1,
-                    "round \(round): events \(types)")
+            #expect(
+                types.first == "device.provisioned" && types.filter { $0 == "device.provisioned" }.count == 1,
+                "round \(round): events \(types)"
+            )
             let changes = events.filter { $0["type"] as? String == "device.mode_changed" }
             // Provisioning is shared; each change flips the mode, and they chain from → to.
-            #expect((changes.count % 2 == 0 ? "shared" : "private") == mode,
-                    "round \(round): \(changes.count) mode changes logged but the device is \(mode)")
+            #expect(
+                (changes.count % 2 == 0 ? "shared" : "private") == mode,
+                "round \(round): \(changes.count) mode changes logged but the device is \(mode)"
+            )
             var expectedFrom = "shared"
             for change in changes {
                 let details = change["details"] as? [String: String] ?? [:]
-                #expect(details["from"] == expectedFrom && details["to"] != expectedFrom && details["to"] != nil,
-                        "round \(round): mode change #\(change["sequence"] ?? "-") \(details)")
+                #expect(
+                    details["from"] == expectedFrom && details["to"] != expectedFrom && details["to"] != nil,
+                    "round \(round): mode change #\(change["sequence"] ?? "-") \(details)"
+                )
                 expectedFrom = details["to"] ?? "?"
             }
             let lastModeEvent = try #require(events.last)
@@ -185,32 +236,53 @@ struct ProvisioningKillTests {
         let items = Int(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items")) ?? -1
         let groupRows = Int(try await sqlite3(cli.databasePath, "SELECT count(*) FROM access_groups")) ?? -1
         guard provisioned else {
-            #expect(items == 0 && groupRows == 0, "round \(round): an unprovisioned device holds \(items) items in \(groupRows) groups")
+            #expect(
+                items == 0 && groupRows == 0,
+                "round \(round): an unprovisioned device holds \(items) items in \(groupRows) groups"
+            )
             return DeviceState(mode: "none", filled: false)
         }
         let modeGroups = groups[mode] ?? []
-        let full = (items: baseline.items + modeGroups.count * itemsPerGroup, groups: baseline.groups + modeGroups.count)
+        let full = (
+            items: baseline.items + modeGroups.count * itemsPerGroup, groups: baseline.groups + modeGroups.count
+        )
         let filled = items == full.items && groupRows == full.groups
-        #expect(filled || (items == baseline.items && groupRows == baseline.groups),
-                "round \(round): \(mode) device holds \(items) items in \(groupRows) groups: neither empty (\(baseline)) nor full (\(full))")
+        #expect(
+            filled || (items == baseline.items && groupRows == baseline.groups),
+            "round \(round): \(mode) device holds \(items) items in \(groupRows) groups: neither empty (\(baseline)) nor full (\(full))"
+        )
 
         // Each app sees all of its groups' items or none, with the worker's secrets.
         for (app, appGroups) in (apps[mode] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            let listed = try #require(try await cli.json(["keychain", "list", "--json", "--app", app]) as? [[String: Any]])
-            #expect(listed.count == (filled ? appGroups.count * itemsPerGroup : 0), "round \(round): \(app) lists \(listed.count) items")
+            let listed = try #require(
+                try await cli.json(["keychain", "list", "--json", "--app", app]) as? [[String: Any]]
+            )
+            #expect(
+                listed.count == (filled ? appGroups.count * itemsPerGroup : 0),
+                "round \(round): \(app) lists \(listed.count) items"
+            )
             for group in appGroups {
-                let accounts = Set(listed.filter { $0["accessGroup"] as? String == group }.compactMap { $0["account"] as? String })
-                #expect(accounts == (filled ? Set((0..<itemsPerGroup).map { "item-\($0)" }) : []),
-                        "round \(round): \(app) sees \(accounts.count) items in \(group)")
+                let accounts = Set(
+                    listed.filter { $0["accessGroup"] as? String == group }.compactMap { $0["account"] as? String }
+                )
+                #expect(
+                    accounts == (filled ? Set((0..<itemsPerGroup).map { "item-\($0)" }) : []),
+                    "round \(round): \(app) sees \(accounts.count) items in \(group)"
+                )
             }
             if filled, let group = appGroups.last {
                 let index = (round * 37) % itemsPerGroup
-                let found = try await cli.run(["keychain", "find-generic-password", "--json", "--print-secret", "--app", app,
-                                         "--access-group", group, "--service", "fill", "--account", "item-\(index)"])
+                let found = try await cli.run([
+                    "keychain", "find-generic-password", "--json", "--print-secret", "--app", app,
+                    "--access-group", group, "--service", "fill", "--account", "item-\(index)",
+                ])
                 #expect(found.status == 0, "round \(round): \(group)/item-\(index): \(found.stderr)")
                 let object = try parseJSON(found.stdout) as? [String: Any]
-                #expect(object?["secretBase64"] as? String == DeviceWorkerFixture.fillSecret(group: group, index: index).base64EncodedString(),
-                        "round \(round): \(group)/item-\(index) has another secret")
+                #expect(
+                    object?["secretBase64"] as? String
+                        == DeviceWorkerFixture.fillSecret(group: group, index: index).base64EncodedString(),
+                    "round \(round): \(group)/item-\(index) has another secret"
+                )
             }
         }
         return DeviceState(mode: mode, filled: filled)

@@ -13,13 +13,18 @@ enum ReadmeBlocks {
     static func block(_ name: String) throws -> String {
         let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
         let lines = readme.split(separator: "\n", omittingEmptySubsequences: false)
-        let markers = lines.indices.filter { lines[$0].hasPrefix("<!-- readme-test: \(name) ") || lines[$0] == "<!-- readme-test: \(name) -->" }
+        let markers = lines.indices.filter {
+            lines[$0].hasPrefix("<!-- readme-test: \(name) ") || lines[$0] == "<!-- readme-test: \(name) -->"
+        }
         guard markers.count == 1, let marker = markers.first else {
             throw ChildProcessError(message: "README.md has \(markers.count) blocks marked readme-test: \(name)")
         }
         guard marker + 1 < lines.count, lines[marker + 1].hasPrefix("```"),
-              let end = lines[(marker + 2)...].firstIndex(where: { $0 == "```" }) else {
-            throw ChildProcessError(message: "README.md's marker readme-test: \(name) is not followed by a fenced block")
+            let end = lines[(marker + 2)...].firstIndex(where: { $0 == "```" })
+        else {
+            throw ChildProcessError(
+                message: "README.md's marker readme-test: \(name) is not followed by a fenced block"
+            )
         }
         return lines[(marker + 2)..<end].joined(separator: "\n") + "\n"
     }

@@ -19,7 +19,8 @@ import Glibc
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry in
             guard let pid = pid_t(entry), pid != getpid(),
-                  let commandLine = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline")) else { return nil }
+                let commandLine = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/cmdline"))
+            else { return nil }
             let arguments = String(decoding: commandLine.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
             return arguments.contains(text) ? pid : nil
         }
@@ -29,7 +30,9 @@ import Glibc
         _ = try await Provider.shared()  // the tests' provider, started once per run: the recipe's `tools/idp start` finds it
         let block = try ReadmeBlocks.block("scratch-broker")
         var lines = block.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let build = lines.firstIndex { $0.split(separator: "#").first?.trimmingCharacters(in: .whitespaces) == "swift build" }
+        let build = lines.firstIndex {
+            $0.split(separator: "#").first?.trimmingCharacters(in: .whitespaces) == "swift build"
+        }
         lines.remove(at: try #require(build, "the recipe no longer says `swift build`: \(block)"))
         #expect(block.contains("$(swift build --show-bin-path)"), "the recipe no longer says where the binaries are")
 
@@ -41,22 +44,35 @@ import Glibc
         }
         // A script file, as a reader's shell runs the lines: `bash -c` would exec the last command in the shell's
         // place, and a parent that became the app's uid cannot deliver the parent-death signal to root's deviced.
-        try Data(("cd '\(ReadmeBlocks.packageRoot.path)'\n" + lines.joined(separator: "\n")).utf8).write(to: URL(fileURLWithPath: script))
-        let shell = try ChildProcess(BrokerDaemon.setpriv, ["--pdeathsig", "KILL", "/bin/bash", "-euo", "pipefail", script],
-                                     environment: ["IDP_PORT": "\(IdentityCLITests.port)", "SCRATCH_BROKER": scratch])
+        try Data(("cd '\(ReadmeBlocks.packageRoot.path)'\n" + lines.joined(separator: "\n")).utf8).write(
+            to: URL(fileURLWithPath: script)
+        )
+        let shell = try ChildProcess(
+            BrokerDaemon.setpriv,
+            ["--pdeathsig", "KILL", "/bin/bash", "-euo", "pipefail", script],
+            environment: ["IDP_PORT": "\(IdentityCLITests.port)", "SCRATCH_BROKER": scratch]
+        )
         defer { _ = shell.killIfRunning() }
-        try #require(await shell.waitForExit(timeout: 180), "the recipe did not finish: \(shell.lines) \(shell.standardError)")
+        try #require(
+            await shell.waitForExit(timeout: 180),
+            "the recipe did not finish: \(shell.lines) \(shell.standardError)"
+        )
         #expect(shell.status == 0, "the recipe failed (exit \(shell.status)): \(shell.standardError)")
 
         // `swift build --show-bin-path` named the tests' own binaries.
         #expect(FileManager.default.fileExists(atPath: scratch + "/devicectl"))
         // The app call: the scanner's uid, answered by the recipe's broker (nobody is signed in there).
-        #expect(Array(shell.lines.suffix(2)) == ["current: none", "previous: none"], "\(shell.lines) \(shell.standardError)")
+        #expect(
+            Array(shell.lines.suffix(2)) == ["current: none", "previous: none"],
+            "\(shell.lines) \(shell.standardError)"
+        )
         #expect(!shell.standardError.contains("error"), "\(shell.standardError)")
 
         // The recipe's deviced died with its shell: nothing runs on the scratch directory any more.
         let deadline = Date().addingTimeInterval(60)
-        while !Self.processes(mentioning: scratch).isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        while !Self.processes(mentioning: scratch).isEmpty && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let left = Self.processes(mentioning: scratch)
         for pid in left { kill(pid, SIGKILL) }
         #expect(left.isEmpty, "the recipe's deviced outlived its shell: \(left)")

@@ -9,8 +9,15 @@ import Testing
     typealias Daemon = BrokerDaemon
 
     /// Runs a second deviced to its exit (it should refuse to start): status and standard error.
-    static func refusedStart(_ daemon: Daemon, stateDir: String? = nil, socket: String) async throws -> (status: Int32, message: String) {
-        let process = try ChildProcess(product: "deviced", ["--state-dir", stateDir ?? daemon.cli.stateDirectory.path, "--socket", socket])
+    static func refusedStart(
+        _ daemon: Daemon,
+        stateDir: String? = nil,
+        socket: String
+    ) async throws -> (status: Int32, message: String) {
+        let process = try ChildProcess(
+            product: "deviced",
+            ["--state-dir", stateDir ?? daemon.cli.stateDirectory.path, "--socket", socket]
+        )
         guard await process.waitForExit(timeout: 20) else {
             _ = process.killIfRunning()
             Issue.record("deviced started where it should have refused: \(process.standardError)")
@@ -22,7 +29,8 @@ import Testing
     /// The permission bits and owner of what is at `path` (the link itself for a symlink), nil if nothing.
     static func mode(_ path: String) -> (mode: Int, owner: UInt32)? {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let mode = attributes[.posixPermissions] as? Int, let owner = attributes[.ownerAccountID] as? NSNumber else { return nil }
+            let mode = attributes[.posixPermissions] as? Int, let owner = attributes[.ownerAccountID] as? NSNumber
+        else { return nil }
         return (mode, owner.uint32Value)
     }
 
@@ -31,7 +39,9 @@ import Testing
         try await daemon.start()
         let socket = try #require(Self.mode(daemon.socketPath))
         #expect(socket.mode == 0o666 && socket.owner == 0)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: daemon.publicDirectory.path).filter { $0.hasPrefix(".socket-") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: daemon.publicDirectory.path).filter {
+            $0.hasPrefix(".socket-")
+        }
         #expect(leftovers.isEmpty, "staging directories left: \(leftovers)")
         // Killed outright, the daemon leaves its socket behind: the next one replaces the stale socket.
         _ = daemon.process?.send(SIGKILL)
@@ -48,12 +58,22 @@ import Testing
     @Test func aDirectoryAnotherUserOwnsOrMayWriteIsRefused() async throws {
         let daemon = try await Daemon()
         let owned = daemon.publicDirectory.appendingPathComponent("users-own")
-        try FileManager.default.createDirectory(at: owned, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            at: owned,
+            withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o755]
+        )
         #expect(chown(owned.path, Daemon.strangerUID, Daemon.strangerUID) == 0)
         let inOwned = try await Self.refusedStart(daemon, socket: owned.appendingPathComponent("broker.sock").path)
         #expect(inOwned.status == 75, "\(inOwned.message)")
-        #expect(inOwned.message.contains("owned by uid \(Daemon.strangerUID)") && inOwned.message.contains(owned.path), "\(inOwned.message)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: owned.path).isEmpty, "deviced created something in a user's directory")
+        #expect(
+            inOwned.message.contains("owned by uid \(Daemon.strangerUID)") && inOwned.message.contains(owned.path),
+            "\(inOwned.message)"
+        )
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: owned.path).isEmpty,
+            "deviced created something in a user's directory"
+        )
 
         let shared = daemon.publicDirectory.appendingPathComponent("world-writable")
         try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: false)
@@ -72,16 +92,27 @@ import Testing
             let socket = directory + "/broker-\(UUID().uuidString.prefix(8)).sock"
             let refused = try await Self.refusedStart(daemon, socket: socket)
             #expect(refused.status == 75, "\(refused.message)")
-            #expect(refused.message.contains("the socket's directory \(directory) is writable by every user (mode 1777, a shared directory such as /tmp)")
-                    && refused.message.contains("install -d -m 0755 /run/myapp, then --socket /run/myapp/broker.sock"), "\(refused.message)")
-            #expect(!refused.message.contains("chmod"), "deviced suggests changing a shared directory's mode: \(refused.message)")
+            #expect(
+                refused.message.contains(
+                    "the socket's directory \(directory) is writable by every user (mode 1777, a shared directory such as /tmp)"
+                )
+                    && refused.message.contains("install -d -m 0755 /run/myapp, then --socket /run/myapp/broker.sock"),
+                "\(refused.message)"
+            )
+            #expect(
+                !refused.message.contains("chmod"),
+                "deviced suggests changing a shared directory's mode: \(refused.message)"
+            )
             #expect(!FileManager.default.fileExists(atPath: socket))
         }
         // A directory of its own, as suggested, is taken.
         let own = daemon.publicDirectory.appendingPathComponent("myapp")
         let install = try await Command.run(URL(fileURLWithPath: "/usr/bin/install"), ["-d", "-m", "0755", own.path])
         try #require(install.status == 0, "\(install.stderr)")
-        let broker = try ChildProcess(product: "deviced", ["--state-dir", daemon.cli.stateDirectory.path, "--socket", own.appendingPathComponent("broker.sock").path])
+        let broker = try ChildProcess(
+            product: "deviced",
+            ["--state-dir", daemon.cli.stateDirectory.path, "--socket", own.appendingPathComponent("broker.sock").path]
+        )
         defer { _ = broker.killIfRunning() }
         #expect(await Daemon.waitUntilReady(broker), "\(broker.standardError)")
         _ = broker.send(SIGTERM)
@@ -95,7 +126,9 @@ import Testing
         try Data("keep me".utf8).write(to: URL(fileURLWithPath: base + "/file.sock"))
         try FileManager.default.createDirectory(atPath: base + "/dir.sock", withIntermediateDirectories: false)
         try FileManager.default.createSymbolicLink(atPath: base + "/link.sock", withDestinationPath: base + "/nowhere")
-        for (name, what) in [("file.sock", "a regular file"), ("dir.sock", "a directory"), ("link.sock", "a symbolic link")] {
+        for (name, what) in [
+            ("file.sock", "a regular file"), ("dir.sock", "a directory"), ("link.sock", "a symbolic link"),
+        ] {
             let path = base + "/" + name
             let refused = try await Self.refusedStart(daemon, socket: path)
             #expect(refused.status == 75, "\(name): \(refused.message)")
@@ -115,13 +148,26 @@ import Testing
         defer { other.cleanUp() }
         #expect(try await other.run(["provision", "--policy", DevicectlRunner.policy("kiosk.json")]).status == 0)
         // Another store, the same (live) socket.
-        let onSocket = try await Self.refusedStart(daemon, stateDir: other.stateDirectory.path, socket: daemon.socketPath)
+        let onSocket = try await Self.refusedStart(
+            daemon,
+            stateDir: other.stateDirectory.path,
+            socket: daemon.socketPath
+        )
         #expect(onSocket.status == 75, "\(onSocket.message)")
-        #expect(onSocket.message.contains("another server already listens on \(daemon.socketPath) (pid \(firstPID)"), "\(onSocket.message)")
+        #expect(
+            onSocket.message.contains("another server already listens on \(daemon.socketPath) (pid \(firstPID)"),
+            "\(onSocket.message)"
+        )
         // The same store, another socket.
-        let onStore = try await Self.refusedStart(daemon, socket: daemon.publicDirectory.appendingPathComponent("second.sock").path)
+        let onStore = try await Self.refusedStart(
+            daemon,
+            socket: daemon.publicDirectory.appendingPathComponent("second.sock").path
+        )
         #expect(onStore.status == 75, "\(onStore.message)")
-        #expect(onStore.message.contains("another deviced or a key rotation (pid \(firstPID)) holds the state directory"), "\(onStore.message)")
+        #expect(
+            onStore.message.contains("another deviced or a key rotation (pid \(firstPID)) holds the state directory"),
+            "\(onStore.message)"
+        )
         // The first daemon still has its socket and serves.
         let token = try await daemon.victimSilentToken()
         #expect(token.hasPrefix("token cache "), "\(token)")
@@ -143,9 +189,15 @@ import Testing
         let roots = try Self.directory(daemon, "users-tree/roots")
         let refused = try await Self.refusedStart(daemon, socket: roots.appendingPathComponent("broker.sock").path)
         #expect(refused.status == 75, "\(refused.message)")
-        #expect(refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)") && refused.message.contains("chown root \(users.path)"),
-                "\(refused.message)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: roots.path).isEmpty, "deviced created something below a user's directory")
+        #expect(
+            refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)")
+                && refused.message.contains("chown root \(users.path)"),
+            "\(refused.message)"
+        )
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: roots.path).isEmpty,
+            "deviced created something below a user's directory"
+        )
         // A missing socket directory below the user's is not created either.
         let missing = try await Self.refusedStart(daemon, socket: users.appendingPathComponent("new/broker.sock").path)
         #expect(missing.status == 75 && missing.message.contains("\(users.path) is owned by uid"), "\(missing.message)")
@@ -186,14 +238,25 @@ import Testing
                     os.unlink("roots"); os.rename("real", "roots")
                 except OSError: pass
             """
-        let attacker = try ChildProcess(Daemon.setpriv, ["--pdeathsig", "KILL"] + Daemon.asUser(Daemon.scannerUID)
-                                        + ["/usr/bin/python3", "-c", script, users.path, victim.path])
+        let attacker = try ChildProcess(
+            Daemon.setpriv,
+            ["--pdeathsig", "KILL"] + Daemon.asUser(Daemon.scannerUID)
+                + ["/usr/bin/python3", "-c", script, users.path, victim.path]
+        )
         defer { attacker.killIfRunning() }
-        try #require(await attacker.waitForLine(timeout: 20) { $0 == "ready" } != nil, "the attacker did not start: \(attacker.standardError)")
+        try #require(
+            await attacker.waitForLine(timeout: 20) { $0 == "ready" } != nil,
+            "the attacker did not start: \(attacker.standardError)"
+        )
         for start in 1...20 {
-            let refused = try await Self.refusedStart(daemon, socket: users.appendingPathComponent("roots/broker.sock").path)
-            #expect(refused.status == 75 && refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)"),
-                    "start \(start): \(refused.message)")
+            let refused = try await Self.refusedStart(
+                daemon,
+                socket: users.appendingPathComponent("roots/broker.sock").path
+            )
+            #expect(
+                refused.status == 75 && refused.message.contains("\(users.path) is owned by uid \(Daemon.scannerUID)"),
+                "start \(start): \(refused.message)"
+            )
         }
         #expect(!attacker.hasExited, "the attacker stopped early: \(attacker.standardError)")
         attacker.killIfRunning()
@@ -209,14 +272,30 @@ import Testing
         let users = try Self.directory(daemon, "users-state", owner: Daemon.scannerUID)
         let inside = try Self.directory(daemon, "users-state/state", mode: 0o700)
         for (state, component) in [(theirs, theirs), (inside, users)] {
-            let provision = try await DevicectlRunner.execute(DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
-                ["provision", "--policy", DevicectlRunner.policy("kiosk.json"), "--state-dir", state.path])
+            let provision = try await DevicectlRunner.execute(
+                DevicectlRunner.productsDirectory.appendingPathComponent("devicectl"),
+                ["provision", "--policy", DevicectlRunner.policy("kiosk.json"), "--state-dir", state.path]
+            )
             #expect(provision.status == 78, "\(state.path): \(provision.stderr)")
-            #expect(provision.stderr.contains("\(component.path) is owned by uid \(Daemon.scannerUID)") && provision.stderr.contains("--state-dir"),
-                    "\(provision.stderr)")
-            let started = try await Self.refusedStart(daemon, stateDir: state.path, socket: daemon.publicDirectory.appendingPathComponent("state.sock").path)
-            #expect(started.status == 78 && started.message.contains("\(component.path) is owned by uid \(Daemon.scannerUID)"), "\(started.message)")
-            #expect(try FileManager.default.contentsOfDirectory(atPath: state.path).isEmpty, "something was written in \(state.path)")
+            #expect(
+                provision.stderr.contains("\(component.path) is owned by uid \(Daemon.scannerUID)")
+                    && provision.stderr.contains("--state-dir"),
+                "\(provision.stderr)"
+            )
+            let started = try await Self.refusedStart(
+                daemon,
+                stateDir: state.path,
+                socket: daemon.publicDirectory.appendingPathComponent("state.sock").path
+            )
+            #expect(
+                started.status == 78
+                    && started.message.contains("\(component.path) is owned by uid \(Daemon.scannerUID)"),
+                "\(started.message)"
+            )
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: state.path).isEmpty,
+                "something was written in \(state.path)"
+            )
         }
         #expect(Self.mode(daemon.publicDirectory.appendingPathComponent("state.sock").path) == nil)
         await daemon.cleanUp()
@@ -231,7 +310,9 @@ import Testing
         try? FileManager.default.removeItem(at: signal)
         try FileManager.default.createSymbolicLink(at: signal, withDestinationURL: victim)
         // A change of mode rings the signal: the link is left alone, the victim unchanged, the command fine.
-        let changed = try await daemon.cli.run(["provision", "--policy", DevicectlRunner.policy("personal.json"), "--force"])
+        let changed = try await daemon.cli.run([
+            "provision", "--policy", DevicectlRunner.policy("personal.json"), "--force",
+        ])
         #expect(changed.status == 0, "\(changed.stderr)")
         #expect(try String(contentsOf: victim, encoding: .utf8) == "root's own")
         #expect(Self.mode(victim.path)?.mode == 0o600)

@@ -16,13 +16,22 @@ import Testing
 
     /// MSAL's keychain services for the worker's tokens of the kiosk's client (as MSAL for iOS writes them).
     static var msalServices: [String] {
-        ["refreshtoken-\(Worker.clientID)--", "idtoken-\(Worker.clientID)-\(Worker.tenant)-", Worker.tenant, "appmetadata-\(Worker.clientID)",
-         "accesstoken-\(Worker.clientID)-\(Worker.tenant)-\(Worker.fillScope(0))"].map { $0.lowercased() }
+        [
+            "refreshtoken-\(Worker.clientID)--", "idtoken-\(Worker.clientID)-\(Worker.tenant)-", Worker.tenant,
+            "appmetadata-\(Worker.clientID)",
+            "accesstoken-\(Worker.clientID)-\(Worker.tenant)-\(Worker.fillScope(0))",
+        ].map { $0.lowercased() }
     }
 
     static func add(_ daemon: Daemon, service: String, account: String, secret: String) async throws -> Command.Result {
-        try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "add-generic-password", "--access-group", cache, "--service", service,
-                                                           "--account", account, "--secret-stdin"], stdin: secret)
+        try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "add-generic-password", "--access-group", cache, "--service", service,
+                "--account", account, "--secret-stdin",
+            ],
+            stdin: secret
+        )
     }
 
     /// The scanner's silent token for the first fill scope, through the broker (a real app process).
@@ -38,8 +47,12 @@ import Testing
         let account = "\(Worker.homeAccountID)-\(Worker.environment)".lowercased()
         // The squatter takes every key MSAL would give the worker's tokens, before the worker signs in.
         for service in Self.msalServices {
-            let squat = try await Self.add(daemon, service: service, account: service == "appmetadata-\(Worker.clientID)" ? Worker.environment : account,
-                                           secret: "squatted")
+            let squat = try await Self.add(
+                daemon,
+                service: service,
+                account: service == "appmetadata-\(Worker.clientID)" ? Worker.environment : account,
+                secret: "squatted"
+            )
             #expect(squat.status == 0, "\(service): \(squat.stderr)")
         }
         // The token cache's own namespace is refused, and audited.
@@ -56,9 +69,15 @@ import Testing
         let after = try await Self.add(daemon, service: namespaced, account: account, secret: "forged")
         #expect(after.status == before.status && after.stderr == before.stderr, "\(after.stderr) vs \(before.stderr)")
         let duplicate = try await Self.add(daemon, service: Self.msalServices[0], account: account, secret: "again")
-        #expect(duplicate.status != 0 && duplicate.stderr.contains("duplicate"), "the squatter's own item: \(duplicate.stderr)")
+        #expect(
+            duplicate.status != 0 && duplicate.stderr.contains("duplicate"),
+            "the squatter's own item: \(duplicate.stderr)"
+        )
         for verb in [["find-generic-password"], ["delete-generic-password"]] {
-            let refused = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain"] + verb + ["--access-group", Self.cache, "--service", namespaced])
+            let refused = try await daemon.devicectl(
+                as: Daemon.scannerUID,
+                ["keychain"] + verb + ["--access-group", Self.cache, "--service", namespaced]
+            )
             #expect(refused.status == 77, "\(verb): \(refused.status) \(refused.stderr)")
         }
         let events = try await daemon.auditEvents().filter { $0["reason"] as? String == "token cache namespace" }
@@ -70,12 +89,28 @@ import Testing
         #expect(signOut.status == 0, "\(signOut.stderr)")
         let gone = try await Self.scannerSilentToken(daemon)
         #expect(!gone.hasPrefix("token cache "), "a token survived the sign-out: \(gone)")
-        let workers = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "find-generic-password", "--access-group", Self.cache,
-                                                                         "--service", Self.msalServices[0]])
-        #expect(workers.status != 0 && workers.stderr.contains("not found"), "an item under the worker's account outlived the sign-out: \(workers.stdout)")
-        let own = try await daemon.devicectl(as: Daemon.scannerUID, ["keychain", "find-generic-password", "--access-group", Self.cache,
-                                                                     "--service", "appmetadata-\(Worker.clientID)".lowercased(), "--print-secret", "--json"])
-        #expect(own.status == 0 && own.stdout.contains(Data("squatted".utf8).base64EncodedString()), "\(own.stdout) \(own.stderr)")
+        let workers = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "find-generic-password", "--access-group", Self.cache,
+                "--service", Self.msalServices[0],
+            ]
+        )
+        #expect(
+            workers.status != 0 && workers.stderr.contains("not found"),
+            "an item under the worker's account outlived the sign-out: \(workers.stdout)"
+        )
+        let own = try await daemon.devicectl(
+            as: Daemon.scannerUID,
+            [
+                "keychain", "find-generic-password", "--access-group", Self.cache,
+                "--service", "appmetadata-\(Worker.clientID)".lowercased(), "--print-secret", "--json",
+            ]
+        )
+        #expect(
+            own.status == 0 && own.stdout.contains(Data("squatted".utf8).base64EncodedString()),
+            "\(own.stdout) \(own.stderr)"
+        )
         try await daemon.verifyStore()
         await daemon.cleanUp()
     }

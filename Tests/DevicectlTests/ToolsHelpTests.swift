@@ -7,11 +7,13 @@ import Testing
 /// ran the whole demo and removed the device's state directory); the scripts without options refuse an
 /// unknown argument with exit 64 before doing anything.
 @Suite(.tags(.integration)) struct ToolsHelpTests {
-    static let tools = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let tools = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("tools")
 
     static var scripts: [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: tools.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: tools.path)) ?? []).filter { !$0.hasPrefix(".") }
+            .sorted()
     }
 
     @Test func everyScriptAnswersHelpWithItsUsageAndDoesNothingElse() async throws {
@@ -22,18 +24,26 @@ import Testing
                 let help = try await Command.run(Self.tools.appendingPathComponent(script), [flag])
                 #expect(help.status == 0, "\(script) \(flag): exit \(help.status) \(help.stderr)")
                 #expect(help.stdout.count > 40, "\(script) \(flag) printed no usage: \(help.stdout)")
-                #expect(!help.stdout.contains("== ") && !help.stderr.contains("== "), "\(script) \(flag) did some of its work: \(help.stdout)")
+                #expect(
+                    !help.stdout.contains("== ") && !help.stderr.contains("== "),
+                    "\(script) \(flag) did some of its work: \(help.stdout)"
+                )
                 #expect(Date().timeIntervalSince(started) < 60, "\(script) \(flag) took as long as a run")
             }
         }
     }
 
     @Test func scriptsWithoutOptionsRefuseAnUnknownArgument() async throws {
-        for script in ["demo", "setup", "systemtest", "msal-python-setup", "bench-broker", "bench-msal", "bench-process", "bench-signin",
-                       "bench-silent", "install", "package"] {
+        for script in [
+            "demo", "setup", "systemtest", "msal-python-setup", "bench-broker", "bench-msal", "bench-process",
+            "bench-signin",
+            "bench-silent", "install", "package",
+        ] {
             let refused = try await Command.run(Self.tools.appendingPathComponent(script), ["--no-such-option"])
-            #expect(refused.status == 64 || (refused.status != 0 && refused.stderr.contains("unknown argument")),
-                    "\(script): exit \(refused.status) \(refused.stderr)")
+            #expect(
+                refused.status == 64 || (refused.status != 0 && refused.stderr.contains("unknown argument")),
+                "\(script): exit \(refused.status) \(refused.stderr)"
+            )
             #expect(refused.stderr.contains("unknown argument"), "\(script): \(refused.stderr)")
         }
     }

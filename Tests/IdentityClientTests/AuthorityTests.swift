@@ -1,7 +1,8 @@
 import Foundation
-@testable import IdentityClient
 import IdentityTestSupport
 import Testing
+
+@testable import IdentityClient
 
 struct AuthorityTests {
     static let b2cHost = "fabrikamb2c.b2clogin.com"
@@ -26,14 +27,20 @@ struct AuthorityTests {
         ("https://login.microsoftonline.com/organizations", "organizations"),
         ("https://login.microsoftonline.com/consumers/v2.0", "consumers"),
         ("https://LOGIN.MicrosoftOnline.com/contoso.onmicrosoft.com", "contoso.onmicrosoft.com"),
-        ("https://login.microsoftonline.com:443/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0", "72f988bf-86f1-41af-91ab-2d7cd011db47"),
+        (
+            "https://login.microsoftonline.com:443/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0",
+            "72f988bf-86f1-41af-91ab-2d7cd011db47"
+        ),
     ])
     func microsoftFormsAreNormalizedToTheTenantURL(string: String, tenant: String) throws {
         let authority = try Authority(string)
         #expect(authority.kind == .microsoft(tenant: tenant))
         #expect(authority.url.absoluteString == "https://login.microsoftonline.com/\(tenant)")
         #expect(authority.description == "https://login.microsoftonline.com/\(tenant)")
-        #expect(authority.openIDConfigurationURL.absoluteString == "https://login.microsoftonline.com/\(tenant)/v2.0/.well-known/openid-configuration")
+        #expect(
+            authority.openIDConfigurationURL.absoluteString
+                == "https://login.microsoftonline.com/\(tenant)/v2.0/.well-known/openid-configuration"
+        )
         #expect(authority.environment == "login.microsoftonline.com")
         #expect(authority.realm == tenant)
         #expect(authority.sendsClientInfo)
@@ -44,7 +51,10 @@ struct AuthorityTests {
         let authority = try Authority("https://\(host)/contoso.onmicrosoft.com/v2.0/")
         #expect(authority.kind == .microsoft(tenant: "contoso.onmicrosoft.com"))
         #expect(authority.url.absoluteString == "https://\(host)/contoso.onmicrosoft.com")
-        #expect(authority.openIDConfigurationURL.absoluteString == "https://\(host)/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration")
+        #expect(
+            authority.openIDConfigurationURL.absoluteString
+                == "https://\(host)/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration"
+        )
         #expect(authority.environment == host)
     }
 
@@ -61,8 +71,16 @@ struct AuthorityTests {
     }
 
     @Test func spellingsOfTheSameAuthorityAreEqual() throws {
-        #expect(try Authority("https://login.microsoftonline.com/common/v2.0/") == Authority("https://Login.MicrosoftOnline.com/common"))
-        #expect(try Set([Authority("https://login.microsoftonline.com/common"), Authority("https://login.microsoftonline.com/common/")]).count == 1)
+        #expect(
+            try Authority("https://login.microsoftonline.com/common/v2.0/")
+                == Authority("https://Login.MicrosoftOnline.com/common")
+        )
+        #expect(
+            try Set([
+                Authority("https://login.microsoftonline.com/common"),
+                Authority("https://login.microsoftonline.com/common/"),
+            ]).count == 1
+        )
     }
 
     // MARK: B2C
@@ -71,8 +89,10 @@ struct AuthorityTests {
         let authority = try Authority(Self.susi, knownAuthorities: [Self.b2cHost])
         #expect(authority.kind == .b2c(tenant: "fabrikamb2c.onmicrosoft.com", policy: "B2C_1_SUSI"))
         #expect(authority.url.absoluteString == Self.susi)
-        #expect(authority.openIDConfigurationURL.absoluteString
-            == "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com/B2C_1_SUSI/v2.0/.well-known/openid-configuration")
+        #expect(
+            authority.openIDConfigurationURL.absoluteString
+                == "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com/B2C_1_SUSI/v2.0/.well-known/openid-configuration"
+        )
         #expect(authority.environment == Self.b2cHost)
         #expect(authority.realm == "fabrikamb2c.onmicrosoft.com")
         #expect(authority.sendsClientInfo)
@@ -86,10 +106,15 @@ struct AuthorityTests {
     func b2cFormsWithoutTFPAreNormalizedToTFP(string: String) throws {
         let authority = try Authority(string, knownAuthorities: [Self.b2cHost])
         #expect(authority.kind == .b2c(tenant: "fabrikamb2c.onmicrosoft.com", policy: "B2C_1_edit_profile"))
-        #expect(authority.url.absoluteString == "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com/B2C_1_edit_profile")
+        #expect(
+            authority.url.absoluteString
+                == "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com/B2C_1_edit_profile"
+        )
     }
 
-    @Test(arguments: ["FabrikamB2C.B2CLogin.com", "https://fabrikamb2c.b2clogin.com", "https://FABRIKAMB2C.b2clogin.com/tfp/x/y"])
+    @Test(arguments: [
+        "FabrikamB2C.B2CLogin.com", "https://fabrikamb2c.b2clogin.com", "https://FABRIKAMB2C.b2clogin.com/tfp/x/y",
+    ])
     func knownAuthoritiesAreComparedByHostCaseInsensitively(known: String) throws {
         let authority = try Authority(Self.susi, knownAuthorities: [known])
         #expect(authority.kind == .b2c(tenant: "fabrikamb2c.onmicrosoft.com", policy: "B2C_1_SUSI"))
@@ -106,15 +131,24 @@ struct AuthorityTests {
     }
 
     @Test func b2cAuthorityWithoutAPolicyIsRefused() {
-        let error = invalidAuthority("https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com", knownAuthorities: [Self.b2cHost])
+        let error = invalidAuthority(
+            "https://fabrikamb2c.b2clogin.com/tfp/fabrikamb2c.onmicrosoft.com",
+            knownAuthorities: [Self.b2cHost]
+        )
         #expect(error?.code == .invalidAuthority)
         #expect(error?.message.contains("{policy}") == true)
     }
 
     @Test func aKnownCustomDomainWithTFPIsB2CAndWithoutTFPIsOIDC() throws {
-        let b2c = try Authority("https://login.fabrikam.com/tfp/fabrikam.onmicrosoft.com/B2C_1_SUSI", knownAuthorities: ["login.fabrikam.com"])
+        let b2c = try Authority(
+            "https://login.fabrikam.com/tfp/fabrikam.onmicrosoft.com/B2C_1_SUSI",
+            knownAuthorities: ["login.fabrikam.com"]
+        )
         #expect(b2c.kind == .b2c(tenant: "fabrikam.onmicrosoft.com", policy: "B2C_1_SUSI"))
-        let oidc = try Authority("https://login.fabrikam.com/fabrikam.onmicrosoft.com/B2C_1_SUSI", knownAuthorities: ["login.fabrikam.com"])
+        let oidc = try Authority(
+            "https://login.fabrikam.com/fabrikam.onmicrosoft.com/B2C_1_SUSI",
+            knownAuthorities: ["login.fabrikam.com"]
+        )
         #expect(oidc.kind == .oidc)
         let unknown = try Authority("https://login.fabrikam.com/tfp/fabrikam.onmicrosoft.com/B2C_1_SUSI")
         #expect(unknown.kind == .oidc)
@@ -127,7 +161,10 @@ struct AuthorityTests {
             let authority = try Authority(string)
             #expect(authority.kind == .oidc)
             #expect(authority.url.absoluteString == "http://127.0.0.1:4593/api/oidc")
-            #expect(authority.openIDConfigurationURL.absoluteString == "http://127.0.0.1:4593/api/oidc/.well-known/openid-configuration")
+            #expect(
+                authority.openIDConfigurationURL.absoluteString
+                    == "http://127.0.0.1:4593/api/oidc/.well-known/openid-configuration"
+            )
             #expect(authority.environment == "127.0.0.1:4593")
             #expect(authority.realm == "api")
             #expect(!authority.sendsClientInfo)
@@ -139,14 +176,20 @@ struct AuthorityTests {
         #expect(try Authority(string).kind == .oidc)
     }
 
-    @Test(arguments: ["http://idp.contoso.com/oidc", "http://login.microsoftonline.com/common", "http://10.0.0.5:4593/api/oidc", "ftp://idp.contoso.com/"])
+    @Test(arguments: [
+        "http://idp.contoso.com/oidc", "http://login.microsoftonline.com/common", "http://10.0.0.5:4593/api/oidc",
+        "ftp://idp.contoso.com/",
+    ])
     func httpOffLoopbackAndOtherSchemesAreRefused(string: String) {
         let error = invalidAuthority(string)
         #expect(error?.code == .invalidAuthority)
         #expect(error?.message.contains("https") == true)
     }
 
-    @Test(arguments: ["", "not a url", "https://", "/relative/path", "https://idp.contoso.com/oidc?p=1", "https://idp.contoso.com/oidc#x", "https://user:pw@idp.contoso.com/"])
+    @Test(arguments: [
+        "", "not a url", "https://", "/relative/path", "https://idp.contoso.com/oidc?p=1",
+        "https://idp.contoso.com/oidc#x", "https://user:pw@idp.contoso.com/",
+    ])
     func malformedAuthoritiesAreRefused(string: String) {
         #expect(invalidAuthority(string)?.code == .invalidAuthority)
     }
@@ -155,7 +198,10 @@ struct AuthorityTests {
         let authority = try Authority("https://Accounts.Example.com:443/")
         #expect(authority.kind == .oidc)
         #expect(authority.url.absoluteString == "https://Accounts.Example.com:443")
-        #expect(authority.openIDConfigurationURL.absoluteString == "https://Accounts.Example.com:443/.well-known/openid-configuration")
+        #expect(
+            authority.openIDConfigurationURL.absoluteString
+                == "https://Accounts.Example.com:443/.well-known/openid-configuration"
+        )
         #expect(authority.environment == "accounts.example.com")
         #expect(authority.realm == "common")
 
@@ -173,8 +219,10 @@ struct AuthorityTests {
 
     @Test func requestScopesAppendTheReservedScopesOnce() throws {
         let authority = try Authority("https://login.microsoftonline.com/common")
-        #expect(authority.requestScopes(["User.Read", "OpenID", "Mail.Read", "user.read", " "])
-            == ["User.Read", "OpenID", "Mail.Read", "profile", "offline_access"])
+        #expect(
+            authority.requestScopes(["User.Read", "OpenID", "Mail.Read", "user.read", " "])
+                == ["User.Read", "OpenID", "Mail.Read", "profile", "offline_access"]
+        )
         #expect(authority.requestScopes([]) == ["openid", "profile", "offline_access"])
         #expect(Authority.reservedScopes == ["openid", "profile", "offline_access"])
     }
@@ -186,26 +234,76 @@ struct AuthorityTests {
         let authority = try Authority("https://login.microsoftonline.com/\(tenant)")
         let template = "https://login.microsoftonline.com/{tenantid}/v2.0"
         let tid = "72f988bf-86f1-41af-91ab-2d7cd011db47"
-        #expect(authority.acceptsIssuer("https://login.microsoftonline.com/\(tid)/v2.0", tenantID: tid, metadataIssuer: template))
-        #expect(authority.acceptsIssuer("https://login.microsoftonline.com/\(tid)/v2.0/", tenantID: tid, metadataIssuer: template))
+        #expect(
+            authority.acceptsIssuer(
+                "https://login.microsoftonline.com/\(tid)/v2.0",
+                tenantID: tid,
+                metadataIssuer: template
+            )
+        )
+        #expect(
+            authority.acceptsIssuer(
+                "https://login.microsoftonline.com/\(tid)/v2.0/",
+                tenantID: tid,
+                metadataIssuer: template
+            )
+        )
         // Another tenant than the token's own `tid`, another host, no `tid`: refused.
-        #expect(!authority.acceptsIssuer("https://login.microsoftonline.com/\(tid)/v2.0", tenantID: "another-tenant", metadataIssuer: template))
-        #expect(!authority.acceptsIssuer("https://login.evil.example/\(tid)/v2.0", tenantID: tid, metadataIssuer: template))
-        #expect(!authority.acceptsIssuer("https://login.microsoftonline.com/\(tid)/v2.0", tenantID: nil, metadataIssuer: template))
+        #expect(
+            !authority.acceptsIssuer(
+                "https://login.microsoftonline.com/\(tid)/v2.0",
+                tenantID: "another-tenant",
+                metadataIssuer: template
+            )
+        )
+        #expect(
+            !authority.acceptsIssuer("https://login.evil.example/\(tid)/v2.0", tenantID: tid, metadataIssuer: template)
+        )
+        #expect(
+            !authority.acceptsIssuer(
+                "https://login.microsoftonline.com/\(tid)/v2.0",
+                tenantID: nil,
+                metadataIssuer: template
+            )
+        )
         #expect(!authority.acceptsIssuer("https://sts.windows.net/\(tid)/", tenantID: tid, metadataIssuer: template))
     }
 
     @Test func issuersOtherwiseMatchExactlyUpToATrailingSlash() throws {
         let local = try Authority("http://127.0.0.1:4593/api/oidc")
-        #expect(local.acceptsIssuer("http://127.0.0.1:4593/api/oidc", tenantID: nil, metadataIssuer: "http://127.0.0.1:4593/api/oidc"))
-        #expect(local.acceptsIssuer("http://127.0.0.1:4593/api/oidc/", tenantID: nil, metadataIssuer: "http://127.0.0.1:4593/api/oidc"))
-        #expect(!local.acceptsIssuer("http://127.0.0.1:4594/api/oidc", tenantID: nil, metadataIssuer: "http://127.0.0.1:4593/api/oidc"))
+        #expect(
+            local.acceptsIssuer(
+                "http://127.0.0.1:4593/api/oidc",
+                tenantID: nil,
+                metadataIssuer: "http://127.0.0.1:4593/api/oidc"
+            )
+        )
+        #expect(
+            local.acceptsIssuer(
+                "http://127.0.0.1:4593/api/oidc/",
+                tenantID: nil,
+                metadataIssuer: "http://127.0.0.1:4593/api/oidc"
+            )
+        )
+        #expect(
+            !local.acceptsIssuer(
+                "http://127.0.0.1:4594/api/oidc",
+                tenantID: nil,
+                metadataIssuer: "http://127.0.0.1:4593/api/oidc"
+            )
+        )
         // The `{tenantid}` template is a Microsoft convention only.
         #expect(!local.acceptsIssuer("https://idp/x", tenantID: "x", metadataIssuer: "https://idp/{tenantid}"))
 
         let b2c = try Authority(Self.susi, knownAuthorities: [Self.b2cHost])
         let b2cIssuer = "https://fabrikamb2c.b2clogin.com/775527ff-9a37-4307-8b3d-cc311f58d925/v2.0/"
         #expect(b2c.acceptsIssuer(b2cIssuer, tenantID: nil, metadataIssuer: b2cIssuer))
-        #expect(!b2c.acceptsIssuer("https://contoso.b2clogin.com/775527ff-9a37-4307-8b3d-cc311f58d925/v2.0/", tenantID: nil, metadataIssuer: b2cIssuer))
+        #expect(
+            !b2c.acceptsIssuer(
+                "https://contoso.b2clogin.com/775527ff-9a37-4307-8b3d-cc311f58d925/v2.0/",
+                tenantID: nil,
+                metadataIssuer: b2cIssuer
+            )
+        )
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import IdentityClient
 import ProcessTestSupport
 import Testing
+
+@testable import IdentityClient
 
 /// The identity client's HTTP transport (libcurl, loaded on the first request) against a real loopback server.
 @Suite struct CurlTransportTests {
@@ -21,7 +22,8 @@ import Testing
             // Killed with the test process should a test end before its server goes away (a task still holding it).
             ChildWatchdog.watch(process.processIdentifier)
             var line = Data()
-            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8)
+            { line += byte }
             guard let port = Int(String(decoding: line, as: UTF8.self)) else { throw CocoaError(.fileReadCorruptFile) }
             self.port = port
         }
@@ -37,17 +39,27 @@ import Testing
 
     @Test func aFormPostArrivesWithItsHeadersAndTheAnswerComesBackWhole() async throws {
         let server = try EchoServer()
-        let fields = [("grant_type", "refresh_token"), ("scope", "openid User.Read"), ("padding", String(repeating: "x", count: 3000))]
+        let fields = [
+            ("grant_type", "refresh_token"), ("scope", "openid User.Read"),
+            ("padding", String(repeating: "x", count: 3000)),
+        ]
         let response = try await CurlTransport(timeout: 10).send(.form(server.url("/echo"), fields))
         #expect(response.status == 201 && response.isSuccess)
-        #expect(response.headers["x-echo-method"] == "POST" && response.headers["content-type"] == "application/json", "\(response.headers)")
+        #expect(
+            response.headers["x-echo-method"] == "POST" && response.headers["content-type"] == "application/json",
+            "\(response.headers)"
+        )
         let echo = try #require(try JSONSerialization.jsonObject(with: response.body) as? [String: Any])
         #expect(echo["body"] as? String == FormEncoding.encode(fields))
         let headers = try #require(echo["headers"] as? [String: String])
-        #expect(headers["Content-Type"] == "application/x-www-form-urlencoded" && headers["Accept"] == "application/json")
+        #expect(
+            headers["Content-Type"] == "application/x-www-form-urlencoded" && headers["Accept"] == "application/json"
+        )
         #expect(headers["Expect"] == nil, "a form body went out behind Expect: 100-continue")
 
-        let get = try await CurlTransport(timeout: 10).send(HTTPRequest(url: server.url("/echo?x=1"), headers: ["Authorization": "Bearer t"]))
+        let get = try await CurlTransport(timeout: 10).send(
+            HTTPRequest(url: server.url("/echo?x=1"), headers: ["Authorization": "Bearer t"])
+        )
         let getEcho = try #require(try JSONSerialization.jsonObject(with: get.body) as? [String: Any])
         #expect(getEcho["method"] as? String == "GET" && getEcho["path"] as? String == "/echo?x=1")
         #expect((getEcho["headers"] as? [String: String])?["Authorization"] == "Bearer t")
@@ -127,7 +139,8 @@ import Testing
     @Test func anAppHoldingEverySlotGivesTheNextFreeOneToAnotherAppThatWaits() async throws {
         let server = try EchoServer()
         let slots = CurlExchangeSlots(maximum: 4)
-        let attacker: UInt32 = 1001, victim: UInt32 = 1002
+        let attacker: UInt32 = 1001
+        let victim: UInt32 = 1002
         /// A task of `owner`'s sending one request to `path` (`/slow` answers when canceled only).
         func exchange(_ owner: UInt32, _ path: String) -> Task<HTTPResponse, any Error> {
             Task {
@@ -145,7 +158,10 @@ import Testing
         let other = exchange(victim, "/slow")
         try #require(await Self.until { slots.waiting == 2 })
         attackers.removeFirst().cancel()
-        #expect(await Self.until { slots.inUse(by: victim) == 1 }, "the slot given back went to the app that held them all")
+        #expect(
+            await Self.until { slots.inUse(by: victim) == 1 },
+            "the slot given back went to the app that held them all"
+        )
         #expect(slots.inUse(by: attacker) == 3 && slots.waiting == 1, "\(slots.inUse(by: attacker)) \(slots.waiting)")
         // The victim done, nobody else waits: the app's queued exchange takes the slot.
         other.cancel()
@@ -166,7 +182,8 @@ import Testing
     }
 
     @Test func onlyTheLastResponsesHeadersCount() {
-        let raw = "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control:  no-store \r\n\r\n"
+        let raw =
+            "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control:  no-store \r\n\r\n"
         #expect(CurlTransport.parseHeaders(raw) == ["content-type": "application/json", "cache-control": "no-store"])
     }
 }

@@ -11,10 +11,13 @@ struct DiscoveryCacheTests {
 
     private func provider() -> ScriptedTransport {
         let transport = ScriptedTransport()
-        transport.always(Self.discoveryPath, .json([
-            "issuer": TestProvider.issuer, "authorization_endpoint": "\(TestProvider.issuer)/auth",
-            "token_endpoint": "\(TestProvider.issuer)/token", "jwks_uri": "\(TestProvider.issuer)/jwks",
-        ]))
+        transport.always(
+            Self.discoveryPath,
+            .json([
+                "issuer": TestProvider.issuer, "authorization_endpoint": "\(TestProvider.issuer)/auth",
+                "token_endpoint": "\(TestProvider.issuer)/token", "jwks_uri": "\(TestProvider.issuer)/jwks",
+            ])
+        )
         return transport
     }
 
@@ -22,8 +25,12 @@ struct DiscoveryCacheTests {
         let transport = provider()
         let cache = DiscoveryCache()
         for _ in 0..<3 {
-            let client = IdentityClient(clientID: TestProvider.clientID, authority: TestProvider.authority, transport: transport,
-                                        discoveryCache: cache)
+            let client = IdentityClient(
+                clientID: TestProvider.clientID,
+                authority: TestProvider.authority,
+                transport: transport,
+                discoveryCache: cache
+            )
             _ = try await client.configuration()
         }
         #expect(transport.requests(to: Self.discoveryPath).count == 1)
@@ -31,8 +38,16 @@ struct DiscoveryCacheTests {
 
     @Test func clientsWithTheirOwnCachesDoNotSeeEachOthersEntries() async throws {
         let transport = provider()
-        let first = IdentityClient(clientID: TestProvider.clientID, authority: TestProvider.authority, transport: transport)
-        let second = IdentityClient(clientID: TestProvider.clientID, authority: TestProvider.authority, transport: transport)
+        let first = IdentityClient(
+            clientID: TestProvider.clientID,
+            authority: TestProvider.authority,
+            transport: transport
+        )
+        let second = IdentityClient(
+            clientID: TestProvider.clientID,
+            authority: TestProvider.authority,
+            transport: transport
+        )
         _ = try await first.configuration()
         _ = try await first.configuration()
         _ = try await second.configuration()
@@ -44,8 +59,13 @@ struct DiscoveryCacheTests {
         let clock = Mutex(TestProvider.now)
         let cache = DiscoveryCache()
         #expect(cache.lifetime == 24 * 3600)
-        let client = IdentityClient(clientID: TestProvider.clientID, authority: TestProvider.authority, transport: transport,
-                                    now: { clock.withLock { $0 } }, discoveryCache: cache)
+        let client = IdentityClient(
+            clientID: TestProvider.clientID,
+            authority: TestProvider.authority,
+            transport: transport,
+            now: { clock.withLock { $0 } },
+            discoveryCache: cache
+        )
         _ = try await client.configuration()
         clock.withLock { $0 += 24 * 3600 - 1 }
         _ = try await client.configuration()

@@ -1,8 +1,9 @@
 import CryptoExtras
 import Foundation
-@testable import IdentityClient
 import IdentityTestSupport
 import JWTKit
+
+@testable import IdentityClient
 
 /// A test identity provider: one RSA and one EC key (generated once per process), a published key set,
 /// and token signing.
@@ -18,9 +19,19 @@ enum TestProvider {
     static let ecKey = ES256PrivateKey()
 
     /// The expectations of a sign-in that sent `nonce` at `now`.
-    static func expectations(nonce: String? = TestProvider.nonce, now: Date = TestProvider.now,
-                             authority: Authority = TestProvider.authority, metadataIssuer: String = TestProvider.issuer) -> IDTokenExpectations {
-        IDTokenExpectations(authority: authority, metadataIssuer: metadataIssuer, clientID: clientID, nonce: nonce, now: now)
+    static func expectations(
+        nonce: String? = TestProvider.nonce,
+        now: Date = TestProvider.now,
+        authority: Authority = TestProvider.authority,
+        metadataIssuer: String = TestProvider.issuer
+    ) -> IDTokenExpectations {
+        IDTokenExpectations(
+            authority: authority,
+            metadataIssuer: metadataIssuer,
+            clientID: clientID,
+            nonce: nonce,
+            now: now
+        )
     }
 
     /// The claims of a good token issued at `now`.
@@ -43,9 +54,16 @@ enum TestProvider {
     }
 
     /// The public JWK of an RSA key, as a provider publishes it.
-    static func rsaJWK(_ key: JWTKit.Insecure.RSA.PrivateKey, kid: String, alg: String? = "RS256") throws -> [String: String] {
+    static func rsaJWK(
+        _ key: JWTKit.Insecure.RSA.PrivateKey,
+        kid: String,
+        alg: String? = "RS256"
+    ) throws -> [String: String] {
         let primitives = try key.publicKey.getKeyPrimitives()
-        var jwk = ["kty": "RSA", "use": "sig", "kid": kid, "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent)]
+        var jwk = [
+            "kty": "RSA", "use": "sig", "kid": kid, "n": Base64URL.encode(primitives.modulus),
+            "e": Base64URL.encode(primitives.publicExponent),
+        ]
         jwk["alg"] = alg
         return jwk
     }
@@ -53,7 +71,9 @@ enum TestProvider {
     /// The public JWK of a P-256 key.
     static func ecJWK(_ key: ES256PrivateKey, kid: String) -> [String: String] {
         let parameters = key.publicKey.parameters!
-        return ["kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid, "x": parameters.x, "y": parameters.y]
+        return [
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": kid, "x": parameters.x, "y": parameters.y,
+        ]
     }
 
     /// A JWKS document holding `keys`.
@@ -67,21 +87,33 @@ enum TestProvider {
     }
 
     /// A token signed RS256 by `key` under `kid` (no `kid` header when `nil`).
-    static func rs256(_ claims: TestClaims = claims(), key: JWTKit.Insecure.RSA.PrivateKey = rsaKey, kid: String? = "rsa-1") async throws -> String {
+    static func rs256(
+        _ claims: TestClaims = claims(),
+        key: JWTKit.Insecure.RSA.PrivateKey = rsaKey,
+        kid: String? = "rsa-1"
+    ) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(rsa: key, digestAlgorithm: .sha256)
         return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
     }
 
     /// A token signed ES256 by `key` under `kid`.
-    static func es256(_ claims: TestClaims = claims(), key: ES256PrivateKey = ecKey, kid: String? = "ec-1") async throws -> String {
+    static func es256(
+        _ claims: TestClaims = claims(),
+        key: ES256PrivateKey = ecKey,
+        kid: String? = "ec-1"
+    ) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: key)
         return try await keys.sign(claims, kid: kid.map { JWKIdentifier(string: $0) })
     }
 
     /// A token with the given header and claims and `signature` as its third part.
-    static func unsignedToken(header: [String: String], claims: TestClaims = claims(), signature: String = "") throws -> String {
+    static func unsignedToken(
+        header: [String: String],
+        claims: TestClaims = claims(),
+        signature: String = ""
+    ) throws -> String {
         let headerPart = Base64URL.encode(try JSONSerialization.data(withJSONObject: header))
         let claimsPart = Base64URL.encode(try JSONEncoder().encode(claims))
         return "\(headerPart).\(claimsPart).\(signature)"

@@ -1,8 +1,9 @@
 import Foundation
-@testable import IdentityClient
 import IdentityTestSupport
 import JWTKit
 import Testing
+
+@testable import IdentityClient
 
 struct IDTokenValidatorTests {
     typealias P = TestProvider
@@ -12,8 +13,11 @@ struct IDTokenValidatorTests {
     }
 
     /// The error validating `token` throws; fails the test when it validates.
-    private func rejection(_ token: String, _ expectations: IDTokenExpectations = P.expectations(),
-                           validator: IDTokenValidator? = nil) async throws -> IdentityError {
+    private func rejection(
+        _ token: String,
+        _ expectations: IDTokenExpectations = P.expectations(),
+        validator: IDTokenValidator? = nil
+    ) async throws -> IdentityError {
         let validator = try validator ?? self.validator()
         do {
             let validated = try await validator.validate(token, expectations)
@@ -58,7 +62,9 @@ struct IDTokenValidatorTests {
     }
 
     @Test func severalAudiencesAreAcceptedWhenAZPIsTheClient() async throws {
-        let token = try await P.rs256(P.claims(["aud": .strings([P.clientID, "api://other"]), "azp": .string(P.clientID)]))
+        let token = try await P.rs256(
+            P.claims(["aud": .strings([P.clientID, "api://other"]), "azp": .string(P.clientID)])
+        )
         let validated = try await validator().validate(token, P.expectations())
         #expect(validated.audience == [P.clientID, "api://other"])
         #expect(validated.authorizedParty == P.clientID)
@@ -82,8 +88,14 @@ struct IDTokenValidatorTests {
         let token = try await P.rs256()
         let exp = P.now.addingTimeInterval(3600)
         // Expired 299 s ago, or issued 299 s in the future: within the 300 s skew.
-        #expect(try await validator().validate(token, P.expectations(now: exp.addingTimeInterval(299))).subject == "worker-7")
-        #expect(try await validator().validate(token, P.expectations(now: P.now.addingTimeInterval(-299))).subject == "worker-7")
+        #expect(
+            try await validator().validate(token, P.expectations(now: exp.addingTimeInterval(299))).subject
+                == "worker-7"
+        )
+        #expect(
+            try await validator().validate(token, P.expectations(now: P.now.addingTimeInterval(-299))).subject
+                == "worker-7"
+        )
     }
 
     // MARK: Rejected claims
@@ -91,7 +103,10 @@ struct IDTokenValidatorTests {
     @Test func aWrongIssuerIsRejected() async throws {
         let token = try await P.rs256(P.claims(["iss": .string("http://127.0.0.1:4594/api/oidc")]))
         let error = try await rejection(token)
-        #expect(error.message == "the ID token's issuer `http://127.0.0.1:4594/api/oidc` is not the authority's issuer `http://127.0.0.1:4593/api/oidc`; check the authority URL")
+        #expect(
+            error.message
+                == "the ID token's issuer `http://127.0.0.1:4594/api/oidc` is not the authority's issuer `http://127.0.0.1:4593/api/oidc`; check the authority URL"
+        )
     }
 
     @Test func aMissingIssuerIsRejected() async throws {
@@ -165,7 +180,10 @@ struct IDTokenValidatorTests {
 
     @Test func aTokenSignedByAnotherKeyWithTheSameKIDIsRejected() async throws {
         let rsa = try await rejection(try await P.rs256(key: P.otherRSAKey, kid: "rsa-1"))
-        #expect(rsa.message == "the ID token's signature does not verify against the authority's keys; it was altered or not issued by this authority")
+        #expect(
+            rsa.message
+                == "the ID token's signature does not verify against the authority's keys; it was altered or not issued by this authority"
+        )
         let ec = try await rejection(try await P.es256(key: ES256PrivateKey(), kid: "ec-1"))
         #expect(ec.message.contains("signature does not verify"))
     }
@@ -217,7 +235,9 @@ struct IDTokenValidatorTests {
     }
 
     @Test func aTokenWithoutKIDIsRejectedWhenSeveralKeysFit() async throws {
-        let validator = try IDTokenValidator(jwksJSON: P.jwks([P.rsaJWK(P.rsaKey, kid: "a"), P.rsaJWK(P.otherRSAKey, kid: "b")]))
+        let validator = try IDTokenValidator(
+            jwksJSON: P.jwks([P.rsaJWK(P.rsaKey, kid: "a"), P.rsaJWK(P.otherRSAKey, kid: "b")])
+        )
         let error = try await rejection(try await P.rs256(kid: nil), validator: validator)
         #expect(error.message.contains("names no key (kid)"))
     }
@@ -225,7 +245,9 @@ struct IDTokenValidatorTests {
     @Test(arguments: ["", "abc", "a.b", "a.b.c.d", "!!!.e30.x", "e30.e30.x"])
     func malformedTokensAreRejected(token: String) async throws {
         let error = try await rejection(token)
-        #expect(error.message.contains("not a well-formed JWT") || error.message.contains("no signing algorithm (`alg`)"))
+        #expect(
+            error.message.contains("not a well-formed JWT") || error.message.contains("no signing algorithm (`alg`)")
+        )
     }
 
     // MARK: Key sets
@@ -269,10 +291,18 @@ struct IDTokenValidatorTests {
 
     @Test func expectationsCanBeBuiltFromTheDiscoveryDocument() async throws {
         let configuration = OpenIDConfiguration(
-            issuer: P.issuer, authorizationEndpoint: URL(string: "\(P.issuer)/authorize")!,
-            tokenEndpoint: URL(string: "\(P.issuer)/token")!, jwksURI: URL(string: "\(P.issuer)/jwks")!)
-        let expectations = IDTokenExpectations(authority: P.authority, configuration: configuration, clientID: P.clientID,
-                                               nonce: P.nonce, now: P.now)
+            issuer: P.issuer,
+            authorizationEndpoint: URL(string: "\(P.issuer)/authorize")!,
+            tokenEndpoint: URL(string: "\(P.issuer)/token")!,
+            jwksURI: URL(string: "\(P.issuer)/jwks")!
+        )
+        let expectations = IDTokenExpectations(
+            authority: P.authority,
+            configuration: configuration,
+            clientID: P.clientID,
+            nonce: P.nonce,
+            now: P.now
+        )
         #expect(expectations.allowedClockSkew == 300)
         #expect(try await validator().validate(try await P.rs256(), expectations).subject == "worker-7")
     }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+
 @testable import IdentityClient
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -18,26 +20,37 @@ import Darwin
     }
 
     @Test func freshVerifiersAreLongRandomAndURLSafe() {
-        let first = PKCE(), second = PKCE()
+        let first = PKCE()
+        let second = PKCE()
         #expect(first.verifier != second.verifier)
         #expect(first.verifier.count == 43)  // 32 bytes, unpadded base64url: RFC 7636 §4.1 minimum
         #expect(first.verifier.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
     }
 
     @Test func formEncodingEscapesReservedCharactersAndRoundTrips() {
-        let fields = [("scope", "openid profile User.Read"), ("redirect_uri", "http://127.0.0.1:5000/"), ("x", "a&b=c+d/é")]
+        let fields = [
+            ("scope", "openid profile User.Read"), ("redirect_uri", "http://127.0.0.1:5000/"), ("x", "a&b=c+d/é"),
+        ]
         let encoded = FormEncoding.encode(fields)
-        #expect(encoded == "scope=openid+profile+User.Read&redirect_uri=http%3A%2F%2F127.0.0.1%3A5000%2F&x=a%26b%3Dc%2Bd%2F%C3%A9")
+        #expect(
+            encoded
+                == "scope=openid+profile+User.Read&redirect_uri=http%3A%2F%2F127.0.0.1%3A5000%2F&x=a%26b%3Dc%2Bd%2F%C3%A9"
+        )
         let decoded = FormEncoding.decode(encoded)
         for (name, value) in fields { #expect(decoded[name] == value) }
     }
 
     /// Microsoft's documented token error body (AADSTS70008 expired refresh token).
     @Test func invalidGrantBecomesInteractionRequiredWithTheServerDescription() {
-        let body = Data("""
-        {"error":"invalid_grant","error_description":"AADSTS70008: The provided authorization code or refresh token has expired due to inactivity.\\r\\nTrace ID: 1\\r\\nCorrelation ID: 2","error_codes":[70008],"timestamp":"2026-11-22 03:00:00Z","trace_id":"1","correlation_id":"2","suberror":"bad_token"}
-        """.utf8)
-        let error = OAuthErrorResponse.identityError(for: HTTPResponse(status: 400, body: body), endpoint: "token endpoint")
+        let body = Data(
+            """
+            {"error":"invalid_grant","error_description":"AADSTS70008: The provided authorization code or refresh token has expired due to inactivity.\\r\\nTrace ID: 1\\r\\nCorrelation ID: 2","error_codes":[70008],"timestamp":"2026-11-22 03:00:00Z","trace_id":"1","correlation_id":"2","suberror":"bad_token"}
+            """.utf8
+        )
+        let error = OAuthErrorResponse.identityError(
+            for: HTTPResponse(status: 400, body: body),
+            endpoint: "token endpoint"
+        )
         #expect(error.code == .interactionRequired)
         #expect(error.msalErrorCode == -50002)
         #expect(error.oauthError == "invalid_grant")
@@ -47,21 +60,29 @@ import Darwin
     @Test func interactionRequiredAndConsentRequiredAreInteractionRequired() {
         for code in ["interaction_required", "consent_required", "login_required"] {
             let body = Data(#"{"error":"\#(code)"}"#.utf8)
-            #expect(OAuthErrorResponse.identityError(for: HTTPResponse(status: 400, body: body), endpoint: "t").code == .interactionRequired)
+            #expect(
+                OAuthErrorResponse.identityError(for: HTTPResponse(status: 400, body: body), endpoint: "t").code
+                    == .interactionRequired
+            )
         }
     }
 
     @Test func otherOAuthErrorsAreServerErrorsKeepingTheDescription() {
         let body = Data(#"{"error":"invalid_scope","error_description":"scope Files.ReadWrite is not allowed"}"#.utf8)
-        let error = OAuthErrorResponse.identityError(for: HTTPResponse(status: 400, body: body), endpoint: "token endpoint")
+        let error = OAuthErrorResponse.identityError(
+            for: HTTPResponse(status: 400, body: body),
+            endpoint: "token endpoint"
+        )
         #expect(error.code == .serverError)
         #expect(error.msalErrorCode == -50006)
         #expect(error.description.contains("scope Files.ReadWrite is not allowed"))
     }
 
     @Test func aNonOAuthFailureNamesTheStatus() {
-        let error = OAuthErrorResponse.identityError(for: HTTPResponse(status: 502, body: Data("<html>bad gateway</html>".utf8)),
-                                                     endpoint: "token endpoint")
+        let error = OAuthErrorResponse.identityError(
+            for: HTTPResponse(status: 502, body: Data("<html>bad gateway</html>".utf8)),
+            endpoint: "token endpoint"
+        )
         #expect(error.code == .serverError)
         #expect(error.httpStatus == 502)
         #expect(error.description.contains("HTTP 502"))
@@ -70,7 +91,8 @@ import Darwin
     @Test func unreachableAuthorityIsAClearErrorWithoutThePath() async {
         let transport = CurlTransport(timeout: 5)
         let url = URL(string: "http://127.0.0.1:9/api/oidc/token?code=secret-code")!
-        let error = await caught { () async throws(IdentityError) in _ = try await transport.send(HTTPRequest(url: url)) }
+        let error = await caught { () async throws(IdentityError) in _ = try await transport.send(HTTPRequest(url: url))
+        }
         #expect(error?.code == .authorityUnreachable)
         #expect(error?.message.contains("127.0.0.1:9") == true)
         #expect(error?.message.contains("secret-code") == false)
@@ -99,7 +121,9 @@ import Darwin
         // for a minute: a second sign-in on the same registered redirect URI must still bind the port.
         let first = try LoopbackRedirectListener()
         let port = first.port
-        let waiting = Task { try await first.waitForRedirect(path: "/callback", deadline: Date().addingTimeInterval(600)) }
+        let waiting = Task {
+            try await first.waitForRedirect(path: "/callback", deadline: Date().addingTimeInterval(600))
+        }
         // A browser that reads the answer to its end and closes after the listener did.
         let answer = try Self.getReadingToTheEnd(port: port, path: "/callback?code=c&state=s")
         #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
@@ -119,7 +143,9 @@ import Darwin
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         try #require(connected == 0, "connect: errno \(errno)")
         let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
@@ -142,7 +168,10 @@ import Darwin
         } catch {
             #expect(error.code == .unsupported)
             #expect(error.message.contains("127.0.0.1:\(first.port)"), "\(error.message)")
-            #expect(error.message.contains("errno \(EADDRINUSE)"), "the errno of bind, not of the close after it: \(error.message)")
+            #expect(
+                error.message.contains("errno \(EADDRINUSE)"),
+                "the errno of bind, not of the close after it: \(error.message)"
+            )
         }
     }
 
@@ -154,7 +183,10 @@ import Darwin
         try await Task.sleep(for: .milliseconds(100))
         waiting.cancel()
         let result = await waiting.result
-        guard case .failure(let error) = result else { Issue.record("a canceled wait returned fields"); return }
+        guard case .failure(let error) = result else {
+            Issue.record("a canceled wait returned fields")
+            return
+        }
         #expect((error as? IdentityError)?.code == .userCanceled)
     }
 }

@@ -1,8 +1,9 @@
 import Foundation
-@testable import IdentityClient
 import IdentityTestSupport
 import JWTKit
 import Testing
+
+@testable import IdentityClient
 
 /// What a client says when the provider publishes no usable signing keys: the key set is unavailable
 /// (an HTTP status), or it holds no key for the token's algorithm or key id. Either way the message says
@@ -16,13 +17,21 @@ struct SigningKeyAvailabilityTests {
     /// A provider at `P.issuer` whose key set answers `keys`, and one refresh whose response carries `idToken`.
     private func refresh(keys: HTTPResponse..., idToken: String) async -> (IdentityError?, ScriptedTransport) {
         let transport = ScriptedTransport()
-        transport.always(Self.discoveryPath, .json([
-            "issuer": P.issuer, "authorization_endpoint": "\(P.issuer)/auth", "token_endpoint": "\(P.issuer)/token",
-            "jwks_uri": "\(P.issuer)/jwks",
-        ]))
+        transport.always(
+            Self.discoveryPath,
+            .json([
+                "issuer": P.issuer, "authorization_endpoint": "\(P.issuer)/auth", "token_endpoint": "\(P.issuer)/token",
+                "jwks_uri": "\(P.issuer)/jwks",
+            ])
+        )
         for response in keys { transport.enqueue(Self.keysPath, response) }
-        transport.enqueue(Self.tokenPath, .json(["access_token": "at-never-cached", "token_type": "Bearer", "expires_in": 3600,
-                                                 "scope": "User.Read openid", "id_token": idToken]))
+        transport.enqueue(
+            Self.tokenPath,
+            .json([
+                "access_token": "at-never-cached", "token_type": "Bearer", "expires_in": 3600,
+                "scope": "User.Read openid", "id_token": idToken,
+            ])
+        )
         let client = IdentityClient(clientID: P.clientID, authority: P.authority, transport: transport, now: { P.now })
         do {
             _ = try await client.refresh(refreshToken: "rt-never-logged", scopes: ["User.Read"])
@@ -35,7 +44,11 @@ struct SigningKeyAvailabilityTests {
     @Test(arguments: [403, 404, 503])
     func anUnavailableKeySetNamesTheStatusAndTheKeysPublicClientsNeed(status: Int) async throws {
         let token = try await P.rs256(P.claims(["nonce": nil]))
-        let failure = HTTPResponse(status: status, headers: ["content-type": "text/html"], body: Data("<html>Forbidden</html>".utf8))
+        let failure = HTTPResponse(
+            status: status,
+            headers: ["content-type": "text/html"],
+            body: Data("<html>Forbidden</html>".utf8)
+        )
         let (error, transport) = await refresh(keys: failure, idToken: token)
         let caught = try #require(error)
         #expect(caught.code == .serverError)
@@ -55,7 +68,10 @@ struct SigningKeyAvailabilityTests {
         let (error, transport) = await refresh(keys: published, published, idToken: token)
         let caught = try #require(error)
         #expect(caught.code == .invalidIDToken)
-        #expect(caught.message.contains("`never-published` (kid), which is not in the authority's key set"), "\(caught.message)")
+        #expect(
+            caught.message.contains("`never-published` (kid), which is not in the authority's key set"),
+            "\(caught.message)"
+        )
         #expect(caught.message.contains("holds no RS256 key with that kid"))
         #expect(caught.message.contains("RS256 or ES256"))
         #expect(transport.requests(to: Self.keysPath).count == 2, "fetched once, then once more for the unknown kid")

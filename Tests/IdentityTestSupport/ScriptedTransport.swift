@@ -61,7 +61,8 @@ public final class ScriptedTransport: HTTPTransport {
                 state.queued[path] = queue
                 return response
             }
-            return state.standing[path] ?? .json(["error": "not_found", "error_description": "no scripted response for \(path)"], status: 404)
+            return state.standing[path]
+                ?? .json(["error": "not_found", "error_description": "no scripted response for \(path)"], status: 404)
         }
     }
 
@@ -83,8 +84,11 @@ public final class ScriptedTransport: HTTPTransport {
 extension HTTPResponse {
     /// A JSON response with `object` as its body.
     public static func json(_ object: [String: Any], status: Int = 200) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["content-type": "application/json; charset=utf-8"],
-                     body: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        HTTPResponse(
+            status: status,
+            headers: ["content-type": "application/json; charset=utf-8"],
+            body: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        )
     }
 
     /// A JSON response with exactly these bytes as its body.

@@ -17,13 +17,27 @@ struct AtRestTests {
     @Test func databaseFileAndWALHoldNoCleartextServiceAccountLabelGroupOrSecret() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        let needles = ["ServiceNeedleQ7", "AccountNeedleK3", "LabelNeedleZ9", "SecretNeedleW1", "UpdatedSecretNeedleP4", "com.needle.groupX"]
+        let needles = [
+            "ServiceNeedleQ7", "AccountNeedleK3", "LabelNeedleZ9", "SecretNeedleW1", "UpdatedSecretNeedleP4",
+            "com.needle.groupX",
+        ]
         let app = try AppIdentity(appID: "com.needle.app", accessGroups: ["com.needle.groupX"])
         for i in 0..<50 {
-            try store.add(NewItem(service: "ServiceNeedleQ7-\(i)", account: "AccountNeedleK3-\(i)",
-                                  secret: Data("SecretNeedleW1-\(i)-" + String(repeating: "s", count: 300)), label: "LabelNeedleZ9-\(i)"), as: app)
+            try store.add(
+                NewItem(
+                    service: "ServiceNeedleQ7-\(i)",
+                    account: "AccountNeedleK3-\(i)",
+                    secret: Data("SecretNeedleW1-\(i)-" + String(repeating: "s", count: 300)),
+                    label: "LabelNeedleZ9-\(i)"
+                ),
+                as: app
+            )
         }
-        try store.update(ItemQuery(service: "ServiceNeedleQ7-3"), with: ItemChanges(secret: Data("UpdatedSecretNeedleP4")), as: app)
+        try store.update(
+            ItemQuery(service: "ServiceNeedleQ7-3"),
+            with: ItemChanges(secret: Data("UpdatedSecretNeedleP4")),
+            as: app
+        )
         try store.delete(ItemQuery(service: "ServiceNeedleQ7-4"), as: app)
         // The store is still open, so recent writes are in the WAL rather than checkpointed.
         let files = fileBytes(directory)
@@ -34,7 +48,9 @@ struct AtRestTests {
                 #expect(bytes.range(of: Data(needle.utf8)) == nil, "\(needle) found in clear in \(name)")
             }
         }
-        #expect(try store.find(ItemQuery(service: "ServiceNeedleQ7-3"), as: app).secret == Data("UpdatedSecretNeedleP4"))
+        #expect(
+            try store.find(ItemQuery(service: "ServiceNeedleQ7-3"), as: app).secret == Data("UpdatedSecretNeedleP4")
+        )
     }
 
     @Test func wrongKeyFileIsItsOwnErrorAndChangesNothing() throws {
@@ -47,7 +63,11 @@ struct AtRestTests {
         try RawDatabase(path: directory.databasePath).checkpoint()
         let bytesBefore = fileBytes(directory)["db"]
         let wrongKey = directory.url.appendingPathComponent("other.key")
-        FileManager.default.createFile(atPath: wrongKey.path, contents: Data((0..<32).map { UInt8($0) }), attributes: [.posixPermissions: 0o600])
+        FileManager.default.createFile(
+            atPath: wrongKey.path,
+            contents: Data((0..<32).map { UInt8($0) }),
+            attributes: [.posixPermissions: 0o600]
+        )
         expectError(.wrongKey) { try openStore(directory, key: .keyFile(wrongKey)) }
         expectError(.wrongKey) { try openStore(directory, key: .passphrase("guess")) }
         #expect(fileBytes(directory)["db"] == bytesBefore)
@@ -66,7 +86,12 @@ struct AtRestTests {
         expectError(.wrongKey) { try openStore(directory) }  // key file instead of passphrase
         #expect(!FileManager.default.fileExists(atPath: directory.keyFile.path))
         #expect(try RawDatabase(path: directory.databasePath).dump() == before)
-        #expect(try openStore(directory, key: .passphrase("right passphrase")).find(ItemQuery(service: "svc"), as: Apps.scanner).secret == Data("kept"))
+        #expect(
+            try openStore(directory, key: .passphrase("right passphrase")).find(
+                ItemQuery(service: "svc"),
+                as: Apps.scanner
+            ).secret == Data("kept")
+        )
     }
 
     @Test func missingKeyFileOfAnExistingStoreIsWrongKeyAndNoNewKeyIsMade() throws {
@@ -96,7 +121,9 @@ struct AtRestTests {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory, key: .passphrase("pass-phrase-VALUE"))
         try store.add(NewItem(service: "svc", account: "a", secret: Data("SECRET-VALUE")), as: Apps.scanner)
-        let duplicate = caughtError { try store.add(NewItem(service: "svc", account: "a", secret: Data("SECRET-VALUE-2")), as: Apps.scanner) }
+        let duplicate = caughtError {
+            try store.add(NewItem(service: "svc", account: "a", secret: Data("SECRET-VALUE-2")), as: Apps.scanner)
+        }
         #expect(duplicate?.code == .duplicateItem)
         #expect(duplicate.map { !$0.description.contains("SECRET-VALUE") } == true)
         let wrong = caughtError { try openStore(directory, key: .passphrase("wrong-pass-phrase-VALUE")) }

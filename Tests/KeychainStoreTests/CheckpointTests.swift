@@ -40,7 +40,10 @@ struct CheckpointTests {
         try await onOwnThread {
             try store.writeTransaction { tx in
                 for index in range {
-                    try tx.add(NewItem(service: "svc", account: "item-\(index)", secret: Self.secret(index)), as: Self.app)
+                    try tx.add(
+                        NewItem(service: "svc", account: "item-\(index)", secret: Self.secret(index)),
+                        as: Self.app
+                    )
                 }
             }
         }
@@ -56,9 +59,14 @@ struct CheckpointTests {
         while fileSize(directory.databasePath) < before + 8 * Self.secretSize, Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(fileSize(directory.databasePath) >= before + 8 * Self.secretSize, "the log was not checkpointed within 20 s")
+        #expect(
+            fileSize(directory.databasePath) >= before + 8 * Self.secretSize,
+            "the log was not checkpointed within 20 s"
+        )
         for index in [0, 5, 7] {
-            #expect(try store.find(ItemQuery(service: "svc", account: "item-\(index)"), as: app).secret == secret(index))
+            #expect(
+                try store.find(ItemQuery(service: "svc", account: "item-\(index)"), as: app).secret == secret(index)
+            )
         }
     }
 

@@ -38,20 +38,38 @@ struct CryptoShreddingTests {
         let store = try openStore(directory)
         for index in 0..<4 {
             let error = caughtError {
-                try store.find(ItemQuery(accessGroup: Self.scannerGroup, service: "svc", account: "\(Self.scannerGroup)-\(index)"), as: Apps.scanner)
+                try store.find(
+                    ItemQuery(accessGroup: Self.scannerGroup, service: "svc", account: "\(Self.scannerGroup)-\(index)"),
+                    as: Apps.scanner
+                )
             }
-            #expect(error?.code == .integrityFailure, "reading a shredded item gave \(error.map(String.init(describing:)) ?? "a secret")")
-            #expect(error?.damagedItems.count == 1 && error?.damagedItems.first?.accessGroup == Self.scannerGroup, "\(error?.damagedItems ?? [])")
+            #expect(
+                error?.code == .integrityFailure,
+                "reading a shredded item gave \(error.map(String.init(describing:)) ?? "a secret")"
+            )
+            #expect(
+                error?.damagedItems.count == 1 && error?.damagedItems.first?.accessGroup == Self.scannerGroup,
+                "\(error?.damagedItems ?? [])"
+            )
         }
         let listing = caughtError { try store.findAll(ItemQuery(accessGroup: Self.scannerGroup), as: Apps.scanner) }
-        #expect(listing?.code == .integrityFailure, "listing the shredded group gave \(listing.map(String.init(describing:)) ?? "items")")
+        #expect(
+            listing?.code == .integrityFailure,
+            "listing the shredded group gave \(listing.map(String.init(describing:)) ?? "items")"
+        )
 
         // The other groups, including the shared one the same app reads, are untouched.
-        for (group, app, count) in [(Apps.sharedGroup, Apps.scanner, 3), (Apps.sharedGroup, Apps.timeclock, 3), (Self.timeclockGroup, Apps.timeclock, 2)] {
+        for (group, app, count) in [
+            (Apps.sharedGroup, Apps.scanner, 3), (Apps.sharedGroup, Apps.timeclock, 3),
+            (Self.timeclockGroup, Apps.timeclock, 2),
+        ] {
             let items = try store.findAll(ItemQuery(accessGroup: group), as: app)
             #expect(items.count == count, "\(app.appID) finds \(items.count) items in \(group)")
             for item in items {
-                #expect(item.secret == Self.secret(group: group, account: item.account), "\(group)/\(item.account) reads another secret")
+                #expect(
+                    item.secret == Self.secret(group: group, account: item.account),
+                    "\(group)/\(item.account) reads another secret"
+                )
             }
         }
 
@@ -64,10 +82,19 @@ struct CryptoShreddingTests {
         #expect(Set(report.damagedItems.map(\.rowID)) == scannerRows, "\(report)")
 
         // The group can be used again, under a new key: new items read, the shredded ones stay unreadable.
-        try store.add(NewItem(accessGroup: Self.scannerGroup, service: "svc", account: "after-shred", secret: Data("new".utf8)), as: Apps.scanner)
-        #expect(try store.find(ItemQuery(accessGroup: Self.scannerGroup, account: "after-shred"), as: Apps.scanner).secret == Data("new".utf8))
+        try store.add(
+            NewItem(accessGroup: Self.scannerGroup, service: "svc", account: "after-shred", secret: Data("new".utf8)),
+            as: Apps.scanner
+        )
+        #expect(
+            try store.find(ItemQuery(accessGroup: Self.scannerGroup, account: "after-shred"), as: Apps.scanner).secret
+                == Data("new".utf8)
+        )
         let old = caughtError {
-            try store.find(ItemQuery(accessGroup: Self.scannerGroup, service: "svc", account: "\(Self.scannerGroup)-0"), as: Apps.scanner)
+            try store.find(
+                ItemQuery(accessGroup: Self.scannerGroup, service: "svc", account: "\(Self.scannerGroup)-0"),
+                as: Apps.scanner
+            )
         }
         #expect(old?.code == .integrityFailure, "a new key for the group brought back a shredded item")
         withExtendedLifetime(directory) {}
@@ -80,7 +107,10 @@ struct CryptoShreddingTests {
     static func add(_ count: Int, to group: String, as app: AppIdentity, in store: KeychainStore) throws {
         for index in 0..<count {
             let name = group == Apps.sharedGroup ? "\(group)-\(app.appID)-\(index)" : "\(group)-\(index)"
-            try store.add(NewItem(accessGroup: group, service: "svc", account: name, secret: secret(group: group, account: name)), as: app)
+            try store.add(
+                NewItem(accessGroup: group, service: "svc", account: name, secret: secret(group: group, account: name)),
+                as: app
+            )
         }
     }
 }

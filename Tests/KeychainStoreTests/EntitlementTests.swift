@@ -8,10 +8,16 @@ struct EntitlementTests {
     @Test func namingAGroupTheCallerIsNotEntitledToIsMissingEntitlementForEveryOperation() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")), as: Apps.scanner)
+        try store.add(
+            NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")),
+            as: Apps.scanner
+        )
         let foreign = ItemQuery(accessGroup: "com.contoso.scanner", service: "svc")
         expectError(.missingEntitlement) {
-            try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "b", secret: Data("x")), as: Apps.timeclock)
+            try store.add(
+                NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "b", secret: Data("x")),
+                as: Apps.timeclock
+            )
         }
         expectError(.missingEntitlement) { try store.find(foreign, as: Apps.timeclock) }
         expectError(.missingEntitlement) { try store.findAll(foreign, as: Apps.timeclock) }
@@ -28,7 +34,10 @@ struct EntitlementTests {
     @Test func queryWithoutGroupOnlySeesTheCallersGroupsSoOtherAppsItemsAreNotFound() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")), as: Apps.scanner)
+        try store.add(
+            NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("mine")),
+            as: Apps.scanner
+        )
         expectError(.itemNotFound) { try store.find(ItemQuery(service: "svc"), as: Apps.timeclock) }
         expectError(.itemNotFound) { try store.delete(ItemQuery(service: "svc"), as: Apps.timeclock) }
         expectError(.itemNotFound) {
@@ -41,7 +50,10 @@ struct EntitlementTests {
     @Test func aSharedGroupIsVisibleToEveryEntitledApp() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "rt", account: "worker", secret: Data("shared")), as: Apps.scanner)
+        try store.add(
+            NewItem(accessGroup: Apps.sharedGroup, service: "rt", account: "worker", secret: Data("shared")),
+            as: Apps.scanner
+        )
         #expect(try store.find(ItemQuery(service: "rt"), as: Apps.timeclock).secret == Data("shared"))
         expectError(.itemNotFound) { try store.find(ItemQuery(service: "rt"), as: Apps.outsider) }
         expectError(.missingEntitlement) {

@@ -1,23 +1,33 @@
 import Foundation
 import KeychainStore
-import Synchronization
 import ProcessTestSupport
 import StoreTestSupport
+import Synchronization
 import Testing
 
 enum Apps {
     static let sharedGroup = AccessGroup.adalCache
     /// Entitled to the shared MSAL group and its own private group.
-    static let scanner = try! AppIdentity(appID: "com.contoso.scanner", accessGroups: [sharedGroup, "com.contoso.scanner"])
+    static let scanner = try! AppIdentity(
+        appID: "com.contoso.scanner",
+        accessGroups: [sharedGroup, "com.contoso.scanner"]
+    )
     /// Entitled to the shared MSAL group and its own private group.
-    static let timeclock = try! AppIdentity(appID: "com.contoso.timeclock", accessGroups: [sharedGroup, "com.contoso.timeclock"])
+    static let timeclock = try! AppIdentity(
+        appID: "com.contoso.timeclock",
+        accessGroups: [sharedGroup, "com.contoso.timeclock"]
+    )
     /// Entitled only to its own group.
     static let outsider = try! AppIdentity(appID: "com.fabrikam.outsider", accessGroups: ["com.fabrikam.outsider"])
 }
 
 /// Opens a store in `directory` with fast commits unless a test needs otherwise.
-func openStore(_ directory: TemporaryStateDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil,
-               synchronous: StoreOptions.Synchronous = .normal) throws -> KeychainStore {
+func openStore(
+    _ directory: TemporaryStateDirectory,
+    key: MasterKeySource? = nil,
+    clock: FakeClock? = nil,
+    synchronous: StoreOptions.Synchronous = .normal
+) throws -> KeychainStore {
     var options = StoreOptions(synchronous: synchronous)
     if let clock { options.clock = clock.function }
     return try KeychainStore(directory: directory.url, key: key, options: options)
@@ -31,7 +41,11 @@ extension Data {
 }
 
 /// Expects `body` to throw a `KeychainError` with `code` (the keychain's OSStatus class).
-func expectError<T>(_ code: KeychainError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+func expectError<T>(
+    _ code: KeychainError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> T
+) {
     do {
         _ = try body()
         Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)

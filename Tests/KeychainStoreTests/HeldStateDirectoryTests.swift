@@ -22,12 +22,15 @@ import Glibc
 
     /// The paths this process's descriptors lead to (`/proc/self/fd`).
     static func openPaths() -> [String] {
-        names("/proc/self/fd").compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }
+        names("/proc/self/fd").compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)
+        }
     }
 
     @Test func theStoreKeepsUsingTheDirectoryItCheckedAfterItsPathIsSwappedForASymlink() throws {
         let directory = TemporaryStateDirectory("held")
-        let moved = directory.url.path + "-moved", decoy = directory.url.path + "-decoy"
+        let moved = directory.url.path + "-moved"
+        let decoy = directory.url.path + "-decoy"
         defer {
             unlink(directory.url.path)
             try? FileManager.default.removeItem(atPath: moved)
@@ -36,7 +39,9 @@ import Glibc
         // The decoy holds files under the log's names, which SQLite removes by name when the store closes.
         let planted = [KeychainStore.databaseFileName + "-wal", KeychainStore.databaseFileName + "-shm"]
         try FileManager.default.createDirectory(atPath: decoy, withIntermediateDirectories: false)
-        for name in planted { #expect(FileManager.default.createFile(atPath: decoy + "/" + name, contents: Data("decoy"))) }
+        for name in planted {
+            #expect(FileManager.default.createFile(atPath: decoy + "/" + name, contents: Data("decoy")))
+        }
         do {
             let store = try openStore(directory)
             try store.add(NewItem(service: "api", account: "before", secret: Data("one")), as: Apps.scanner)
@@ -59,7 +64,9 @@ import Glibc
         }
         // Closed: SQLite folded and removed the log in the checked directory, and left the decoy's files alone.
         #expect(!Self.names(moved).contains(planted[0]), "\(Self.names(moved))")
-        for name in planted { #expect(FileManager.default.contents(atPath: decoy + "/" + name) == Data("decoy"), "\(name)") }
+        for name in planted {
+            #expect(FileManager.default.contents(atPath: decoy + "/" + name) == Data("decoy"), "\(name)")
+        }
 
         // The moved directory is the store, whole, under the new key.
         let reopened = try KeychainStore(directory: URL(fileURLWithPath: moved))
@@ -73,7 +80,9 @@ import Glibc
         defer { unlink(victim) }
         // A root file of exactly a key's size, which a store reading through the link would take for its key.
         let secret = Data((0..<32).map { UInt8($0) })
-        #expect(FileManager.default.createFile(atPath: victim, contents: secret, attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(atPath: victim, contents: secret, attributes: [.posixPermissions: 0o600])
+        )
         try FileManager.default.removeItem(at: directory.keyFile)
         try FileManager.default.createSymbolicLink(atPath: directory.keyFile.path, withDestinationPath: victim)
         let error = try #require(caughtError { try openStore(directory) })
@@ -95,7 +104,13 @@ import Glibc
         try store.add(NewItem(service: "api", account: "a", secret: Data("one")), as: Apps.scanner)
         let victim = directory.url.path + "-victim"
         defer { unlink(victim) }
-        #expect(FileManager.default.createFile(atPath: victim, contents: Data("root's own".utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(
+                atPath: victim,
+                contents: Data("root's own".utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        )
 
         // A stale pending key that is a link: the rotation removes the link, writes its own file, and the
         // link's target is untouched.
@@ -119,8 +134,13 @@ import Glibc
         let users = TemporaryStateDirectory("users-keys")
         #expect(chown(users.url.path, 1001, 1001) == 0)
         let key = users.url.appendingPathComponent("store.key")
-        #expect(FileManager.default.createFile(atPath: key.path, contents: Data((0..<32).map { UInt8($0) }),
-                                               attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(
+                atPath: key.path,
+                contents: Data((0..<32).map { UInt8($0) }),
+                attributes: [.posixPermissions: 0o600]
+            )
+        )
         let directory = TemporaryStateDirectory("explicit-key")
         let error = try #require(caughtError { try openStore(directory, key: .keyFile(key)) })
         #expect(error.code == .insecureKeyFile && error.message.contains("owned by uid 1001"), "\(error)")
@@ -141,11 +161,19 @@ import Glibc
         let empty = directory.url.path + "-empty"
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false)
         defer { rmdir(empty) }
-        let result = try await Command.run(URL(fileURLWithPath: "/usr/bin/unshare"), [
-            "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "mount --bind \"$0\" /proc/$$/fd && exec \"$@\"",
-            empty, devicectl, "accounts", "--state-dir", directory.url.path])
-        #expect(result.status == 74 && result.stderr.contains("/proc is not mounted") && result.stderr.contains("mount -t proc proc /proc"),
-                "\(result.status) \(result.stderr)")
+        let result = try await Command.run(
+            URL(fileURLWithPath: "/usr/bin/unshare"),
+            [
+                "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                "mount --bind \"$0\" /proc/$$/fd && exec \"$@\"",
+                empty, devicectl, "accounts", "--state-dir", directory.url.path,
+            ]
+        )
+        #expect(
+            result.status == 74 && result.stderr.contains("/proc is not mounted")
+                && result.stderr.contains("mount -t proc proc /proc"),
+            "\(result.status) \(result.stderr)"
+        )
         #expect(directory.databaseFiles() == before)
     }
 

@@ -13,13 +13,35 @@ struct KeychainSemanticsTests {
         let directory = TemporaryStateDirectory()
         let clock = FakeClock()
         let store = try openStore(directory, clock: clock)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "worker-1", secret: Data("s3cret"),
-                              label: "Label", type: 2001, generic: Data("gen"), creator: 42), as: Apps.scanner)
+        try store.add(
+            NewItem(
+                accessGroup: Apps.sharedGroup,
+                service: "svc",
+                account: "worker-1",
+                secret: Data("s3cret"),
+                label: "Label",
+                type: 2001,
+                generic: Data("gen"),
+                creator: 42
+            ),
+            as: Apps.scanner
+        )
         let item = try store.find(ItemQuery(service: "svc", account: "worker-1"), as: Apps.scanner)
         #expect(item.secret == Data("s3cret"))
-        #expect(item.metadata == ItemMetadata(accessGroup: Apps.sharedGroup, service: "svc", account: "worker-1", type: 2001,
-                                              generic: Data("gen"), label: "Label", creator: 42,
-                                              creationDate: clock.date, modificationDate: clock.date))
+        #expect(
+            item.metadata
+                == ItemMetadata(
+                    accessGroup: Apps.sharedGroup,
+                    service: "svc",
+                    account: "worker-1",
+                    type: 2001,
+                    generic: Data("gen"),
+                    label: "Label",
+                    creator: 42,
+                    creationDate: clock.date,
+                    modificationDate: clock.date
+                )
+        )
     }
 
     @Test func addWithoutGroupUsesTheCallersFirstGroup() throws {
@@ -27,7 +49,10 @@ struct KeychainSemanticsTests {
         let store = try openStore(directory)
         let stored = try store.add(NewItem(service: "svc", account: "a", secret: Data("x")), as: Apps.timeclock)
         #expect(stored.accessGroup == Apps.timeclock.accessGroups[0])
-        #expect(try store.find(ItemQuery(accessGroup: Apps.sharedGroup, service: "svc"), as: Apps.scanner).secret == Data("x"))
+        #expect(
+            try store.find(ItemQuery(accessGroup: Apps.sharedGroup, service: "svc"), as: Apps.scanner).secret
+                == Data("x")
+        )
     }
 
     @Test func secondAddWithSamePrimaryKeyIsDuplicateAndKeepsTheFirstSecret() throws {
@@ -39,7 +64,10 @@ struct KeychainSemanticsTests {
         }
         #expect(try store.find(ItemQuery(service: "svc", account: "a"), as: Apps.scanner).secret == Data("first"))
         // Same service and account in another group is a different item.
-        try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("other")), as: Apps.scanner)
+        try store.add(
+            NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("other")),
+            as: Apps.scanner
+        )
         #expect(try store.findAll(ItemQuery(service: "svc", account: "a"), as: Apps.scanner).count == 2)
     }
 
@@ -47,7 +75,10 @@ struct KeychainSemanticsTests {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         try store.add(NewItem(service: "svc", account: "a", secret: Data("x")), as: Apps.scanner)
-        for query in [ItemQuery(service: "other"), ItemQuery(service: "svc", account: "b"), ItemQuery(label: "none"), ItemQuery(type: 7)] {
+        for query in [
+            ItemQuery(service: "other"), ItemQuery(service: "svc", account: "b"), ItemQuery(label: "none"),
+            ItemQuery(type: 7),
+        ] {
             expectError(.itemNotFound) { try store.find(query, as: Apps.scanner) }
             expectError(.itemNotFound) { try store.findAll(query, as: Apps.scanner) }
         }
@@ -56,9 +87,18 @@ struct KeychainSemanticsTests {
     @Test func findReturnsOneItemUnlessAskedForAllInTheCallersGroupOrder() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("private")), as: Apps.scanner)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "b", secret: Data("shared")), as: Apps.scanner)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "c", secret: Data("shared2")), as: Apps.scanner)
+        try store.add(
+            NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("private")),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "b", secret: Data("shared")),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "c", secret: Data("shared2")),
+            as: Apps.scanner
+        )
         // The shared group comes first in the scanner's entitlements.
         #expect(try store.find(ItemQuery(service: "svc"), as: Apps.scanner).secret == Data("shared"))
         let all = try store.findAll(ItemQuery(service: "svc"), as: Apps.scanner)
@@ -68,8 +108,30 @@ struct KeychainSemanticsTests {
     @Test func queriesMatchOnLabelTypeGenericAndCreator() throws {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(service: "at", account: "a", secret: Data("1"), label: "L1", type: 2001, generic: Data("g1"), creator: 1), as: Apps.scanner)
-        try store.add(NewItem(service: "rt", account: "a", secret: Data("2"), label: "L2", type: 2002, generic: Data("g2"), creator: 2), as: Apps.scanner)
+        try store.add(
+            NewItem(
+                service: "at",
+                account: "a",
+                secret: Data("1"),
+                label: "L1",
+                type: 2001,
+                generic: Data("g1"),
+                creator: 1
+            ),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(
+                service: "rt",
+                account: "a",
+                secret: Data("2"),
+                label: "L2",
+                type: 2002,
+                generic: Data("g2"),
+                creator: 2
+            ),
+            as: Apps.scanner
+        )
         #expect(try store.find(ItemQuery(type: 2002), as: Apps.scanner).secret == Data("2"))
         #expect(try store.find(ItemQuery(label: "L1"), as: Apps.scanner).secret == Data("1"))
         #expect(try store.find(ItemQuery(generic: Data("g2")), as: Apps.scanner).secret == Data("2"))
@@ -86,7 +148,11 @@ struct KeychainSemanticsTests {
         try store.add(NewItem(service: "svc", account: "b", secret: Data("2")), as: Apps.scanner)
         try store.add(NewItem(service: "other", account: "c", secret: Data("3")), as: Apps.scanner)
         clock.advance(by: 60)
-        let count = try store.update(ItemQuery(service: "svc"), with: ItemChanges(label: "rotated", secret: Data("new")), as: Apps.scanner)
+        let count = try store.update(
+            ItemQuery(service: "svc"),
+            with: ItemChanges(label: "rotated", secret: Data("new")),
+            as: Apps.scanner
+        )
         #expect(count == 2)
         for item in try store.findAll(ItemQuery(service: "svc"), as: Apps.scanner) {
             #expect(item.secret == Data("new"))
@@ -104,7 +170,11 @@ struct KeychainSemanticsTests {
         try store.add(NewItem(service: "svc", account: "a", secret: Data("1")), as: Apps.scanner)
         try store.add(NewItem(service: "svc", account: "b", secret: Data("2")), as: Apps.scanner)
         expectError(.duplicateItem) {
-            try store.update(ItemQuery(service: "svc"), with: ItemChanges(account: "z", secret: Data("9")), as: Apps.scanner)
+            try store.update(
+                ItemQuery(service: "svc"),
+                with: ItemChanges(account: "z", secret: Data("9")),
+                as: Apps.scanner
+            )
         }
         #expect(try store.find(ItemQuery(account: "a"), as: Apps.scanner).secret == Data("1"))
         #expect(try store.find(ItemQuery(account: "b"), as: Apps.scanner).secret == Data("2"))

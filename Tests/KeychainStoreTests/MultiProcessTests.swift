@@ -1,8 +1,8 @@
 import Foundation
 import KeychainStore
+import ProcessTestSupport
 import StoreTestSupport
 import Synchronization
-import ProcessTestSupport
 import TestTags
 import Testing
 
@@ -25,8 +25,13 @@ struct MultiProcessTests {
         try #require(FileManager.default.fileExists(atPath: directory.keyFile.path))
 
         let workers = try (0..<Self.workerCount).map { worker in
-            try ChildProcess(product: "keychain-worker", ["mixed", "--dir", directory.url.path, "--worker", "\(worker)",
-                               "--workers", "\(Self.workerCount)", "--seconds", "\(Self.mixedSeconds)"])
+            try ChildProcess(
+                product: "keychain-worker",
+                [
+                    "mixed", "--dir", directory.url.path, "--worker", "\(worker)",
+                    "--workers", "\(Self.workerCount)", "--seconds", "\(Self.mixedSeconds)",
+                ]
+            )
         }
         defer { workers.forEach { $0.killIfRunning() } }
         for worker in workers {
@@ -36,28 +41,38 @@ struct MultiProcessTests {
 
         var outputs: [(added: [String], deleted: [String])] = []
         for (number, worker) in workers.enumerated() {
-            let stdout = worker.standardOutput, stderr = worker.standardError
-            #expect(worker.exitedNormally && worker.status == 0,
-                    "worker \(number) ended with \(worker.status) (\(worker.reasonDescription)); stderr: \(stderr)")
+            let stdout = worker.standardOutput
+            let stderr = worker.standardError
+            #expect(
+                worker.exitedNormally && worker.status == 0,
+                "worker \(number) ended with \(worker.status) (\(worker.reasonDescription)); stderr: \(stderr)"
+            )
             #expect(!stderr.localizedCaseInsensitiveContains("locked"), "worker \(number) stderr: \(stderr)")
             #expect(!stderr.localizedCaseInsensitiveContains("error"), "worker \(number) stderr: \(stderr)")
             let lines = stdout.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
             #expect(lines.last == "done", "worker \(number) did not print done; stderr: \(stderr)")
-            var added: [String] = [], deleted: [String] = []
+            var added: [String] = []
+            var deleted: [String] = []
             for line in lines {
-                if line.hasPrefix("added ") { added.append(String(line.dropFirst(6))) }
-                else if line.hasPrefix("deleted ") { deleted.append(String(line.dropFirst(8))) }
-                else { #expect(line == "done", "worker \(number) printed an unexpected line: \(line)") }
+                if line.hasPrefix("added ") {
+                    added.append(String(line.dropFirst(6)))
+                } else if line.hasPrefix("deleted ") {
+                    deleted.append(String(line.dropFirst(8)))
+                } else {
+                    #expect(line == "done", "worker \(number) printed an unexpected line: \(line)")
+                }
             }
             outputs.append((added, deleted))
         }
 
         let store = try openStore(directory)
         var expectedTotal = 0
-        var totalAdded = 0, totalDeleted = 0
+        var totalAdded = 0
+        var totalDeleted = 0
         for (worker, output) in outputs.enumerated() {
             let service = "w\(worker)"
-            let added = Set(output.added), deleted = Set(output.deleted)
+            let added = Set(output.added)
+            let deleted = Set(output.deleted)
             #expect(added.count == output.added.count, "worker \(worker) acknowledged an account twice")
             #expect(deleted.count == output.deleted.count, "worker \(worker) deleted an account twice")
             #expect(deleted.isSubset(of: added), "worker \(worker) deleted accounts it never added")
@@ -71,7 +86,10 @@ struct MultiProcessTests {
                 do {
                     let item = try store.find(ItemQuery(service: service, account: account), as: Apps.scanner)
                     #expect(item.service == service && item.account == account && item.accessGroup == Apps.sharedGroup)
-                    #expect(item.secret == KeychainWorkerFixture.mixedSecret(worker: worker, index: index), "\(service)/\(account) has another secret")
+                    #expect(
+                        item.secret == KeychainWorkerFixture.mixedSecret(worker: worker, index: index),
+                        "\(service)/\(account) has another secret"
+                    )
                 } catch {
                     Issue.record("acknowledged item \(service)/\(account) is missing: \(error)")
                 }
@@ -108,22 +126,37 @@ struct MultiProcessTests {
 
         for (round, minimum) in minimumAcks.enumerated() {
             let start = round * stride
-            let writer = try ChildProcess(product: "keychain-worker", ["writer", "--dir", directory.url.path, "--start", "\(start)"])
+            let writer = try ChildProcess(
+                product: "keychain-worker",
+                ["writer", "--dir", directory.url.path, "--start", "\(start)"]
+            )
             defer { writer.killIfRunning() }
             let reached = await writer.waitForLines(atLeast: minimum, prefix: "ack ", timeout: 60)
-            try #require(reached, "round \(round): the writer printed \(writer.lines(prefix: "ack ").count) acks; stderr: \(writer.standardError)")
+            try #require(
+                reached,
+                "round \(round): the writer printed \(writer.lines(prefix: "ack ").count) acks; stderr: \(writer.standardError)"
+            )
             try await Task.sleep(for: .milliseconds(Int.random(in: 50...400)))
-            try #require(kill(writer.pid, SIGKILL) == 0, "round \(round): kill failed (the writer died by itself? stderr: \(writer.standardError))")
+            try #require(
+                kill(writer.pid, SIGKILL) == 0,
+                "round \(round): kill failed (the writer died by itself? stderr: \(writer.standardError))"
+            )
             let exited = await writer.waitForExit(timeout: 30)
             try #require(exited, "round \(round): the writer did not die after SIGKILL")
-            #expect(writer.killedBySignal == SIGKILL, "round \(round): writer ended with \(writer.reasonDescription) \(writer.status)")
+            #expect(
+                writer.killedBySignal == SIGKILL,
+                "round \(round): writer ended with \(writer.reasonDescription) \(writer.status)"
+            )
             #expect(writer.standardError.isEmpty, "round \(round): writer stderr: \(writer.standardError)")
 
             let acks = writer.lines(prefix: "ack ").map { Int($0.dropFirst(4)) }
             #expect(!acks.contains(nil), "round \(round): malformed ack line")
             let acked = acks.compactMap { $0 }
             try #require(acked.count >= minimum)
-            #expect(acked == Array(start..<start + acked.count), "round \(round): acks are not consecutive from \(start)")
+            #expect(
+                acked == Array(start..<start + acked.count),
+                "round \(round): acks are not consecutive from \(start)"
+            )
             let lastAck = try #require(acked.last)
 
             // Reopen (this recovers the WAL the killed process left behind) and check everything.
@@ -138,24 +171,35 @@ struct MultiProcessTests {
                 found[index] = item.secret
             }
             for index in acked {
-                #expect(found[index] == KeychainWorkerFixture.writerSecret(index: index),
-                        "round \(round): acknowledged writer/item-\(index) is \(found[index] == nil ? "missing" : "corrupted")")
+                #expect(
+                    found[index] == KeychainWorkerFixture.writerSecret(index: index),
+                    "round \(round): acknowledged writer/item-\(index) is \(found[index] == nil ? "missing" : "corrupted")"
+                )
             }
             let inFlight = lastAck + 1
             if let secret = found[inFlight] {
-                #expect(secret == KeychainWorkerFixture.writerSecret(index: inFlight), "round \(round): in-flight writer/item-\(inFlight) is corrupted")
+                #expect(
+                    secret == KeychainWorkerFixture.writerSecret(index: inFlight),
+                    "round \(round): in-flight writer/item-\(inFlight) is corrupted"
+                )
             }
             let beyond = found.keys.filter { $0 >= start && $0 > inFlight }.sorted()
             #expect(beyond.isEmpty, "round \(round): items beyond the in-flight one exist: \(beyond.prefix(5))")
             // Earlier rounds' items are untouched.
             for index in expected {
-                #expect(found[index] == KeychainWorkerFixture.writerSecret(index: index), "round \(round): earlier writer/item-\(index) changed or vanished")
+                #expect(
+                    found[index] == KeychainWorkerFixture.writerSecret(index: index),
+                    "round \(round): earlier writer/item-\(index) changed or vanished"
+                )
             }
             let thisRound = Set(acked).union(found[inFlight] != nil ? [inFlight] : [])
             expected.formUnion(thisRound)
-            let missing = expected.subtracting(found.keys), unexpected = Set(found.keys).subtracting(expected)
-            #expect(missing.isEmpty && unexpected.isEmpty,
-                    "round \(round): \(missing.count) writer items missing (e.g. \(missing.sorted().prefix(5))), \(unexpected.count) unexpected (e.g. \(unexpected.sorted().prefix(5)))")
+            let missing = expected.subtracting(found.keys)
+            let unexpected = Set(found.keys).subtracting(expected)
+            #expect(
+                missing.isEmpty && unexpected.isEmpty,
+                "round \(round): \(missing.count) writer items missing (e.g. \(missing.sorted().prefix(5))), \(unexpected.count) unexpected (e.g. \(unexpected.sorted().prefix(5)))"
+            )
 
             let report = try store.verify()
             #expect(report.isIntact, "round \(round): \(report)")

@@ -18,12 +18,19 @@ struct NameRefusalTests {
         ]
         for item in cases {
             let error = caughtError { try store.add(item, as: Apps.scanner) }
-            #expect(error?.code == .invalidParameter, "\(item.service.debugDescription)/\(item.account.debugDescription)")
+            #expect(
+                error?.code == .invalidParameter,
+                "\(item.service.debugDescription)/\(item.account.debugDescription)"
+            )
         }
         #expect(try store.metadata(as: Apps.scanner).isEmpty, "a refused item was stored")
         try store.add(NewItem(service: "svc", account: "a", secret: Data("s".utf8)), as: Apps.scanner)
-        expectError(.invalidParameter) { try store.update(ItemQuery(service: "svc"), with: ItemChanges(account: ""), as: Apps.scanner) }
-        expectError(.invalidParameter) { try store.update(ItemQuery(service: "svc"), with: ItemChanges(service: "x\u{0}y"), as: Apps.scanner) }
+        expectError(.invalidParameter) {
+            try store.update(ItemQuery(service: "svc"), with: ItemChanges(account: ""), as: Apps.scanner)
+        }
+        expectError(.invalidParameter) {
+            try store.update(ItemQuery(service: "svc"), with: ItemChanges(service: "x\u{0}y"), as: Apps.scanner)
+        }
         #expect(try store.find(ItemQuery(service: "svc", account: "a"), as: Apps.scanner).metadata.account == "a")
     }
 

@@ -10,9 +10,15 @@ struct QuotaTests {
         let store = try openStore(directory)
         let quota = ItemQuota(items: 3, bytes: 1 << 20)
         for index in 0..<3 {
-            try store.add(NewItem(service: "s\(index)", account: "a", secret: Data("x".utf8)), as: Apps.scanner, quota: quota)
+            try store.add(
+                NewItem(service: "s\(index)", account: "a", secret: Data("x".utf8)),
+                as: Apps.scanner,
+                quota: quota
+            )
         }
-        let error = caughtError { try store.add(NewItem(service: "s3", account: "a", secret: Data("x".utf8)), as: Apps.scanner, quota: quota) }
+        let error = caughtError {
+            try store.add(NewItem(service: "s3", account: "a", secret: Data("x".utf8)), as: Apps.scanner, quota: quota)
+        }
         #expect(error?.code == .quotaExceeded && error?.code.osStatus == -34)
         #expect(error?.message.contains("limits.itemsPerApp") == true)
         expectError(.itemNotFound) { try store.find(ItemQuery(service: "s3", account: "a"), as: Apps.scanner) }
@@ -29,15 +35,30 @@ struct QuotaTests {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
         let quota = ItemQuota(items: 100, bytes: 64 << 10)
-        try store.add(NewItem(service: "s", account: "a", secret: Data(repeating: 1, count: 1000)), as: Apps.scanner, quota: quota)
+        try store.add(
+            NewItem(service: "s", account: "a", secret: Data(repeating: 1, count: 1000)),
+            as: Apps.scanner,
+            quota: quota
+        )
         let error = caughtError {
-            try store.update(ItemQuery(service: "s", account: "a"), with: ItemChanges(secret: Data(repeating: 2, count: 100 << 10)),
-                             as: Apps.scanner, quota: quota)
+            try store.update(
+                ItemQuery(service: "s", account: "a"),
+                with: ItemChanges(secret: Data(repeating: 2, count: 100 << 10)),
+                as: Apps.scanner,
+                quota: quota
+            )
         }
         #expect(error?.code == .quotaExceeded && error?.message.contains("limits.bytesPerApp") == true)
-        #expect(try store.find(ItemQuery(service: "s", account: "a"), as: Apps.scanner).secret == Data(repeating: 1, count: 1000))
+        #expect(
+            try store.find(ItemQuery(service: "s", account: "a"), as: Apps.scanner).secret
+                == Data(repeating: 1, count: 1000)
+        )
         let big = caughtError {
-            try store.add(NewItem(service: "big", account: "a", secret: Data(repeating: 3, count: 70 << 10)), as: Apps.scanner, quota: quota)
+            try store.add(
+                NewItem(service: "big", account: "a", secret: Data(repeating: 3, count: 70 << 10)),
+                as: Apps.scanner,
+                quota: quota
+            )
         }
         #expect(big?.code == .quotaExceeded)
     }

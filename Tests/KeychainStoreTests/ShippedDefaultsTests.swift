@@ -1,9 +1,10 @@
 import Foundation
 import GRDB
-@testable import KeychainStore
 import StoreTestSupport
 import Synchronization
 import Testing
+
+@testable import KeychainStore
 
 /// The store as it ships: `StoreOptions()` commits with `synchronous = FULL` (a commit survives power loss)
 /// and waits 30 s for another process's write lock before giving up with `storeBusy`. Every other test
@@ -18,7 +19,10 @@ struct ShippedDefaultsTests {
         let store = try KeychainStore(directory: directory.url)
         // SQLite reports synchronous as a number: 1 NORMAL, 2 FULL.
         let synchronous = try store.readTransaction { tx in try Int.fetchOne(tx.database, sql: "PRAGMA synchronous") }
-        #expect(synchronous == 2, "a store opened with StoreOptions() runs synchronous = \(synchronous.map(String.init) ?? "-"), not FULL (2)")
+        #expect(
+            synchronous == 2,
+            "a store opened with StoreOptions() runs synchronous = \(synchronous.map(String.init) ?? "-"), not FULL (2)"
+        )
         let journal = try store.readTransaction { tx in try String.fetchOne(tx.database, sql: "PRAGMA journal_mode") }
         #expect(journal == "wal")
 
@@ -32,7 +36,10 @@ struct ShippedDefaultsTests {
         let directory = TemporaryStateDirectory("defaults-busy-timeout")
         let store = try KeychainStore(directory: directory.url)
         let milliseconds = try store.readTransaction { tx in try Int.fetchOne(tx.database, sql: "PRAGMA busy_timeout") }
-        #expect(milliseconds == 30_000, "the store's connection waits \(milliseconds.map(String.init) ?? "-") ms for a lock, not 30 s")
+        #expect(
+            milliseconds == 30_000,
+            "the store's connection waits \(milliseconds.map(String.init) ?? "-") ms for a lock, not 30 s"
+        )
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -49,7 +56,10 @@ struct ShippedDefaultsTests {
         }
 
         // The add returned after the other connection let go of the lock: it waited, and it did not fail.
-        let released = try #require(lock.waitUntilReleased(), "the lock holder never released its lock: \(lock.failure ?? "-")")
+        let released = try #require(
+            lock.waitUntilReleased(),
+            "the lock holder never released its lock: \(lock.failure ?? "-")"
+        )
         #expect(released < returned, "the write returned while another connection held the write lock")
         #expect(try store.find(ItemQuery(service: "busy", account: "waiter"), as: Apps.scanner).secret == secret)
     }
@@ -65,7 +75,9 @@ struct ShippedDefaultsTests {
         // Held until the write has failed (or for 20 s, far past the 0.5 s timeout, should it hang).
         let lock = try WriteLockHolder(databasePath: directory.databasePath)
         lock.hold(releasingAfter: .seconds(20))
-        let error = caughtError { try store.add(NewItem(service: "busy", account: "refused", secret: Data("lost".utf8)), as: Apps.scanner) }
+        let error = caughtError {
+            try store.add(NewItem(service: "busy", account: "refused", secret: Data("lost".utf8)), as: Apps.scanner)
+        }
         let failedWhileLocked = lock.isHolding
         lock.release()
         #expect(lock.waitUntilReleased() != nil, "the lock holder failed: \(lock.failure ?? "-")")

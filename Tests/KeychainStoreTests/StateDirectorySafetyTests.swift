@@ -24,8 +24,15 @@ import Glibc
         let state = parent.url.appendingPathComponent("state")
         let error = try #require(caught { _ = try KeychainStore(directory: state) })
         #expect(error.code == .insecureStateDirectory, "\(error)")
-        #expect(error.message.contains("\(parent.url.path) is owned by uid \(Self.otherUID)") && error.message.contains("--state-dir"), "\(error)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: parent.url.path).isEmpty, "the state directory was created")
+        #expect(
+            error.message.contains("\(parent.url.path) is owned by uid \(Self.otherUID)")
+                && error.message.contains("--state-dir"),
+            "\(error)"
+        )
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: parent.url.path).isEmpty,
+            "the state directory was created"
+        )
     }
 
     @Test func aStateDirectoryOthersMayWriteIsRefusedEvenWithTheStickyBit() throws {
@@ -42,9 +49,15 @@ import Glibc
             let victim = directory.url.path + "-victim"
             try Data("root's own".utf8).write(to: URL(fileURLWithPath: victim))
             defer { unlink(victim) }
-            try FileManager.default.createSymbolicLink(atPath: directory.url.appendingPathComponent(name).path, withDestinationPath: victim)
+            try FileManager.default.createSymbolicLink(
+                atPath: directory.url.appendingPathComponent(name).path,
+                withDestinationPath: victim
+            )
             let error = try #require(caught { _ = try openStore(directory) })
-            #expect(error.code == .insecureStateDirectory && error.message.contains("symbolic link"), "\(name): \(error)")
+            #expect(
+                error.code == .insecureStateDirectory && error.message.contains("symbolic link"),
+                "\(name): \(error)"
+            )
             #expect(try String(contentsOfFile: victim, encoding: .utf8) == "root's own")
         }
     }

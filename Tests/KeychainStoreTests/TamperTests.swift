@@ -11,18 +11,51 @@ struct TamperTests {
     private func populatedStore() throws -> (TemporaryStateDirectory, KeychainStore, RawDatabase) {
         let directory = TemporaryStateDirectory()
         let store = try openStore(directory)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "a", secret: Data("secret-A"), label: "LA", type: 2001), as: Apps.scanner)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "svc", account: "b", secret: Data("secret-B"), label: "LB", type: 2002), as: Apps.scanner)
-        try store.add(NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("secret-P")), as: Apps.scanner)
-        try store.add(NewItem(accessGroup: Apps.sharedGroup, service: "bystander", account: "z", secret: Data("secret-Z")), as: Apps.scanner)
+        try store.add(
+            NewItem(
+                accessGroup: Apps.sharedGroup,
+                service: "svc",
+                account: "a",
+                secret: Data("secret-A"),
+                label: "LA",
+                type: 2001
+            ),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(
+                accessGroup: Apps.sharedGroup,
+                service: "svc",
+                account: "b",
+                secret: Data("secret-B"),
+                label: "LB",
+                type: 2002
+            ),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(accessGroup: "com.contoso.scanner", service: "svc", account: "a", secret: Data("secret-P")),
+            as: Apps.scanner
+        )
+        try store.add(
+            NewItem(accessGroup: Apps.sharedGroup, service: "bystander", account: "z", secret: Data("secret-Z")),
+            as: Apps.scanner
+        )
         return (directory, store, try RawDatabase(path: directory.databasePath))
     }
 
-    private func expectIntegrityFailure(_ query: ItemQuery, _ store: KeychainStore, rowID: Int64,
-                                        sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectIntegrityFailure(
+        _ query: ItemQuery,
+        _ store: KeychainStore,
+        rowID: Int64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         do {
             let item = try store.find(query, as: Apps.scanner)
-            Issue.record("tampered item was returned with a secret of \(item.secret.count) bytes", sourceLocation: sourceLocation)
+            Issue.record(
+                "tampered item was returned with a secret of \(item.secret.count) bytes",
+                sourceLocation: sourceLocation
+            )
         } catch let error as KeychainError {
             #expect(error.code == .integrityFailure, sourceLocation: sourceLocation)
             #expect(error.damagedItems.map(\.rowID) == [rowID], sourceLocation: sourceLocation)
@@ -48,8 +81,16 @@ struct TamperTests {
         let (_, store, raw) = try populatedStore()
         let rows = try raw.items()
         try raw.swapCiphertexts(rows[0], rows[2])  // same service and account, different groups
-        expectIntegrityFailure(ItemQuery(accessGroup: Apps.sharedGroup, service: "svc", account: "a"), store, rowID: rows[0].id)
-        expectIntegrityFailure(ItemQuery(accessGroup: "com.contoso.scanner", service: "svc", account: "a"), store, rowID: rows[2].id)
+        expectIntegrityFailure(
+            ItemQuery(accessGroup: Apps.sharedGroup, service: "svc", account: "a"),
+            store,
+            rowID: rows[0].id
+        )
+        expectIntegrityFailure(
+            ItemQuery(accessGroup: "com.contoso.scanner", service: "svc", account: "a"),
+            store,
+            rowID: rows[2].id
+        )
         #expect(try store.find(ItemQuery(account: "b"), as: Apps.scanner).secret == Data("secret-B"))
         #expect(Set(try store.verify().damagedItems.map(\.rowID)) == [rows[0].id, rows[2].id])
     }
@@ -69,8 +110,14 @@ struct TamperTests {
         let (_, store, raw) = try populatedStore()
         let rows = try raw.items()
         // Give row A the label index and type index of row B, so a label query for "LB" reaches it.
-        try raw.execute("UPDATE items SET label_index = (SELECT label_index FROM items WHERE id = ?) WHERE id = ?", [rows[1].id, rows[0].id])
-        try raw.execute("UPDATE items SET type_index = (SELECT type_index FROM items WHERE id = ?) WHERE id = ?", [rows[1].id, rows[0].id])
+        try raw.execute(
+            "UPDATE items SET label_index = (SELECT label_index FROM items WHERE id = ?) WHERE id = ?",
+            [rows[1].id, rows[0].id]
+        )
+        try raw.execute(
+            "UPDATE items SET type_index = (SELECT type_index FROM items WHERE id = ?) WHERE id = ?",
+            [rows[1].id, rows[0].id]
+        )
         expectError(.integrityFailure) { try store.findAll(ItemQuery(label: "LB"), as: Apps.scanner) }
         expectError(.integrityFailure) { try store.findAll(ItemQuery(type: 2002), as: Apps.scanner) }
         expectIntegrityFailure(ItemQuery(service: "svc", account: "a"), store, rowID: rows[0].id)
@@ -87,7 +134,11 @@ struct TamperTests {
         #expect(try store.find(ItemQuery(service: "svc", account: "a"), as: Apps.scanner).secret == Data("secret-A"))
         #expect(try store.find(ItemQuery(service: "svc", account: "b"), as: Apps.scanner).secret == Data("secret-B"))
         let report = try store.verify()
-        #expect(report.damagedItems == [DamagedItem(rowID: rows[3].id, accessGroup: Apps.sharedGroup, reason: "it failed authentication")])
+        #expect(
+            report.damagedItems == [
+                DamagedItem(rowID: rows[3].id, accessGroup: Apps.sharedGroup, reason: "it failed authentication")
+            ]
+        )
         #expect(!report.isIntact)
         // The damaged item can still be deleted by its attributes, after which the store is intact.
         try store.delete(ItemQuery(service: "bystander"), as: Apps.scanner)
@@ -96,11 +147,15 @@ struct TamperTests {
 
     @Test func groupKeyRecordsSwappedBetweenGroupsFailAuthentication() throws {
         let (directory, _, raw) = try populatedStore()
-        let groups = try raw.queue.read { db in try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups") }
+        let groups = try raw.queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups")
+        }
         try #require(groups.count == 2)
         for (target, source) in [(groups[0], groups[1]), (groups[1], groups[0])] {
-            try raw.execute("UPDATE access_groups SET key_nonce = ?, wrapped_key = ? WHERE name_index = ?",
-                            [source["key_nonce"] as Data, source["wrapped_key"] as Data, target["name_index"] as Data])
+            try raw.execute(
+                "UPDATE access_groups SET key_nonce = ?, wrapped_key = ? WHERE name_index = ?",
+                [source["key_nonce"] as Data, source["wrapped_key"] as Data, target["name_index"] as Data]
+            )
         }
         let fresh = try openStore(directory)  // no cached keys
         expectError(.integrityFailure) { try fresh.find(ItemQuery(service: "bystander"), as: Apps.scanner) }

@@ -18,7 +18,11 @@ import Glibc
         let path: String
         init() throws {
             path = "/tmp/safe-directory-\(UUID().uuidString.prefix(8))"
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+            try FileManager.default.createDirectory(
+                atPath: path,
+                withIntermediateDirectories: false,
+                attributes: [.posixPermissions: 0o755]
+            )
         }
         /// Makes `name` (a directory, mode `mode`, owned by `owner`) and returns its path.
         @discardableResult
@@ -32,8 +36,12 @@ import Glibc
     }
 
     static func open(_ path: String, creating: Bool = false) throws(PathSafetyError) -> SafeDirectory {
-        try SafeDirectory.open(path, purpose: "the test directory", alternative: "choose another",
-                               creatingWith: creating ? [.ownerReadWriteExecute] : nil)
+        try SafeDirectory.open(
+            path,
+            purpose: "the test directory",
+            alternative: "choose another",
+            creatingWith: creating ? [.ownerReadWriteExecute] : nil
+        )
     }
 
     @Test func aDirectoryBelowOneAnotherUserOwnsIsRefusedNamingThatComponentAndTheFix() throws {
@@ -43,7 +51,11 @@ import Glibc
         try FileManager.default.createDirectory(atPath: inside, withIntermediateDirectories: false)  // root-owned
         let error = try #require(throws: PathSafetyError.self) { try Self.open(inside) }
         #expect(error.reason == .unsafe && error.component == users, "\(error)")
-        #expect(error.message.contains("\(users) is owned by uid \(Self.otherUID)") && error.message.contains("chown root \(users)"), "\(error)")
+        #expect(
+            error.message.contains("\(users) is owned by uid \(Self.otherUID)")
+                && error.message.contains("chown root \(users)"),
+            "\(error)"
+        )
         // The user's directory itself, as the last component, is refused the same way.
         #expect(throws: PathSafetyError.self) { try Self.open(users) }
     }
@@ -55,7 +67,10 @@ import Glibc
             try FileManager.default.createDirectory(atPath: open + "/below", withIntermediateDirectories: false)
             let error = try #require(throws: PathSafetyError.self) { try Self.open(open + "/below") }
             #expect(error.reason == .unsafe && error.component == open, "\(error)")
-            #expect(error.message.contains("writable by \(who)") && error.message.contains("chmod go-w \(open)"), "\(error)")
+            #expect(
+                error.message.contains("writable by \(who)") && error.message.contains("chmod go-w \(open)"),
+                "\(error)"
+            )
         }
     }
 
@@ -80,7 +95,11 @@ import Glibc
         try FileManager.default.createSymbolicLink(atPath: scratch.path + "/users-link", withDestinationPath: target)
         #expect(lchown(scratch.path + "/users-link", Self.otherUID, Self.otherUID) == 0)
         let error = try #require(throws: PathSafetyError.self) { try Self.open(scratch.path + "/users-link") }
-        #expect(error.component == scratch.path + "/users-link" && error.message.contains("symbolic link owned by uid \(Self.otherUID)"), "\(error)")
+        #expect(
+            error.component == scratch.path + "/users-link"
+                && error.message.contains("symbolic link owned by uid \(Self.otherUID)"),
+            "\(error)"
+        )
     }
 
     @Test func missingDirectoriesAreCreatedBelowSafeOnesOnlyAndNothingBelowAnUnsafeOne() throws {
@@ -92,7 +111,11 @@ import Glibc
         #expect(try FileManager.default.contentsOfDirectory(atPath: users).isEmpty)
         // Not creating, a missing directory is named.
         let missing = try #require(throws: PathSafetyError.self) { try Self.open(scratch.path + "/none") }
-        #expect(missing.reason == .system(.noSuchFileOrDirectory) && missing.message.contains("\(scratch.path)/none is missing"), "\(missing)")
+        #expect(
+            missing.reason == .system(.noSuchFileOrDirectory)
+                && missing.message.contains("\(scratch.path)/none is missing"),
+            "\(missing)"
+        )
     }
 
     @Test func filesAreOpenedWithoutFollowingASymlinkPlantedAtTheirName() throws {

@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,7 +33,8 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// The directory the package's executables are built into (the test bundle's neighbours).
     public static let productsDirectory: URL = {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var url = URL(fileURLWithPath: executable).deletingLastPathComponent()
         while !FileManager.default.fileExists(atPath: url.appendingPathComponent("devicectl").path), url.path != "/" {
             url.deleteLastPathComponent()
@@ -49,13 +51,18 @@ public final class ChildProcess: @unchecked Sendable {
     /// environment with `environment` added (or overriding).
     public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
-            throw ChildProcessError(message: "\(executable.path) is missing; build the package with `swift build --build-tests`")
+            throw ChildProcessError(
+                message: "\(executable.path) is missing; build the package with `swift build --build-tests`"
+            )
         }
         label = ([executable.lastPathComponent] + arguments).joined(separator: " ")
-        let stdoutPipe = Pipe(), stderrPipe = Pipe()
+        let stdoutPipe = Pipe()
+        let stderrPipe = Pipe()
         process.executableURL = executable
         process.arguments = arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
@@ -84,7 +91,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// SIGINT included), so without this a child could not be stopped the way a user or a service manager
     /// stops it.
     private static func withDefaultSignalMask<T>(_ body: () throws -> T) rethrows -> T {
-        var empty = sigset_t(), saved = sigset_t()
+        var empty = sigset_t()
+        var saved = sigset_t()
         sigemptyset(&empty)
         pthread_sigmask(SIG_SETMASK, &empty, &saved)
         defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
@@ -127,15 +135,24 @@ public final class ChildProcess: @unchecked Sendable {
                     let complete = state.stdout.reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
                     state.lineArrivals += Array(repeating: now, count: max(0, complete - completeBefore))
                     guard let armed = state.armed else { return nil }
-                    let newLines = String(decoding: state.stdout, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-                        .prefix(complete).dropFirst(completeBefore)
+                    let newLines = String(decoding: state.stdout, as: UTF8.self).split(
+                        separator: "\n",
+                        omittingEmptySubsequences: false
+                    )
+                    .prefix(complete).dropFirst(completeBefore)
                     guard newLines.contains(where: { $0.hasPrefix(armed.prefix) }) else { return nil }
                     state.armed = nil
                     return (armed.signal, armed.delay)
                 }
                 if let fire {
                     // From this thread, at once: no task scheduling between reading the line and the signal.
-                    if fire.delay > .zero { Thread.sleep(forTimeInterval: Double(fire.delay.components.seconds) + Double(fire.delay.components.attoseconds) / 1e18) }
+                    if fire.delay > .zero {
+                        Thread.sleep(
+                            forTimeInterval: Double(fire.delay.components.seconds) + Double(
+                                fire.delay.components.attoseconds
+                            ) / 1e18
+                        )
+                    }
                     if !output.withLock({ $0.exited }) { kill(process.processIdentifier, fire.signal) }
                 }
             }
@@ -168,7 +185,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// holds, so the bound costs time only when the test fails anyway.
     public static let shortestWait: TimeInterval = 120
 
-    private static func deadline(_ timeout: TimeInterval) -> Date { Date().addingTimeInterval(max(timeout, shortestWait)) }
+    private static func deadline(_ timeout: TimeInterval) -> Date {
+        Date().addingTimeInterval(max(timeout, shortestWait))
+    }
 
     /// Waits until the child has exited and its output is fully read; `false` on timeout.
     public func waitForExit(timeout: TimeInterval) async -> Bool {
@@ -238,7 +257,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// The exit status, or the signal number for a child killed by a signal; -1 while it runs.
     public var status: Int32 { isFinished ? process.terminationStatus : -1 }
     /// The signal that ended the child, if one did.
-    public var killedBySignal: Int32? { isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil }
+    public var killedBySignal: Int32? {
+        isFinished && process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil
+    }
     /// How the child ended, for messages: `exit status`, `signal` or `still running`.
     public var reasonDescription: String {
         guard isFinished else { return "still running" }

@@ -10,8 +10,13 @@ public enum ExecutableCopy {
     public static func copy(from source: String, to destination: String, mode: UInt16 = 0o755) throws {
         let status = try spawnAndWait("/bin/cp", ["cp", "--", source, destination])
         guard status == 0 else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: destination,
-                NSLocalizedDescriptionKey: "cp \(source) \(destination) exited with \(status)"])
+            throw CocoaError(
+                .fileWriteUnknown,
+                userInfo: [
+                    NSFilePathErrorKey: destination,
+                    NSLocalizedDescriptionKey: "cp \(source) \(destination) exited with \(status)",
+                ]
+            )
         }
         // The mode as asked, whatever the umask and the source's mode.
         guard chmod(destination, mode_t(mode)) == 0 else { throw Errno(rawValue: errno) }

@@ -1,4 +1,5 @@
 public import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,7 +39,9 @@ public enum ProcessMemory {
             var offset = bounds[0]
             while offset < bounds[1] {
                 let length = Int(min(UInt64(chunkSize), bounds[1] - offset))
-                let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + carried, length, off_t(Int64(bitPattern: offset))) }
+                let got = buffer.withUnsafeMutableBytes {
+                    pread(descriptor, $0.baseAddress! + carried, length, off_t(Int64(bitPattern: offset)))
+                }
                 guard got > 0 else {
                     scan.bytesUnreadable += length
                     carried = 0
@@ -49,12 +52,18 @@ public enum ProcessMemory {
                 let filled = carried + got
                 buffer.withUnsafeBytes { window in
                     for (index, needle) in needles.enumerated() {
-                        scan.counts[index] += count(needle, in: UnsafeRawBufferPointer(rebasing: window[0..<filled]), startingAfter: carried - needle.count + 1)
+                        scan.counts[index] += count(
+                            needle,
+                            in: UnsafeRawBufferPointer(rebasing: window[0..<filled]),
+                            startingAfter: carried - needle.count + 1
+                        )
                     }
                 }
                 // Keep the last `overlap` bytes in front of the next chunk.
                 carried = min(overlap, filled)
-                buffer.withUnsafeMutableBytes { $0.baseAddress!.copyMemory(from: $0.baseAddress! + (filled - carried), byteCount: carried) }
+                buffer.withUnsafeMutableBytes {
+                    $0.baseAddress!.copyMemory(from: $0.baseAddress! + (filled - carried), byteCount: carried)
+                }
                 offset += UInt64(got)
             }
         }
@@ -70,7 +79,8 @@ public enum ProcessMemory {
             let first = Int32(pattern[0])
             // memchr to the needle's first byte, then memcmp (glibc's memmem is not in the Glibc module).
             while position + pattern.count <= window.count,
-                  let hit = memchr(window.baseAddress! + position, first, window.count - pattern.count + 1 - position) {
+                let hit = memchr(window.baseAddress! + position, first, window.count - pattern.count + 1 - position)
+            {
                 let at = UnsafeRawPointer(hit) - UnsafeRawPointer(window.baseAddress!)
                 if memcmp(hit, pattern.baseAddress!, pattern.count) == 0 { found += 1 }
                 position = at + 1

@@ -15,18 +15,23 @@ public struct WorkerArguments: Sendable {
     public init(_ arguments: [String], hasMode: Bool, usage: String) {
         var rest = Array(arguments.dropFirst())
         if hasMode {
-            guard let first = rest.first, !first.hasPrefix("--") else { WorkerOutput.fail("invalid-arguments usage: \(usage)") }
+            guard let first = rest.first, !first.hasPrefix("--") else {
+                WorkerOutput.fail("invalid-arguments usage: \(usage)")
+            }
             mode = first
             rest.removeFirst()
         } else {
             mode = nil
         }
-        var positional: [String] = [], options: [String: String] = [:]
+        var positional: [String] = []
+        var options: [String: String] = [:]
         var index = 0
         while index < rest.count {
             let argument = rest[index]
             if argument.hasPrefix("--") {
-                guard index + 1 < rest.count else { WorkerOutput.fail("invalid-arguments \(argument) needs a value; usage: \(usage)") }
+                guard index + 1 < rest.count else {
+                    WorkerOutput.fail("invalid-arguments \(argument) needs a value; usage: \(usage)")
+                }
                 options[String(argument.dropFirst(2))] = rest[index + 1]
                 index += 2
             } else {
@@ -57,7 +62,9 @@ public struct WorkerArguments: Sendable {
     /// The number value of `--name`, or `fallback` when it is absent.
     public func double(_ name: String, default fallback: Double) -> Double {
         guard let text = options[name] else { return fallback }
-        guard let value = Double(text) else { WorkerOutput.fail("invalid-arguments --\(name) is not a number: \(text)") }
+        guard let value = Double(text) else {
+            WorkerOutput.fail("invalid-arguments --\(name) is not a number: \(text)")
+        }
         return value
     }
 
@@ -69,7 +76,9 @@ public struct WorkerArguments: Sendable {
 
     /// Positional argument `index` as an integer.
     public func positionalInt(_ index: Int, _ name: String) -> Int {
-        guard let value = Int(positional(index, name)) else { WorkerOutput.fail("invalid-arguments \(name) is not an integer") }
+        guard let value = Int(positional(index, name)) else {
+            WorkerOutput.fail("invalid-arguments \(name) is not an integer")
+        }
         return value
     }
 }

@@ -7,8 +7,11 @@ import Testing
 /// line of the README's Swift section, indentation aside. Change the sample in the README (and its test) first, then the
 /// article.
 @Suite struct GettingStartedArticleTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let article = repository.appendingPathComponent("Sources/SharedDeviceClient/SharedDeviceClient.docc/GettingStarted.md")
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let article = repository.appendingPathComponent(
+        "Sources/SharedDeviceClient/SharedDeviceClient.docc/GettingStarted.md"
+    )
 
     @Test func everyCodeLineOfTheArticleIsALineOfTheReadmesSample() throws {
         let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
@@ -28,7 +31,8 @@ import Testing
 
     /// The trimmed lines inside the ```swift fences of `markdown`.
     static func swiftBlockLines(_ markdown: String) -> [String] {
-        var lines: [String] = [], inside = false
+        var lines: [String] = []
+        var inside = false
         for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.hasPrefix("```") {

@@ -23,12 +23,19 @@ final class InProcessBroker: Sendable {
     let server: VarlinkServer
     let socket: String
 
-    private init(caller uid: UInt32, configure: (inout VarlinkServerConfiguration) -> Void,
-                 onServerRunning: @escaping @Sendable () -> Void) throws {
+    private init(
+        caller uid: UInt32,
+        configure: (inout VarlinkServerConfiguration) -> Void,
+        onServerRunning: @escaping @Sendable () -> Void
+    ) throws {
         var options = StoreOptions(synchronous: .normal)
         options.clock = FakeClock().function
-        let device = ManagedDevice(store: try KeychainStore(directory: state.url, options: options, logger: Self.quiet), logger: Self.quiet)
-        let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let device = ManagedDevice(
+            store: try KeychainStore(directory: state.url, options: options, logger: Self.quiet),
+            logger: Self.quiet
+        )
+        let policy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("policies/kiosk.json")
         _ = try device.provision(policyDocument: try Data(contentsOf: policy), actor: "test")
         broker = Broker(device: device, connections: BrokerServerConnections(connections), logger: Self.quiet)
@@ -37,8 +44,14 @@ final class InProcessBroker: Sendable {
         configure(&configuration)
         socket = socketDirectory.url.appendingPathComponent("broker.sock").path
         server = VarlinkServer(
-            listener: .path(socket), configuration: configuration, info: .broker, handler: BrokerMethodHandler(broker: broker),
-            connections: connections, onServerRunning: onServerRunning, logger: Self.quiet)
+            listener: .path(socket),
+            configuration: configuration,
+            info: .broker,
+            handler: BrokerMethodHandler(broker: broker),
+            connections: connections,
+            onServerRunning: onServerRunning,
+            logger: Self.quiet
+        )
     }
 
     /// A client of this broker, as an app makes one (it trusts the broker: this process's uid runs it).
@@ -48,8 +61,11 @@ final class InProcessBroker: Sendable {
 
     /// Runs `body` while the broker serves (its server's `run()` in a child task, awaited until it accepts),
     /// then shuts the server down gracefully.
-    static func with(caller uid: UInt32 = scannerUID, configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
-                     _ body: (InProcessBroker) async throws -> Void) async throws {
+    static func with(
+        caller uid: UInt32 = scannerUID,
+        configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
+        _ body: (InProcessBroker) async throws -> Void
+    ) async throws {
         let (running, continuation) = AsyncStream<Void>.makeStream()
         let fixture = try InProcessBroker(caller: uid, configure: configure, onServerRunning: { continuation.yield() })
         try await withThrowingTaskGroup(of: Void.self) { group in

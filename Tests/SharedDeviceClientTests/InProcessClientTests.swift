@@ -12,11 +12,17 @@ import VarlinkServer
         try await InProcessBroker.with { broker in
             let app = broker.client()
             let caller = try await app.caller()
-            #expect(caller.uid == Int(InProcessBroker.scannerUID) && caller.appID == "com.contoso.kiosk.scanner", "\(caller)")
+            #expect(
+                caller.uid == Int(InProcessBroker.scannerUID) && caller.appID == "com.contoso.kiosk.scanner",
+                "\(caller)"
+            )
             #expect(caller.accessGroups.first == "com.contoso.kiosk.scanner")
             let device = try await app.deviceInformation()
             #expect(device.mode == .shared, "\(device)")
-            #expect(device.deviceName == "Front desk kiosk 3" && device.policyID == "contoso-frontdesk-kiosk-2026-11", "\(device)")
+            #expect(
+                device.deviceName == "Front desk kiosk 3" && device.policyID == "contoso-frontdesk-kiosk-2026-11",
+                "\(device)"
+            )
         }
     }
 
@@ -34,7 +40,7 @@ import VarlinkServer
             do throws(SharedDeviceClientError) {
                 _ = try await broker.client().currentAccount()
                 Issue.record("a uid outside the policy was answered")
-            } catch where error.code == .callerNotInPolicy {
+            } catch  where error.code == .callerNotInPolicy {
                 #expect(error.uid == 1003, "\(error.message)")
             } catch {
                 Issue.record("not CallerNotInPolicy: \(error)")
@@ -46,7 +52,12 @@ import VarlinkServer
         try await InProcessBroker.with { broker in
             let app = broker.client()
             let query = ItemQuery(service: "scanner-api", account: "device")
-            let added = try await app.addGenericPassword(service: "scanner-api", account: "device", secret: Data("first".utf8), label: "API key")
+            let added = try await app.addGenericPassword(
+                service: "scanner-api",
+                account: "device",
+                secret: Data("first".utf8),
+                label: "API key"
+            )
             #expect(added.accessGroup == "com.contoso.kiosk.scanner" && added.label == "API key", "\(added)")
             // The same service and account again: a duplicate.
             do throws(SharedDeviceClientError) {
@@ -56,7 +67,13 @@ import VarlinkServer
                 #expect(error.keychainStatus == -25299, "\(error)")
             }
             #expect(try await app.findGenericPassword(query).secret == Data("first".utf8))
-            #expect(try await app.updateGenericPassword(query, secret: Data("second".utf8), changes: ItemChanges(label: "Rotated")) == 1)
+            #expect(
+                try await app.updateGenericPassword(
+                    query,
+                    secret: Data("second".utf8),
+                    changes: ItemChanges(label: "Rotated")
+                ) == 1
+            )
             let updated = try await app.findGenericPassword(query)
             #expect(updated.secret == Data("second".utf8) && updated.label == "Rotated", "\(updated)")
             #expect(try await app.listGenericPasswords().map(\.service) == ["scanner-api"])
@@ -81,21 +98,31 @@ import VarlinkServer
         try await InProcessBroker.with(configure: { $0.maximumReplyBytes = 2048 }) { broker in
             let app = broker.client()
             for index in 0..<16 {
-                try await app.addGenericPassword(service: "scanner-\(index)", account: "device", secret: Data("s".utf8),
-                                                 label: String(repeating: "l", count: 100))
+                try await app.addGenericPassword(
+                    service: "scanner-\(index)",
+                    account: "device",
+                    secret: Data("s".utf8),
+                    label: String(repeating: "l", count: 100)
+                )
             }
             do throws(SharedDeviceClientError) {
                 _ = try await app.listGenericPasswords()
                 Issue.record("a listing over the reply limit was sent")
-            } catch where error.code == .limitExceeded {
-                #expect(error.limit == "replyBytes" && error.maximum == 2048, "\(String(describing: error.limit)) \(String(describing: error.maximum))")
+            } catch  where error.code == .limitExceeded {
+                #expect(
+                    error.limit == "replyBytes" && error.maximum == 2048,
+                    "\(String(describing: error.limit)) \(String(describing: error.maximum))"
+                )
                 #expect(error.message.contains("narrow the query"), "\(error.message)")
             } catch {
                 Issue.record("not the reply limit: \(error)")
             }
             // A narrower query, on the same pooled connection, is answered.
             #expect(try await app.findGenericPassword(ItemQuery(service: "scanner-3")).service == "scanner-3")
-            #expect(broker.connections.peers.count == 1, "the refusal cost the connection: \(broker.connections.peers.count) open")
+            #expect(
+                broker.connections.peers.count == 1,
+                "the refusal cost the connection: \(broker.connections.peers.count) open"
+            )
         }
     }
 
@@ -115,7 +142,10 @@ import VarlinkServer
                 return
             }
             #expect(current == nil)
-            #expect(broker.connections.peers.map(\.peer.uid) == [InProcessBroker.scannerUID], "the subscription's connection is not the server's")
+            #expect(
+                broker.connections.peers.map(\.peer.uid) == [InProcessBroker.scannerUID],
+                "the subscription's connection is not the server's"
+            )
             // The app stops listening: its task is cancelled, the sequence ends without an error, and the
             // subscription's connection closes (the broker's call with it).
             subscriber.cancel()

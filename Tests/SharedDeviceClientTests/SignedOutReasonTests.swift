@@ -32,8 +32,10 @@ struct ItemNotFoundTests {
         #expect(notFound.isItemNotFound && notFound.keychainStatus == -25300)
         let duplicate = SharedDeviceClientError(.duplicateItem, "exists", keychainStatus: -25299)
         #expect(!duplicate.isItemNotFound && duplicate.keychainStatus == -25299)
-        for other in [SharedDeviceClientError(.cancelled, "cancelled"), SharedDeviceClientError(.brokerUnavailable, "no broker"),
-                      SharedDeviceClientError(.noCurrentAccount, "nobody")] {
+        for other in [
+            SharedDeviceClientError(.cancelled, "cancelled"), SharedDeviceClientError(.brokerUnavailable, "no broker"),
+            SharedDeviceClientError(.noCurrentAccount, "nobody"),
+        ] {
             #expect(!other.isItemNotFound && other.keychainStatus == nil, "\(other)")
         }
     }
@@ -42,7 +44,11 @@ struct ItemNotFoundTests {
 /// Apps match codes, not strings.
 struct ErrorCodeTests {
     func find() async throws(SharedDeviceClientError) {
-        throw SharedDeviceClientError(.init(name: "itemNotFound"), "no item matched; add one first", keychainStatus: -25300)
+        throw SharedDeviceClientError(
+            .init(name: "itemNotFound"),
+            "no item matched; add one first",
+            keychainStatus: -25300
+        )
     }
 
     @Test func aCodeMatchesInCatchWhateverTheMessageSays() async {
@@ -60,17 +66,29 @@ struct ErrorCodeTests {
     }
 
     @Test func aCodeThisClientDoesNotKnowArrivesByItsName() {
-        let newer = SharedDeviceClientError(.init(name: "seatLimitReached"), "every seat is taken; sign someone out first")
+        let newer = SharedDeviceClientError(
+            .init(name: "seatLimitReached"),
+            "every seat is taken; sign someone out first"
+        )
         #expect(newer.code.name == "seatLimitReached" && newer.code != .refused)
         #expect("\(newer)" == "every seat is taken; sign someone out first (seatLimitReached)")
     }
 
     @Test func theDescriptionEndsWithWhatNamesTheFailure() {
-        #expect("\(SharedDeviceClientError(.itemNotFound, "none", keychainStatus: -25300))" == "none (itemNotFound, -25300)")
-        #expect("\(SharedDeviceClientError(.identity, "sign in again", msalStatus: -50002, identityCode: "interaction_required"))"
-                == "sign in again (interaction_required)")
-        #expect("\(SharedDeviceClientError(.limitExceeded, "narrow the query", limit: "replyBytes", maximum: 4_194_304))"
-                == "narrow the query (replyBytes)")
-        #expect("\(SharedDeviceClientError(.brokerUnavailable, "no broker at /x: start it", socketPath: "/x"))" == "no broker at /x: start it")
+        #expect(
+            "\(SharedDeviceClientError(.itemNotFound, "none", keychainStatus: -25300))" == "none (itemNotFound, -25300)"
+        )
+        #expect(
+            "\(SharedDeviceClientError(.identity, "sign in again", msalStatus: -50002, identityCode: "interaction_required"))"
+                == "sign in again (interaction_required)"
+        )
+        #expect(
+            "\(SharedDeviceClientError(.limitExceeded, "narrow the query", limit: "replyBytes", maximum: 4_194_304))"
+                == "narrow the query (replyBytes)"
+        )
+        #expect(
+            "\(SharedDeviceClientError(.brokerUnavailable, "no broker at /x: start it", socketPath: "/x"))"
+                == "no broker at /x: start it"
+        )
     }
 }

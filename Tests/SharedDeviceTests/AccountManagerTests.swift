@@ -30,9 +30,21 @@ struct Person: Sendable, CustomStringConvertible {
     let name: String
 
     /// The account-worker's worker.
-    static let jo = Person(uid: AccountWorkerFixture.workerUID, username: AccountWorkerFixture.workerUsername, name: AccountWorkerFixture.workerName)
-    static let ada = Person(uid: "5f7c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f", username: "ada@contoso.example", name: "Ada Worker")
-    static let bob = Person(uid: "8b1e2f3a-4c5d-4e6f-9a0b-1c2d3e4f5a6b", username: "bob@contoso.example", name: "Bob Worker")
+    static let jo = Person(
+        uid: AccountWorkerFixture.workerUID,
+        username: AccountWorkerFixture.workerUsername,
+        name: AccountWorkerFixture.workerName
+    )
+    static let ada = Person(
+        uid: "5f7c1d2e-3a4b-4c5d-8e9f-0a1b2c3d4e5f",
+        username: "ada@contoso.example",
+        name: "Ada Worker"
+    )
+    static let bob = Person(
+        uid: "8b1e2f3a-4c5d-4e6f-9a0b-1c2d3e4f5a6b",
+        username: "bob@contoso.example",
+        name: "Bob Worker"
+    )
 
     var description: String { username }
     var homeAccountID: String { "\(uid).\(KioskAuthority.tenant)" }
@@ -41,27 +53,47 @@ struct Person: Sendable, CustomStringConvertible {
 
     /// The account apps are given for this person.
     var account: DeviceAccount {
-        DeviceAccount(homeAccountID: homeAccountID, environment: KioskAuthority.environment, realm: KioskAuthority.tenant,
-                      username: username, name: name, localAccountID: uid)
+        DeviceAccount(
+            homeAccountID: homeAccountID,
+            environment: KioskAuthority.environment,
+            realm: KioskAuthority.tenant,
+            username: username,
+            name: name,
+            localAccountID: uid
+        )
     }
 
     var clientInfo: String {
-        let json = try! JSONSerialization.data(withJSONObject: ["uid": uid, "utid": KioskAuthority.tenant], options: [.sortedKeys])
+        let json = try! JSONSerialization.data(
+            withJSONObject: ["uid": uid, "utid": KioskAuthority.tenant],
+            options: [.sortedKeys]
+        )
         return Base64URL.encode(json)
     }
 
     var idToken: String {
         try! CacheFixture.jwt([
-            "aud": KioskAuthority.clientID, "iss": "http://\(KioskAuthority.environment)/api/oidc", "name": name, "oid": uid,
+            "aud": KioskAuthority.clientID, "iss": "http://\(KioskAuthority.environment)/api/oidc", "name": name,
+            "oid": uid,
             "preferred_username": username, "sub": "sub-\(uid.prefix(8))", "tid": KioskAuthority.tenant, "ver": "2.0",
         ])
     }
 
     /// A sign-in response: access, refresh and ID token with `client_info`.
-    func response(accessToken: String? = nil, refreshToken: String? = nil,
-                  scope: String = "openid profile offline_access User.Read") -> TokenResponse {
-        TokenResponse(accessToken: accessToken ?? "at-\(uid.prefix(8))", refreshToken: refreshToken ?? "rt-\(uid.prefix(8))",
-                      idToken: idToken, clientInfo: clientInfo, scope: scope, expiresIn: 3600, extendedExpiresIn: 7200)
+    func response(
+        accessToken: String? = nil,
+        refreshToken: String? = nil,
+        scope: String = "openid profile offline_access User.Read"
+    ) -> TokenResponse {
+        TokenResponse(
+            accessToken: accessToken ?? "at-\(uid.prefix(8))",
+            refreshToken: refreshToken ?? "rt-\(uid.prefix(8))",
+            idToken: idToken,
+            clientInfo: clientInfo,
+            scope: scope,
+            expiresIn: 3600,
+            extendedExpiresIn: 7200
+        )
     }
 }
 
@@ -105,17 +137,29 @@ final class AccountFixture {
     }
 
     @discardableResult
-    func signIn(_ person: Person, app: AppIdentity, group: String? = nil, accessToken: String? = nil,
-                scope: String = "openid profile offline_access User.Read") throws -> DeviceAccount {
+    func signIn(
+        _ person: Person,
+        app: AppIdentity,
+        group: String? = nil,
+        accessToken: String? = nil,
+        scope: String = "openid profile offline_access User.Read"
+    ) throws -> DeviceAccount {
         clock.advance(by: 1)
-        return try accounts.signIn(person.response(accessToken: accessToken, scope: scope), context: KioskAuthority.context(),
-                                   app: app, accessGroup: group)
+        return try accounts.signIn(
+            person.response(accessToken: accessToken, scope: scope),
+            context: KioskAuthority.context(),
+            app: app,
+            accessGroup: group
+        )
     }
 
     /// The person's credential and account items in `group`, by keychain item type.
     func itemTypes(of person: Person, in group: String) throws -> [UInt32: Int] {
         var types: [UInt32: Int] = [:]
-        for item in try store.metadata(matching: ItemQuery(accessGroup: group, account: person.cacheAccount), as: try inspector) {
+        for item in try store.metadata(
+            matching: ItemQuery(accessGroup: group, account: person.cacheAccount),
+            as: try inspector
+        ) {
             types[item.type ?? 0, default: 0] += 1
         }
         return types
@@ -123,7 +167,8 @@ final class AccountFixture {
 
     /// How many items of the person's account `group` holds.
     func count(of person: Person, in group: String) throws -> Int {
-        try store.metadata(matching: ItemQuery(accessGroup: group, account: person.cacheAccount), as: try inspector).count
+        try store.metadata(matching: ItemQuery(accessGroup: group, account: person.cacheAccount), as: try inspector)
+            .count
     }
 
     /// Items of the person, per app group.
@@ -161,7 +206,10 @@ final class AccountFixture {
     func tombstones() throws -> [[String: Any]] {
         let items: [KeychainItem]
         do {
-            items = try store.findAll(ItemQuery(accessGroup: AccessGroup.device, service: "wipe-tombstone"), as: .deviceAdministrator)
+            items = try store.findAll(
+                ItemQuery(accessGroup: AccessGroup.device, service: "wipe-tombstone"),
+                as: .deviceAdministrator
+            )
         } catch {
             #expect(error.code == .itemNotFound, "\(error)")
             return []
@@ -218,7 +266,8 @@ struct AccountManagerTests {
 
     @Test func signInInOneAppIsSingleSignOnInTheOther() throws {
         let fixture = try AccountFixture()
-        let scanner = try fixture.scanner, timeclock = try fixture.timeclock
+        let scanner = try fixture.scanner
+        let timeclock = try fixture.timeclock
         let before = try fixture.lastSequence
 
         let account = try fixture.signIn(.ada, app: scanner)
@@ -243,27 +292,52 @@ struct AccountManagerTests {
         // …and can use the tokens the scanner's sign-in cached in MSAL's shared group: the refresh token
         // for a silent call, the access token, the account.
         let cache = fixture.accounts.tokenCache
-        let refresh = try cache.refreshToken(homeAccountID: Person.ada.homeAccountID, environment: KioskAuthority.environment,
-                                             clientID: KioskAuthority.clientID, as: timeclock, in: fixture.store)
+        let refresh = try cache.refreshToken(
+            homeAccountID: Person.ada.homeAccountID,
+            environment: KioskAuthority.environment,
+            clientID: KioskAuthority.clientID,
+            as: timeclock,
+            in: fixture.store
+        )
         #expect(refresh?.secret == "rt-5f7c1d2e")
-        let token = try fixture.accounts.accessToken(for: timeclock, clientID: KioskAuthority.clientID, scopes: ["User.Read"])
+        let token = try fixture.accounts.accessToken(
+            for: timeclock,
+            clientID: KioskAuthority.clientID,
+            scopes: ["User.Read"]
+        )
         #expect(token?.secret == "at-5f7c1d2e")
-        let cached = try cache.account(homeAccountID: Person.ada.homeAccountID, environment: KioskAuthority.environment,
-                                       as: timeclock, in: fixture.store)
+        let cached = try cache.account(
+            homeAccountID: Person.ada.homeAccountID,
+            environment: KioskAuthority.environment,
+            as: timeclock,
+            in: fixture.store
+        )
         #expect(cached?.username == Person.ada.username)
         // Everything is in the shared group; the apps' own groups hold nothing of Ada.
-        #expect(try fixture.itemTypes(of: .ada, in: AccessGroup.adalCache)
-                == [KeychainItemType.accessToken: 1, KeychainItemType.refreshToken: 1, KeychainItemType.idToken: 1, KeychainItemType.account: 1])
+        #expect(
+            try fixture.itemTypes(of: .ada, in: AccessGroup.adalCache)
+                == [
+                    KeychainItemType.accessToken: 1, KeychainItemType.refreshToken: 1, KeychainItemType.idToken: 1,
+                    KeychainItemType.account: 1,
+                ]
+        )
         #expect(try fixture.count(of: .ada, in: KioskApps.scannerGroup) == 0)
         #expect(try fixture.count(of: .ada, in: KioskApps.timeclockGroup) == 0)
 
         // The timeclock signing the same worker in (into its own group) is single sign-on, not a second sign-in.
-        let again = try fixture.signIn(.ada, app: timeclock, group: KioskApps.timeclockGroup, accessToken: "at-timeclock")
+        let again = try fixture.signIn(
+            .ada,
+            app: timeclock,
+            group: KioskApps.timeclockGroup,
+            accessToken: "at-timeclock"
+        )
         #expect(again == Person.ada.account)
         #expect(try fixture.count(of: .ada, in: KioskApps.timeclockGroup) == 4)
         // The scanner cannot see the timeclock's own group.
-        let scannerTokens = try fixture.store.metadata(matching: ItemQuery(account: Person.ada.cacheAccount, type: KeychainItemType.accessToken),
-                                                       as: scanner)
+        let scannerTokens = try fixture.store.metadata(
+            matching: ItemQuery(account: Person.ada.cacheAccount, type: KeychainItemType.accessToken),
+            as: scanner
+        )
         #expect(scannerTokens.map(\.accessGroup) == [AccessGroup.adalCache])
 
         // One device-level sign-in, audited once, by the app that made it.
@@ -289,15 +363,23 @@ struct AccountManagerTests {
 
     @Test func aSecondWorkerIsRefusedWhileOneIsSignedInAndNothingOfTheirsIsStored() throws {
         let fixture = try AccountFixture()
-        let scanner = try fixture.scanner, timeclock = try fixture.timeclock
+        let scanner = try fixture.scanner
+        let timeclock = try fixture.timeclock
         try fixture.signIn(.ada, app: scanner)
         let before = try fixture.lastSequence
         let itemsBefore = try fixture.totalAppItems()
 
-        for (app, group) in [(timeclock, nil), (scanner, nil), (timeclock, KioskApps.timeclockGroup)] as [(AppIdentity, String?)] {
-            let error = expectSharedDeviceError(.accountAlreadySignedIn) { try fixture.signIn(.bob, app: app, group: group) }
+        for (app, group) in [(timeclock, nil), (scanner, nil), (timeclock, KioskApps.timeclockGroup)]
+            as [(AppIdentity, String?)]
+        {
+            let error = expectSharedDeviceError(.accountAlreadySignedIn) {
+                try fixture.signIn(.bob, app: app, group: group)
+            }
             #expect(error?.code.description == "an account is already signed in")
-            #expect(error?.message.contains("an account is already signed in") == true, "\(error.map { "\($0)" } ?? "")")
+            #expect(
+                error?.message.contains("an account is already signed in") == true,
+                "\(error.map { "\($0)" } ?? "")"
+            )
             #expect(error?.message.contains("at-8b1e2f3a") == false, "a token in an error message")
         }
 
@@ -313,51 +395,87 @@ struct AccountManagerTests {
     @Test func tokenCallsWithNobodySignedInFailWithNoCurrentAccount() throws {
         let fixture = try AccountFixture()
         let error = expectSharedDeviceError(.noCurrentAccount) {
-            try fixture.accounts.accessToken(for: try fixture.scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"])
+            try fixture.accounts.accessToken(
+                for: try fixture.scanner,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"]
+            )
         }
         #expect(error?.code.description == "no current account")
         expectSharedDeviceError(.noCurrentAccount) {
-            try fixture.accounts.accessToken(for: try fixture.timeclock, clientID: KioskAuthority.clientID, scopes: ["User.Read"],
-                                             account: Person.ada.account)
+            try fixture.accounts.accessToken(
+                for: try fixture.timeclock,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"],
+                account: Person.ada.account
+            )
         }
 
         // After a sign-out, the same again.
         try fixture.signIn(.ada, app: try fixture.scanner)
         try fixture.accounts.signOut(app: try fixture.scanner, reason: .user)
         expectSharedDeviceError(.noCurrentAccount) {
-            try fixture.accounts.accessToken(for: try fixture.timeclock, clientID: KioskAuthority.clientID, scopes: ["User.Read"])
+            try fixture.accounts.accessToken(
+                for: try fixture.timeclock,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"]
+            )
         }
     }
 
     @Test func tokenCallsForAnotherAccountFailWithCurrentAccountMismatch() throws {
         let fixture = try AccountFixture()
-        let scanner = try fixture.scanner, timeclock = try fixture.timeclock
+        let scanner = try fixture.scanner
+        let timeclock = try fixture.timeclock
         try fixture.signIn(.ada, app: scanner)
 
         for app in [scanner, timeclock] {
             let error = expectSharedDeviceError(.currentAccountMismatch) {
-                try fixture.accounts.accessToken(for: app, clientID: KioskAuthority.clientID, scopes: ["User.Read"], account: Person.bob.account)
+                try fixture.accounts.accessToken(
+                    for: app,
+                    clientID: KioskAuthority.clientID,
+                    scopes: ["User.Read"],
+                    account: Person.bob.account
+                )
             }
             #expect(error?.code.description == "current account mismatch")
             #expect(error?.message.contains(Person.bob.username) == true)
         }
         // The current account, named or not, gets its token; an uncached scope gives nil (refresh next).
-        let named = try fixture.accounts.accessToken(for: timeclock, clientID: KioskAuthority.clientID, scopes: ["User.Read"],
-                                                     account: Person.ada.account)
+        let named = try fixture.accounts.accessToken(
+            for: timeclock,
+            clientID: KioskAuthority.clientID,
+            scopes: ["User.Read"],
+            account: Person.ada.account
+        )
         #expect(named?.secret == "at-5f7c1d2e")
         #expect(named?.homeAccountID == Person.ada.homeAccountID)
-        #expect(try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"])?.secret == "at-5f7c1d2e")
-        #expect(try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["Mail.Send"]) == nil)
+        #expect(
+            try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"])?
+                .secret == "at-5f7c1d2e"
+        )
+        #expect(
+            try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["Mail.Send"])
+                == nil
+        )
         // Only the account's ids matter, not how its display fields read.
         var renamed = Person.ada.account
         renamed.username = "someone-else@contoso.example"
         renamed.homeAccountID = renamed.homeAccountID.uppercased()
-        #expect(try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"], account: renamed) != nil)
+        #expect(
+            try fixture.accounts.accessToken(
+                for: scanner,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"],
+                account: renamed
+            ) != nil
+        )
     }
 
     @Test func previousAccountIsRebuiltFromStoredIdsAfterAGlobalWipe() throws {
         let fixture = try AccountFixture()
-        let scanner = try fixture.scanner, timeclock = try fixture.timeclock
+        let scanner = try fixture.scanner
+        let timeclock = try fixture.timeclock
         try fixture.signIn(.ada, app: scanner)
         _ = try fixture.accounts.currentAccount(for: timeclock)  // the timeclock has seen Ada
 
@@ -420,7 +538,10 @@ struct AccountManagerTests {
         let outcome = try fixture.accounts.signOut(app: KioskApps.timeclock, reason: .user)
         #expect(!outcome.global)
         #expect(outcome.accessGroups == 2)
-        #expect(try fixture.accounts.currentAccount(for: KioskApps.timeclock).pair == (nil, Person.bob.account) as (DeviceAccount?, DeviceAccount?))
+        #expect(
+            try fixture.accounts.currentAccount(for: KioskApps.timeclock).pair == (nil, Person.bob.account)
+                as (DeviceAccount?, DeviceAccount?)
+        )
         #expect(try fixture.accounts.currentAccount(for: KioskApps.scanner).current == Person.ada.account)
         #expect(try fixture.device.auditEvents().isEmpty, "nothing to sign events with before provisioning")
     }
@@ -429,7 +550,12 @@ struct AccountManagerTests {
         let fixture = try AccountFixture()
         let before = try fixture.lastSequence
         // No client_info, no id_token and no home account id in the context: nobody to sign in.
-        let response = TokenResponse(accessToken: "at-anonymous", refreshToken: "rt-anonymous", scope: "User.Read", expiresIn: 3600)
+        let response = TokenResponse(
+            accessToken: "at-anonymous",
+            refreshToken: "rt-anonymous",
+            scope: "User.Read",
+            expiresIn: 3600
+        )
         expectSharedDeviceError(.tokenCache) {
             try fixture.accounts.signIn(response, context: KioskAuthority.context(), app: try fixture.scanner)
         }

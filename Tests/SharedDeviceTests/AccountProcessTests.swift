@@ -1,9 +1,9 @@
 import Foundation
 import KeychainStore
+import ProcessTestSupport
 import SharedDevice
 import StoreTestSupport
 import Synchronization
-import ProcessTestSupport
 import TestTags
 import Testing
 
@@ -23,13 +23,19 @@ struct AccountProcessTests {
 
     @Test func aGlobalSignOutInOneProcessReachesAProcessWaitingForChanges() async throws {
         let directory = TemporaryStateDirectory("account-events")
-        let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "20", "--policy", Self.kioskPolicy])
+        let fill = try ChildProcess(
+            product: "account-worker",
+            ["fill", directory.url.path, "20", "--policy", Self.kioskPolicy]
+        )
         try await fill.expectSuccess("fill")
         #expect(fill.lines(prefix: "filled") == ["filled 20"])
 
         // B: the timeclock, waiting. Its fallback re-check is 600 s, so only the change signal can wake it
         // within the bounds below.
-        let waiter = try ChildProcess(product: "account-worker", ["wait", directory.url.path, KioskApps.timeclockID, "--fallback", "600"])
+        let waiter = try ChildProcess(
+            product: "account-worker",
+            ["wait", directory.url.path, KioskApps.timeclockID, "--fallback", "600"]
+        )
         defer { waiter.killIfRunning() }
         let ready = await waiter.waitForLines(atLeast: 1, prefix: "ready", timeout: 60)
         try #require(ready, "the waiting process never got ready; stderr: \(waiter.standardError)")
@@ -39,14 +45,23 @@ struct AccountProcessTests {
 
         // A: the scanner ends the shift.
         let started = Date()
-        let signer = try ChildProcess(product: "account-worker", ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
+        let signer = try ChildProcess(
+            product: "account-worker",
+            ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"]
+        )
         try await signer.expectSuccess("signout")
         #expect(signer.lines(prefix: "signed-out") == ["signed-out 68"])  // 3 × 20 fill tokens + 2 × 4 sign-in items
 
         let exited = await waiter.waitForExit(timeout: 60)
-        try #require(exited, "the waiting process did not receive the sign-out within 60 s; stdout: \(waiter.standardOutput) stderr: \(waiter.standardError)")
+        try #require(
+            exited,
+            "the waiting process did not receive the sign-out within 60 s; stdout: \(waiter.standardOutput) stderr: \(waiter.standardError)"
+        )
         #expect(Date().timeIntervalSince(started) < 60)
-        #expect(waiter.exitedNormally && waiter.status == 0, "\(waiter.reasonDescription) \(waiter.status): \(waiter.standardError)")
+        #expect(
+            waiter.exitedNormally && waiter.status == 0,
+            "\(waiter.reasonDescription) \(waiter.status): \(waiter.standardError)"
+        )
         #expect(waiter.standardError.isEmpty, "\(waiter.standardError)")
 
         // Exactly one event, the global sign-out, with the audit event's sequence.
@@ -85,11 +100,16 @@ struct AccountProcessTests {
         // How long a sign-out of a full kiosk takes on this machine and build: one, not killed, timed from
         // its `signing-out` line to its `signed-out` line as the thread reading its output saw them arrive.
         try await Self.fill(directory, n, round: -1)
-        let timed = try ChildProcess(product: "account-worker", ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"])
+        let timed = try ChildProcess(
+            product: "account-worker",
+            ["signout", directory.url.path, KioskApps.scannerID, "--reason", "shift-end"]
+        )
         defer { timed.killIfRunning() }
         let ended = await timed.waitForLine(timeout: 60) { $0.hasPrefix("signed-out ") }
-        try #require(ended == "signed-out \(3 * n + 8)" && timed.lines.first == "signing-out",
-                     "the timed sign-out printed \(timed.lines): \(timed.standardError)")
+        try #require(
+            ended == "signed-out \(3 * n + 8)" && timed.lines.first == "signing-out",
+            "the timed sign-out printed \(timed.lines): \(timed.standardError)"
+        )
         var signOutSpan = try #require(timed.arrival(ofLine: 1)) - (try #require(timed.arrival(ofLine: 0)))
         try await timed.expectSuccess("the timed sign-out")
         expectedSignOuts += 1
@@ -99,7 +119,10 @@ struct AccountProcessTests {
             try afterTimed.expectAuditAndStoreIntact(signIns: 1, signOuts: expectedSignOuts, round: -1)
         }
 
-        var rounds = 0, inFlight = 0, completed = 0, beforeStart = 0
+        var rounds = 0
+        var inFlight = 0
+        var completed = 0
+        var beforeStart = 0
         var signIns = 1
         var state = KioskState.Kind.signedOut
         // At least 12 rounds; more (up to 40) until enough kills landed inside the sign-out call.
@@ -112,8 +135,13 @@ struct AccountProcessTests {
             // Every fourth round the kill comes while the worker still waits to begin (it would wait a minute);
             // the others at a random offset within 1.25 times the measured sign-out, after it began.
             let killBeforeStart = rounds % 4 == 3
-            let worker = try ChildProcess(product: "account-worker", ["signout", directory.url.path, app, "--reason", "shift-end",
-                                                                      "--after", killBeforeStart ? "60000" : "0"])
+            let worker = try ChildProcess(
+                product: "account-worker",
+                [
+                    "signout", directory.url.path, app, "--reason", "shift-end",
+                    "--after", killBeforeStart ? "60000" : "0",
+                ]
+            )
             defer { worker.killIfRunning() }
             if killBeforeStart {
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
@@ -131,8 +159,10 @@ struct AccountProcessTests {
                 #expect(worker.standardError.isEmpty, "round \(rounds): \(worker.standardError)")
                 if !started { beforeStart += 1 } else if !acknowledged { inFlight += 1 }
             } else {
-                #expect(worker.exitedNormally && worker.status == 0 && acknowledged,
-                        "round \(rounds): \(worker.reasonDescription) \(worker.status): \(worker.standardError)")
+                #expect(
+                    worker.exitedNormally && worker.status == 0 && acknowledged,
+                    "round \(rounds): \(worker.reasonDescription) \(worker.status): \(worker.standardError)"
+                )
                 completed += 1
                 // The first sign-out runs on a cold cache; later ones are often much faster. Aim the next kills
                 // at the fastest sign-out seen, so they keep landing inside it.
@@ -140,22 +170,33 @@ struct AccountProcessTests {
                     signOutSpan = min(signOutSpan, ended - begun)
                 }
             }
-            if killBeforeStart { #expect(!started, "round \(rounds): the sign-out began although the worker was to wait a minute") }
+            if killBeforeStart {
+                #expect(!started, "round \(rounds): the sign-out began although the worker was to wait a minute")
+            }
 
             // Reopen (recovering whatever the killed process left in the WAL) and look.
             let observed = try KioskState(directory: directory, tokensPerGroup: n)
             state = observed.kind
-            #expect(state == .fullySignedIn || state == .signedOut, "round \(rounds): partial state after a SIGKILL: \(observed)")
-            if acknowledged { #expect(state == .signedOut, "round \(rounds): an acknowledged sign-out is not durable: \(observed)") }
-            if !started { #expect(state == .fullySignedIn, "round \(rounds): signed out before the sign-out began: \(observed)") }
+            #expect(
+                state == .fullySignedIn || state == .signedOut,
+                "round \(rounds): partial state after a SIGKILL: \(observed)"
+            )
+            if acknowledged {
+                #expect(state == .signedOut, "round \(rounds): an acknowledged sign-out is not durable: \(observed)")
+            }
+            if !started {
+                #expect(state == .fullySignedIn, "round \(rounds): signed out before the sign-out began: \(observed)")
+            }
             if state == .signedOut { expectedSignOuts += 1 }
             try observed.expectAuditAndStoreIntact(signIns: signIns, signOuts: expectedSignOuts, round: rounds)
             rounds += 1
         }
         // How the kills fell (before the call, inside it, after it finished) is random; the loop ran until
         // enough of them landed inside it, and every fourth round was killed before it began.
-        #expect(inFlight >= Self.killsInsideSignOut,
-                "only \(inFlight) kills landed inside a sign-out in \(rounds) rounds (\(beforeStart) before, \(completed) after; a sign-out takes \(signOutSpan))")
+        #expect(
+            inFlight >= Self.killsInsideSignOut,
+            "only \(inFlight) kills landed inside a sign-out in \(rounds) rounds (\(beforeStart) before, \(completed) after; a sign-out takes \(signOutSpan))"
+        )
         #expect(beforeStart >= rounds / 4, "\(beforeStart) kills before the sign-out began in \(rounds) rounds")
         withExtendedLifetime(directory) {}
     }
@@ -174,13 +215,21 @@ struct AccountProcessTests {
         // One whole round, not killed: every step acknowledged in order, and how long a round takes here,
         // from the worker's start (opening the store included) to its exit.
         let spawned = ContinuousClock.now
-        let timed = try ChildProcess(product: "account-worker", ["signout-loop", directory.url.path, "\(n)", "--rounds", "1"])
+        let timed = try ChildProcess(
+            product: "account-worker",
+            ["signout-loop", directory.url.path, "\(n)", "--rounds", "1"]
+        )
         defer { timed.killIfRunning() }
         try await timed.expectSuccess("one round of signout-loop")
         let roundSpan = ContinuousClock.now - spawned
-        #expect(timed.lines == ["signed-in scanner", "signed-in timeclock", "filled", "signing-out", "signed-out \(3 * n + 8)"],
-                "\(timed.lines)")
-        var signIns = 1, signOuts = 1
+        #expect(
+            timed.lines == [
+                "signed-in scanner", "signed-in timeclock", "filled", "signing-out", "signed-out \(3 * n + 8)",
+            ],
+            "\(timed.lines)"
+        )
+        var signIns = 1
+        var signOuts = 1
         var previous: KioskState.Kind
         do {
             let state = try KioskState(directory: directory, tokensPerGroup: n)
@@ -195,20 +244,27 @@ struct AccountProcessTests {
             // Anywhere in the first round; every third round anywhere in the second, after a whole first one.
             if round % 3 == 2 {
                 let first = await worker.waitForLine(timeout: 60) { LoopPosition(line: $0, n: n) == .signedOut }
-                try #require(first != nil, "round \(round): the loop never finished its first round: \(worker.standardError)")
+                try #require(
+                    first != nil,
+                    "round \(round): the loop never finished its first round: \(worker.standardError)"
+                )
             }
             try await Task.sleep(for: roundSpan * Double.random(in: 0...1.1))
             let wasRunning = worker.killIfRunning()
             let exited = await worker.waitForExit(timeout: 60)
             try #require(exited, "round \(round): the loop did not end")
-            #expect(wasRunning && worker.killedBySignal == SIGKILL, "round \(round): \(worker.reasonDescription): \(worker.standardError)")
+            #expect(
+                wasRunning && worker.killedBySignal == SIGKILL,
+                "round \(round): \(worker.reasonDescription): \(worker.standardError)"
+            )
             #expect(worker.standardError.isEmpty, "round \(round): \(worker.standardError)")
 
             // Every acknowledged step, in order, from the state the round began in.
             let lines = worker.lines
             var acknowledged = previous
             var position = LoopPosition.start
-            var acknowledgedSignIns = 0, acknowledgedSignOuts = 0
+            var acknowledgedSignIns = 0
+            var acknowledgedSignOuts = 0
             for line in lines {
                 guard let step = LoopPosition(line: line, n: n) else {
                     Issue.record("round \(round): unexpected line \(line) in \(lines)")
@@ -229,11 +285,15 @@ struct AccountProcessTests {
             let inFlight = position.next
             let observed = try KioskState(directory: directory, tokensPerGroup: n)
             let inFlightCommitted = observed.kind != acknowledged && observed.kind == acknowledged.after(inFlight)
-            #expect(observed.kind == acknowledged || inFlightCommitted,
-                    "round \(round): the store is \(observed) but the acknowledged steps lead to \(acknowledged.rawValue) (next: \(inFlight)); output \(lines)")
+            #expect(
+                observed.kind == acknowledged || inFlightCommitted,
+                "round \(round): the store is \(observed) but the acknowledged steps lead to \(acknowledged.rawValue) (next: \(inFlight)); output \(lines)"
+            )
             landed["\(inFlight)\(inFlightCommitted ? " (committed)" : "")", default: 0] += 1
 
-            signIns += acknowledgedSignIns + (inFlightCommitted && inFlight == .scannerSignedIn && acknowledged == .signedOut ? 1 : 0)
+            signIns +=
+                acknowledgedSignIns
+                + (inFlightCommitted && inFlight == .scannerSignedIn && acknowledged == .signedOut ? 1 : 0)
             signOuts += acknowledgedSignOuts + (inFlightCommitted && inFlight == .signedOut ? 1 : 0)
             try observed.expectAuditAndStoreIntact(signIns: signIns, signOuts: signOuts, round: round)
             previous = observed.kind
@@ -245,7 +305,10 @@ struct AccountProcessTests {
 
     /// `account-worker fill`: provisions the kiosk if needed, signs Jo in for both apps and adds `n` tokens per group.
     static func fill(_ directory: TemporaryStateDirectory, _ n: Int, round: Int) async throws {
-        let fill = try ChildProcess(product: "account-worker", ["fill", directory.url.path, "\(n)", "--policy", kioskPolicy])
+        let fill = try ChildProcess(
+            product: "account-worker",
+            ["fill", directory.url.path, "\(n)", "--policy", kioskPolicy]
+        )
         try await fill.expectSuccess("round \(round): fill")
         #expect(fill.lines == ["filled \(n)"], "round \(round): \(fill.lines)")
     }
@@ -253,7 +316,10 @@ struct AccountProcessTests {
     // MARK: - Helpers
 
     static func currentAccountJSON(_ text: String) throws -> (current: [String: Any]?, previous: [String: Any]?) {
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not JSON: \(text)")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+            "not JSON: \(text)"
+        )
         #expect(object.keys.sorted() == ["current", "previous"])
         return (object["current"] as? [String: Any], object["previous"] as? [String: Any])
     }
@@ -367,14 +433,25 @@ struct KioskState: CustomStringConvertible {
         let timeclock = try #require(try device.appIdentity(KioskApps.timeclockID, actor: "test"))
         let groups = [AccessGroup.adalCache, KioskApps.scannerGroup, KioskApps.timeclockGroup]
         let inspector = try AppIdentity(appID: "test.inspector", accessGroups: groups)
-        let fillPrefix = TokenCache.serviceNamespace + "accesstoken-\(KioskAuthority.clientID)-\(KioskAuthority.tenant)-api://kiosk/".lowercased()
-        var items: [String: Int] = [:], accessTokens: [String: Int] = [:], fillScopes: [String: Set<String>] = [:]
+        let fillPrefix =
+            TokenCache.serviceNamespace
+            + "accesstoken-\(KioskAuthority.clientID)-\(KioskAuthority.tenant)-api://kiosk/".lowercased()
+        var items: [String: Int] = [:]
+        var accessTokens: [String: Int] = [:]
+        var fillScopes: [String: Set<String>] = [:]
         for group in groups {
-            let found = try store.metadata(matching: ItemQuery(accessGroup: group, account: Person.jo.cacheAccount), as: inspector)
+            let found = try store.metadata(
+                matching: ItemQuery(accessGroup: group, account: Person.jo.cacheAccount),
+                as: inspector
+            )
             items[group] = found.count
             let tokens = found.filter { $0.type == KeychainItemType.accessToken }
             accessTokens[group] = tokens.count
-            fillScopes[group] = Set(tokens.map(\.service).filter { $0.hasPrefix(fillPrefix) }.map { "api://kiosk/" + $0.dropFirst(fillPrefix.count) })
+            fillScopes[group] = Set(
+                tokens.map(\.service).filter { $0.hasPrefix(fillPrefix) }.map {
+                    "api://kiosk/" + $0.dropFirst(fillPrefix.count)
+                }
+            )
         }
         self.items = items
         self.accessTokens = accessTokens
@@ -384,10 +461,18 @@ struct KioskState: CustomStringConvertible {
 
         func token(_ scopes: [String], as app: AppIdentity, in group: String) throws -> String? {
             try accounts.tokenCache.accessToken(
-                homeAccountID: Person.jo.homeAccountID, environment: KioskAuthority.environment, clientID: KioskAuthority.clientID,
-                realm: KioskAuthority.tenant, scopes: scopes, as: app, accessGroup: group, in: store)?.secret
+                homeAccountID: Person.jo.homeAccountID,
+                environment: KioskAuthority.environment,
+                clientID: KioskAuthority.clientID,
+                realm: KioskAuthority.tenant,
+                scopes: scopes,
+                as: app,
+                accessGroup: group,
+                in: store
+            )?.secret
         }
-        var found = 0, total = 0
+        var found = 0
+        var total = 0
         for app in [scanner, timeclock] {
             for group in app.accessGroups {
                 for index in [0, n / 2, n - 1] {
@@ -398,8 +483,10 @@ struct KioskState: CustomStringConvertible {
             }
         }
         lookups = (found, total)
-        signInTokens = (try token(["User.Read"], as: scanner, in: AccessGroup.adalCache),
-                        try token(["User.Read"], as: timeclock, in: KioskApps.timeclockGroup))
+        signInTokens = (
+            try token(["User.Read"], as: scanner, in: AccessGroup.adalCache),
+            try token(["User.Read"], as: timeclock, in: KioskApps.timeclockGroup)
+        )
 
         let allFillScopes = Set((0..<n).map(AccountWorkerFixture.fillScope))
         let full = [AccessGroup.adalCache: n + 4, KioskApps.scannerGroup: n, KioskApps.timeclockGroup: n + 4]
@@ -412,14 +499,16 @@ struct KioskState: CustomStringConvertible {
         let timeclockToken = signInTokens.timeclock == AccountWorkerFixture.signInAccessToken(app: "timeclock")
         let noFill = fillScopes.values.allSatisfy(\.isEmpty) && found == 0
         if joCurrent && scannerToken && timeclockToken && items == full && accessTokens == fullTokens
-            && fillScopes.values.allSatisfy({ $0 == allFillScopes }) && found == total {
+            && fillScopes.values.allSatisfy({ $0 == allFillScopes }) && found == total
+        {
             kind = .fullySignedIn
         } else if joCurrent && scannerToken && timeclockToken && items == bothApps && noFill {
             kind = .bothSignedIn
         } else if joCurrent && scannerToken && signInTokens.timeclock == nil && items == scannerOnly && noFill {
             kind = .scannerSignedIn
         } else if current == nil && status?.signedIn != true && items == empty && found == 0
-                    && signInTokens.scanner == nil && signInTokens.timeclock == nil {
+            && signInTokens.scanner == nil && signInTokens.timeclock == nil
+        {
             kind = .signedOut
         } else {
             kind = .partial
@@ -432,7 +521,10 @@ struct KioskState: CustomStringConvertible {
         let verification = try device.verifyAudit()
         #expect(verification.isIntact, "round \(round): \(verification.problems)")
         let signInEvents = try device.auditEvents(matching: AuditFilter(types: [.accountSignedIn]))
-        #expect(signInEvents.count == signIns, "round \(round): \(signInEvents.count) sign-in events, expected \(signIns)")
+        #expect(
+            signInEvents.count == signIns,
+            "round \(round): \(signInEvents.count) sign-in events, expected \(signIns)"
+        )
         #expect(signInEvents.allSatisfy { $0.account == Person.jo.username && $0.actor == KioskApps.scannerID })
         let events = try device.auditEvents(matching: AuditFilter(types: [.accountSignedOut]))
         #expect(events.count == signOuts, "round \(round): \(events.count) sign-out events, expected \(signOuts)")
@@ -457,12 +549,15 @@ struct KioskState: CustomStringConvertible {
 
 // MARK: - The account-worker process
 
-private extension ChildProcess {
+extension ChildProcess {
     /// Waits for a normal exit with status 0 (within a minute), recording an issue otherwise.
-    func expectSuccess(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    fileprivate func expectSuccess(_ what: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let exited = await waitForExit(timeout: 60)
         try #require(exited, "\(what) did not finish within 60 s", sourceLocation: sourceLocation)
-        try #require(exitedNormally && status == 0, "\(what): \(reasonDescription) \(status); stderr: \(standardError)",
-                     sourceLocation: sourceLocation)
+        try #require(
+            exitedNormally && status == 0,
+            "\(what): \(reasonDescription) \(status); stderr: \(standardError)",
+            sourceLocation: sourceLocation
+        )
     }
 }

@@ -10,7 +10,8 @@ import Testing
 struct AccountSwitchTests {
     @Test func aSwitchEndsTheShiftAndSignsTheNextWorkerInUnderOneCorrelationID() throws {
         let fixture = try AccountFixture()
-        let scanner = try fixture.scanner, timeclock = try fixture.timeclock
+        let scanner = try fixture.scanner
+        let timeclock = try fixture.timeclock
         try fixture.signIn(.ada, app: scanner)
         try fixture.signIn(.ada, app: scanner, group: KioskApps.scannerGroup)
         try fixture.signIn(.ada, app: timeclock, group: KioskApps.timeclockGroup)
@@ -18,7 +19,11 @@ struct AccountSwitchTests {
         let before = try fixture.lastSequence
         fixture.clock.advance(by: 3600)
 
-        let outcome = try fixture.accounts.switchAccount(to: Person.bob.response(), context: KioskAuthority.context(), app: timeclock)
+        let outcome = try fixture.accounts.switchAccount(
+            to: Person.bob.response(),
+            context: KioskAuthority.context(),
+            app: timeclock
+        )
         #expect(outcome.signInError == nil)
         #expect(outcome.signedIn == Person.bob.account)
         let signedOut = try #require(outcome.signedOut)
@@ -30,17 +35,39 @@ struct AccountSwitchTests {
 
         // Ada is gone from every group; Bob's sign-in is in the timeclock's token group (MSAL's shared one).
         #expect(try fixture.counts(of: .ada).values.allSatisfy { $0 == 0 })
-        #expect(try fixture.counts(of: .bob) == [AccessGroup.adalCache: 4, KioskApps.scannerGroup: 0, KioskApps.timeclockGroup: 0])
+        #expect(
+            try fixture.counts(of: .bob) == [
+                AccessGroup.adalCache: 4, KioskApps.scannerGroup: 0, KioskApps.timeclockGroup: 0,
+            ]
+        )
         // The timeclock signed Bob in, so Bob is already its principal; the scanner last saw Ada.
-        #expect(try fixture.accounts.currentAccount(for: timeclock).pair == (Person.bob.account, Person.bob.account) as (DeviceAccount?, DeviceAccount?))
-        #expect(try fixture.accounts.currentAccount(for: scanner).pair == (Person.bob.account, Person.ada.account) as (DeviceAccount?, DeviceAccount?))
-        #expect(try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"],
-                                                 account: Person.bob.account)?.secret == "at-8b1e2f3a")
+        #expect(
+            try fixture.accounts.currentAccount(for: timeclock).pair == (Person.bob.account, Person.bob.account)
+                as (DeviceAccount?, DeviceAccount?)
+        )
+        #expect(
+            try fixture.accounts.currentAccount(for: scanner).pair == (Person.bob.account, Person.ada.account)
+                as (DeviceAccount?, DeviceAccount?)
+        )
+        #expect(
+            try fixture.accounts.accessToken(
+                for: scanner,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"],
+                account: Person.bob.account
+            )?.secret == "at-8b1e2f3a"
+        )
         expectSharedDeviceError(.currentAccountMismatch) {
-            try fixture.accounts.accessToken(for: scanner, clientID: KioskAuthority.clientID, scopes: ["User.Read"], account: Person.ada.account)
+            try fixture.accounts.accessToken(
+                for: scanner,
+                clientID: KioskAuthority.clientID,
+                scopes: ["User.Read"],
+                account: Person.ada.account
+            )
         }
 
-        let ada = try #require(try fixture.status(of: .ada)), bob = try #require(try fixture.status(of: .bob))
+        let ada = try #require(try fixture.status(of: .ada))
+        let bob = try #require(try fixture.status(of: .bob))
         #expect(!ada.signedIn)
         #expect(ada.signOutReason == .shiftEnd)
         #expect(ada.signedOutAt == fixture.clock.date)
@@ -73,9 +100,19 @@ struct AccountSwitchTests {
         try fixture.signIn(.ada, app: scanner, group: KioskApps.scannerGroup)
         let before = try fixture.lastSequence
         // The next worker's response names nobody: no client_info, no id_token.
-        let unusable = TokenResponse(accessToken: "at-next", refreshToken: "rt-next", scope: "User.Read", expiresIn: 3600)
+        let unusable = TokenResponse(
+            accessToken: "at-next",
+            refreshToken: "rt-next",
+            scope: "User.Read",
+            expiresIn: 3600
+        )
 
-        let outcome = try fixture.accounts.switchAccount(to: unusable, context: KioskAuthority.context(), app: scanner, reason: .idle)
+        let outcome = try fixture.accounts.switchAccount(
+            to: unusable,
+            context: KioskAuthority.context(),
+            app: scanner,
+            reason: .idle
+        )
         #expect(outcome.signedIn == nil)
         let error = try #require(outcome.signInError)
         #expect(error.code == .tokenCache)
@@ -84,9 +121,15 @@ struct AccountSwitchTests {
         #expect(outcome.signedOut?.itemsRemoved == 8)
 
         // The sign-out stands: nobody current, Ada's credentials gone, nothing of the failed sign-in stored.
-        #expect(try fixture.accounts.currentAccount(for: scanner).pair == (nil, Person.ada.account) as (DeviceAccount?, DeviceAccount?))
+        #expect(
+            try fixture.accounts.currentAccount(for: scanner).pair == (nil, Person.ada.account)
+                as (DeviceAccount?, DeviceAccount?)
+        )
         #expect(try fixture.counts(of: .ada).values.allSatisfy { $0 == 0 })
-        let left = try fixture.store.metadata(matching: ItemQuery(type: KeychainItemType.accessToken), as: try fixture.inspector)
+        let left = try fixture.store.metadata(
+            matching: ItemQuery(type: KeychainItemType.accessToken),
+            as: try fixture.inspector
+        )
         #expect(left.isEmpty, "\(left)")
         #expect(try fixture.status(of: .ada)?.signOutReason == .idle)
         #expect(try fixture.accounts.accounts().filter(\.signedIn).isEmpty)
@@ -116,7 +159,11 @@ struct AccountSwitchTests {
         let fixture = try AccountFixture()
         let scanner = try fixture.scanner
         let before = try fixture.lastSequence
-        let outcome = try fixture.accounts.switchAccount(to: Person.bob.response(), context: KioskAuthority.context(), app: scanner)
+        let outcome = try fixture.accounts.switchAccount(
+            to: Person.bob.response(),
+            context: KioskAuthority.context(),
+            app: scanner
+        )
         #expect(outcome.signedOut == nil)
         #expect(outcome.signedIn == Person.bob.account)
         #expect(outcome.signInError == nil)
@@ -141,17 +188,28 @@ struct AccountSwitchTests {
         let before = try fixture.lastSequence
 
         try fixture.signIn(.ada, app: scanner)
-        _ = try fixture.accounts.switchAccount(to: Person.bob.response(), context: KioskAuthority.context(), app: scanner)
+        _ = try fixture.accounts.switchAccount(
+            to: Person.bob.response(),
+            context: KioskAuthority.context(),
+            app: scanner
+        )
         try fixture.accounts.signOut(app: scanner, reason: .user)
         // A sign-out that finds nobody to sign out produces nothing.
         _ = caughtError { try fixture.accounts.signOut(app: scanner, reason: .user) }
 
         let changes = await collect(stream, count: 5, timeout: .seconds(30))
         #expect(changes.map(\.kind) == [.signedIn, .signedOutGlobally, .signedIn, .switched, .signedOutGlobally])
-        #expect(changes.map(\.account) == [Person.ada.username, Person.ada.username, Person.bob.username, Person.bob.username, Person.bob.username])
+        #expect(
+            changes.map(\.account) == [
+                Person.ada.username, Person.ada.username, Person.bob.username, Person.bob.username, Person.bob.username,
+            ]
+        )
         let sequences = try fixture.accountEvents(after: before).map(\.sequence)
         #expect(changes.map(\.sequence) == sequences)
-        #expect(try watcher.currentAccount(for: scanner).pair == (nil, Person.bob.account) as (DeviceAccount?, DeviceAccount?))
+        #expect(
+            try watcher.currentAccount(for: scanner).pair == (nil, Person.bob.account)
+                as (DeviceAccount?, DeviceAccount?)
+        )
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -22,29 +22,54 @@ final class ProviderKiosk {
         _ = try fixture.provision(try self.provider.kioskPolicy(issuer: issuer))
     }
 
-    func app(_ id: String = ProviderKiosk.scanner, transport: any HTTPTransport = CurlTransport(),
-             now: @escaping @Sendable () -> Date = Date.init,
-             sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }) throws -> ApplicationEngine {
+    func app(
+        _ id: String = ProviderKiosk.scanner,
+        transport: any HTTPTransport = CurlTransport(),
+        now: @escaping @Sendable () -> Date = Date.init,
+        sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) }
+    ) throws -> ApplicationEngine {
         let policy = try #require(try fixture.device.policy())
-        return try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
-                                           device: fixture.device, transport: transport, now: now, sleep: sleep)
+        return try ApplicationEngine(
+            configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
+            device: fixture.device,
+            transport: transport,
+            now: now,
+            sleep: sleep
+        )
     }
 
     /// A device-code sign-in that `user` approves through the provider's API as soon as the code shows.
-    func deviceCodeParameters(user: String, plugin: String = "oidc", scopes: [String] = ["User.Read"]) -> InteractiveTokenParameters {
+    func deviceCodeParameters(
+        user: String,
+        plugin: String = "oidc",
+        scopes: [String] = ["User.Read"]
+    ) -> InteractiveTokenParameters {
         let provider = self.provider
-        return InteractiveTokenParameters(scopes: scopes, flow: .deviceCode(showCode: { session in
-            Thread.detachNewThread { try? provider.approve(code: session.userCode, user: user, plugin: plugin) }
-        }))
+        return InteractiveTokenParameters(
+            scopes: scopes,
+            flow: .deviceCode(showCode: { session in
+                Thread.detachNewThread { try? provider.approve(code: session.userCode, user: user, plugin: plugin) }
+            })
+        )
     }
 
     /// A browser sign-in in which `user` signs in (the test browser runs beside the app's loopback listener).
-    func browserParameters(user: String, scopes: [String] = ["User.Read"], prompt: Prompt? = nil,
-                           loginHint: String? = nil) -> InteractiveTokenParameters {
+    func browserParameters(
+        user: String,
+        scopes: [String] = ["User.Read"],
+        prompt: Prompt? = nil,
+        loginHint: String? = nil
+    ) -> InteractiveTokenParameters {
         let provider = self.provider
-        return InteractiveTokenParameters(scopes: scopes, flow: .browser(openBrowser: { url in
-            Thread.detachNewThread { try? provider.browse(url, user: user) }
-        }), prompt: prompt, loginHint: loginHint, browserTimeout: 60)
+        return InteractiveTokenParameters(
+            scopes: scopes,
+            flow: .browser(openBrowser: { url in
+                Thread.detachNewThread { try? provider.browse(url, user: user) }
+            }),
+            prompt: prompt,
+            loginHint: loginHint,
+            browserTimeout: 60
+        )
     }
 
     func signInEvents() throws -> [AuditEvent] {
@@ -95,7 +120,10 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(try await scanner.acquireTokenSilent(scopes: ["User.Read"]).accessToken == refreshed.accessToken)
 
         // Graph `/me` stand-in: the provider's userinfo endpoint with `Authorization: Bearer`.
-        let userinfo = try await scanner.identity.get(try await scanner.identity.userInfoEndpoint(), accessToken: refreshed.accessToken)
+        let userinfo = try await scanner.identity.get(
+            try await scanner.identity.userInfoEndpoint(),
+            accessToken: refreshed.accessToken
+        )
         #expect(userinfo.status == 200)
         let claims = try #require(try JSONSerialization.jsonObject(with: userinfo.body) as? [String: Any])
         #expect(claims["name"] as? String == "Ana Worker")
@@ -107,7 +135,9 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
     @Test func anES256ProviderSignsInWithAVerifiedES256IDToken() async throws {
         let provider = try await LocalIdentityProvider.shared()
         let kiosk = try await ProviderKiosk(issuer: provider.issuerES256)
-        let result = try await kiosk.app().acquireToken(kiosk.deviceCodeParameters(user: "worker2", plugin: "oidc-es256"))
+        let result = try await kiosk.app().acquireToken(
+            kiosk.deviceCodeParameters(user: "worker2", plugin: "oidc-es256")
+        )
         let header = try #require(result.idToken?.split(separator: ".").first)
         let headerJSON = try #require(Base64URL.decode(header))
         let alg = try #require(try JSONSerialization.jsonObject(with: headerJSON) as? [String: Any])["alg"]
@@ -135,7 +165,10 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         // approves, and the client waits longer than the server's interval before the next poll.
         let approved = Mutex(false)
         let app = try kiosk.app(sleep: { interval in
-            let count = requested.withLock { $0.append(interval); return $0.count }
+            let count = requested.withLock {
+                $0.append(interval)
+                return $0.count
+            }
             if interval <= 5 && count < 50 { return }
             if !approved.withLock({ $0 }), let code = userCode.withLock({ $0 }) {
                 try provider.approve(code: code, user: "worker1")
@@ -143,9 +176,14 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
             }
             try await Task.sleep(for: .seconds(6))
         })
-        let result = try await app.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { session in
-            userCode.withLock { $0 = session.userCode }
-        })))
+        let result = try await app.acquireToken(
+            InteractiveTokenParameters(
+                scopes: ["User.Read"],
+                flow: .deviceCode(showCode: { session in
+                    userCode.withLock { $0 = session.userCode }
+                })
+            )
+        )
         #expect(result.account.username == "worker1")
         let intervals = requested.withLock { $0 }
         #expect(intervals.first == 5)  // the server's interval
@@ -167,7 +205,8 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         let transport = IDTokenRewritingTransport { jwt in
             switch forgery {
             case .wrongIssuer: try await forger.forge(jwt, ["iss": .string("http://127.0.0.1:4599/api/evil")])
-            case .wrongAudience: try await forger.forge(jwt, ["aud": .string("some-other-app"), "azp": .string("some-other-app")])
+            case .wrongAudience:
+                try await forger.forge(jwt, ["aud": .string("some-other-app"), "azp": .string("some-other-app")])
             case .expired: try await forger.forge(jwt, ["exp": .int(now - 3600), "iat": .int(now - 7200)])
             case .wrongNonce: try await forger.forge(jwt, ["nonce": .string("replayed-nonce")])
             case .foreignSignature: try await forger.forge(jwt, [:], key: .stranger)
@@ -180,7 +219,11 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(error?.identityError?.code == .invalidIDToken, "\(forgery): \(String(describing: error))")
         #expect(try scanner.currentAccount().current == nil)
         #expect(try scanner.accounts().isEmpty)
-        let credentials = caughtError { try kiosk.fixture.device.store.readTransaction { tx in try tx.findAll(ItemQuery(accessGroup: "com.microsoft.adalcache"), as: scanner.app) } }
+        let credentials = caughtError {
+            try kiosk.fixture.device.store.readTransaction { tx in
+                try tx.findAll(ItemQuery(accessGroup: "com.microsoft.adalcache"), as: scanner.app)
+            }
+        }
         #expect((credentials as? KeychainError)?.code == .itemNotFound, "no credential was cached")
         #expect(try kiosk.signInEvents().isEmpty)
     }
@@ -249,20 +292,34 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         let provider = kiosk.provider
         let authorizationURL = Mutex<URL?>(nil)
         let refused = await sharedDeviceError { () async throws(SharedDeviceError) in
-            try await timeclock.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .browser(openBrowser: { url in
-                authorizationURL.withLock { $0 = url }
-                Thread.detachNewThread { try? provider.browse(url, user: "worker2") }
-            }), browserTimeout: 60))
+            try await timeclock.acquireToken(
+                InteractiveTokenParameters(
+                    scopes: ["User.Read"],
+                    flow: .browser(openBrowser: { url in
+                        authorizationURL.withLock { $0 = url }
+                        Thread.detachNewThread { try? provider.browse(url, user: "worker2") }
+                    }),
+                    browserTimeout: 60
+                )
+            )
         }
         #expect(refused?.code == .accountAlreadySignedIn)
-        let hint = authorizationURL.withLock { $0 }.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "login_hint" }?.value }
+        let hint = authorizationURL.withLock { $0 }.flatMap {
+            URLComponents(url: $0, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "login_hint" }?.value
+        }
         #expect(hint == "worker1")
         // Named by login hint, the other worker is refused before any browser opens.
         let opened = Mutex(false)
         let early = await sharedDeviceError { () async throws(SharedDeviceError) in
-            try await timeclock.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .browser(openBrowser: { _ in
-                opened.withLock { $0 = true }
-            }), loginHint: "worker2"))
+            try await timeclock.acquireToken(
+                InteractiveTokenParameters(
+                    scopes: ["User.Read"],
+                    flow: .browser(openBrowser: { _ in
+                        opened.withLock { $0 = true }
+                    }),
+                    loginHint: "worker2"
+                )
+            )
         }
         #expect(early?.code == .accountAlreadySignedIn)
         #expect(!opened.withLock { $0 })
@@ -279,7 +336,9 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(previous?.isSameAccount(as: worker) == true)
 
         // The next worker signs in on the timeclock.
-        #expect(try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2")).account.username == "worker2")
+        #expect(
+            try await timeclock.acquireToken(kiosk.browserParameters(user: "worker2")).account.username == "worker2"
+        )
         #expect(try kiosk.signInEvents().map(\.account) == ["worker1", "worker2"])
     }
 
@@ -298,19 +357,29 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         #expect(seenWhenSignedOut.withLock { $0 }?.0 == "worker1" && seenWhenSignedOut.withLock { $0 }?.1 == true)
         #expect(next.account.username == "worker2" && next.source == .interactive)
         #expect(try scanner.currentAccount().current?.username == "worker2")
-        let events = try kiosk.fixture.device.auditEvents(matching: AuditFilter()).filter { $0.correlationID == next.correlationID }
+        let events = try kiosk.fixture.device.auditEvents(matching: AuditFilter()).filter {
+            $0.correlationID == next.correlationID
+        }
         #expect(events.map(\.type) == [.accountSignedOut, .accountSignedIn, .accountSwitched])
         #expect(events.first?.reason == "shift-end" && events.first?.account == "worker1")
 
         // A switch whose sign-in fails (the code expires): worker2 is out, nobody is in, and the error says so.
         let clock = Mutex<TimeInterval>(0)
-        let expiring = try kiosk.app(now: { Date().addingTimeInterval(clock.withLock { $0 }) }, sleep: { _ in clock.withLock { $0 += 601 } })
+        let expiring = try kiosk.app(
+            now: { Date().addingTimeInterval(clock.withLock { $0 }) },
+            sleep: { _ in clock.withLock { $0 += 601 } }
+        )
         let failed = await sharedDeviceError { () async throws(SharedDeviceError) in
-            try await expiring.switchWorker(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in })))
+            try await expiring.switchWorker(
+                InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in }))
+            )
         }
         #expect(failed?.identityError?.code == .deviceCodeExpired)
-        #expect(failed?.message.contains("worker2 was signed out") == true && failed?.message.contains("nobody is signed in now") == true,
-                "\(failed?.message ?? "")")
+        #expect(
+            failed?.message.contains("worker2 was signed out") == true
+                && failed?.message.contains("nobody is signed in now") == true,
+            "\(failed?.message ?? "")"
+        )
         #expect(try scanner.currentAccount().current == nil)
         #expect(try kiosk.fixture.device.auditEvents(matching: AuditFilter(types: [.accountSwitched])).count == 1)
     }
@@ -319,10 +388,14 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         let kiosk = try await ProviderKiosk()
         let clock = Mutex<TimeInterval>(0)
         // Time is faked: each wait between polls jumps 10 minutes, past the code's lifetime (600 s).
-        let scanner = try kiosk.app(now: { Date().addingTimeInterval(clock.withLock { $0 }) },
-                                    sleep: { _ in clock.withLock { $0 += 601 } })
+        let scanner = try kiosk.app(
+            now: { Date().addingTimeInterval(clock.withLock { $0 }) },
+            sleep: { _ in clock.withLock { $0 += 601 } }
+        )
         let error = await sharedDeviceError { () async throws(SharedDeviceError) in
-            try await scanner.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in })))
+            try await scanner.acquireToken(
+                InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in }))
+            )
         }
         #expect(error?.identityError?.code == .deviceCodeExpired)
         #expect(try scanner.currentAccount().current == nil)
@@ -333,13 +406,21 @@ func sharedDeviceError<T>(_ body: () async throws(SharedDeviceError) -> T) async
         let scanner = try kiosk.app()
         let shown = AsyncStream<Void>.makeStream()
         let signIn = Task { () async throws(SharedDeviceError) -> AuthenticationResult in
-            try await scanner.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in
-                shown.continuation.yield()
-            })))
+            try await scanner.acquireToken(
+                InteractiveTokenParameters(
+                    scopes: ["User.Read"],
+                    flow: .deviceCode(showCode: { _ in
+                        shown.continuation.yield()
+                    })
+                )
+            )
         }
         for await _ in shown.stream { break }
         signIn.cancel()
-        guard case .failure(let error) = await signIn.result else { Issue.record("a canceled sign-in succeeded"); return }
+        guard case .failure(let error) = await signIn.result else {
+            Issue.record("a canceled sign-in succeeded")
+            return
+        }
         let identityError = (error as? SharedDeviceError)?.identityError
         #expect(identityError?.code == .userCanceled)
         #expect(identityError?.msalErrorCode == -50005)

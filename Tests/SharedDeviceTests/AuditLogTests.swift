@@ -12,7 +12,8 @@ struct AuditLogTests {
     /// A device provisioned with the kiosk policy, its checkpoint interval set to `interval` when given.
     private func provisioned(checkpointInterval interval: Int? = nil) throws -> DeviceFixture {
         let fixture = try DeviceFixture()
-        let document = try interval.map { try Policies.edited(by: Policies.setCheckpointInterval($0)) } ?? Policies.kiosk()
+        let document =
+            try interval.map { try Policies.edited(by: Policies.setCheckpointInterval($0)) } ?? Policies.kiosk()
         try fixture.provision(document)
         return fixture
     }
@@ -20,14 +21,36 @@ struct AuditLogTests {
     @Test func eventsGetConsecutiveSequenceNumbersAndTheClocksTime() throws {
         let fixture = try provisioned()
         fixture.clock.advance(by: 1.5)
-        let signIn = try #require(try fixture.device.record(AuditEntry(
-            type: Self.signedIn, actor: KioskApps.scannerID, account: "alice@contoso.com", reason: "user",
-            correlationID: "shift-1", details: ["app": KioskApps.scannerID, "note": "a/b \"quoted\""])))
+        let signIn = try #require(
+            try fixture.device.record(
+                AuditEntry(
+                    type: Self.signedIn,
+                    actor: KioskApps.scannerID,
+                    account: "alice@contoso.com",
+                    reason: "user",
+                    correlationID: "shift-1",
+                    details: ["app": KioskApps.scannerID, "note": "a/b \"quoted\""]
+                )
+            )
+        )
         fixture.clock.advance(by: 60)
-        let signOut = try #require(try fixture.device.record(AuditEntry(
-            type: Self.signedOut, actor: KioskApps.timeclockID, account: "alice@contoso.com", reason: "shift-end", correlationID: "shift-1")))
+        let signOut = try #require(
+            try fixture.device.record(
+                AuditEntry(
+                    type: Self.signedOut,
+                    actor: KioskApps.timeclockID,
+                    account: "alice@contoso.com",
+                    reason: "shift-end",
+                    correlationID: "shift-1"
+                )
+            )
+        )
         fixture.clock.advance(by: 0.25)
-        let other = try #require(try fixture.device.record(AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "bob@contoso.com")))
+        let other = try #require(
+            try fixture.device.record(
+                AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "bob@contoso.com")
+            )
+        )
 
         #expect([signIn.sequence, signOut.sequence, other.sequence] == [2, 3, 4])
         #expect(signIn.time == FakeClock.start.addingTimeInterval(1.5))
@@ -44,7 +67,9 @@ struct AuditLogTests {
         #expect(try fixture.device.lastAuditSequence() == 4)
 
         // Another process's device continues the same sequence.
-        let next = try fixture.secondDevice().record(AuditEntry(type: Self.signedOut, actor: KioskApps.scannerID, account: "bob@contoso.com"))
+        let next = try fixture.secondDevice().record(
+            AuditEntry(type: Self.signedOut, actor: KioskApps.scannerID, account: "bob@contoso.com")
+        )
         #expect(next?.sequence == 5)
         #expect(try fixture.device.lastAuditSequence() == 5)
         #expect(try fixture.device.verifyAudit().isIntact)
@@ -62,7 +87,9 @@ struct AuditLogTests {
             fixture.clock.advance(by: 10)
             try fixture.device.record(entry)
         }
-        func sequences(_ filter: AuditFilter) throws -> [Int64] { try fixture.device.auditEvents(matching: filter).map(\.sequence) }
+        func sequences(_ filter: AuditFilter) throws -> [Int64] {
+            try fixture.device.auditEvents(matching: filter).map(\.sequence)
+        }
         let t0 = FakeClock.start
 
         #expect(try sequences(AuditFilter()) == [1, 2, 3, 4, 5])
@@ -71,7 +98,9 @@ struct AuditLogTests {
         #expect(try sequences(AuditFilter(types: [AuditEventType("account.never")])) == [])
         #expect(try sequences(AuditFilter(since: t0.addingTimeInterval(20))) == [3, 4, 5])  // bounds are inclusive
         #expect(try sequences(AuditFilter(until: t0.addingTimeInterval(20))) == [1, 2, 3])
-        #expect(try sequences(AuditFilter(since: t0.addingTimeInterval(15), until: t0.addingTimeInterval(35))) == [3, 4])
+        #expect(
+            try sequences(AuditFilter(since: t0.addingTimeInterval(15), until: t0.addingTimeInterval(35))) == [3, 4]
+        )
         #expect(try sequences(AuditFilter(account: "alice")) == [2, 3])
         #expect(try sequences(AuditFilter(types: [Self.signedOut], account: "bob")) == [])
         #expect(try sequences(AuditFilter(afterSequence: 3)) == [4, 5])
@@ -98,7 +127,10 @@ struct AuditLogTests {
         let raw = try fixture.raw()
         #expect(try raw.checkpoints().map(\.sequence) == [1, 5, 10])  // 1: provisioning always signs
 
-        try fixture.device.record(AuditEntry(type: Self.signedOut, actor: KioskApps.scannerID, account: "worker@contoso.com"), checkpoint: true)
+        try fixture.device.record(
+            AuditEntry(type: Self.signedOut, actor: KioskApps.scannerID, account: "worker@contoso.com"),
+            checkpoint: true
+        )
         try fixture.recordEvents(1)  // 14: neither a multiple of 5 nor asked for
         #expect(try raw.checkpoints().map(\.sequence) == [1, 5, 10, 13])
 
@@ -106,9 +138,13 @@ struct AuditLogTests {
         for checkpoint in try raw.checkpoints() {
             #expect(checkpoint.chain == chains[checkpoint.sequence])
             #expect(checkpoint.publicKey == record.auditPublicKey)
-            #expect(SigningKey.isValidSignature(checkpoint.signature,
-                                                of: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: checkpoint.chain),
-                                                publicKey: record.auditPublicKey))
+            #expect(
+                SigningKey.isValidSignature(
+                    checkpoint.signature,
+                    of: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: checkpoint.chain),
+                    publicKey: record.auditPublicKey
+                )
+            )
         }
         let verification = try fixture.device.verifyAudit()
         #expect(verification.isIntact, "\(verification.problems)")
@@ -128,7 +164,10 @@ struct AuditLogTests {
     @Test func aPolicyUpdateByAnotherProcessChangesTheCheckpointIntervalOfAnOpenDevice() throws {
         let fixture = try provisioned()  // interval 100; this device caches its signer
         let admin = try fixture.secondDevice()
-        let outcome = try admin.provision(policyDocument: try Policies.edited(by: Policies.setCheckpointInterval(5)), actor: DeviceFixture.admin)
+        let outcome = try admin.provision(
+            policyDocument: try Policies.edited(by: Policies.setCheckpointInterval(5)),
+            actor: DeviceFixture.admin
+        )
         #expect(outcome.outcome == .updated)  // event 2, signed
         try fixture.recordEvents(8)  // events 3-10 through the device that provisioned first
         let checkpoints = try fixture.raw().checkpoints().map(\.sequence)
@@ -138,8 +177,15 @@ struct AuditLogTests {
     @Test func theChainAndHeadAreBLAKE2bOverTheDocumentedEncoding() throws {
         let fixture = try provisioned(checkpointInterval: 4)
         try fixture.recordEvents(3)
-        try fixture.device.record(AuditEntry(type: Self.signedOut, actor: "com.contoso.kiosk.scanner", account: nil, reason: nil,
-                                             details: ["ünïcode": "välue", "k": "v"]))
+        try fixture.device.record(
+            AuditEntry(
+                type: Self.signedOut,
+                actor: "com.contoso.kiosk.scanner",
+                account: nil,
+                reason: nil,
+                details: ["ünïcode": "välue", "k": "v"]
+            )
+        )
         let raw = try fixture.raw()
         let rows = try raw.events()
         #expect(rows.count == 5)
@@ -159,8 +205,19 @@ struct AuditLogTests {
         struct Abort: Error {}
         let aborted = caughtError {
             try fixture.store.writeTransaction { tx in
-                try tx.add(NewItem(accessGroup: AccessGroup.adalCache, service: "msal", account: "alice", secret: Data("rt".utf8)), as: KioskApps.scanner)
-                try fixture.device.append(AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "alice"), in: tx)
+                try tx.add(
+                    NewItem(
+                        accessGroup: AccessGroup.adalCache,
+                        service: "msal",
+                        account: "alice",
+                        secret: Data("rt".utf8)
+                    ),
+                    as: KioskApps.scanner
+                )
+                try fixture.device.append(
+                    AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "alice"),
+                    in: tx
+                )
                 throw Abort()
             }
         }
@@ -169,8 +226,15 @@ struct AuditLogTests {
         #expect(try fixture.store.metadata(as: KioskApps.scanner).isEmpty)
 
         let appended = try fixture.store.writeTransaction { tx -> AuditEvent? in
-            try tx.add(NewItem(accessGroup: AccessGroup.adalCache, service: "msal", account: "alice", secret: Data("rt".utf8)), as: KioskApps.scanner)
-            return try fixture.device.append(AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "alice"), in: tx, checkpoint: true)
+            try tx.add(
+                NewItem(accessGroup: AccessGroup.adalCache, service: "msal", account: "alice", secret: Data("rt".utf8)),
+                as: KioskApps.scanner
+            )
+            return try fixture.device.append(
+                AuditEntry(type: Self.signedIn, actor: KioskApps.scannerID, account: "alice"),
+                in: tx,
+                checkpoint: true
+            )
         }
         #expect(appended?.sequence == 2)
         #expect(try fixture.store.metadata(as: KioskApps.scanner).count == 1)

@@ -20,21 +20,29 @@ struct AuditTamperTests {
         return (fixture, raw)
     }
 
-    private func expectTampered(_ fixture: DeviceFixture, firstBad: Int64?, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    private func expectTampered(
+        _ fixture: DeviceFixture,
+        firstBad: Int64?,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let verification = try fixture.device.verifyAudit()
         #expect(!verification.isIntact, "tampering went unnoticed", sourceLocation: sourceLocation)
         #expect(verification.firstBadSequence == firstBad, "\(verification.problems)", sourceLocation: sourceLocation)
     }
 
     /// Appending is refused and writes nothing.
-    private func expectAppendRefused(_ fixture: DeviceFixture, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    private func expectAppendRefused(_ fixture: DeviceFixture, sourceLocation: SourceLocation = #_sourceLocation) throws
+    {
         let before = try fixture.raw().dump()
         expectSharedDeviceError(.auditLogTampered, sourceLocation: sourceLocation) {
             try fixture.device.record(AuditEntry(type: AuditEventType("account.signed_in"), actor: KioskApps.scannerID))
         }
         // A fresh device (no cached signer) refuses too.
         expectSharedDeviceError(.auditLogTampered, sourceLocation: sourceLocation) {
-            try fixture.secondDevice().record(AuditEntry(type: AuditEventType("account.signed_in"), actor: KioskApps.scannerID), checkpoint: true)
+            try fixture.secondDevice().record(
+                AuditEntry(type: AuditEventType("account.signed_in"), actor: KioskApps.scannerID),
+                checkpoint: true
+            )
         }
         #expect(try fixture.raw().dump() == before, sourceLocation: sourceLocation)
     }
@@ -92,7 +100,9 @@ struct AuditTamperTests {
     @Test
     func aGenuineFieldWithANulIsStoredWithAReplacementCharacterAndVerifies() throws {
         let (fixture, _) = try loggedDevice()
-        try fixture.device.record(AuditEntry(type: .keychainAccessDenied, actor: "com.contoso.kiosk.scanner", reason: "odd\u{0}reason"))
+        try fixture.device.record(
+            AuditEntry(type: .keychainAccessDenied, actor: "com.contoso.kiosk.scanner", reason: "odd\u{0}reason")
+        )
         #expect(try fixture.device.verifyAudit().isIntact)
         #expect(try fixture.device.auditEvents().last?.reason == "odd\u{FFFD}reason")
     }
@@ -133,11 +143,17 @@ struct AuditTamperTests {
         try raw.execute("DELETE FROM audit_events WHERE sequence > ?", [last])
         try raw.execute("DELETE FROM audit_checkpoints WHERE sequence > ?", [last])
         let newLast = try #require(try raw.events().last)
-        try raw.execute("UPDATE audit_head SET sequence = ?, chain = ? WHERE id = 1", [newLast.sequence, newLast.chain])
+        try raw.execute(
+            "UPDATE audit_head SET sequence = ?, chain = ? WHERE id = 1",
+            [newLast.sequence, newLast.chain]
+        )
 
         let verification = try fixture.device.verifyAudit()
         #expect(!verification.isIntact)
-        #expect(verification.problems.contains { $0.sequence == nil && $0.message.contains("head") }, "\(verification.problems)")
+        #expect(
+            verification.problems.contains { $0.sequence == nil && $0.message.contains("head") },
+            "\(verification.problems)"
+        )
         try expectAppendRefused(fixture)
     }
 
@@ -146,18 +162,26 @@ struct AuditTamperTests {
         try raw.execute("DELETE FROM audit_head")
         let verification = try fixture.device.verifyAudit()
         #expect(!verification.isIntact)
-        #expect(verification.problems.contains { $0.message.contains("head record is missing") }, "\(verification.problems)")
+        #expect(
+            verification.problems.contains { $0.message.contains("head record is missing") },
+            "\(verification.problems)"
+        )
         try expectAppendRefused(fixture)
     }
 
-    @Test(arguments: ["UPDATE audit_head SET sequence = 11", "UPDATE audit_head SET chain = zeroblob(32)",
-                      "UPDATE audit_head SET tag = zeroblob(32)", "UPDATE audit_head SET sequence = 13"])
+    @Test(arguments: [
+        "UPDATE audit_head SET sequence = 11", "UPDATE audit_head SET chain = zeroblob(32)",
+        "UPDATE audit_head SET tag = zeroblob(32)", "UPDATE audit_head SET sequence = 13",
+    ])
     func anAlteredHeadIsReportedAndStopsAppends(sql: String) throws {
         let (fixture, raw) = try loggedDevice()
         try raw.execute(sql)
         let verification = try fixture.device.verifyAudit()
         #expect(!verification.isIntact)
-        #expect(verification.problems.contains { $0.sequence == nil && $0.message.contains("head") }, "\(verification.problems)")
+        #expect(
+            verification.problems.contains { $0.sequence == nil && $0.message.contains("head") },
+            "\(verification.problems)"
+        )
         try expectAppendRefused(fixture)
     }
 
@@ -211,11 +235,17 @@ struct AuditTamperTests {
         forged.sequence = 13
         forged.actor = "com.fabrikam.intruder"
         forged.chain = try ChainModel.next(after: previous, forged)
-        try raw.execute("""
+        try raw.execute(
+            """
             INSERT INTO audit_events (sequence, time, type, actor, account, reason, correlation_id, details, chain)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, [forged.sequence, forged.time, forged.type, forged.actor, forged.account, forged.reason, forged.correlationID,
-                  forged.details, forged.chain])
+            """,
+            [
+                forged.sequence, forged.time, forged.type, forged.actor, forged.account, forged.reason,
+                forged.correlationID,
+                forged.details, forged.chain,
+            ]
+        )
         try expectTampered(fixture, firstBad: 13)
     }
 
@@ -245,9 +275,16 @@ struct AuditTamperTests {
         let chains = Dictionary(uniqueKeysWithValues: try raw.events().map { ($0.sequence, $0.chain) })
         for checkpoint in try raw.checkpoints() {
             let chain = try #require(chains[checkpoint.sequence])
-            try raw.execute("UPDATE audit_checkpoints SET chain = ?, public_key = ?, signature = ? WHERE sequence = ?",
-                            [chain, attacker.publicKey, try attacker.signature(for: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: chain)),
-                             checkpoint.sequence])
+            try raw.execute(
+                "UPDATE audit_checkpoints SET chain = ?, public_key = ?, signature = ? WHERE sequence = ?",
+                [
+                    chain, attacker.publicKey,
+                    try attacker.signature(
+                        for: ChainModel.checkpointMessage(sequence: checkpoint.sequence, chain: chain)
+                    ),
+                    checkpoint.sequence,
+                ]
+            )
         }
         let verification = try fixture.device.verifyAudit()
         #expect(!verification.isIntact)

@@ -13,22 +13,43 @@ struct B2CAccountTests {
     /// A B2C user flow's token response without `client_info` (as the local provider sends it): the ID
     /// token names the user by `oid`; its `sub` differs per flow.
     static func response(oid: String = oid, sub: String) throws -> TokenResponse {
-        let idToken = try F.jwt(["sub": sub, "oid": oid, "preferred_username": "worker1", "iss": "https://\(environment)/\(tenant)/v2.0/"])
-        let body = #"{"token_type":"Bearer","scope":"User.Read","expires_in":3600,"access_token":"at-\#(sub)","refresh_token":"rt-\#(sub)","id_token":"\#(idToken)"}"#
+        let idToken = try F.jwt([
+            "sub": sub, "oid": oid, "preferred_username": "worker1", "iss": "https://\(environment)/\(tenant)/v2.0/",
+        ])
+        let body =
+            #"{"token_type":"Bearer","scope":"User.Read","expires_in":3600,"access_token":"at-\#(sub)","refresh_token":"rt-\#(sub)","id_token":"\#(idToken)"}"#
         return try TokenResponse.decode(Data(body.utf8))
     }
 
     static func context(policy: String?) -> TokenRequestContext {
-        TokenRequestContext(clientID: F.clientID, environment: environment, realm: tenant, requestedScopes: ["User.Read"], b2cPolicy: policy)
+        TokenRequestContext(
+            clientID: F.clientID,
+            environment: environment,
+            realm: tenant,
+            requestedScopes: ["User.Read"],
+            b2cPolicy: policy
+        )
     }
 
     /// The account a response is cached under.
     static func cachedAccount(_ response: TokenResponse, policy: String?, in fixture: F.Store) throws -> DeviceAccount {
         let record = try TokenCache().save(response, context: context(policy: policy), as: F.scanner, in: fixture.store)
-        let account = try #require(try TokenCache().account(homeAccountID: record.accessToken.homeAccountID, environment: environment,
-                                                            as: F.scanner, in: fixture.store))
-        return DeviceAccount(homeAccountID: account.homeAccountID, environment: account.environment, realm: account.tenantID,
-                             username: account.username, name: account.name, localAccountID: account.objectID)
+        let account = try #require(
+            try TokenCache().account(
+                homeAccountID: record.accessToken.homeAccountID,
+                environment: environment,
+                as: F.scanner,
+                in: fixture.store
+            )
+        )
+        return DeviceAccount(
+            homeAccountID: account.homeAccountID,
+            environment: account.environment,
+            realm: account.tenantID,
+            username: account.username,
+            name: account.name,
+            localAccountID: account.objectID
+        )
     }
 
     @Test func eachUserFlowCachesItsOwnAccountNamedByObjectIDAndPolicyAndTheyAreOneWorker() throws {
@@ -48,7 +69,11 @@ struct B2CAccountTests {
     @Test func anotherUserOrAnotherEnvironmentOrANonB2CAccountIsAnotherWorker() throws {
         let fixture = try F.Store()
         let worker = try Self.cachedAccount(try Self.response(sub: "a"), policy: "b2c_1_susi", in: fixture)
-        let other = try Self.cachedAccount(try Self.response(oid: "7c6b5a49-3827-4e16-a5f4-e3d2c1b0a998", sub: "b"), policy: "b2c_1_edit_profile", in: fixture)
+        let other = try Self.cachedAccount(
+            try Self.response(oid: "7c6b5a49-3827-4e16-a5f4-e3d2c1b0a998", sub: "b"),
+            policy: "b2c_1_edit_profile",
+            in: fixture
+        )
         #expect(!worker.isSameWorker(as: other))
         var elsewhere = worker
         elsewhere.environment = "fabrikam.b2clogin.com"
@@ -60,8 +85,14 @@ struct B2CAccountTests {
         #expect(plain.b2cPolicy == nil && plain.homeAccountID.hasPrefix("c."))
         #expect(!plain.isSameWorker(as: worker) && !worker.isSameWorker(as: plain))
         // A home account id that only looks like B2C's but whose first part is not the object id.
-        let lookalike = DeviceAccount(homeAccountID: "x-b2c_1_susi.\(Self.tenant)", environment: Self.environment, realm: Self.tenant,
-                                      username: nil, name: nil, localAccountID: Self.oid)
+        let lookalike = DeviceAccount(
+            homeAccountID: "x-b2c_1_susi.\(Self.tenant)",
+            environment: Self.environment,
+            realm: Self.tenant,
+            username: nil,
+            name: nil,
+            localAccountID: Self.oid
+        )
         #expect(lookalike.b2cPolicy == nil && !lookalike.isSameWorker(as: worker))
     }
 

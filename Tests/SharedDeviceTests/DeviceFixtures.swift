@@ -13,7 +13,11 @@ import Testing
 // MARK: - State directory and clock
 
 /// Opens a store in `directory` with fast commits and the fake clock.
-func openStore(_ directory: TemporaryStateDirectory, key: MasterKeySource? = nil, clock: FakeClock? = nil) throws -> KeychainStore {
+func openStore(
+    _ directory: TemporaryStateDirectory,
+    key: MasterKeySource? = nil,
+    clock: FakeClock? = nil
+) throws -> KeychainStore {
     var options = StoreOptions(synchronous: .normal)
     if let clock { options.clock = clock.function }
     return try KeychainStore(directory: directory.url, key: key, options: options)
@@ -43,7 +47,10 @@ final class DeviceFixture {
     func raw() throws -> RawDatabase { try RawDatabase(path: directory.databasePath) }
 
     @discardableResult
-    func provision(_ document: Data, force: Bool = false) throws -> (outcome: ManagedDevice.ProvisioningOutcome, record: DeviceRecord) {
+    func provision(
+        _ document: Data,
+        force: Bool = false
+    ) throws -> (outcome: ManagedDevice.ProvisioningOutcome, record: DeviceRecord) {
         try device.provision(policyDocument: document, force: force, actor: Self.admin)
     }
 
@@ -65,7 +72,9 @@ final class DeviceFixture {
     /// The item holding the Ed25519 audit signing key: 64 bytes ending with the recorded public key.
     func signingKeyItem() throws -> KeychainItem {
         let record = try #require(try device.record())
-        return try #require(try deviceItems().first { $0.secret.count == 64 && $0.secret.suffix(32) == record.auditPublicKey })
+        return try #require(
+            try deviceItems().first { $0.secret.count == 64 && $0.secret.suffix(32) == record.auditPublicKey }
+        )
     }
 
     /// Appends `count` sign-in events for `account`, one clock second apart.
@@ -74,8 +83,14 @@ final class DeviceFixture {
         var events: [AuditEvent] = []
         for index in 0..<count {
             clock.advance(by: 1)
-            let event = try device.record(AuditEntry(type: AuditEventType("account.signed_in"), actor: "com.contoso.kiosk.scanner",
-                                                     account: account, reason: "test \(index)"))
+            let event = try device.record(
+                AuditEntry(
+                    type: AuditEventType("account.signed_in"),
+                    actor: "com.contoso.kiosk.scanner",
+                    account: account,
+                    reason: "test \(index)"
+                )
+            )
             events.append(try #require(event))
         }
         return events
@@ -162,8 +177,11 @@ func caughtError<T>(_ body: () throws -> T) -> (any Error)? {
 
 /// Expects `body` to throw a `SharedDeviceError` with `code`; returns it.
 @discardableResult
-func expectSharedDeviceError<T>(_ code: SharedDeviceError.Code, sourceLocation: SourceLocation = #_sourceLocation,
-                                _ body: () throws -> T) -> SharedDeviceError? {
+func expectSharedDeviceError<T>(
+    _ code: SharedDeviceError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> T
+) -> SharedDeviceError? {
     guard let error = caughtError(body) else {
         Issue.record("expected \(code), but the call succeeded", sourceLocation: sourceLocation)
         return nil
@@ -177,10 +195,17 @@ func expectSharedDeviceError<T>(_ code: SharedDeviceError.Code, sourceLocation: 
 }
 
 /// Expects `body` to throw a `KeychainError` with `code`.
-func expectKeychainError<T>(_ code: KeychainError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+func expectKeychainError<T>(
+    _ code: KeychainError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> T
+) {
     let error = caughtError(body)
-    #expect((error as? KeychainError)?.code == code, "expected \(code), got \(error.map { "\($0)" } ?? "success")",
-            sourceLocation: sourceLocation)
+    #expect(
+        (error as? KeychainError)?.code == code,
+        "expected \(code), got \(error.map { "\($0)" } ?? "success")",
+        sourceLocation: sourceLocation
+    )
 }
 
 // MARK: - Independent checks
@@ -282,18 +307,33 @@ extension RawDatabase {
 
     func events() throws -> [EventRow] {
         try queue.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT sequence, time, type, actor, account, reason, correlation_id, details, chain FROM audit_events ORDER BY sequence
-                """).map {
-                EventRow(sequence: $0[0], time: $0[1], type: $0[2], actor: $0[3], account: $0[4], reason: $0[5],
-                         correlationID: $0[6], details: $0[7], chain: $0[8])
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT sequence, time, type, actor, account, reason, correlation_id, details, chain FROM audit_events ORDER BY sequence
+                    """
+            ).map {
+                EventRow(
+                    sequence: $0[0],
+                    time: $0[1],
+                    type: $0[2],
+                    actor: $0[3],
+                    account: $0[4],
+                    reason: $0[5],
+                    correlationID: $0[6],
+                    details: $0[7],
+                    chain: $0[8]
+                )
             }
         }
     }
 
     func checkpoints() throws -> [CheckpointRow] {
         try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, chain, public_key, signature FROM audit_checkpoints ORDER BY sequence").map {
+            try Row.fetchAll(
+                db,
+                sql: "SELECT sequence, chain, public_key, signature FROM audit_checkpoints ORDER BY sequence"
+            ).map {
                 CheckpointRow(sequence: $0[0], chain: $0[1], publicKey: $0[2], signature: $0[3])
             }
         }
@@ -309,10 +349,16 @@ extension RawDatabase {
 
     /// Writes every column of `row` to the event with `row.sequence`.
     func write(_ row: EventRow) throws {
-        try execute("""
+        try execute(
+            """
             UPDATE audit_events SET time = ?, type = ?, actor = ?, account = ?, reason = ?, correlation_id = ?, details = ?, chain = ?
             WHERE sequence = ?
-            """, [row.time, row.type, row.actor, row.account, row.reason, row.correlationID, row.details, row.chain, row.sequence])
+            """,
+            [
+                row.time, row.type, row.actor, row.account, row.reason, row.correlationID, row.details, row.chain,
+                row.sequence,
+            ]
+        )
     }
 
     /// Recomputes the chain value of every event from `sequence` on, as an attacker covering an edit would.

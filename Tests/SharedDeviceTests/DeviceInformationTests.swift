@@ -52,11 +52,13 @@ struct DeviceInformationTests {
         #expect(information.policySHA256 == (try sha256sum(try Policies.kiosk())))
         #expect(information.provisionedAt == FakeClock.start)
         #expect(information.policyAppliedAt == FakeClock.start)
-        #expect(information.extraDeviceInformation == [
-            "ssoProviderInstalled": "true", "ssoProviderMode": "shared", "joinStatus": "provisioned",
-            "brokerVersion": DeviceInformation.brokerVersion, "deviceIdentifier": record.deviceID,
-            "authority": "http://127.0.0.1:4593/api/oidc", "clientId": "kiosk-apps",
-        ])
+        #expect(
+            information.extraDeviceInformation == [
+                "ssoProviderInstalled": "true", "ssoProviderMode": "shared", "joinStatus": "provisioned",
+                "brokerVersion": DeviceInformation.brokerVersion, "deviceIdentifier": record.deviceID,
+                "authority": "http://127.0.0.1:4593/api/oidc", "clientId": "kiosk-apps",
+            ]
+        )
         // The open device answers the same.
         let device = ManagedDevice(store: try openStore(directory, clock: clock))
         #expect(device.information().information == information)
@@ -69,12 +71,20 @@ struct DeviceInformationTests {
         let information = DeviceInformation.current(stateDirectory: directory.url).information
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
-        let object = try #require(try JSONSerialization.jsonObject(with: try encoder.encode(information)) as? [String: Any])
-        #expect(Set(object.keys) == ["mode", "deviceId", "deviceName", "policyId", "policySha256", "provisionedAt", "policyAppliedAt",
-                                     "extraDeviceInformation"])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: try encoder.encode(information)) as? [String: Any]
+        )
+        #expect(
+            Set(object.keys) == [
+                "mode", "deviceId", "deviceName", "policyId", "policySha256", "provisionedAt", "policyAppliedAt",
+                "extraDeviceInformation",
+            ]
+        )
         #expect(object["mode"] as? String == "shared")
         #expect(object["deviceId"] as? String == record.deviceID)
-        let unprovisioned = try #require(try JSONSerialization.jsonObject(with: try encoder.encode(DeviceInformation.default)) as? [String: Any])
+        let unprovisioned = try #require(
+            try JSONSerialization.jsonObject(with: try encoder.encode(DeviceInformation.default)) as? [String: Any]
+        )
         #expect(unprovisioned["mode"] as? String == "private")
         #expect(unprovisioned["deviceId"] == nil)
     }
@@ -128,8 +138,11 @@ struct DeviceInformationTests {
         let (directory, _) = try provisionedDirectory(clock: FakeClock())
         let before = try RawDatabase(path: directory.databasePath).dump()
         try FileManager.default.removeItem(at: directory.keyFile)
-        _ = FileManager.default.createFile(atPath: directory.keyFile.path, contents: Data((0..<32).map { UInt8($0) }),
-                                       attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: directory.keyFile.path,
+            contents: Data((0..<32).map { UInt8($0) }),
+            attributes: [.posixPermissions: 0o600]
+        )
 
         let (information, error) = DeviceInformation.current(stateDirectory: directory.url)
         expectDefault(information)

@@ -2,6 +2,7 @@ import Foundation
 import IdentityClient
 import IdentityTestSupport
 import JWTKit
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -24,7 +25,8 @@ struct IDTokenForger: Sendable {
     /// original `kid`.
     func forge(_ jwt: String, _ changes: [String: ClaimValue?], key: Key = .provider) async throws -> String {
         let parts = jwt.split(separator: ".").map(String.init)
-        guard parts.count == 3, let headerJSON = Base64URL.decode(parts[0]), let claimsJSON = Base64URL.decode(parts[1]) else {
+        guard parts.count == 3, let headerJSON = Base64URL.decode(parts[0]), let claimsJSON = Base64URL.decode(parts[1])
+        else {
             throw NotACompactJWS(token: jwt)
         }
         let header = try JSONSerialization.jsonObject(with: headerJSON) as! [String: Any]
@@ -65,8 +67,9 @@ struct IDTokenRewritingTransport: HTTPTransport {
     func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse {
         var response = try await base.send(request)
         guard request.url.path.hasSuffix("/token"), response.isSuccess,
-              var object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
-              let idToken = object["id_token"] as? String else { return response }
+            var object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+            let idToken = object["id_token"] as? String
+        else { return response }
         do {
             object["id_token"] = try await rewrite(idToken)
             response.body = try JSONSerialization.data(withJSONObject: object)

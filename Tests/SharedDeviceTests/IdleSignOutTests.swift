@@ -35,7 +35,9 @@ struct IdleSignOutTests {
         #expect(signedOut["kind"]?.string == "signedOut" && signedOut["reason"]?.string == "idle", "\(signedOut)")
         #expect(try kiosk.fixture.accounts.currentAccount(for: try kiosk.fixture.scanner).current == nil)
         #expect(try kiosk.fixture.count(of: .ada, in: AccessGroup.adalCache) == 0)
-        let audited = try #require(try kiosk.fixture.device.auditEvents(matching: AuditFilter(types: [.accountSignedOut])).last)
+        let audited = try #require(
+            try kiosk.fixture.device.auditEvents(matching: AuditFilter(types: [.accountSignedOut])).last
+        )
         #expect(audited.reason == "idle" && audited.actor == "deviced" && audited.details["scope"] == "global")
         // Nobody signed in: the clock stops (no second sign-out, no warning).
         kiosk.clock.advance(by: 120)
@@ -135,7 +137,10 @@ final class IdleKiosk {
         let caller = BrokerCaller(uid: Self.timeclock, gid: Self.timeclock, pid: 1, connectionID: 1)
         let received = self.received
         subscription = Task {
-            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.SubscribeAccountChanges", more: true), caller: caller) { reply in
+            await broker.handle(
+                VarlinkCall(method: "org.sharedmode.Broker1.SubscribeAccountChanges", more: true),
+                caller: caller
+            ) { reply in
                 if let event = reply.parameters["event"]?.object { received.append(event) }
                 return !Task.isCancelled
             }
@@ -176,8 +181,10 @@ final class IdleKiosk {
     /// One call as `uid`, its single reply.
     func call(_ member: String, _ parameters: [String: VarlinkValue] = [:], as uid: UInt32) async -> VarlinkReply {
         let replies = Mutex<[VarlinkReply]>([])
-        await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
-                            caller: BrokerCaller(uid: uid, gid: uid, pid: 2, connectionID: UInt64(100 + uid))) { reply in
+        await broker.handle(
+            VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+            caller: BrokerCaller(uid: uid, gid: uid, pid: 2, connectionID: UInt64(100 + uid))
+        ) { reply in
             replies.withLock { $0.append(reply) }
             return true
         }
@@ -187,7 +194,9 @@ final class IdleKiosk {
     /// The subscription's next event (within `timeout` of real time: generous, because other suites in the
     /// same process may hold the cooperative threads for seconds).
     func nextEvent(timeout: TimeInterval = 60) async throws -> [String: VarlinkValue] {
-        guard let event = try await next(timeout: timeout) else { throw IdleKioskError.timedOut("no event within \(timeout) s") }
+        guard let event = try await next(timeout: timeout) else {
+            throw IdleKioskError.timedOut("no event within \(timeout) s")
+        }
         return event
     }
 
@@ -201,7 +210,8 @@ final class IdleKiosk {
         try await Self.next(from: received, timeout: timeout)
     }
 
-    private static func next(from received: EventBuffer, timeout: TimeInterval) async throws -> [String: VarlinkValue]? {
+    private static func next(from received: EventBuffer, timeout: TimeInterval) async throws -> [String: VarlinkValue]?
+    {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let event = received.take() { return event }
@@ -230,7 +240,8 @@ final class ManualIdleClock: IdleClock {
     }
 
     private let state = Mutex<(now: Date, next: Int, sleepers: [Int: Sleeper], canceled: Set<Int>)>(
-        (Date(timeIntervalSince1970: 1_800_000_000), 0, [:], []))
+        (Date(timeIntervalSince1970: 1_800_000_000), 0, [:], [])
+    )
 
     func now() -> Date { state.withLock { $0.now } }
 

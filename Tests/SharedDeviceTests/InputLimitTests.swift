@@ -22,7 +22,9 @@ struct InputLimitTests {
     }
 
     @Test func aPolicyFileOverTheLimitIsRefusedWithoutReadingPastIt() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("input-limits-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "input-limits-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("huge.json")
@@ -47,7 +49,8 @@ struct InputLimitTests {
 
     /// The two names a policy bounds.
     enum BoundedName: String, CaseIterable, Sendable {
-        case deviceName = "device.name", appID = "apps[0].id"
+        case deviceName = "device.name"
+        case appID = "apps[0].id"
 
         func set(_ text: String, in document: inout [String: Any]) {
             switch self {
@@ -77,7 +80,9 @@ struct InputLimitTests {
 
     @Test func aPolicyWithMoreThanAThousandAppsIsRefused() throws {
         func apps(_ count: Int) -> [[String: Any]] {
-            (0..<count).map { ["id": "com.contoso.app\($0)", "accessGroups": ["com.contoso.app\($0)"], "uid": 10_000 + $0] }
+            (0..<count).map {
+                ["id": "com.contoso.app\($0)", "accessGroups": ["com.contoso.app\($0)"], "uid": 10_000 + $0]
+            }
         }
         #expect(try P.error { $0["apps"] = apps(InputLimits.apps) } == nil)
         let error = try #require(try P.error { $0["apps"] = apps(InputLimits.apps + 1) })
@@ -90,7 +95,9 @@ struct InputLimitTests {
         // Well-formed JSON padded past the limit with whitespace: only its size can make it fail.
         var document = Data(#"{"AccessToken": {}}"#.utf8)
         document.append(Data(repeating: UInt8(ascii: " "), count: InputLimits.cacheDocumentBytes + 1 - document.count))
-        let error = CacheFixture.caughtError { try TokenCache().importJSON(document, as: CacheFixture.scanner, in: fixture.store) }
+        let error = CacheFixture.caughtError {
+            try TokenCache().importJSON(document, as: CacheFixture.scanner, in: fixture.store)
+        }
         let cacheError = try #require(error as? TokenCacheError)
         #expect(cacheError.code == .invalidCacheDocument)
         #expect(cacheError.description.contains("16 MiB"))

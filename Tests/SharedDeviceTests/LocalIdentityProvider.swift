@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import IdentityClient
+import Synchronization
 import Testing
 
 /// The real OpenID Connect provider the integration tests sign in against: Debian's glewlwyd on
@@ -32,7 +32,9 @@ struct LocalIdentityProvider: Sendable {
 
     private static func startResult(port: Int) async -> Result<LocalIdentityProvider, ProviderError> {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: Result { () throws(ProviderError) in try start(port: port) }) }
+            Thread.detachNewThread {
+                continuation.resume(returning: Result { () throws(ProviderError) in try start(port: port) })
+            }
         }
     }
 
@@ -43,16 +45,26 @@ struct LocalIdentityProvider: Sendable {
     /// Runs `tools/idp start --port PORT` and reads the lines it prints.
     static func start(port: Int) throws(ProviderError) -> LocalIdentityProvider {
         let result = run(["start", "--port", String(port)])
-        guard result.status == 0 else { throw ProviderError(description: "tools/idp start failed (\(result.status)): \(result.stderr)") }
+        guard result.status == 0 else {
+            throw ProviderError(description: "tools/idp start failed (\(result.status)): \(result.stderr)")
+        }
         var values: [String: String] = [:]
         for line in result.stdout.split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
         }
-        guard let issuer = values["ISSUER"], let es256 = values["ISSUER_ES256"], let client = values["CLIENT_ID"], let dir = values["DIR"] else {
+        guard let issuer = values["ISSUER"], let es256 = values["ISSUER_ES256"], let client = values["CLIENT_ID"],
+            let dir = values["DIR"]
+        else {
             throw ProviderError(description: "tools/idp start printed no ISSUER/CLIENT_ID/DIR: \(result.stdout)")
         }
-        return LocalIdentityProvider(port: port, issuer: issuer, issuerES256: es256, clientID: client, directory: URL(fileURLWithPath: dir))
+        return LocalIdentityProvider(
+            port: port,
+            issuer: issuer,
+            issuerES256: es256,
+            clientID: client,
+            directory: URL(fileURLWithPath: dir)
+        )
     }
 
     static func shared() async throws -> LocalIdentityProvider { try await sharedStart.value.get() }
@@ -73,7 +85,9 @@ struct LocalIdentityProvider: Sendable {
     /// redirect to the app's loopback listener.
     func browse(_ url: URL, user: String) throws(IdentityError) {
         let result = Self.run(["browse", "--port", String(port), "--user", user, "--", url.absoluteString])
-        guard result.status == 0 else { throw IdentityError(.userCanceled, "the test browser failed: \(result.stderr)") }
+        guard result.status == 0 else {
+            throw IdentityError(.userCanceled, "the test browser failed: \(result.stderr)")
+        }
     }
 
     func stop() {
@@ -99,11 +113,14 @@ struct LocalIdentityProvider: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: script)
         process.arguments = arguments
-        let output = Pipe(), error = Pipe()
+        let output = Pipe()
+        let error = Pipe()
         process.standardOutput = output
         process.standardError = error
         process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { return Output(status: -1, stdout: "", stderr: "cannot run tools/idp: \(error)") }
+        do { try process.run() } catch {
+            return Output(status: -1, stdout: "", stderr: "cannot run tools/idp: \(error)")
+        }
         // Standard error is drained on another thread so that neither pipe can fill up and stall the script.
         let errorData = Mutex<Data>(Data())
         let errorRead = DispatchSemaphore(value: 0)
@@ -114,7 +131,10 @@ struct LocalIdentityProvider: Sendable {
         let out = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         errorRead.wait()
-        return Output(status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                      stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+        return Output(
+            status: process.terminationStatus,
+            stdout: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self)
+        )
     }
 }

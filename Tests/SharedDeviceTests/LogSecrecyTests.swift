@@ -13,7 +13,9 @@ import Testing
 /// the device code and user code, the authorization code and PKCE verifier, every access, refresh and
 /// ID token.
 private final class SecretRecordingTransport: HTTPTransport {
-    static let fields = ["device_code", "user_code", "code", "code_verifier", "access_token", "refresh_token", "id_token"]
+    static let fields = [
+        "device_code", "user_code", "code", "code_verifier", "access_token", "refresh_token", "id_token",
+    ]
     private let upstream = CurlTransport()
     private let recorded = Mutex<[String: Set<String>]>([:])
 
@@ -59,8 +61,12 @@ private final class LoggedKiosk {
 
     func app(_ id: String) throws -> ApplicationEngine {
         let policy = try #require(try device.policy())
-        return try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
-                                           device: device, transport: transport, logger: logger)
+        return try ApplicationEngine(
+            configuration: ApplicationEngineConfiguration(appID: id, policy: policy),
+            device: device,
+            transport: transport,
+            logger: logger
+        )
     }
 
     /// The entries logged while `body` ran.
@@ -104,9 +110,12 @@ private final class LoggedKiosk {
             let rendered = texts(of: entry)
             for (kind, needle) in needles where rendered.contains(where: { $0.contains(needle) }) {
                 // Names the entry and its metadata keys, not the values: the failure output stays free of the secret.
-                let message = entry.message.description.contains(needle) ? "(message withheld)" : entry.message.description
-                Issue.record("a \(kind) appears in the log entry \(entry.level) \"\(message)\" (metadata keys: \(entry.metadata.keys.sorted()))",
-                             sourceLocation: sourceLocation)
+                let message =
+                    entry.message.description.contains(needle) ? "(message withheld)" : entry.message.description
+                Issue.record(
+                    "a \(kind) appears in the log entry \(entry.level) \"\(message)\" (metadata keys: \(entry.metadata.keys.sorted()))",
+                    sourceLocation: sourceLocation
+                )
             }
         }
     }
@@ -149,25 +158,36 @@ extension ApplicationEngineTests {
             // 1. Device-code sign-in, approved by the worker as soon as the code shows.
             let shownCode = Mutex<String?>(nil)
             let (signedIn, signInEntries) = try await kiosk.entries {
-                try await scanner.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { session in
-                    shownCode.withLock { $0 = session.userCode }
-                    Thread.detachNewThread { try? provider.approve(code: session.userCode, user: "worker1") }
-                })))
+                try await scanner.acquireToken(
+                    InteractiveTokenParameters(
+                        scopes: ["User.Read"],
+                        flow: .deviceCode(showCode: { session in
+                            shownCode.withLock { $0 = session.userCode }
+                            Thread.detachNewThread { try? provider.approve(code: session.userCode, user: "worker1") }
+                        })
+                    )
+                )
             }
 
             // 2. A silent token with a forced refresh, and the userinfo call with `Authorization: Bearer`.
             let (refreshed, refreshEntries) = try await kiosk.entries {
                 let refreshed = try await scanner.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
-                let userinfo = try await scanner.identity.get(try await scanner.identity.userInfoEndpoint(), accessToken: refreshed.accessToken)
+                let userinfo = try await scanner.identity.get(
+                    try await scanner.identity.userInfoEndpoint(),
+                    accessToken: refreshed.accessToken
+                )
                 #expect(userinfo.status == 200)
                 return refreshed
             }
             #expect(refreshed.source == .refresh)
-            var secrets = try kiosk.secrets(of: scanner, also: [
-                "user_code": Set(shownCode.withLock { $0 }.map { [$0] } ?? []),
-                "access_token": [signedIn.accessToken, refreshed.accessToken],
-                "id_token": Set(signedIn.idToken.map { [$0] } ?? []),
-            ])
+            var secrets = try kiosk.secrets(
+                of: scanner,
+                also: [
+                    "user_code": Set(shownCode.withLock { $0 }.map { [$0] } ?? []),
+                    "access_token": [signedIn.accessToken, refreshed.accessToken],
+                    "id_token": Set(signedIn.idToken.map { [$0] } ?? []),
+                ]
+            )
 
             // 3. The shift ends: global sign-out.
             let (outcome, signOutEntries) = try await kiosk.entries {
@@ -178,19 +198,34 @@ extension ApplicationEngineTests {
             // A passphrase-protected store opened with the same logger.
             let passphrase = "correct horse battery staple \(UUID().uuidString)"
             let lockedDirectory = TemporaryStateDirectory("log-secrecy-passphrase")
-            _ = try KeychainStore(directory: lockedDirectory.url, key: .passphrase(passphrase),
-                                  options: StoreOptions(synchronous: .normal), logger: kiosk.logger)
+            _ = try KeychainStore(
+                directory: lockedDirectory.url,
+                key: .passphrase(passphrase),
+                options: StoreOptions(synchronous: .normal),
+                logger: kiosk.logger
+            )
             secrets["passphrase"] = [passphrase]
 
             // (a) Every step logged at debug or trace.
-            let signIn = debugMessages(signInEntries), refresh = debugMessages(refreshEntries), signOut = debugMessages(signOutEntries)
-            for expected in ["interactive sign-in started", "discovery document fetched and cached", "device code sign-in started",
-                             "signing keys fetched and cached", "token grant received", "ID token validated", "interactive sign-in succeeded"] {
+            let signIn = debugMessages(signInEntries)
+            let refresh = debugMessages(refreshEntries)
+            let signOut = debugMessages(signOutEntries)
+            for expected in [
+                "interactive sign-in started", "discovery document fetched and cached", "device code sign-in started",
+                "signing keys fetched and cached", "token grant received", "ID token validated",
+                "interactive sign-in succeeded",
+            ] {
                 #expect(signIn.contains(expected), "sign-in did not log \(expected): \(signIn)")
             }
-            #expect(signInEntries.contains { $0.level == .trace }, "cache hits (discovery, keys) and pending polls log at trace")
-            for expected in ["silent token: redeeming the refresh token", "refresh started", "token grant received", "refresh succeeded",
-                             "silent token refreshed and cached"] {
+            #expect(
+                signInEntries.contains { $0.level == .trace },
+                "cache hits (discovery, keys) and pending polls log at trace"
+            )
+            for expected in [
+                "silent token: redeeming the refresh token", "refresh started", "token grant received",
+                "refresh succeeded",
+                "silent token refreshed and cached",
+            ] {
                 #expect(refresh.contains(expected), "the refresh did not log \(expected): \(refresh)")
             }
             for expected in ["sign-out started", "signed out"] {
@@ -198,7 +233,10 @@ extension ApplicationEngineTests {
             }
 
             // (b) No secret in any entry. Collected from the run, not written down.
-            for required in ["device_code", "user_code", "access_token", "refresh_token", "id_token", "cache RefreshToken", "master key"] {
+            for required in [
+                "device_code", "user_code", "access_token", "refresh_token", "id_token", "cache RefreshToken",
+                "master key",
+            ] {
                 #expect(!(secrets[required] ?? []).isEmpty, "the run yielded no \(required) to look for")
             }
             kiosk.expectNoSecretLogged(secrets)
@@ -210,18 +248,27 @@ extension ApplicationEngineTests {
             let provider = kiosk.provider
             let authorizationURL = Mutex<URL?>(nil)
             let (signedIn, signInEntries) = try await kiosk.entries {
-                try await timeclock.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .browser(openBrowser: { url in
-                    authorizationURL.withLock { $0 = url }
-                    Thread.detachNewThread { try? provider.browse(url, user: "worker2") }
-                }), loginHint: "worker2", browserTimeout: 60))
+                try await timeclock.acquireToken(
+                    InteractiveTokenParameters(
+                        scopes: ["User.Read"],
+                        flow: .browser(openBrowser: { url in
+                            authorizationURL.withLock { $0 = url }
+                            Thread.detachNewThread { try? provider.browse(url, user: "worker2") }
+                        }),
+                        loginHint: "worker2",
+                        browserTimeout: 60
+                    )
+                )
             }
             let (_, signOutEntries) = try await kiosk.entries {
                 try await timeclock.signOut(parameters: SignOutParameters(reason: .user))
             }
 
             let signIn = debugMessages(signInEntries)
-            for expected in ["interactive sign-in started", "browser sign-in started", "browser redirect received",
-                             "token grant received", "ID token validated", "interactive sign-in succeeded"] {
+            for expected in [
+                "interactive sign-in started", "browser sign-in started", "browser redirect received",
+                "token grant received", "ID token validated", "interactive sign-in succeeded",
+            ] {
                 #expect(signIn.contains(expected), "the browser sign-in did not log \(expected): \(signIn)")
             }
             #expect(debugMessages(signOutEntries).contains("signed out"))
@@ -229,13 +276,19 @@ extension ApplicationEngineTests {
             // The authorization request's state, nonce and PKCE challenge, with what crossed the transport.
             let url = try #require(authorizationURL.withLock { $0 })
             let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
-            var secrets = try kiosk.secrets(of: timeclock, also: [
-                "access_token": [signedIn.accessToken], "id_token": Set(signedIn.idToken.map { [$0] } ?? []),
-            ])
+            var secrets = try kiosk.secrets(
+                of: timeclock,
+                also: [
+                    "access_token": [signedIn.accessToken], "id_token": Set(signedIn.idToken.map { [$0] } ?? []),
+                ]
+            )
             for name in ["state", "nonce", "code_challenge"] {
                 secrets[name] = Set(query.filter { $0.name == name }.compactMap(\.value))
             }
-            for required in ["code", "code_verifier", "state", "nonce", "code_challenge", "access_token", "refresh_token", "id_token"] {
+            for required in [
+                "code", "code_verifier", "state", "nonce", "code_challenge", "access_token", "refresh_token",
+                "id_token",
+            ] {
                 #expect(!(secrets[required] ?? []).isEmpty, "the run yielded no \(required) to look for")
             }
             kiosk.expectNoSecretLogged(secrets)

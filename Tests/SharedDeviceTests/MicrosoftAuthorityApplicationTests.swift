@@ -35,23 +35,41 @@ private final class MicrosoftKiosk {
 
     init() throws {
         fixture = try DeviceFixture()
-        try fixture.provision(try Policies.edited { document in
-            var authority = document["authority"] as! [String: Any]
-            authority["issuer"] = Self.issuer
-            document["authority"] = authority
-        })
-        let host = Self.host, tenant = Self.tenantID
-        transport.always(Self.discoveryPath, HTTPResponse.json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0")))
+        try fixture.provision(
+            try Policies.edited { document in
+                var authority = document["authority"] as! [String: Any]
+                authority["issuer"] = Self.issuer
+                document["authority"] = authority
+            }
+        )
+        let host = Self.host
+        let tenant = Self.tenantID
+        transport.always(
+            Self.discoveryPath,
+            HTTPResponse.json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0"))
+        )
         let primitives = try IDTokenForger.strangerKey.publicKey.getKeyPrimitives()
-        transport.always(Self.keysPath, HTTPResponse.json(["keys": [[
-            "kty": "RSA", "use": "sig", "kid": Self.kid, "x5t": Self.kid,
-            "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
-            "issuer": "\(host)/\(tenant)/v2.0",
-        ]]]))
+        transport.always(
+            Self.keysPath,
+            HTTPResponse.json([
+                "keys": [
+                    [
+                        "kty": "RSA", "use": "sig", "kid": Self.kid, "x5t": Self.kid,
+                        "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
+                        "issuer": "\(host)/\(tenant)/v2.0",
+                    ]
+                ]
+            ])
+        )
         let policy = try #require(try fixture.device.policy())
         let clock = fixture.clock
-        app = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: ProviderKiosk.scanner, policy: policy),
-                                          device: fixture.device, transport: transport, now: clock.function, sleep: { _ in })
+        app = try ApplicationEngine(
+            configuration: ApplicationEngineConfiguration(appID: ProviderKiosk.scanner, policy: policy),
+            device: fixture.device,
+            transport: transport,
+            now: clock.function,
+            sleep: { _ in }
+        )
     }
 
     /// `client_info` for Ana: base64url of `{"uid":"<oid>","utid":"<tid>"}`.
@@ -79,8 +97,11 @@ private final class MicrosoftKiosk {
     }
 
     /// A v2.0 token response (to a request with `client_info=1`).
-    func tokenResponse(accessToken: String, refreshToken: String,
-                       scope: String = "User.Read Files.Read profile openid email") async throws -> HTTPResponse {
+    func tokenResponse(
+        accessToken: String,
+        refreshToken: String,
+        scope: String = "User.Read Files.Read profile openid email"
+    ) async throws -> HTTPResponse {
         HTTPResponse.json([
             "token_type": "Bearer", "scope": scope, "expires_in": 4783, "ext_expires_in": 4783,
             "access_token": accessToken, "refresh_token": refreshToken, "id_token": try await idToken(),
@@ -89,26 +110,43 @@ private final class MicrosoftKiosk {
     }
 
     static func error(_ error: String, code: Int, _ text: String) -> HTTPResponse {
-        HTTPResponse.json([
-            "error": error,
-            "error_description": "AADSTS\(code): \(text)\r\nTrace ID: 0000aaaa-11bb-cccc-dd22-eeeeee333333\r\nCorrelation ID: aaaa0000-bb11-2222-33cc-444444dddddd\r\nTimestamp: 2027-01-15 08:00:00Z",
-            "error_codes": [code], "timestamp": "2027-01-15 08:00:00Z",
-            "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333", "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd",
-            "error_uri": "\(host)/error?code=\(code)",
-        ], status: 400)
+        HTTPResponse.json(
+            [
+                "error": error,
+                "error_description":
+                    "AADSTS\(code): \(text)\r\nTrace ID: 0000aaaa-11bb-cccc-dd22-eeeeee333333\r\nCorrelation ID: aaaa0000-bb11-2222-33cc-444444dddddd\r\nTimestamp: 2027-01-15 08:00:00Z",
+                "error_codes": [code], "timestamp": "2027-01-15 08:00:00Z",
+                "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333",
+                "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd",
+                "error_uri": "\(host)/error?code=\(code)",
+            ],
+            status: 400
+        )
     }
 
     /// Ana signs in with the device code: one `authorization_pending`, then the tokens.
     func signIn() async throws -> AuthenticationResult {
-        transport.enqueue(Self.deviceCodePath, HTTPResponse.json([
-            "user_code": "FXLQ6T9CK", "device_code": "DAQABAAEAAAD--DLA3VO7QrddgJg7Wevr-device-code",
-            "verification_uri": "https://microsoft.com/devicelogin", "expires_in": 900, "interval": 5,
-            "message": "To sign in, use a web browser to open the page https://microsoft.com/devicelogin and enter the code FXLQ6T9CK to authenticate.",
-        ]))
-        transport.enqueue(Self.tokenPath,
-                          Self.error("authorization_pending", code: 70016, "OAuth 2.0 device flow error. Authorization is pending. Continue polling."),
-                          try await tokenResponse(accessToken: "at-sign-in", refreshToken: "1.AVEA-rt-sign-in"))
-        return try await app.acquireToken(InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in })))
+        transport.enqueue(
+            Self.deviceCodePath,
+            HTTPResponse.json([
+                "user_code": "FXLQ6T9CK", "device_code": "DAQABAAEAAAD--DLA3VO7QrddgJg7Wevr-device-code",
+                "verification_uri": "https://microsoft.com/devicelogin", "expires_in": 900, "interval": 5,
+                "message":
+                    "To sign in, use a web browser to open the page https://microsoft.com/devicelogin and enter the code FXLQ6T9CK to authenticate.",
+            ])
+        )
+        transport.enqueue(
+            Self.tokenPath,
+            Self.error(
+                "authorization_pending",
+                code: 70016,
+                "OAuth 2.0 device flow error. Authorization is pending. Continue polling."
+            ),
+            try await tokenResponse(accessToken: "at-sign-in", refreshToken: "1.AVEA-rt-sign-in")
+        )
+        return try await app.acquireToken(
+            InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode(showCode: { _ in }))
+        )
     }
 
     func changeStamp() throws -> StoreChangeStamp {
@@ -117,7 +155,9 @@ private final class MicrosoftKiosk {
 }
 
 /// The result of a token call that may fail, without stopping the test.
-private func outcome(_ body: () async throws(SharedDeviceError) -> AuthenticationResult) async -> Result<AuthenticationResult, SharedDeviceError> {
+private func outcome(
+    _ body: () async throws(SharedDeviceError) -> AuthenticationResult
+) async -> Result<AuthenticationResult, SharedDeviceError> {
     do {
         return .success(try await body())
     } catch {
@@ -126,7 +166,9 @@ private func outcome(_ body: () async throws(SharedDeviceError) -> Authenticatio
 }
 
 struct MicrosoftAuthorityApplicationTests {
-    @Test func aDeviceCodeSignInWithClientInfoMakesAUidUtidAccountServedFromTheCacheAndRefreshedWithClientInfo() async throws {
+    @Test func aDeviceCodeSignInWithClientInfoMakesAUidUtidAccountServedFromTheCacheAndRefreshedWithClientInfo()
+        async throws
+    {
         let kiosk = try MicrosoftKiosk()
         let app = kiosk.app
         let signedIn = try await kiosk.signIn()
@@ -142,7 +184,8 @@ struct MicrosoftAuthorityApplicationTests {
 
         // What went to Microsoft: the domain's v2.0 discovery (once: the app keeps it in its discovery
         // cache), then /devicecode and /token with client_info=1.
-        let discoveryURL = "https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration"
+        let discoveryURL =
+            "https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0/.well-known/openid-configuration"
         #expect(app.identity.authority.openIDConfigurationURL.absoluteString == discoveryURL)
         let discovery = kiosk.transport.requests.filter { $0.url.path.hasSuffix("/.well-known/openid-configuration") }
         #expect(discovery.allSatisfy { $0.url.absoluteString == discoveryURL && $0.method == "GET" })
@@ -153,7 +196,11 @@ struct MicrosoftAuthorityApplicationTests {
         #expect(start.scopes == ["User.Read", "Files.Read", "openid", "profile", "offline_access"])
         let polls = kiosk.transport.requests(to: MicrosoftKiosk.tokenPath)
         #expect(polls.count == 2)
-        #expect(polls.allSatisfy { $0.form["client_info"] == "1" && $0.form["grant_type"] == "urn:ietf:params:oauth:grant-type:device_code" })
+        #expect(
+            polls.allSatisfy {
+                $0.form["client_info"] == "1" && $0.form["grant_type"] == "urn:ietf:params:oauth:grant-type:device_code"
+            }
+        )
 
         // A silent call is answered from the cache: nothing is sent.
         let sent = kiosk.transport.requests.count
@@ -164,7 +211,10 @@ struct MicrosoftAuthorityApplicationTests {
         #expect(kiosk.transport.requests.count == sent)
 
         // A forced refresh: the refresh token grant with client_info=1 and the scopes + OpenID scopes.
-        kiosk.transport.enqueue(MicrosoftKiosk.tokenPath, try await kiosk.tokenResponse(accessToken: "at-refreshed", refreshToken: "1.AVEA-rt-2"))
+        kiosk.transport.enqueue(
+            MicrosoftKiosk.tokenPath,
+            try await kiosk.tokenResponse(accessToken: "at-refreshed", refreshToken: "1.AVEA-rt-2")
+        )
         let forced = await outcome { () async throws(SharedDeviceError) in
             try await app.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
         }
@@ -187,8 +237,14 @@ struct MicrosoftAuthorityApplicationTests {
         let signedIn = try await kiosk.signIn()
         let before = try kiosk.changeStamp()
 
-        kiosk.transport.enqueue(MicrosoftKiosk.tokenPath, MicrosoftKiosk.error("invalid_grant", code: 70008,
-            "The provided authorization code or refresh token has expired due to inactivity. Send a new interactive authorization request for this user and resource."))
+        kiosk.transport.enqueue(
+            MicrosoftKiosk.tokenPath,
+            MicrosoftKiosk.error(
+                "invalid_grant",
+                code: 70008,
+                "The provided authorization code or refresh token has expired due to inactivity. Send a new interactive authorization request for this user and resource."
+            )
+        )
         let refused = await outcome { () async throws(SharedDeviceError) in
             try await app.acquireTokenSilent(scopes: ["User.Read"], forceRefresh: true)
         }
@@ -219,8 +275,13 @@ struct MicrosoftAuthorityApplicationTests {
         let kiosk = try MicrosoftKiosk()
         _ = try await kiosk.signIn()
         let opened = Mutex<URL?>(nil)
-        let outcome = try await kiosk.app.signOut(parameters: SignOutParameters(signOutFromBrowser: true, reason: .shiftEnd,
-                                                                                openBrowser: { url in opened.withLock { $0 = url } }))
+        let outcome = try await kiosk.app.signOut(
+            parameters: SignOutParameters(
+                signOutFromBrowser: true,
+                reason: .shiftEnd,
+                openBrowser: { url in opened.withLock { $0 = url } }
+            )
+        )
         #expect(outcome.global)
         #expect(try kiosk.app.currentAccount().current == nil)
         let url = try #require(opened.withLock { $0 })

@@ -30,28 +30,44 @@ import Varlink
 
         init(flows: [String] = ["deviceCode", "browser", "nativeAuth"]) throws {
             fixture = try DeviceFixture()
-            try fixture.provision(try Policies.edited { document in
-                var authority = document["authority"] as! [String: Any]
-                authority["issuer"] = "https://contoso.ciamlogin.com/\(NativeAuthBrokerTests.tenantID)"
-                authority["flows"] = flows
-                document["authority"] = authority
-            })
-            let tenant = NativeAuthBrokerTests.tenantID, host = NativeAuthBrokerTests.host
-            transport.always("/\(tenant)/v2.0/.well-known/openid-configuration",
-                             .json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0")))
+            try fixture.provision(
+                try Policies.edited { document in
+                    var authority = document["authority"] as! [String: Any]
+                    authority["issuer"] = "https://contoso.ciamlogin.com/\(NativeAuthBrokerTests.tenantID)"
+                    authority["flows"] = flows
+                    document["authority"] = authority
+                }
+            )
+            let tenant = NativeAuthBrokerTests.tenantID
+            let host = NativeAuthBrokerTests.host
+            transport.always(
+                "/\(tenant)/v2.0/.well-known/openid-configuration",
+                .json(MicrosoftIdentityPlatform.discovery(tenant: tenant, issuer: "\(host)/\(tenant)/v2.0"))
+            )
             let primitives = try IDTokenForger.strangerKey.publicKey.getKeyPrimitives()
-            transport.always("/\(tenant)/discovery/v2.0/keys", .json(["keys": [[
-                "kty": "RSA", "use": "sig", "kid": NativeAuthBrokerTests.kid, "x5t": NativeAuthBrokerTests.kid,
-                "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent), "issuer": "\(host)/\(tenant)/v2.0",
-            ]]]))
+            transport.always(
+                "/\(tenant)/discovery/v2.0/keys",
+                .json([
+                    "keys": [
+                        [
+                            "kty": "RSA", "use": "sig", "kid": NativeAuthBrokerTests.kid,
+                            "x5t": NativeAuthBrokerTests.kid,
+                            "n": Base64URL.encode(primitives.modulus), "e": Base64URL.encode(primitives.publicExponent),
+                            "issuer": "\(host)/\(tenant)/v2.0",
+                        ]
+                    ]
+                ])
+            )
             broker = Broker(device: fixture.device, transport: transport)
         }
 
         /// The one reply to `member` from `uid`.
         func call(_ member: String, _ parameters: [String: VarlinkValue], as uid: UInt32) async -> VarlinkReply? {
             let replies = Mutex<[VarlinkReply]>([])
-            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
-                                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)) { reply in
+            await broker.handle(
+                VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
+            ) { reply in
                 replies.withLock { $0.append(reply) }
                 return true
             }
@@ -61,8 +77,16 @@ import Varlink
         /// A worker of the tenant: their object id, username and display name.
         struct Worker {
             var oid: String, username: String, name: String
-            static let ana = Worker(oid: "00000000-0000-0000-66f3-3332eca7ea81", username: "ana@contoso.com", name: "Ana Shift")
-            static let ben = Worker(oid: "00000000-0000-0000-7b21-9e0d4c5a1f36", username: "ben@contoso.com", name: "Ben Shift")
+            static let ana = Worker(
+                oid: "00000000-0000-0000-66f3-3332eca7ea81",
+                username: "ana@contoso.com",
+                name: "Ana Shift"
+            )
+            static let ben = Worker(
+                oid: "00000000-0000-0000-7b21-9e0d4c5a1f36",
+                username: "ben@contoso.com",
+                name: "Ben Shift"
+            )
         }
 
         /// The token response of a successful sign-in of `worker` (Ana by default), signed with the tenant's key.
@@ -80,53 +104,107 @@ import Varlink
             await keys.add(rsa: IDTokenForger.strangerKey, digestAlgorithm: .sha256)
             let idToken = try await keys.sign(claims, kid: JWKIdentifier(string: NativeAuthBrokerTests.kid))
             let clientInfo = Base64URL.encode(Data("{\"uid\":\"\(worker.oid)\",\"utid\":\"\(tenant)\"}".utf8))
-            return .json(["token_type": "Bearer", "scope": "User.Read Files.Read openid profile offline_access", "expires_in": 4783,
-                          "access_token": "at-native", "refresh_token": "rt-native", "id_token": idToken, "client_info": clientInfo])
+            return .json([
+                "token_type": "Bearer", "scope": "User.Read Files.Read openid profile offline_access",
+                "expires_in": 4783,
+                "access_token": "at-native", "refresh_token": "rt-native", "id_token": idToken,
+                "client_info": clientInfo,
+            ])
         }
     }
 
     static func error(_ error: String, codes: [Int], suberror: String? = nil, _ text: String) -> HTTPResponse {
-        var body: [String: Any] = ["error": error, "error_description": "AADSTS\(codes[0]): \(text)", "error_codes": codes,
-                                   "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333", "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd"]
+        var body: [String: Any] = [
+            "error": error, "error_description": "AADSTS\(codes[0]): \(text)", "error_codes": codes,
+            "trace_id": "0000aaaa-11bb-cccc-dd22-eeeeee333333",
+            "correlation_id": "aaaa0000-bb11-2222-33cc-444444dddddd",
+        ]
         body["suberror"] = suberror
         return .json(body, status: 400)
     }
 
-    static var codeSent: [String: Any] { ["continuation_token": "ct-2", "challenge_type": "oob", "binding_method": "prompt",
-                                          "challenge_channel": "email", "challenge_target_label": "a***@co**o.com", "code_length": 8] }
+    static var codeSent: [String: Any] {
+        [
+            "continuation_token": "ct-2", "challenge_type": "oob", "binding_method": "prompt",
+            "challenge_channel": "email", "challenge_target_label": "a***@co**o.com", "code_length": 8,
+        ]
+    }
 
     @Test func aCodeSignInTellsWhereTheCodeWentLetsTheWorkerRetypeAndResendAndSignsInForEveryApp() async throws {
         let kiosk = try Kiosk()
         kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
-        kiosk.transport.enqueue(Self.challengePath, .json(Self.codeSent), .json(Self.codeSent.merging(["continuation_token": "ct-3"]) { $1 }))
+        kiosk.transport.enqueue(
+            Self.challengePath,
+            .json(Self.codeSent),
+            .json(Self.codeSent.merging(["continuation_token": "ct-3"]) { $1 })
+        )
         // The last answer is the other app's silent refresh (the store's fake clock is past the token's expiry).
-        kiosk.transport.enqueue(Self.tokenPath, Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
-                                try await kiosk.tokens(), try await kiosk.tokens())
-        let started = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        kiosk.transport.enqueue(
+            Self.tokenPath,
+            Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
+            try await kiosk.tokens(),
+            try await kiosk.tokens()
+        )
+        let started = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("ana@contoso.com")],
+            as: Self.scannerUID
+        )
         let next = try #require(started?.parameters["next"]?.object, "\(String(describing: started))")
-        #expect(next["challenge"]?.string == "code" && next["codeLength"]?.int == 8 && next["sentTo"]?.string == "a***@co**o.com"
-                && next["channel"]?.string == "email", "\(next)")
+        #expect(
+            next["challenge"]?.string == "code" && next["codeLength"]?.int == 8
+                && next["sentTo"]?.string == "a***@co**o.com"
+                && next["channel"]?.string == "email",
+            "\(next)"
+        )
         let id = try #require(next["signInId"]?.string)
         // Another app cannot finish (or even see) this sign-in.
-        let stolen = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "code": .string("12345678")], as: Self.timeclockUID)
+        let stolen = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([]), "code": .string("12345678")],
+            as: Self.timeclockUID
+        )
         #expect(stolen?.parameters["code"]?.string == "signInNotFound", "\(String(describing: stolen))")
         let resentByOther = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.timeclockUID)
         #expect(resentByOther?.parameters["code"]?.string == "signInNotFound", "\(String(describing: resentByOther))")
-        #expect(kiosk.transport.requests(to: Self.challengePath).count == 1, "another app's resend reached the authority")
+        #expect(
+            kiosk.transport.requests(to: Self.challengePath).count == 1,
+            "another app's resend reached the authority"
+        )
         // A wrong code: the sign-in stays open; a new code; then the right one.
-        let wrong = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("11111111")],
-                                     as: Self.scannerUID)
+        let wrong = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("11111111")],
+            as: Self.scannerUID
+        )
         #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
         let resent = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.scannerUID)
         #expect(resent?.parameters["next"]?.object?["challenge"]?.string == "code", "\(String(describing: resent))")
-        let done = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("22222222")],
-                                    as: Self.scannerUID)
-        #expect(done?.parameters["result"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com", "\(String(describing: done))")
+        let done = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("22222222")],
+            as: Self.scannerUID
+        )
+        #expect(
+            done?.parameters["result"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com",
+            "\(String(describing: done))"
+        )
         #expect(kiosk.transport.requests(to: Self.tokenPath).last?.form["continuation_token"] == "ct-3")
         // The worker is the device's: the other app gets a token silently; the sign-in is closed.
-        let silent = await kiosk.call("AcquireTokenSilent", ["scopes": .array([.string("Files.Read")])], as: Self.timeclockUID)
-        #expect(silent?.parameters["result"]?.object?["accessToken"]?.string == "at-native", "\(String(describing: silent))")
-        let again = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "code": .string("22222222")], as: Self.scannerUID)
+        let silent = await kiosk.call(
+            "AcquireTokenSilent",
+            ["scopes": .array([.string("Files.Read")])],
+            as: Self.timeclockUID
+        )
+        #expect(
+            silent?.parameters["result"]?.object?["accessToken"]?.string == "at-native",
+            "\(String(describing: silent))"
+        )
+        let again = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([]), "code": .string("22222222")],
+            as: Self.scannerUID
+        )
         #expect(again?.parameters["code"]?.string == "signInNotFound")
         let events = try kiosk.fixture.device.auditEvents()
         let signedIn = events.filter { $0.type == .accountSignedIn }
@@ -137,31 +215,71 @@ import Varlink
     @Test func aWrongPasswordIsAuditedEndsTheSignInAndCachesNothing() async throws {
         let kiosk = try Kiosk()
         kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
-        kiosk.transport.enqueue(Self.challengePath, .json(["continuation_token": "ct-2", "challenge_type": "password"]))
-        kiosk.transport.enqueue(Self.tokenPath, Self.error("invalid_grant", codes: [50126], "Error validating credentials due to invalid username or password."))
-        let started = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
-        let id = try #require(started?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: started))")
+        kiosk.transport.enqueue(
+            Self.challengePath,
+            .json(["continuation_token": "ct-2", "challenge_type": "password"])
+        )
+        kiosk.transport.enqueue(
+            Self.tokenPath,
+            Self.error(
+                "invalid_grant",
+                codes: [50126],
+                "Error validating credentials due to invalid username or password."
+            )
+        )
+        let started = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("ana@contoso.com")],
+            as: Self.scannerUID
+        )
+        let id = try #require(
+            started?.parameters["next"]?.object?["signInId"]?.string,
+            "\(String(describing: started))"
+        )
         #expect(started?.parameters["next"]?.object?["challenge"]?.string == "password")
-        let refused = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "password": .string("Wrong-Pass-9")],
-                                       as: Self.scannerUID)
+        let refused = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([]), "password": .string("Wrong-Pass-9")],
+            as: Self.scannerUID
+        )
         #expect(refused?.parameters["identityCode"]?.string == "invalid_credentials", "\(String(describing: refused))")
         #expect(refused.map { "\($0)" }?.contains("Wrong-Pass-9") == false)
         let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(current?.parameters["current"] == nil || current?.parameters["current"] == .null, "\(String(describing: current))")
+        #expect(
+            current?.parameters["current"] == nil || current?.parameters["current"] == .null,
+            "\(String(describing: current))"
+        )
         let failed = try kiosk.fixture.device.auditEvents().filter { $0.type == .accountSignInFailed }
-        #expect(failed.count == 1 && failed.first?.details["flow"] == "nativeAuth" && failed.first?.account == "ana@contoso.com")
-        let closed = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(id), "scopes": .array([]), "password": .string("x")], as: Self.scannerUID)
+        #expect(
+            failed.count == 1 && failed.first?.details["flow"] == "nativeAuth"
+                && failed.first?.account == "ana@contoso.com"
+        )
+        let closed = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(id), "scopes": .array([]), "password": .string("x")],
+            as: Self.scannerUID
+        )
         #expect(closed?.parameters["code"]?.string == "signInNotFound")
     }
 
     @Test func aUsernameWithControlCharactersIsRefusedBeforeTheAuthorityOrTheAuditLogSeesIt() async throws {
         let kiosk = try Kiosk()
         let before = try kiosk.fixture.device.auditEvents().count
-        for username in ["ana@contoso.com\nSHAREDMODE_AUDIT_TYPE=device.provisioned", "\u{1b}[2Jana@contoso.com", "ana\u{0}@contoso.com", ""] {
+        for username in [
+            "ana@contoso.com\nSHAREDMODE_AUDIT_TYPE=device.provisioned", "\u{1b}[2Jana@contoso.com",
+            "ana\u{0}@contoso.com", "",
+        ] {
             for extra: [String: VarlinkValue] in [[:], ["switchReason": .string("shift-end")]] {
-                let refused = await kiosk.call("StartNativeSignIn", ["username": .string(username)].merging(extra) { $1 }, as: Self.scannerUID)
-                #expect(refused?.error == "org.varlink.service.InvalidParameter" && refused?.parameters["parameter"]?.string == "username",
-                        "\(String(describing: refused))")
+                let refused = await kiosk.call(
+                    "StartNativeSignIn",
+                    ["username": .string(username)].merging(extra) { $1 },
+                    as: Self.scannerUID
+                )
+                #expect(
+                    refused?.error == "org.varlink.service.InvalidParameter"
+                        && refused?.parameters["parameter"]?.string == "username",
+                    "\(String(describing: refused))"
+                )
             }
         }
         #expect(kiosk.transport.requests(to: Self.initiatePath).isEmpty, "a refused username reached the authority")
@@ -172,38 +290,74 @@ import Varlink
     /// signed out of every app before the code is typed, the next one signed in, one correlation id.
     @Test func aShiftChangeByNativeSignInSignsTheWorkerOutBeforeTheCodeIsTypedAndTheNextIn() async throws {
         let kiosk = try Kiosk()
-        kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]), .json(["continuation_token": "ct-4"]),
-                                Self.error("user_not_found", codes: [50034], "The user account does not exist."))
-        kiosk.transport.enqueue(Self.challengePath, .json(["continuation_token": "ct-2", "challenge_type": "password"]), .json(Self.codeSent))
-        kiosk.transport.enqueue(Self.tokenPath, try await kiosk.tokens(.ana),
-                                Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
-                                try await kiosk.tokens(.ben))
+        kiosk.transport.enqueue(
+            Self.initiatePath,
+            .json(["continuation_token": "ct-1"]),
+            .json(["continuation_token": "ct-4"]),
+            Self.error("user_not_found", codes: [50034], "The user account does not exist.")
+        )
+        kiosk.transport.enqueue(
+            Self.challengePath,
+            .json(["continuation_token": "ct-2", "challenge_type": "password"]),
+            .json(Self.codeSent)
+        )
+        kiosk.transport.enqueue(
+            Self.tokenPath,
+            try await kiosk.tokens(.ana),
+            Self.error("invalid_grant", codes: [50181], suberror: "invalid_oob_value", "Unable to validate the code."),
+            try await kiosk.tokens(.ben)
+        )
         // Ana's shift.
         let ana = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
         let anaID = try #require(ana?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ana))")
-        let anaIn = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(anaID), "scopes": .array([]), "password": .string("Ana-Pass-1")],
-                                     as: Self.scannerUID)
+        let anaIn = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(anaID), "scopes": .array([]), "password": .string("Ana-Pass-1")],
+            as: Self.scannerUID
+        )
         #expect(anaIn?.parameters["result"] != nil, "\(String(describing: anaIn))")
         // Ben takes over at the other app: without a switch he is refused at once (Ana is signed in)...
-        let refused = await kiosk.call("StartNativeSignIn", ["username": .string("ben@contoso.com")], as: Self.timeclockUID)
+        let refused = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("ben@contoso.com")],
+            as: Self.timeclockUID
+        )
         #expect(refused?.parameters["code"]?.string == "accountAlreadySignedIn", "\(String(describing: refused))")
         // ...with one, Ana is signed out of every app as soon as the authority sent Ben's code.
-        let ben = await kiosk.call("StartNativeSignIn", ["username": .string("ben@contoso.com"), "switchReason": .string("shift-end")],
-                                   as: Self.timeclockUID)
+        let ben = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("ben@contoso.com"), "switchReason": .string("shift-end")],
+            as: Self.timeclockUID
+        )
         let benID = try #require(ben?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ben))")
-        #expect(ben?.parameters["signedOut"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com", "\(String(describing: ben))")
+        #expect(
+            ben?.parameters["signedOut"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com",
+            "\(String(describing: ben))"
+        )
         let between = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(between?.parameters["current"] == nil || between?.parameters["current"] == .null, "\(String(describing: between))")
+        #expect(
+            between?.parameters["current"] == nil || between?.parameters["current"] == .null,
+            "\(String(describing: between))"
+        )
         // A mistyped code leaves the switch open; the right one signs Ben in.
-        let wrong = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(benID), "scopes": .array([]), "code": .string("11111111")],
-                                     as: Self.timeclockUID)
+        let wrong = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(benID), "scopes": .array([]), "code": .string("11111111")],
+            as: Self.timeclockUID
+        )
         #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
-        let benIn = await kiosk.call("SubmitNativeSignIn", ["signInId": .string(benID), "scopes": .array([]), "code": .string("22222222")],
-                                     as: Self.timeclockUID)
+        let benIn = await kiosk.call(
+            "SubmitNativeSignIn",
+            ["signInId": .string(benID), "scopes": .array([]), "code": .string("22222222")],
+            as: Self.timeclockUID
+        )
         let result = try #require(benIn?.parameters["result"]?.object, "\(String(describing: benIn))")
         #expect(result["account"]?.object?["username"]?.string == "ben@contoso.com")
         let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(current?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com", "\(String(describing: current))")
+        #expect(
+            current?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com",
+            "\(String(describing: current))"
+        )
         // The sign-out, the sign-in and the switch share the result's correlation id.
         let correlation = try #require(result["correlationId"]?.string)
         let events = try kiosk.fixture.device.auditEvents().filter { $0.correlationID == correlation }
@@ -211,25 +365,39 @@ import Varlink
         #expect(events.first?.account == "ana@contoso.com" && events.dropFirst().first?.details["flow"] == "nativeAuth")
         #expect(events.last?.details["from"] == "ana@contoso.com" && events.last?.details["to"] == "ben@contoso.com")
         // A switch to a username the authority does not know signs nobody out.
-        let unknown = await kiosk.call("StartNativeSignIn", ["username": .string("nobody@contoso.com"), "switchReason": .string("shift-end")],
-                                       as: Self.scannerUID)
+        let unknown = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("nobody@contoso.com"), "switchReason": .string("shift-end")],
+            as: Self.scannerUID
+        )
         #expect(unknown?.parameters["identityCode"]?.string == "user_not_found", "\(String(describing: unknown))")
         let still = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
         #expect(still?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com")
-        let badReason = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com"), "switchReason": .string("admin")],
-                                         as: Self.scannerUID)
+        let badReason = await kiosk.call(
+            "StartNativeSignIn",
+            ["username": .string("ana@contoso.com"), "switchReason": .string("admin")],
+            as: Self.scannerUID
+        )
         #expect(badReason?.error == "org.varlink.service.InvalidParameter", "\(String(describing: badReason))")
     }
 
     @Test func aPolicyWithoutNativeAuthRefusesItAndARedirectMeansTheBrowser() async throws {
         let closed = try Kiosk(flows: ["deviceCode", "browser"])
-        let refused = await closed.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        let refused = await closed.call(
+            "StartNativeSignIn",
+            ["username": .string("ana@contoso.com")],
+            as: Self.scannerUID
+        )
         #expect(refused?.parameters["code"]?.string == "flowNotAllowed", "\(String(describing: refused))")
         #expect(closed.transport.requests(to: Self.initiatePath).isEmpty)
 
         let open = try Kiosk()
         open.transport.enqueue(Self.initiatePath, .json(["challenge_type": "redirect"]))
-        let redirect = await open.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
+        let redirect = await open.call(
+            "StartNativeSignIn",
+            ["username": .string("ana@contoso.com")],
+            as: Self.scannerUID
+        )
         #expect(redirect?.parameters["identityCode"]?.string == "browser_required", "\(String(describing: redirect))")
     }
 }

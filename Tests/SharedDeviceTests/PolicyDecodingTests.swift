@@ -39,19 +39,32 @@ struct PolicyDecodingTests {
     }
 
     @Test func anAppWhoseFirstGroupAnotherAppListsIsReportedWithItsOwnGroupToListFirst() throws {
-        #expect(try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).sharedDefaultGroups.isEmpty)
+        #expect(
+            try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json"))
+                .sharedDefaultGroups.isEmpty
+        )
         var document = try Self.kiosk()
         var apps = document["apps"] as! [[String: Any]]
         apps[0]["accessGroups"] = ["com.microsoft.adalcache", "com.contoso.kiosk.scanner"]
         apps[1]["accessGroups"] = ["com.microsoft.adalcache"]
         document["apps"] = apps
         let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
-        #expect(policy.sharedDefaultGroups == [
-            DevicePolicy.SharedDefaultGroup(appID: "com.contoso.kiosk.scanner", group: "com.microsoft.adalcache",
-                                            sharedWith: ["com.contoso.kiosk.timeclock"], privateGroup: "com.contoso.kiosk.scanner"),
-            DevicePolicy.SharedDefaultGroup(appID: "com.contoso.kiosk.timeclock", group: "com.microsoft.adalcache",
-                                            sharedWith: ["com.contoso.kiosk.scanner"], privateGroup: nil),
-        ])
+        #expect(
+            policy.sharedDefaultGroups == [
+                DevicePolicy.SharedDefaultGroup(
+                    appID: "com.contoso.kiosk.scanner",
+                    group: "com.microsoft.adalcache",
+                    sharedWith: ["com.contoso.kiosk.timeclock"],
+                    privateGroup: "com.contoso.kiosk.scanner"
+                ),
+                DevicePolicy.SharedDefaultGroup(
+                    appID: "com.contoso.kiosk.timeclock",
+                    group: "com.microsoft.adalcache",
+                    sharedWith: ["com.contoso.kiosk.scanner"],
+                    privateGroup: nil
+                ),
+            ]
+        )
     }
 
     @Test(arguments: [
@@ -112,7 +125,10 @@ struct PolicyDecodingTests {
             }
         }
         var document = try Self.kiosk()
-        apps { $0[0]["uid"] = nil; $0[0]["user"] = "nobody" }(&document)
+        apps {
+            $0[0]["uid"] = nil
+            $0[0]["user"] = "nobody"
+        }(&document)
         document["administratorsGroup"] = "kiosk-admins"
         let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
         #expect(policy.apps[0].uid == 65534 && policy.apps[0].user == "nobody")
@@ -122,13 +138,32 @@ struct PolicyDecodingTests {
         #expect(policy.administratorsGroup == "kiosk-admins")
 
         #expect(try Self.error(after: apps { $0[1]["uid"] = 1001 })?.path == "apps[1].uid")
-        #expect(try Self.error(after: apps { $0[1]["uid"] = 1001 })?.problem.contains("one uid is one principal") == true)
+        #expect(
+            try Self.error(after: apps { $0[1]["uid"] = 1001 })?.problem.contains("one uid is one principal") == true
+        )
         #expect(try Self.error(after: apps { $0[0]["uid"] = 0 })?.path == "apps[0].uid")
-        #expect(try Self.error(after: apps { $0[0]["uid"] = nil; $0[0]["user"] = "root" })?.path == "apps[0].user")
-        #expect(try Self.error(after: apps { $0[0]["uid"] = nil; $0[0]["user"] = "no-such-user-4f2a" })?.problem
-                    .contains("no user \"no-such-user-4f2a\"") == true)
+        #expect(
+            try Self.error(
+                after: apps {
+                    $0[0]["uid"] = nil
+                    $0[0]["user"] = "root"
+                }
+            )?.path == "apps[0].user"
+        )
+        #expect(
+            try Self.error(
+                after: apps {
+                    $0[0]["uid"] = nil
+                    $0[0]["user"] = "no-such-user-4f2a"
+                }
+            )?.problem
+                .contains("no user \"no-such-user-4f2a\"") == true
+        )
         #expect(try Self.error(after: apps { $0[0]["user"] = "nobody" })?.path == "apps[0].uid")  // 1001 is not nobody's uid
-        #expect(try Self.error(after: apps { $0[0]["uid"] = nil })?.problem.contains("missing key \"uid\" (or \"user\")") == true)
+        #expect(
+            try Self.error(after: apps { $0[0]["uid"] = nil })?.problem.contains("missing key \"uid\" (or \"user\")")
+                == true
+        )
         #expect(try Self.error(after: apps { $0[0]["user"] = "Bad User!" })?.path == "apps[0].user")
         #expect(try Self.error(after: { $0["administratorsGroup"] = "bad group!" })?.path == "administratorsGroup")
     }
@@ -143,8 +178,10 @@ struct PolicyDecodingTests {
         #expect(error?.problem.contains("duplicate app id") == true)
     }
 
-    @Test(arguments: [("", "empty access group"), ("bad group", "malformed access group"), (".lead", "malformed access group"),
-                      ("devicectl.device", "reserved for the device")])
+    @Test(arguments: [
+        ("", "empty access group"), ("bad group", "malformed access group"), (".lead", "malformed access group"),
+        ("devicectl.device", "reserved for the device"),
+    ])
     func emptyMalformedOrReservedAccessGroupsAreRejected(group: String, problem: String) throws {
         let error = try Self.error { document in
             var apps = document["apps"] as! [[String: Any]]
@@ -211,7 +248,10 @@ struct PolicyDecodingTests {
         document["authority"] = authority
         document["limits"] = ["passwordFailuresBeforeBackoff": 5, "passwordBackoffSeconds": 60]
         let policy = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document))
-        #expect(policy.authority.flows == [.password, .deviceCode] && policy.authority.clientSecret == "s3cret-of-the-client")
+        #expect(
+            policy.authority.flows == [.password, .deviceCode]
+                && policy.authority.clientSecret == "s3cret-of-the-client"
+        )
         #expect(policy.limits.passwordFailuresBeforeBackoff == 5 && policy.limits.passwordBackoffSeconds == 60)
         // `devicectl policy validate --json` prints the decoded policy: never the client secret.
         let encoded = String(decoding: try JSONEncoder().encode(policy), as: UTF8.self)
@@ -243,15 +283,30 @@ struct PolicyDecodingTests {
 
     @Test func unknownModeSaysWhatIsExpected() throws {
         let error = try Self.error { $0["device"] = ["name": "k", "mode": "kiosk"] }
-        #expect(error == PolicyError(path: "device.mode", problem: "unknown mode \"kiosk\"; expected \"shared\" or \"private\""))
+        #expect(
+            error
+                == PolicyError(
+                    path: "device.mode",
+                    problem: "unknown mode \"kiosk\"; expected \"shared\" or \"private\""
+                )
+        )
     }
 
     @Test func missingRequiredKeysUnsupportedVersionAndInsecureIssuerAreRejected() throws {
         #expect(try Self.error { $0.removeValue(forKey: "authority") }?.path == "authority")
         #expect(try Self.error { $0["version"] = 2 }?.path == "version")
-        #expect(try Self.error { $0["authority"] = ["issuer": "http://idp.example.com", "clientId": "c"] }?.path == "authority.issuer")
-        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 60, "warningSeconds": 60] }?.path == "session.warningSeconds")
-        #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 29, "warningSeconds": 10] }?.path == "session.idleSignOutSeconds")
+        #expect(
+            try Self.error { $0["authority"] = ["issuer": "http://idp.example.com", "clientId": "c"] }?.path
+                == "authority.issuer"
+        )
+        #expect(
+            try Self.error { $0["session"] = ["idleSignOutSeconds": 60, "warningSeconds": 60] }?.path
+                == "session.warningSeconds"
+        )
+        #expect(
+            try Self.error { $0["session"] = ["idleSignOutSeconds": 29, "warningSeconds": 10] }?.path
+                == "session.idleSignOutSeconds"
+        )
         #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 30, "warningSeconds": 10] } == nil)
         #expect(try Self.error { $0["session"] = ["idleSignOutSeconds": 0] } == nil)
     }
@@ -261,13 +316,23 @@ struct PolicyDecodingTests {
         let unknown = try Self.error { $0["authority"] = ["issuer": b2c, "clientId": "c"] }
         #expect(unknown?.path == "authority.issuer")
         #expect(unknown?.description.contains("known authorit") == true)
-        #expect(try Self.error { $0["authority"] = ["issuer": b2c, "clientId": "c", "knownAuthorities": ["https://fabrikamb2c.b2clogin.com"]] } == nil)
+        #expect(
+            try Self.error {
+                $0["authority"] = [
+                    "issuer": b2c, "clientId": "c", "knownAuthorities": ["https://fabrikamb2c.b2clogin.com"],
+                ]
+            } == nil
+        )
     }
 
     @Test func limitsHaveDefaultsAndEachKeyIsCheckedWithItsPath() throws {
-        let defaults = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).limits
+        let defaults = try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json"))
+            .limits
         #expect(defaults == .defaults)
-        #expect(defaults.connectionsPerApp == 16 && defaults.connectionsPerOtherUser == 2 && defaults.administratorConnections == 16)
+        #expect(
+            defaults.connectionsPerApp == 16 && defaults.connectionsPerOtherUser == 2
+                && defaults.administratorConnections == 16
+        )
         #expect(defaults.pendingSignInsPerApp == 2 && defaults.itemsPerApp == 1000 && defaults.bytesPerApp == 8 << 20)
 
         var document = try Self.kiosk()
@@ -287,21 +352,38 @@ struct PolicyDecodingTests {
     }
 
     @Test func keyProtectionNamesASealingAndItsPCRsEachCheckedWithItsPath() throws {
-        #expect(try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).keyProtection == nil)
+        #expect(
+            try DevicePolicy.load(contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk.json")).keyProtection
+                == nil
+        )
         var document = try Self.kiosk()
         document["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [16, 7]]
         let tpm = try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection
-        #expect(tpm?.sealing == KeySealing(binding: .tpm2, pcrs: [7, 16]) && tpm?.sealing.description == "tpm2 (PCRs 7+16)")
+        #expect(
+            tpm?.sealing == KeySealing(binding: .tpm2, pcrs: [7, 16]) && tpm?.sealing.description == "tpm2 (PCRs 7+16)"
+        )
         document["keyProtection"] = ["seal": "tpm2+host"]
-        #expect(try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing == KeySealing(binding: .tpm2Host, pcrs: [7]),
-                "a TPM2 binding without tpm2Pcrs is bound to PCR 7")
+        #expect(
+            try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing
+                == KeySealing(binding: .tpm2Host, pcrs: [7]),
+            "a TPM2 binding without tpm2Pcrs is bound to PCR 7"
+        )
         document["keyProtection"] = ["seal": "host"]
-        #expect(try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing == KeySealing(binding: .host))
+        #expect(
+            try DevicePolicy.decode(try JSONSerialization.data(withJSONObject: document)).keyProtection?.sealing
+                == KeySealing(binding: .host)
+        )
 
         let unknown = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm3"] })
-        #expect(unknown.path == "keyProtection.seal" && unknown.problem.contains("\"tpm2\", \"host\" or \"tpm2+host\""), "\(unknown)")
+        #expect(
+            unknown.path == "keyProtection.seal" && unknown.problem.contains("\"tpm2\", \"host\" or \"tpm2+host\""),
+            "\(unknown)"
+        )
         let hostPCRs = try #require(try Self.error { $0["keyProtection"] = ["seal": "host", "tpm2Pcrs": [7]] })
-        #expect(hostPCRs.path == "keyProtection.tpm2Pcrs" && hostPCRs.problem.contains("PCRs bind a TPM2"), "\(hostPCRs)")
+        #expect(
+            hostPCRs.path == "keyProtection.tpm2Pcrs" && hostPCRs.problem.contains("PCRs bind a TPM2"),
+            "\(hostPCRs)"
+        )
         let empty = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [Int]()] })
         #expect(empty.path == "keyProtection.tpm2Pcrs" && empty.problem.contains("never unseal"), "\(empty)")
         let outOfRange = try #require(try Self.error { $0["keyProtection"] = ["seal": "tpm2", "tpm2Pcrs": [7, 24]] })

@@ -10,14 +10,42 @@ struct ProvisioningTests {
     private func provisionedKioskWithItems() throws -> DeviceFixture {
         let fixture = try DeviceFixture()
         try fixture.provision(try Policies.kiosk())
-        try fixture.store.add(NewItem(accessGroup: AccessGroup.adalCache, service: "msal", account: "rt-scanner", secret: Data("shared-from-scanner".utf8)),
-                              as: KioskApps.scanner)
-        try fixture.store.add(NewItem(accessGroup: AccessGroup.adalCache, service: "msal", account: "rt-timeclock", secret: Data("shared-from-timeclock".utf8)),
-                              as: KioskApps.timeclock)
-        try fixture.store.add(NewItem(accessGroup: KioskApps.scannerGroup, service: "private", account: "a", secret: Data("scanner-private".utf8)),
-                              as: KioskApps.scanner)
-        try fixture.store.add(NewItem(accessGroup: KioskApps.timeclockGroup, service: "private", account: "a", secret: Data("timeclock-private".utf8)),
-                              as: KioskApps.timeclock)
+        try fixture.store.add(
+            NewItem(
+                accessGroup: AccessGroup.adalCache,
+                service: "msal",
+                account: "rt-scanner",
+                secret: Data("shared-from-scanner".utf8)
+            ),
+            as: KioskApps.scanner
+        )
+        try fixture.store.add(
+            NewItem(
+                accessGroup: AccessGroup.adalCache,
+                service: "msal",
+                account: "rt-timeclock",
+                secret: Data("shared-from-timeclock".utf8)
+            ),
+            as: KioskApps.timeclock
+        )
+        try fixture.store.add(
+            NewItem(
+                accessGroup: KioskApps.scannerGroup,
+                service: "private",
+                account: "a",
+                secret: Data("scanner-private".utf8)
+            ),
+            as: KioskApps.scanner
+        )
+        try fixture.store.add(
+            NewItem(
+                accessGroup: KioskApps.timeclockGroup,
+                service: "private",
+                account: "a",
+                secret: Data("timeclock-private".utf8)
+            ),
+            as: KioskApps.timeclock
+        )
         return fixture
     }
 
@@ -52,8 +80,13 @@ struct ProvisioningTests {
         let checkpoint = try #require(try fixture.raw().checkpoints().first)
         #expect(checkpoint.sequence == 1)
         #expect(checkpoint.publicKey == record.auditPublicKey)
-        #expect(SigningKey.isValidSignature(checkpoint.signature, of: ChainModel.checkpointMessage(sequence: 1, chain: checkpoint.chain),
-                                            publicKey: record.auditPublicKey))
+        #expect(
+            SigningKey.isValidSignature(
+                checkpoint.signature,
+                of: ChainModel.checkpointMessage(sequence: 1, chain: checkpoint.chain),
+                publicKey: record.auditPublicKey
+            )
+        )
         #expect(try fixture.device.verifyAudit().isIntact)
     }
 
@@ -79,7 +112,10 @@ struct ProvisioningTests {
         #expect(outcome == .unchanged)
         #expect(again == record)
         // Also through another process's device, which has nothing cached.
-        #expect(try fixture.secondDevice().provision(policyDocument: try Policies.kiosk(), actor: DeviceFixture.admin).outcome == .unchanged)
+        #expect(
+            try fixture.secondDevice().provision(policyDocument: try Policies.kiosk(), actor: DeviceFixture.admin)
+                .outcome == .unchanged
+        )
         // Even with force.
         #expect(try fixture.provision(try Policies.kiosk(), force: true).outcome == .unchanged)
 
@@ -93,7 +129,9 @@ struct ProvisioningTests {
         let before = try #require(try fixture.device.record())
         #expect(try fixture.accessGroupNames().count == 5)
         fixture.clock.advance(by: 600)
-        let updated = try Policies.edited(by: Policies.all(Policies.removeApp(KioskApps.timeclockID), Policies.setName("Front desk kiosk 4")))
+        let updated = try Policies.edited(
+            by: Policies.all(Policies.removeApp(KioskApps.timeclockID), Policies.setName("Front desk kiosk 4"))
+        )
 
         let (outcome, record) = try fixture.provision(updated)
         #expect(outcome == .updated)
@@ -108,14 +146,27 @@ struct ProvisioningTests {
 
         // The timeclock's private group is gone, key and items; the groups the scanner keeps are intact.
         expectKeychainError(.itemNotFound) {
-            try fixture.store.find(ItemQuery(accessGroup: KioskApps.timeclockGroup, service: "private"), as: KioskApps.timeclock)
+            try fixture.store.find(
+                ItemQuery(accessGroup: KioskApps.timeclockGroup, service: "private"),
+                as: KioskApps.timeclock
+            )
         }
-        #expect(try fixture.store.find(ItemQuery(accessGroup: KioskApps.scannerGroup, service: "private"), as: KioskApps.scanner).secret
-                == Data("scanner-private".utf8))
-        let shared = try fixture.store.findAll(ItemQuery(accessGroup: AccessGroup.adalCache, service: "msal"), as: KioskApps.scanner)
+        #expect(
+            try fixture.store.find(
+                ItemQuery(accessGroup: KioskApps.scannerGroup, service: "private"),
+                as: KioskApps.scanner
+            ).secret
+                == Data("scanner-private".utf8)
+        )
+        let shared = try fixture.store.findAll(
+            ItemQuery(accessGroup: AccessGroup.adalCache, service: "msal"),
+            as: KioskApps.scanner
+        )
         #expect(Set(shared.map(\.secret)) == [Data("shared-from-scanner".utf8), Data("shared-from-timeclock".utf8)])
-        #expect(try fixture.accessGroupNames()
-                == [AccessGroup.adalCache, KioskApps.scannerGroup, AccessGroup.auditAnchor, AccessGroup.device].sorted())
+        #expect(
+            try fixture.accessGroupNames()
+                == [AccessGroup.adalCache, KioskApps.scannerGroup, AccessGroup.auditAnchor, AccessGroup.device].sorted()
+        )
         #expect(try fixture.raw().count("access_groups") == 4)
 
         let event = try #require(try fixture.device.auditEvents().last)
@@ -126,14 +177,17 @@ struct ProvisioningTests {
         #expect(event.details["itemsRemoved"] == "1")
         #expect(event.time == FakeClock.start.addingTimeInterval(600))
         // The app is no longer on the device.
-        expectSharedDeviceError(.appNotInPolicy) { try fixture.device.appIdentity(KioskApps.timeclockID, actor: KioskApps.timeclockID) }
+        expectSharedDeviceError(.appNotInPolicy) {
+            try fixture.device.appIdentity(KioskApps.timeclockID, actor: KioskApps.timeclockID)
+        }
         #expect(try fixture.device.verifyAudit().isIntact)
     }
 
     @Test(arguments: ["personal.json", "kiosk-as-private"])
     func aModeChangeWithoutForceIsRefusedAndChangesNothing(policy: String) throws {
         let fixture = try provisionedKioskWithItems()
-        let document = policy == "personal.json" ? try Policies.personal() : try Policies.edited(by: Policies.setMode("private"))
+        let document =
+            policy == "personal.json" ? try Policies.personal() : try Policies.edited(by: Policies.setMode("private"))
         let record = try fixture.device.record()
         let raw = try fixture.raw()
         let before = try raw.dump()
@@ -144,8 +198,10 @@ struct ProvisioningTests {
         #expect(try raw.dump() == before)
         #expect(try fixture.device.record() == record)
         #expect(try fixture.device.lastAuditSequence() == 1)
-        #expect(try fixture.store.find(ItemQuery(accessGroup: KioskApps.timeclockGroup), as: KioskApps.timeclock).secret
-                == Data("timeclock-private".utf8))
+        #expect(
+            try fixture.store.find(ItemQuery(accessGroup: KioskApps.timeclockGroup), as: KioskApps.timeclock).secret
+                == Data("timeclock-private".utf8)
+        )
     }
 
     @Test func aForcedModeChangeShredsEveryAppGroupEvenTheOnesTheNewPolicyListsAndKeepsTheDeviceID() throws {
@@ -188,11 +244,15 @@ struct ProvisioningTests {
         let (outcome, record) = try fixture.provision(try Policies.personal(), force: true)
         #expect(outcome == .modeChanged)
         #expect(record.name == "Dana's field laptop")
-        let fieldnotes = try #require(try fixture.device.appIdentity("com.contoso.fieldnotes", actor: "com.contoso.fieldnotes"))
+        let fieldnotes = try #require(
+            try fixture.device.appIdentity("com.contoso.fieldnotes", actor: "com.contoso.fieldnotes")
+        )
         #expect(fieldnotes.accessGroups == [AccessGroup.universalStorage, "com.contoso.fieldnotes"])
         #expect(try fixture.store.metadata(as: fieldnotes).isEmpty)
         #expect(try fixture.store.metadata(as: KioskApps.scanner).isEmpty)
-        expectSharedDeviceError(.appNotInPolicy) { try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID) }
+        expectSharedDeviceError(.appNotInPolicy) {
+            try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID)
+        }
     }
 
     @Test func appIdentityGivesListedAppsThePolicyEntitlementsAndAuditsUnlistedOnes() throws {
@@ -221,7 +281,9 @@ struct ProvisioningTests {
 
     @Test func noAppCanBeEntitledToTheDeviceGroups() throws {
         for group in [AccessGroup.device, AccessGroup.auditAnchor, "devicectl.other"] {
-            expectKeychainError(.missingEntitlement) { try AppIdentity(appID: "com.contoso.kiosk.scanner", accessGroups: [AccessGroup.adalCache, group]) }
+            expectKeychainError(.missingEntitlement) {
+                try AppIdentity(appID: "com.contoso.kiosk.scanner", accessGroups: [AccessGroup.adalCache, group])
+            }
         }
         let fixture = try DeviceFixture()
         try fixture.provision(try Policies.kiosk())
@@ -260,7 +322,7 @@ struct ProvisioningTests {
         let outcome = try fixture.device.deprovision(actor: DeviceFixture.admin, reason: "returned to IT")
         #expect(outcome.wasProvisioned)
         #expect(outcome.groupsRemoved == 4)  // device, MSAL shared, scanner, timeclock
-        #expect(outcome.itemsRemoved == 6)   // 4 app items, device record, signing key
+        #expect(outcome.itemsRemoved == 6)  // 4 app items, device record, signing key
 
         #expect(try fixture.device.record() == nil)
         #expect(try fixture.device.policy() == nil)
@@ -272,7 +334,9 @@ struct ProvisioningTests {
         for app in [KioskApps.scanner, KioskApps.timeclock] {
             #expect(try fixture.store.metadata(as: app).isEmpty)
         }
-        expectKeychainError(.itemNotFound) { try fixture.store.findAll(ItemQuery(accessGroup: AccessGroup.device), as: .deviceAdministrator) }
+        expectKeychainError(.itemNotFound) {
+            try fixture.store.findAll(ItemQuery(accessGroup: AccessGroup.device), as: .deviceAdministrator)
+        }
 
         let verification = try fixture.device.verifyAudit()
         #expect(verification.isIntact, "\(verification.problems)")
@@ -325,8 +389,11 @@ struct ProvisioningTests {
     @Test func aDeviceWhoseRecordNoLongerDecodesCanBeReprovisionedWithForceAsTheErrorAdvises() throws {
         let fixture = try provisionedKioskWithItems()
         let item = try fixture.deviceRecordItem()
-        try fixture.store.update(ItemQuery(accessGroup: AccessGroup.device, service: item.service, account: item.account),
-                                 with: ItemChanges(secret: Data("{}".utf8)), as: .deviceAdministrator)
+        try fixture.store.update(
+            ItemQuery(accessGroup: AccessGroup.device, service: item.service, account: item.account),
+            with: ItemChanges(secret: Data("{}".utf8)),
+            as: .deviceAdministrator
+        )
         let damaged = expectSharedDeviceError(.deviceRecordDamaged) { try fixture.device.record() }
         #expect(damaged?.message.contains("--force") == true)
 
@@ -340,15 +407,26 @@ struct ProvisioningTests {
     @Test func aDeviceWhoseAuditSigningKeyIsMissingCanBeReprovisionedWithForceAsTheErrorAdvises() throws {
         let fixture = try provisionedKioskWithItems()
         let key = try fixture.signingKeyItem()
-        try fixture.store.delete(ItemQuery(accessGroup: AccessGroup.device, service: key.service, account: key.account), as: .deviceAdministrator)
+        try fixture.store.delete(
+            ItemQuery(accessGroup: AccessGroup.device, service: key.service, account: key.account),
+            as: .deviceAdministrator
+        )
         // A process that did not provision (nothing cached) cannot sign any more, and is told what to do.
         let missing = expectSharedDeviceError(.deviceRecordDamaged) {
-            try fixture.secondDevice().record(AuditEntry(type: AuditEventType("account.signed_in"), actor: KioskApps.scannerID))
+            try fixture.secondDevice().record(
+                AuditEntry(type: AuditEventType("account.signed_in"), actor: KioskApps.scannerID)
+            )
         }
         #expect(missing?.message.contains("--force") == true)
 
         // Following the advice must work.
-        let error = caughtError { try fixture.secondDevice().provision(policyDocument: try Policies.personal(), force: true, actor: DeviceFixture.admin) }
+        let error = caughtError {
+            try fixture.secondDevice().provision(
+                policyDocument: try Policies.personal(),
+                force: true,
+                actor: DeviceFixture.admin
+            )
+        }
         #expect(error == nil, "\(error.map { "\($0)" } ?? "")")
         #expect(try fixture.device.record()?.mode == .private)
         #expect(try fixture.device.verifyAudit().isIntact)

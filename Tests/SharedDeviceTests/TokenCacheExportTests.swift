@@ -86,74 +86,95 @@ struct TokenCacheExportTests {
 
     @Test func exportedDocumentHasMSALSectionsKeysAndStringTimes() throws {
         let fixture = try F.Store()
-        let response = TokenResponse(accessToken: "at", refreshToken: "rt", clientInfo: F.clientInfo, scope: "b a",
-                                     expiresIn: 60, extendedExpiresIn: 120)
+        let response = TokenResponse(
+            accessToken: "at",
+            refreshToken: "rt",
+            clientInfo: F.clientInfo,
+            scope: "b a",
+            expiresIn: 60,
+            extendedExpiresIn: 120
+        )
         try cache.save(response, context: F.context(), as: F.scanner, in: fixture.store)
         let home = F.homeAccountID
         let text = String(decoding: try cache.exportJSON(as: F.scanner, in: fixture.store), as: UTF8.self)
-        #expect(text == """
-            {
-                "AccessToken": {
-                    "\(home)-login.microsoftonline.com-accesstoken-\(F.clientID)-organizations-a b": {
-                        "cached_at": "1800000000",
-                        "client_id": "\(F.clientID)",
-                        "credential_type": "AccessToken",
-                        "environment": "login.microsoftonline.com",
-                        "expires_on": "1800000060",
-                        "extended_expires_on": "1800000120",
-                        "home_account_id": "\(home)",
-                        "realm": "organizations",
-                        "secret": "at",
-                        "target": "a b",
-                        "token_type": "Bearer"
-                    }
-                },
-                "Account": {
-                    "\(home)-login.microsoftonline.com-organizations": {
-                        "authority_type": "MSSTS",
-                        "client_info": "\(F.clientInfo)",
-                        "environment": "login.microsoftonline.com",
-                        "home_account_id": "\(home)",
-                        "local_account_id": "\(F.uid)",
-                        "realm": "organizations",
-                        "username": ""
-                    }
-                },
-                "AppMetadata": {
-                    "appmetadata-login.microsoftonline.com-\(F.clientID)": {
-                        "client_id": "\(F.clientID)",
-                        "environment": "login.microsoftonline.com"
-                    }
-                },
-                "IdToken": {},
-                "RefreshToken": {
-                    "\(home)-login.microsoftonline.com-refreshtoken-\(F.clientID)--": {
-                        "client_id": "\(F.clientID)",
-                        "credential_type": "RefreshToken",
-                        "environment": "login.microsoftonline.com",
-                        "home_account_id": "\(home)",
-                        "last_modification_time": "1800000000",
-                        "secret": "rt"
+        #expect(
+            text == """
+                {
+                    "AccessToken": {
+                        "\(home)-login.microsoftonline.com-accesstoken-\(F.clientID)-organizations-a b": {
+                            "cached_at": "1800000000",
+                            "client_id": "\(F.clientID)",
+                            "credential_type": "AccessToken",
+                            "environment": "login.microsoftonline.com",
+                            "expires_on": "1800000060",
+                            "extended_expires_on": "1800000120",
+                            "home_account_id": "\(home)",
+                            "realm": "organizations",
+                            "secret": "at",
+                            "target": "a b",
+                            "token_type": "Bearer"
+                        }
+                    },
+                    "Account": {
+                        "\(home)-login.microsoftonline.com-organizations": {
+                            "authority_type": "MSSTS",
+                            "client_info": "\(F.clientInfo)",
+                            "environment": "login.microsoftonline.com",
+                            "home_account_id": "\(home)",
+                            "local_account_id": "\(F.uid)",
+                            "realm": "organizations",
+                            "username": ""
+                        }
+                    },
+                    "AppMetadata": {
+                        "appmetadata-login.microsoftonline.com-\(F.clientID)": {
+                            "client_id": "\(F.clientID)",
+                            "environment": "login.microsoftonline.com"
+                        }
+                    },
+                    "IdToken": {},
+                    "RefreshToken": {
+                        "\(home)-login.microsoftonline.com-refreshtoken-\(F.clientID)--": {
+                            "client_id": "\(F.clientID)",
+                            "credential_type": "RefreshToken",
+                            "environment": "login.microsoftonline.com",
+                            "home_account_id": "\(home)",
+                            "last_modification_time": "1800000000",
+                            "secret": "rt"
+                        }
                     }
                 }
-            }
 
-            """)
+                """
+        )
     }
 
     @Test func unknownKeysSurviveImportAndExport() throws {
         let document = Data(Self.foreignDocument.utf8)
         let fixture = try F.Store()
         #expect(try cache.importJSON(document, as: F.scanner, in: fixture.store) == 5)
-        let exported = try #require(try JSONSerialization.jsonObject(with: try cache.exportJSON(as: F.scanner, in: fixture.store)) as? [String: Any])
+        let exported = try #require(
+            try JSONSerialization.jsonObject(with: try cache.exportJSON(as: F.scanner, in: fixture.store))
+                as? [String: Any]
+        )
         let original = try #require(try JSONSerialization.jsonObject(with: document) as? [String: Any])
         for section in ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata"] {
-            #expect(NSDictionary(dictionary: exported[section] as! [String: Any]) == NSDictionary(dictionary: original[section] as! [String: Any]),
-                    "section \(section)")
+            #expect(
+                NSDictionary(dictionary: exported[section] as! [String: Any])
+                    == NSDictionary(dictionary: original[section] as! [String: Any]),
+                "section \(section)"
+            )
         }
         // The imported tokens are usable.
-        let token = try cache.accessToken(homeAccountID: "uid.utid", environment: "login.windows.net", clientID: "my_client_id",
-                                          realm: "contoso", scopes: ["s1"], as: F.scanner, in: fixture.store)
+        let token = try cache.accessToken(
+            homeAccountID: "uid.utid",
+            environment: "login.windows.net",
+            clientID: "my_client_id",
+            realm: "contoso",
+            scopes: ["s1"],
+            as: F.scanner,
+            in: fixture.store
+        )
         #expect(token?.secret == "an access token")
     }
 

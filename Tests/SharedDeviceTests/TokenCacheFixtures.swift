@@ -13,7 +13,10 @@ enum CacheFixture {
         let url: URL
 
         init() {
-            url = FileManager.default.temporaryDirectory.appendingPathComponent("token-cache-test-\(UUID().uuidString)", isDirectory: true)
+            url = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "token-cache-test-\(UUID().uuidString)",
+                isDirectory: true
+            )
             try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         }
 
@@ -35,16 +38,24 @@ enum CacheFixture {
         let store: KeychainStore
 
         init() throws {
-            store = try KeychainStore(directory: directory.url,
-                                      options: StoreOptions(synchronous: .normal, clock: clock.function))
+            store = try KeychainStore(
+                directory: directory.url,
+                options: StoreOptions(synchronous: .normal, clock: clock.function)
+            )
         }
     }
 
     static let privateScannerGroup = "com.contoso.scanner"
     /// Entitled to MSAL's shared group and its own private group.
-    static let scanner = try! AppIdentity(appID: "com.contoso.scanner", accessGroups: [AccessGroup.adalCache, privateScannerGroup])
+    static let scanner = try! AppIdentity(
+        appID: "com.contoso.scanner",
+        accessGroups: [AccessGroup.adalCache, privateScannerGroup]
+    )
     /// Entitled to MSAL's shared group and its own private group.
-    static let timeclock = try! AppIdentity(appID: "com.contoso.timeclock", accessGroups: [AccessGroup.adalCache, "com.contoso.timeclock"])
+    static let timeclock = try! AppIdentity(
+        appID: "com.contoso.timeclock",
+        accessGroups: [AccessGroup.adalCache, "com.contoso.timeclock"]
+    )
 
     static let clientID = "9a1f3c2e-6b7d-4e8f-a0b1-c2d3e4f5a6b7"
     static let otherFamilyClientID = "4e5d6c7b-8a9f-4b0c-9d1e-2f3a4b5c6d7e"
@@ -53,10 +64,12 @@ enum CacheFixture {
     static let utid = "c0ffee00-1234-4abc-9def-0123456789ab"
     static let homeAccountID = "\(uid).\(utid)"
     /// base64url(`{"uid":"5f7c1d2e-…","utid":"c0ffee00-…"}`).
-    static let clientInfo = "eyJ1aWQiOiI1ZjdjMWQyZS0zYTRiLTRjNWQtOGU5Zi0wYTFiMmMzZDRlNWYiLCJ1dGlkIjoiYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiIn0"
+    static let clientInfo =
+        "eyJ1aWQiOiI1ZjdjMWQyZS0zYTRiLTRjNWQtOGU5Zi0wYTFiMmMzZDRlNWYiLCJ1dGlkIjoiYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiIn0"
     /// An unsigned JWT with aud, iss, name `Ada Worker`, oid = uid, preferred_username `ada@contoso.example`,
     /// sub `Ab3dEf9hIj`, tid = utid, ver 2.0.
-    static let idToken = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJhdWQiOiI5YTFmM2MyZS02YjdkLTRlOGYtYTBiMS1jMmQzZTRmNWE2YjciLCJpc3MiOiJodHRwczovL2xvZ2luLm1pY3Jvc29mdG9ubGluZS5jb20vYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiL3YyLjAiLCJuYW1lIjoiQWRhIFdvcmtlciIsIm9pZCI6IjVmN2MxZDJlLTNhNGItNGM1ZC04ZTlmLTBhMWIyYzNkNGU1ZiIsInByZWZlcnJlZF91c2VybmFtZSI6ImFkYUBjb250b3NvLmV4YW1wbGUiLCJzdWIiOiJBYjNkRWY5aElqIiwidGlkIjoiYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiIiwidmVyIjoiMi4wIn0."
+    static let idToken =
+        "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJhdWQiOiI5YTFmM2MyZS02YjdkLTRlOGYtYTBiMS1jMmQzZTRmNWE2YjciLCJpc3MiOiJodHRwczovL2xvZ2luLm1pY3Jvc29mdG9ubGluZS5jb20vYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiL3YyLjAiLCJuYW1lIjoiQWRhIFdvcmtlciIsIm9pZCI6IjVmN2MxZDJlLTNhNGItNGM1ZC04ZTlmLTBhMWIyYzNkNGU1ZiIsInByZWZlcnJlZF91c2VybmFtZSI6ImFkYUBjb250b3NvLmV4YW1wbGUiLCJzdWIiOiJBYjNkRWY5aElqIiwidGlkIjoiYzBmZmVlMDAtMTIzNC00YWJjLTlkZWYtMDEyMzQ1Njc4OWFiIiwidmVyIjoiMi4wIn0."
 
     /// The body of a Microsoft identity platform token response for the worker, as the endpoint sends it.
     static let responseJSON = """
@@ -71,8 +84,16 @@ enum CacheFixture {
         return response
     }
 
-    static func context(clientID: String = clientID, scopes: [String] = ["User.Read", "Mail.Read"]) -> TokenRequestContext {
-        TokenRequestContext(clientID: clientID, environment: environment, realm: "organizations", requestedScopes: scopes)
+    static func context(
+        clientID: String = clientID,
+        scopes: [String] = ["User.Read", "Mail.Read"]
+    ) -> TokenRequestContext {
+        TokenRequestContext(
+            clientID: clientID,
+            environment: environment,
+            realm: "organizations",
+            requestedScopes: scopes
+        )
     }
 
     /// An unsigned JWT whose payload is `claims` (for responses from non-Microsoft providers).

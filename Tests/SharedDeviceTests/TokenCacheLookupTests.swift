@@ -16,10 +16,21 @@ struct TokenCacheLookupTests {
         try cache.save(try F.response(foci: "1"), context: F.context(), as: F.scanner, in: fixture.store)
     }
 
-    func accessToken(_ scopes: [String], clientID: String = F.clientID, realm: String = F.utid,
-                     as caller: AppIdentity = F.scanner) throws -> AccessTokenCacheItem? {
-        try cache.accessToken(homeAccountID: F.homeAccountID, environment: F.environment, clientID: clientID,
-                              realm: realm, scopes: scopes, as: caller, in: fixture.store)
+    func accessToken(
+        _ scopes: [String],
+        clientID: String = F.clientID,
+        realm: String = F.utid,
+        as caller: AppIdentity = F.scanner
+    ) throws -> AccessTokenCacheItem? {
+        try cache.accessToken(
+            homeAccountID: F.homeAccountID,
+            environment: F.environment,
+            clientID: clientID,
+            realm: realm,
+            scopes: scopes,
+            as: caller,
+            in: fixture.store
+        )
     }
 
     @Test func accessTokenIsFoundForASubsetOfItsScopesIgnoringCase() throws {
@@ -42,8 +53,17 @@ struct TokenCacheLookupTests {
         #expect(try accessToken(["User.Read"]) == nil)
         fixture.clock.advance(by: 10_000)
         #expect(try accessToken(["User.Read"]) == nil)
-        #expect(try TokenCache(expirationBuffer: 0).accessToken(homeAccountID: F.homeAccountID, environment: F.environment,
-            clientID: F.clientID, realm: F.utid, scopes: ["User.Read"], as: F.scanner, in: fixture.store) == nil)
+        #expect(
+            try TokenCache(expirationBuffer: 0).accessToken(
+                homeAccountID: F.homeAccountID,
+                environment: F.environment,
+                clientID: F.clientID,
+                realm: F.utid,
+                scopes: ["User.Read"],
+                as: F.scanner,
+                in: fixture.store
+            ) == nil
+        )
     }
 
     @Test func newAccessTokenReplacesOnesWithOverlappingScopesAndKeepsDisjointOnes() throws {
@@ -63,21 +83,45 @@ struct TokenCacheLookupTests {
     }
 
     @Test func refreshTokenIsFoundByClientIDAndFamilyRefreshTokenByFamilyID() throws {
-        let appToken = try cache.refreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                              clientID: F.clientID, as: F.scanner, in: fixture.store)
+        let appToken = try cache.refreshToken(
+            homeAccountID: F.homeAccountID,
+            environment: F.environment,
+            clientID: F.clientID,
+            as: F.scanner,
+            in: fixture.store
+        )
         #expect(appToken?.secret == "rt-secret-1")
         #expect(appToken?.isFamilyRefreshToken == false)
 
         // Another app of the family, which never signed in itself, finds the family token through the shared group.
-        #expect(try cache.refreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                       clientID: F.otherFamilyClientID, as: F.timeclock, in: fixture.store) == nil)
-        let family = try cache.familyRefreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                                  familyID: "1", as: F.timeclock, in: fixture.store)
+        #expect(
+            try cache.refreshToken(
+                homeAccountID: F.homeAccountID,
+                environment: F.environment,
+                clientID: F.otherFamilyClientID,
+                as: F.timeclock,
+                in: fixture.store
+            ) == nil
+        )
+        let family = try cache.familyRefreshToken(
+            homeAccountID: F.homeAccountID,
+            environment: F.environment,
+            familyID: "1",
+            as: F.timeclock,
+            in: fixture.store
+        )
         #expect(family?.secret == "rt-secret-1")
         #expect(family?.familyID == "1")
         #expect(family?.clientID == F.clientID)
-        #expect(try cache.familyRefreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                             familyID: "2", as: F.timeclock, in: fixture.store) == nil)
+        #expect(
+            try cache.familyRefreshToken(
+                homeAccountID: F.homeAccountID,
+                environment: F.environment,
+                familyID: "2",
+                as: F.timeclock,
+                in: fixture.store
+            ) == nil
+        )
     }
 
     @Test func accountsCarryTheirIDTokenClaims() throws {
@@ -91,9 +135,21 @@ struct TokenCacheLookupTests {
         #expect(account.tenantID == F.utid)
         #expect(account.account.authorityType == "MSSTS")
 
-        let byID = try cache.account(homeAccountID: F.homeAccountID, environment: F.environment, as: F.scanner, in: fixture.store)
+        let byID = try cache.account(
+            homeAccountID: F.homeAccountID,
+            environment: F.environment,
+            as: F.scanner,
+            in: fixture.store
+        )
         #expect(byID == account)
-        #expect(try cache.account(homeAccountID: "someone.else", environment: F.environment, as: F.scanner, in: fixture.store) == nil)
+        #expect(
+            try cache.account(
+                homeAccountID: "someone.else",
+                environment: F.environment,
+                as: F.scanner,
+                in: fixture.store
+            ) == nil
+        )
     }
 
     @Test func refreshWithoutNewRefreshTokenOrIDTokenKeepsThemAndUsesTheContextsAccount() throws {
@@ -105,23 +161,50 @@ struct TokenCacheLookupTests {
         let record = try cache.save(refreshed, context: context, as: F.scanner, in: fixture.store)
         #expect(record.refreshToken == nil && record.idToken == nil && record.account == nil)
         #expect(try accessToken(["User.Read"])?.secret == "at-refreshed")
-        #expect(try cache.refreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                       clientID: F.clientID, as: F.scanner, in: fixture.store)?.secret == "rt-secret-1")
+        #expect(
+            try cache.refreshToken(
+                homeAccountID: F.homeAccountID,
+                environment: F.environment,
+                clientID: F.clientID,
+                as: F.scanner,
+                in: fixture.store
+            )?.secret == "rt-secret-1"
+        )
         #expect(try cache.accounts(as: F.scanner, in: fixture.store).first?.username == "ada@contoso.example")
     }
 
     @Test func removeCredentialsDeletesTheAccountsTokensInEveryGroupAndKeepsOthers() throws {
-        try cache.save(try F.response(), context: F.context(), as: F.scanner, accessGroup: F.privateScannerGroup, in: fixture.store)
+        try cache.save(
+            try F.response(),
+            context: F.context(),
+            as: F.scanner,
+            accessGroup: F.privateScannerGroup,
+            in: fixture.store
+        )
         var other = try F.response()
         other.clientInfo = Base64URL.encode(Data(#"{"uid":"other-user","utid":"other-tenant"}"#.utf8))
         try cache.save(other, context: F.context(), as: F.scanner, in: fixture.store)
 
-        let removed = try cache.removeCredentials(homeAccountID: F.homeAccountID, environment: F.environment, as: F.scanner, in: fixture.store)
-        #expect(removed == 5 + 4) // shared group: AT, RT, FRT, ID token, account; private group: AT, RT, ID token, account
+        let removed = try cache.removeCredentials(
+            homeAccountID: F.homeAccountID,
+            environment: F.environment,
+            as: F.scanner,
+            in: fixture.store
+        )
+        #expect(removed == 5 + 4)  // shared group: AT, RT, FRT, ID token, account; private group: AT, RT, ID token, account
         #expect(try accessToken(["User.Read"]) == nil)
-        #expect(try cache.familyRefreshToken(homeAccountID: F.homeAccountID, environment: F.environment,
-                                             familyID: "1", as: F.scanner, in: fixture.store) == nil)
-        #expect(try cache.accounts(as: F.scanner, in: fixture.store).map(\.homeAccountID) == ["other-user.other-tenant"])
+        #expect(
+            try cache.familyRefreshToken(
+                homeAccountID: F.homeAccountID,
+                environment: F.environment,
+                familyID: "1",
+                as: F.scanner,
+                in: fixture.store
+            ) == nil
+        )
+        #expect(
+            try cache.accounts(as: F.scanner, in: fixture.store).map(\.homeAccountID) == ["other-user.other-tenant"]
+        )
         #expect(try fixture.store.metadata(matching: ItemQuery(type: 3001), as: F.scanner).count == 2)
     }
 }

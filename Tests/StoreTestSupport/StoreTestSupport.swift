@@ -25,7 +25,9 @@ public final class TemporaryStateDirectory: Sendable {
     public func databaseFiles() -> [String: Data] {
         var files: [String: Data] = [:]
         for suffix in ["", "-wal", "-shm"] {
-            if let data = FileManager.default.contents(atPath: databasePath + suffix) { files[suffix.isEmpty ? "db" : suffix] = data }
+            if let data = FileManager.default.contents(atPath: databasePath + suffix) {
+                files[suffix.isEmpty ? "db" : suffix] = data
+            }
         }
         return files
     }
@@ -73,9 +75,12 @@ public struct RawDatabase {
     public func dump() throws -> String {
         try queue.read { db in
             var lines: [String] = []
-            let tables = try String.fetchAll(db, sql: """
-                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
-                """)
+            let tables = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name
+                    """
+            )
             for table in tables {
                 lines.append("table \(table)")
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY 1") {

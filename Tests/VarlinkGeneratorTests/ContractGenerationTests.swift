@@ -8,30 +8,48 @@ import VarlinkGenerator
 /// ahead-of-time mode checks): an edit of the interface without regenerating, or of the generated file
 /// by hand, fails here.
 @Suite struct ContractGenerationTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     static func regenerated(_ interface: String, namespace: String?) throws -> String {
         let text = try String(contentsOf: root.appendingPathComponent(interface), encoding: .utf8)
-        let output = interface.hasPrefix("Sources/") ? "Sources/BrokerContract/Broker1.swift" : "Tests/VarlinkGeneratorTests/Shapes.swift"
+        let output =
+            interface.hasPrefix("Sources/")
+            ? "Sources/BrokerContract/Broker1.swift" : "Tests/VarlinkGeneratorTests/Shapes.swift"
         return try SwiftContractGenerator(
-            interface: VarlinkInterfaceDefinition(parsing: text), namespace: namespace,
+            interface: VarlinkInterfaceDefinition(parsing: text),
+            namespace: namespace,
             sourceName: URL(fileURLWithPath: interface).lastPathComponent,
-            regenerateCommand: "swift run varlink-generate \(interface) \(output)\(namespace.map { " --namespace \($0)" } ?? "")").source()
+            regenerateCommand:
+                "swift run varlink-generate \(interface) \(output)\(namespace.map { " --namespace \($0)" } ?? "")"
+        ).source()
     }
 
     @Test(arguments: [
         ("Sources/BrokerContract/org.sharedmode.Broker1.varlink", "Sources/BrokerContract/Broker1.swift", String?.none),
-        ("Tests/VarlinkGeneratorTests/org.example.shapes.varlink", "Tests/VarlinkGeneratorTests/Shapes.swift", "Shapes"),
+        (
+            "Tests/VarlinkGeneratorTests/org.example.shapes.varlink", "Tests/VarlinkGeneratorTests/Shapes.swift",
+            "Shapes"
+        ),
     ])
-    func theCheckedInContractIsWhatItsInterfaceGenerates(interface: String, generated: String, namespace: String?) throws {
+    func theCheckedInContractIsWhatItsInterfaceGenerates(
+        interface: String,
+        generated: String,
+        namespace: String?
+    ) throws {
         let checkedIn = try String(contentsOf: Self.root.appendingPathComponent(generated), encoding: .utf8)
         let fresh = try Self.regenerated(interface, namespace: namespace)
-        let firstDifference = zip(checkedIn.split(separator: "\n", omittingEmptySubsequences: false),
-                                  fresh.split(separator: "\n", omittingEmptySubsequences: false)).enumerated().first { $0.element.0 != $0.element.1 }
-        #expect(checkedIn == fresh, """
+        let firstDifference = zip(
+            checkedIn.split(separator: "\n", omittingEmptySubsequences: false),
+            fresh.split(separator: "\n", omittingEmptySubsequences: false)
+        ).enumerated().first { $0.element.0 != $0.element.1 }
+        #expect(
+            checkedIn == fresh,
+            """
             \(generated) differs from what \(interface) generates\(firstDifference.map { " (first at line \($0.offset + 1): \"\($0.element.0)\" vs \"\($0.element.1)\")" } ?? ""); \
             run `swift run varlink-generate \(interface) \(generated)\(namespace.map { " --namespace \($0)" } ?? "")`
-            """)
+            """
+        )
     }
 
     /// What the formatter to come allows (swift-format at 120 columns); only the documentation the interface
@@ -39,7 +57,8 @@ import VarlinkGenerator
     @Test(arguments: ["Sources/BrokerContract/Broker1.swift", "Tests/VarlinkGeneratorTests/Shapes.swift"])
     func generatedCodeStaysWithin120Columns(generated: String) throws {
         let text = try String(contentsOf: Self.root.appendingPathComponent(generated), encoding: .utf8)
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() where line.count > 120 {
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+        where line.count > 120 {
             let comment = line.drop { $0 == " " }.hasPrefix("//")
             #expect(comment, "\(generated):\(index + 1) has \(line.count) columns: \(line)")
         }
@@ -50,7 +69,10 @@ import VarlinkGenerator
         var streaming: [String] = []
         for case .method(let name, let documentation, _, _, true) in interface.members {
             streaming.append(name)
-            #expect(documentation.joined(separator: " ").contains("call with `more`"), "\(name)'s documentation does not say to call it with more")
+            #expect(
+                documentation.joined(separator: " ").contains("call with `more`"),
+                "\(name)'s documentation does not say to call it with more"
+            )
         }
         #expect(streaming == ["SignInWithDeviceCode", "SignInWithBrowser", "SwitchWorker", "SubscribeAccountChanges"])
     }
@@ -70,13 +92,23 @@ import VarlinkGenerator
         #expect(methods.count == 21)
         // Every method decodes through the method enum, which names it back.
         for method in methods {
-            let call = VarlinkCall(method: "\(Broker1.name).\(method)", parameters: ["scopes": .array([]), "redirectUri": .string("http://127.0.0.1/"),
-                                                                                     "service": .string("s"), "account": .string("a"), "secret": .string(""),
-                                                                                     "username": .string("u"), "password": .string("p"), "signInId": .string("i")])
+            let call = VarlinkCall(
+                method: "\(Broker1.name).\(method)",
+                parameters: [
+                    "scopes": .array([]), "redirectUri": .string("http://127.0.0.1/"),
+                    "service": .string("s"), "account": .string("a"), "secret": .string(""),
+                    "username": .string("u"), "password": .string("p"), "signInId": .string("i"),
+                ]
+            )
             #expect(try Broker1.Call(call).member == method)
         }
         // Every error decodes through the error enum and encodes back to the same reply.
-        #expect(errors == ["CallerNotInPolicy", "KeychainError", "ProtocolError", "AccountError", "TooManyConnections", "LimitExceeded"])
+        #expect(
+            errors == [
+                "CallerNotInPolicy", "KeychainError", "ProtocolError", "AccountError", "TooManyConnections",
+                "LimitExceeded",
+            ]
+        )
         let keychain = Broker1.KeychainError(status: -25300, code: "itemNotFound", message: "no item")
         #expect(try Broker1.ErrorReply(keychain.reply) == .keychainError(keychain))
         #expect(try Broker1.ErrorReply(VarlinkReply(parameters: [:])) == nil)
@@ -87,8 +119,12 @@ import VarlinkGenerator
 /// The IDL parser: the grammar's shapes, the comments that become documentation, and errors with their line.
 @Suite struct VarlinkIDLTests {
     @Test func theParserReadsEveryShapeAndTheDocumentation() throws {
-        let text = try String(contentsOf: ContractGenerationTests.root.appendingPathComponent("Tests/VarlinkGeneratorTests/org.example.shapes.varlink"),
-                              encoding: .utf8)
+        let text = try String(
+            contentsOf: ContractGenerationTests.root.appendingPathComponent(
+                "Tests/VarlinkGeneratorTests/org.example.shapes.varlink"
+            ),
+            encoding: .utf8
+        )
         let interface = try VarlinkInterfaceDefinition(parsing: text)
         #expect(interface.name == "org.example.shapes")
         #expect(interface.documentation == ["Every shape of the varlink IDL the generator writes, for its tests."])
@@ -105,7 +141,8 @@ import VarlinkGenerator
         #expect(fields.first { $0.name == "grid" }?.type == .array(.array(.int)))
         #expect(fields.first { $0.name == "labels" }?.type == .array(.optional(.string)))
         #expect(fields.first { $0.name == "tags" }?.type == .map(.string))
-        guard case .method("Draw", let documentation, let parameters, let reply, let streams) = interface.members[2] else {
+        guard case .method("Draw", let documentation, let parameters, let reply, let streams) = interface.members[2]
+        else {
             Issue.record("the third member is \(interface.members[2])")
             return
         }
@@ -150,11 +187,34 @@ import VarlinkGenerator
 
 /// Generated code decodes what it encodes, and names the field that is missing or mistyped, at any depth.
 @Suite struct GeneratedCodecTests {
-    static let shape = Shapes.Shape(name: "square", sides: 4, area: 2.5, closed: true, extra: .object(["k": .int(1)]), colour: .default,
-                                    colours: [.red, .blue], tags: ["a": "b"], grid: [[1, 2], [3]], labels: ["x", nil],
-                                    children: [Shapes.Shape(name: "child", sides: 3, area: 1, closed: false, extra: .bool(true), colour: .green,
-                                                            colours: [], tags: [:], grid: [], labels: [], children: [])],
-                                    default: nil)
+    static let shape = Shapes.Shape(
+        name: "square",
+        sides: 4,
+        area: 2.5,
+        closed: true,
+        extra: .object(["k": .int(1)]),
+        colour: .default,
+        colours: [.red, .blue],
+        tags: ["a": "b"],
+        grid: [[1, 2], [3]],
+        labels: ["x", nil],
+        children: [
+            Shapes.Shape(
+                name: "child",
+                sides: 3,
+                area: 1,
+                closed: false,
+                extra: .bool(true),
+                colour: .green,
+                colours: [],
+                tags: [:],
+                grid: [],
+                labels: [],
+                children: []
+            )
+        ],
+        default: nil
+    )
 
     @Test func everyShapeRoundTrips() throws {
         let fields = Self.shape.varlinkFields
@@ -162,8 +222,12 @@ import VarlinkGenerator
         #expect(fields["colour"] == .string("default"))
         #expect(try Shapes.Shape(varlinkFields: fields) == Self.shape)
         // Through the wire format too.
-        let reply = try VarlinkReply.decode(Data(VarlinkReply(Shapes.Draw.Reply(drawn: Self.shape, count: 1)).encoded().dropLast()))
-        #expect(try Shapes.Draw.Reply(varlinkFields: reply.parameters) == Shapes.Draw.Reply(drawn: Self.shape, count: 1))
+        let reply = try VarlinkReply.decode(
+            Data(VarlinkReply(Shapes.Draw.Reply(drawn: Self.shape, count: 1)).encoded().dropLast())
+        )
+        #expect(
+            try Shapes.Draw.Reply(varlinkFields: reply.parameters) == Shapes.Draw.Reply(drawn: Self.shape, count: 1)
+        )
     }
 
     @Test func absentOptionalFieldsAreNullOrLeftOut() {
@@ -201,24 +265,47 @@ import VarlinkGenerator
         var account = Broker1.Account(homeAccountId: "h", environment: "e", realm: "r").varlinkFields
         account["realm"] = .int(1)
         let result: [String: VarlinkValue] = [
-            "result": .object(["accessToken": .string("t"), "scopes": .array([]), "source": .string("cache"), "correlationId": .string("c"),
-                               "account": .object(account)]),
+            "result": .object([
+                "accessToken": .string("t"), "scopes": .array([]), "source": .string("cache"),
+                "correlationId": .string("c"),
+                "account": .object(account),
+            ])
         ]
-        #expect(throws: VarlinkFieldError(field: "result.account.realm")) { try Broker1.AcquireTokenSilent.Reply(varlinkFields: result) }
+        #expect(throws: VarlinkFieldError(field: "result.account.realm")) {
+            try Broker1.AcquireTokenSilent.Reply(varlinkFields: result)
+        }
     }
 
     @Test func aCallIsDecodedOrRefusedWithTheStandardError() throws {
-        let call = VarlinkCall(method: "org.sharedmode.Broker1.AcquireTokenSilent", parameters: ["scopes": .array([.string("api://x/.default")])])
-        #expect(try Broker1.Call(call) == .acquireTokenSilent(Broker1.AcquireTokenSilent.Parameters(scopes: ["api://x/.default"])))
+        let call = VarlinkCall(
+            method: "org.sharedmode.Broker1.AcquireTokenSilent",
+            parameters: ["scopes": .array([.string("api://x/.default")])]
+        )
+        #expect(
+            try Broker1.Call(call)
+                == .acquireTokenSilent(Broker1.AcquireTokenSilent.Parameters(scopes: ["api://x/.default"]))
+        )
         #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "scopes"))) {
-            try Broker1.Call(VarlinkCall(method: "org.sharedmode.Broker1.AcquireTokenSilent", parameters: ["forceRefresh": .bool(true)]))
+            try Broker1.Call(
+                VarlinkCall(
+                    method: "org.sharedmode.Broker1.AcquireTokenSilent",
+                    parameters: ["forceRefresh": .bool(true)]
+                )
+            )
         }
         #expect(throws: VarlinkCallDecodingError.methodNotFound("org.sharedmode.Broker1.Nope")) {
             try Broker1.Call(VarlinkCall(method: "org.sharedmode.Broker1.Nope"))
         }
-        #expect(VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "scopes")).reply == .invalidParameter("scopes"))
+        #expect(
+            VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "scopes")).reply
+                == .invalidParameter("scopes")
+        )
         // A typed call leaves out the parameters it does not give.
-        let typed = VarlinkCall(Broker1.SignInWithDeviceCode.self, Broker1.SignInWithDeviceCode.Parameters(scopes: ["s"]), more: true)
+        let typed = VarlinkCall(
+            Broker1.SignInWithDeviceCode.self,
+            Broker1.SignInWithDeviceCode.Parameters(scopes: ["s"]),
+            more: true
+        )
         #expect(typed.parameters == ["scopes": .array([.string("s")])])
         #expect(typed.more)
     }

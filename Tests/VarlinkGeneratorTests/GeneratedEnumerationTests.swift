@@ -8,8 +8,18 @@ import VarlinkGenerator
 /// call's parameters), on the wire a JSON string either way.
 @Suite struct GeneratedEnumerationTests {
     @Test func anEnumTypeIsParsedAndGeneratedWithACasePerValueAndUnknown() throws {
-        let interface = try VarlinkInterfaceDefinition(parsing: "interface org.a.b\n# A mode.\ntype Mode (shared, private, semi_open)\n")
-        #expect(interface.members == [.type(name: "Mode", documentation: ["A mode."], definition: .enumeration(["shared", "private", "semi_open"]))])
+        let interface = try VarlinkInterfaceDefinition(
+            parsing: "interface org.a.b\n# A mode.\ntype Mode (shared, private, semi_open)\n"
+        )
+        #expect(
+            interface.members == [
+                .type(
+                    name: "Mode",
+                    documentation: ["A mode."],
+                    definition: .enumeration(["shared", "private", "semi_open"])
+                )
+            ]
+        )
         let source = try SwiftContractGenerator(interface: interface, sourceName: "x", regenerateCommand: "x").source()
         #expect(source.contains("public enum Mode: VarlinkEnum, CustomStringConvertible {"))
         #expect(source.contains("case `private`"))
@@ -37,7 +47,9 @@ import VarlinkGenerator
     }
 
     @Test func aValueAddedLaterIsKeptInAReplyAndInTheInterfacesTypes() throws {
-        let reply = try Shapes.Paint.Reply(varlinkFields: ["colour": .string("ultraviolet"), "finishes": .object(["door": .string("satin")])])
+        let reply = try Shapes.Paint.Reply(varlinkFields: [
+            "colour": .string("ultraviolet"), "finishes": .object(["door": .string("satin")]),
+        ])
         #expect(reply.colour == .unknown("ultraviolet"))
         #expect(!reply.colour.isKnown)
         #expect(reply.finishes == ["door": .unknown("satin")])
@@ -48,11 +60,15 @@ import VarlinkGenerator
         #expect(try Shapes.Shape(varlinkFields: fields).colours == [.red, .unknown("infrared")])
         // The broker's events and errors too: an older client reads a newer broker's kinds and limits.
         let event = try Broker1.SubscribeAccountChanges.Reply(varlinkFields: [
-            "event": .object(["kind": .string("deviceRetired"), "mode": .string("shared"), "sequence": .int(3)]),
+            "event": .object(["kind": .string("deviceRetired"), "mode": .string("shared"), "sequence": .int(3)])
         ])
         #expect(event.event.kind == .unknown("deviceRetired"))
-        let limit = try Broker1.ErrorReply(Broker1.LimitExceeded(limit: .unknown("tokensPerMinute"), maximum: 1, message: "m").reply)
-        #expect(limit == .limitExceeded(Broker1.LimitExceeded(limit: .unknown("tokensPerMinute"), maximum: 1, message: "m")))
+        let limit = try Broker1.ErrorReply(
+            Broker1.LimitExceeded(limit: .unknown("tokensPerMinute"), maximum: 1, message: "m").reply
+        )
+        #expect(
+            limit == .limitExceeded(Broker1.LimitExceeded(limit: .unknown("tokensPerMinute"), maximum: 1, message: "m"))
+        )
     }
 
     @Test func aWrongTypeIsStillNamed() {
@@ -67,7 +83,8 @@ import VarlinkGenerator
         (["colour": .string("red"), "finish": .string("satin")], "finish"),
         (["colour": .string("RED")], "colour"),
     ])
-    func aValueTheInterfaceDoesNotDeclareIsRefusedInACallsParameters(parameters: [String: VarlinkValue], field: String) {
+    func aValueTheInterfaceDoesNotDeclareIsRefusedInACallsParameters(parameters: [String: VarlinkValue], field: String)
+    {
         #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: field))) {
             try Shapes.Call(VarlinkCall(method: Shapes.Paint.qualifiedName, parameters: parameters))
         }
@@ -78,8 +95,13 @@ import VarlinkGenerator
         child["colours"] = .array([.string("green"), .string("infrared")])
         var shape = GeneratedCodecTests.shape.varlinkFields
         shape["children"] = .array([.object(child)])
-        let call = VarlinkCall(method: Shapes.Draw.qualifiedName, parameters: ["shapes": .array([.object(shape)])], more: true)
-        #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "shapes.children.colours"))) {
+        let call = VarlinkCall(
+            method: Shapes.Draw.qualifiedName,
+            parameters: ["shapes": .array([.object(shape)])],
+            more: true
+        )
+        #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "shapes.children.colours")))
+        {
             try Shapes.Call(call)
         }
         // The same struct in a reply keeps the value, and says where it is.
@@ -90,9 +112,17 @@ import VarlinkGenerator
     }
 
     @Test func theBrokersParametersRefuseAnUnknownFlowWithInvalidParameter() throws {
-        let call = VarlinkCall(method: Broker1.SwitchWorker.qualifiedName, parameters: ["scopes": .array([]), "flow": .string("telepathy")])
-        #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "flow"))) { try Broker1.Call(call) }
-        let known = VarlinkCall(method: Broker1.SwitchWorker.qualifiedName, parameters: ["scopes": .array([]), "flow": .string("browser")])
+        let call = VarlinkCall(
+            method: Broker1.SwitchWorker.qualifiedName,
+            parameters: ["scopes": .array([]), "flow": .string("telepathy")]
+        )
+        #expect(throws: VarlinkCallDecodingError.invalidParameter(VarlinkFieldError(field: "flow"))) {
+            try Broker1.Call(call)
+        }
+        let known = VarlinkCall(
+            method: Broker1.SwitchWorker.qualifiedName,
+            parameters: ["scopes": .array([]), "flow": .string("browser")]
+        )
         #expect(try Broker1.Call(known) == .switchWorker(Broker1.SwitchWorker.Parameters(scopes: [], flow: .browser)))
     }
 }

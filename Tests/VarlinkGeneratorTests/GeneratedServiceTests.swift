@@ -16,22 +16,40 @@ import Varlink
         typealias Context = String
         typealias Failure = Refusal
 
-        func draw(_ parameters: Shapes.Draw.Parameters, context: String, replies: VarlinkReplyStream<Shapes.Draw.Reply>) async throws(Refusal) {
+        func draw(
+            _ parameters: Shapes.Draw.Parameters,
+            context: String,
+            replies: VarlinkReplyStream<Shapes.Draw.Reply>
+        ) async throws(Refusal) {
             for shape in parameters.shapes { await replies.next(Shapes.Draw.Reply(drawn: shape)) }
             await replies.last(Shapes.Draw.Reply(count: parameters.shapes.count))
         }
 
-        func nothing(_ parameters: Shapes.Nothing.Parameters, context: String) async throws(Refusal) -> Shapes.Nothing.Reply {
-            throw Refusal(reply: VarlinkReply(error: "org.example.shapes.TooLarge", parameters: ["area": .double(1), "by": .string(context)]))
+        func nothing(
+            _ parameters: Shapes.Nothing.Parameters,
+            context: String
+        ) async throws(Refusal) -> Shapes.Nothing.Reply {
+            throw Refusal(
+                reply: VarlinkReply(
+                    error: "org.example.shapes.TooLarge",
+                    parameters: ["area": .double(1), "by": .string(context)]
+                )
+            )
         }
 
         func paint(_ parameters: Shapes.Paint.Parameters, context: String) async throws(Refusal) -> Shapes.Paint.Reply {
-            Shapes.Paint.Reply(colour: parameters.also?.last ?? parameters.colour, finishes: [context: parameters.finish ?? .matte])
+            Shapes.Paint.Reply(
+                colour: parameters.also?.last ?? parameters.colour,
+                finishes: [context: parameters.finish ?? .matte]
+            )
         }
     }
 
     /// Dispatches `call` as a server does: decoded first, each reply collected.
-    static func dispatch(_ call: VarlinkCall, context: String = "ann") async throws -> (replies: [VarlinkReply], failure: VarlinkReply?) {
+    static func dispatch(
+        _ call: VarlinkCall,
+        context: String = "ann"
+    ) async throws -> (replies: [VarlinkReply], failure: VarlinkReply?) {
         let replies = Mutex<[VarlinkReply]>([])
         let decoded = try Shapes.Call(call)
         do throws(Refusal) {
@@ -46,10 +64,19 @@ import Varlink
     }
 
     @Test func aPlainMethodGetsItsTypedParametersAndContextAndItsReplyIsSent() async throws {
-        let call = VarlinkCall(Shapes.Paint.self, Shapes.Paint.Parameters(colour: .red, also: [.blue, .green], finish: .semiGloss))
+        let call = VarlinkCall(
+            Shapes.Paint.self,
+            Shapes.Paint.Parameters(colour: .red, also: [.blue, .green], finish: .semiGloss)
+        )
         let (replies, failure) = try await Self.dispatch(call, context: "bob")
         #expect(failure == nil)
-        #expect(replies == [VarlinkReply(parameters: ["colour": .string("green"), "finishes": .object(["bob": .string("semi_gloss")])])])
+        #expect(
+            replies == [
+                VarlinkReply(parameters: [
+                    "colour": .string("green"), "finishes": .object(["bob": .string("semi_gloss")]),
+                ])
+            ]
+        )
     }
 
     @Test func aStreamingMethodSendsEachReplyWithContinuesAndTheLastWithout() async throws {
@@ -58,8 +85,10 @@ import Varlink
         let (replies, failure) = try await Self.dispatch(call)
         #expect(failure == nil)
         #expect(replies.map(\.continues) == [true, true, false])
-        #expect(try replies.map { try Shapes.Draw.Reply(varlinkFields: $0.parameters) }
-                == [Shapes.Draw.Reply(drawn: square), Shapes.Draw.Reply(drawn: square), Shapes.Draw.Reply(count: 2)])
+        #expect(
+            try replies.map { try Shapes.Draw.Reply(varlinkFields: $0.parameters) }
+                == [Shapes.Draw.Reply(drawn: square), Shapes.Draw.Reply(drawn: square), Shapes.Draw.Reply(count: 2)]
+        )
         // Optional fields left nil are left out of a streamed reply.
         #expect(replies.last?.parameters == ["count": .int(2)])
     }
@@ -72,7 +101,10 @@ import Varlink
     }
 
     @Test func whatAMethodThrowsIsItsErrorReply() async throws {
-        let (replies, failure) = try await Self.dispatch(VarlinkCall(Shapes.Nothing.self, Shapes.Nothing.Parameters()), context: "cy")
+        let (replies, failure) = try await Self.dispatch(
+            VarlinkCall(Shapes.Nothing.self, Shapes.Nothing.Parameters()),
+            context: "cy"
+        )
         #expect(replies.isEmpty)
         #expect(failure?.error == "org.example.shapes.TooLarge")
         #expect(failure?.parameters["by"] == .string("cy"))

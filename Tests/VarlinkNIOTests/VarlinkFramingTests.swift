@@ -11,7 +11,8 @@ struct VarlinkFramingTests {
     static let two = #"{"method":"org.example.A.Two","parameters":{"text":"x"}}"#
 
     /// The messages `chunks` (read one after the other into one buffer, as `ByteToMessageHandler` does) frame into.
-    static func frame(_ chunks: [[UInt8]], maximumMessageBytes: Int = 1 << 20) throws -> (messages: [String], left: Int) {
+    static func frame(_ chunks: [[UInt8]], maximumMessageBytes: Int = 1 << 20) throws -> (messages: [String], left: Int)
+    {
         var framing = VarlinkFraming(maximumMessageBytes: maximumMessageBytes)
         var buffer = ByteBuffer()
         var messages: [String] = []
@@ -25,7 +26,9 @@ struct VarlinkFramingTests {
     @Test func aMessageSplitAcrossReadsComesOutWholeOnceItsNulArrives() throws {
         let stream = Array((Self.one + "\0" + Self.two + "\0").utf8)
         for size in [1, 2, 7, 31, stream.count] {
-            let chunks = stride(from: 0, to: stream.count, by: size).map { Array(stream[$0..<min($0 + size, stream.count)]) }
+            let chunks = stride(from: 0, to: stream.count, by: size).map {
+                Array(stream[$0..<min($0 + size, stream.count)])
+            }
             let (messages, left) = try Self.frame(chunks)
             #expect(messages == [Self.one, Self.two], "in reads of \(size) bytes")
             #expect(left == 0)
@@ -52,7 +55,10 @@ struct VarlinkFramingTests {
     }
 
     @Test func aMessageOfExactlyTheLimitIsAccepted() throws {
-        let (messages, _) = try Self.frame([Array(repeating: UInt8(ascii: "a"), count: 16), [0]], maximumMessageBytes: 16)
+        let (messages, _) = try Self.frame(
+            [Array(repeating: UInt8(ascii: "a"), count: 16), [0]],
+            maximumMessageBytes: 16
+        )
         #expect(messages == [String(repeating: "a", count: 16)])
     }
 
@@ -104,7 +110,10 @@ struct VarlinkFramingTests {
         #expect(try channel.readInbound(as: ByteBuffer.self).map { String(buffer: $0) } == Self.two)
         #expect(try channel.readInbound(as: ByteBuffer.self) == nil)
         try channel.writeInbound(ByteBuffer(string: "od\":\"org.example.A.Three\"}\0"))
-        #expect(try channel.readInbound(as: ByteBuffer.self).map { String(buffer: $0) } == #"{"method":"org.example.A.Three"}"#)
+        #expect(
+            try channel.readInbound(as: ByteBuffer.self).map { String(buffer: $0) }
+                == #"{"method":"org.example.A.Three"}"#
+        )
         _ = try channel.finish()
     }
 
@@ -113,13 +122,16 @@ struct VarlinkFramingTests {
         var random = SplitMix64(seed: 0x5EED)
         for round in 0..<500 {
             let limit = Int(random.next() % 64) + 1
-            let stream = (0..<Int(random.next() % 600)).map { _ in random.next() % 8 == 0 ? UInt8(0) : UInt8(ascii: "a") }
+            let stream = (0..<Int(random.next() % 600)).map { _ in random.next() % 8 == 0 ? UInt8(0) : UInt8(ascii: "a")
+            }
             var framing = VarlinkFraming(maximumMessageBytes: limit)
             var decoder = VarlinkFrameDecoder(maximumMessageBytes: limit)
             var buffer = ByteBuffer()
             var offset = 0
-            var framed: [[UInt8]] = [], decoded: [[UInt8]] = []
-            var framingRefused = false, decoderRefused = false
+            var framed: [[UInt8]] = []
+            var decoded: [[UInt8]] = []
+            var framingRefused = false
+            var decoderRefused = false
             while offset < stream.count && !framingRefused && !decoderRefused {
                 let size = min(Int(random.next() % 80) + 1, stream.count - offset)
                 let chunk = Array(stream[offset..<offset + size])
@@ -127,7 +139,9 @@ struct VarlinkFramingTests {
                 buffer.writeBytes(chunk)
                 decoder.append(chunk)
                 do {
-                    while let message = try framing.nextMessage(in: &buffer) { framed.append(Array(message.readableBytesView)) }
+                    while let message = try framing.nextMessage(in: &buffer) {
+                        framed.append(Array(message.readableBytesView))
+                    }
                 } catch {
                     framingRefused = true
                 }
@@ -136,7 +150,10 @@ struct VarlinkFramingTests {
                 } catch {
                     decoderRefused = true
                 }
-                #expect(buffer.readableBytes <= limit || framingRefused, "round \(round): \(buffer.readableBytes) bytes held over the limit of \(limit)")
+                #expect(
+                    buffer.readableBytes <= limit || framingRefused,
+                    "round \(round): \(buffer.readableBytes) bytes held over the limit of \(limit)"
+                )
             }
             #expect(framed == decoded && framingRefused == decoderRefused, "round \(round): the two framings disagree")
         }

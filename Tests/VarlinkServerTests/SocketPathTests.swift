@@ -1,10 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import PathSafety
 import Testing
+
 @testable import VarlinkServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The socket is staged, made connectable and moved into place through held directories, never paths.
 @Suite struct SocketPathTests {
@@ -18,7 +20,9 @@ import Testing
         try #require(bytes.count < MemoryLayout.size(ofValue: address.sun_path))
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         try #require(bound == 0, "bind \(path): \(String(cString: strerror(errno)))")
         return descriptor
@@ -49,7 +53,10 @@ import Testing
         #expect(lstat(base + "/socket/broker.sock", &info) == 0)
         #expect(info.st_mode & S_IFMT == S_IFSOCK && info.st_mode & 0o777 == 0o666)
         #expect(UInt64(info.st_ino) == identity.inode)
-        #expect(stat(decoy + "/broker.sock", &info) == 0 && info.st_mode & 0o777 == 0o600 && info.st_mode & S_IFMT == S_IFREG)
+        #expect(
+            stat(decoy + "/broker.sock", &info) == 0 && info.st_mode & 0o777 == 0o600
+                && info.st_mode & S_IFMT == S_IFREG
+        )
         #expect(try String(contentsOfFile: decoy + "/broker.sock", encoding: .utf8) == "root's")
 
         socketPath.remove(ifStill: identity, in: directory)

@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Logging
 import NIOCore
@@ -9,6 +6,10 @@ import Synchronization
 import Testing
 import Varlink
 @_spi(Testing) import VarlinkServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The server's life as a service sees it: its event loops given, the hook called once it accepts, the
 /// connection registry it fills, a shutdown before it runs, and the tests' identity hook (with the check
@@ -19,8 +20,14 @@ import Varlink
     static let quiet = Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     static func scratchDirectory() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-life-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "varlink-life-\(UUID().uuidString.prefix(8))"
+        )
+        try FileManager.default.createDirectory(
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         return directory
     }
 
@@ -32,17 +39,29 @@ import Varlink
         let running = Server.Running()
         let connections = VarlinkConnectionRegistry()
         let server = VarlinkServer(
-            listener: .path(socket), configuration: VarlinkServerConfiguration(errorInterface: "org.example.Echo"),
-            info: VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
-                                     interfaces: [(name: "org.example.Echo", description: Server.interface)]),
-            handler: Server.EchoHandler(), connections: connections, eventLoopGroup: group,
-            onServerRunning: { running.continuation.yield() }, logger: Self.quiet)
+            listener: .path(socket),
+            configuration: VarlinkServerConfiguration(errorInterface: "org.example.Echo"),
+            info: VarlinkServiceInfo(
+                vendor: "test",
+                product: "echo",
+                version: "1",
+                url: "https://example.org",
+                interfaces: [(name: "org.example.Echo", description: Server.interface)]
+            ),
+            handler: Server.EchoHandler(),
+            connections: connections,
+            eventLoopGroup: group,
+            onServerRunning: { running.continuation.yield() },
+            logger: Self.quiet
+        )
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             try await running.start(server, in: &tasks)
             // The hook ran once the socket accepts: a connection made now is served.
             let (reply, peers) = try await Server.blocking { () throws -> (VarlinkReply, [UInt32]) in
                 let connection = try VarlinkConnection(unixSocketPath: socket)
-                let reply = try connection.call(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")]))
+                let reply = try connection.call(
+                    VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")])
+                )
                 // The registry has the connection while it is open, as the kernel identified it.
                 return (reply, connections.peers.map(\.peer.uid))
             }
@@ -63,9 +82,19 @@ import Varlink
         let socket = directory.appendingPathComponent("echo.sock").path
         let ran = Server.Running()
         let server = VarlinkServer(
-            listener: .path(socket), configuration: VarlinkServerConfiguration(errorInterface: "org.example.Echo"),
-            info: VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org", interfaces: []),
-            handler: Server.EchoHandler(), onServerRunning: { ran.continuation.yield() }, logger: Self.quiet)
+            listener: .path(socket),
+            configuration: VarlinkServerConfiguration(errorInterface: "org.example.Echo"),
+            info: VarlinkServiceInfo(
+                vendor: "test",
+                product: "echo",
+                version: "1",
+                url: "https://example.org",
+                interfaces: []
+            ),
+            handler: Server.EchoHandler(),
+            onServerRunning: { ran.continuation.yield() },
+            logger: Self.quiet
+        )
         server.shutdown()
         try await server.run()
         ran.continuation.finish()
@@ -97,14 +126,25 @@ import Varlink
             return PeerCredentials(pid: peer.pid, uid: 4242, gid: 4242)
         }
         let server = VarlinkServer(
-            listener: .path(socket), configuration: configuration,
-            info: VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
-                                     interfaces: [(name: "org.example.Echo", description: Server.interface)]),
-            handler: Server.EchoHandler(), onServerRunning: { running.continuation.yield() }, logger: Self.quiet)
+            listener: .path(socket),
+            configuration: configuration,
+            info: VarlinkServiceInfo(
+                vendor: "test",
+                product: "echo",
+                version: "1",
+                url: "https://example.org",
+                interfaces: [(name: "org.example.Echo", description: Server.interface)]
+            ),
+            handler: Server.EchoHandler(),
+            onServerRunning: { running.continuation.yield() },
+            logger: Self.quiet
+        )
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             try await running.start(server, in: &tasks)
             let reply = try await Server.blocking {
-                try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")]))
+                try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")])
+                )
             }
             #expect(reply.parameters["uid"]?.int == 4242, "\(reply)")
             // The hook is handed what the kernel said.
@@ -115,7 +155,8 @@ import Varlink
     }
 
     @Test func noProductCodeImportsTheTestingInterfaceOfTheServer() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let sources = root.appendingPathComponent("Sources")
         let files = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
         var swiftFiles = 0

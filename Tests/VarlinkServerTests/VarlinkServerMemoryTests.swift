@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import NIOCore
 import Synchronization
 import Testing
 import Varlink
 import VarlinkServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What peers can make the server hold: calls as decoded values (a message over the value limit is refused),
 /// calls queued by every peer together (privileged peers still served), and replies a peer leaves unread
@@ -19,7 +20,11 @@ import VarlinkServer
         let privileged = Mutex(false)
 
         func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance {
-            VarlinkConnectionAllowance(connectionsPerUser: 64, privileged: privileged.withLock { $0 }, reservedConnections: 0)
+            VarlinkConnectionAllowance(
+                connectionsPerUser: 64,
+                privileged: privileged.withLock { $0 },
+                reservedConnections: 0
+            )
         }
     }
 
@@ -46,14 +51,24 @@ import VarlinkServer
             let (reply, closed, other) = try await Self.Server.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
                 let values = VarlinkValue.array(Array(repeating: .object(["": .int(0)]), count: 60))
-                let reply = try connection.call(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": values]))
+                let reply = try connection.call(
+                    VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": values])
+                )
                 let closed = (try? connection.nextReply(timeout: .seconds(5))) == nil
-                let other = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                           parameters: ["text": .string("still")]))
+                let other = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": .string("still")]
+                    )
+                )
                 return (reply, closed, other)
             }
             #expect(reply.error == "org.example.Echo.ProtocolError", "\(reply)")
-            #expect(reply.parameters["reason"]?.string?.hasPrefix("the message holds more than 100 values (the limit") == true, "\(reply)")
+            #expect(
+                reply.parameters["reason"]?.string?.hasPrefix("the message holds more than 100 values (the limit")
+                    == true,
+                "\(reply)"
+            )
             #expect(closed, "the refused connection stayed open")
             #expect(other.parameters["text"]?.string == "still")
         }
@@ -64,35 +79,54 @@ import VarlinkServer
         let admission = SwitchableAdmission()
         // 3000 bytes in total: one call of 1.5 KB and its four values (128 bytes each) fits, a second does not
         // (every peer here has the same uid: none is guaranteed a share of its own).
-        try await Self.Server.withServer(handler: handler, configure: {
-            $0.maximumQueuedBytesInTotal = 3000
-            $0.guaranteedQueuedBytesPerUser = 0
-            $0.admission = admission
-        }) { socket in
+        try await Self.Server.withServer(
+            handler: handler,
+            configure: {
+                $0.maximumQueuedBytesInTotal = 3000
+                $0.guaranteedQueuedBytesPerUser = 0
+                $0.admission = admission
+            }
+        ) { socket in
             let padding = VarlinkValue.string(String(repeating: "x", count: 1500))
-            let (refused, privileged, released) = try await Self.Server.blocking { () throws -> (VarlinkReply, VarlinkReply, VarlinkReply) in
+            let (refused, privileged, released) = try await Self.Server.blocking {
+                () throws -> (VarlinkReply, VarlinkReply, VarlinkReply) in
                 defer { handler.gate.signal() }
                 // A call held (it blocks until the gate opens) by one peer…
                 let holder = try VarlinkConnection(unixSocketPath: socket)
                 try holder.send(VarlinkCall(method: "org.example.Echo.Block", parameters: ["padding": padding]))
                 while handler.entered.load(ordering: .relaxed) == 0 { usleep(1000) }
                 // …leaves no room for another peer's,
-                let refused = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                             parameters: ["text": padding]))
+                let refused = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": padding]
+                    )
+                )
                 // but an administrator is counted, never refused.
                 admission.privileged.withLock { $0 = true }
-                let privileged = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                                parameters: ["text": padding]))
+                let privileged = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": padding]
+                    )
+                )
                 admission.privileged.withLock { $0 = false }
                 handler.gate.signal()
                 _ = try holder.nextReply(timeout: .seconds(10))
                 // The held call ended: its bytes are free again.
-                let released = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                              parameters: ["text": padding]))
+                let released = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": padding]
+                    )
+                )
                 return (refused, privileged, released)
             }
             #expect(refused.error == "org.example.Echo.ProtocolError", "\(refused)")
-            #expect(refused.parameters["reason"]?.string == "calls queued by all callers together exceed 3000 bytes (the server's limit); wait for replies before sending more, or try again later")
+            #expect(
+                refused.parameters["reason"]?.string
+                    == "calls queued by all callers together exceed 3000 bytes (the server's limit); wait for replies before sending more, or try again later"
+            )
             #expect(privileged.error == nil && privileged.parameters["text"] == padding, "\(privileged)")
             #expect(released.error == nil && released.parameters["text"] == padding, "\(released)")
         }
@@ -100,20 +134,28 @@ import VarlinkServer
 
     @Test func aUidLeavingRepliesUnreadOverItsLimitHasItsNextReplyClosedInsteadOfHeld() async throws {
         try await Self.Server.withServer(configure: { $0.maximumUnreadReplyBytesPerUser = 64 << 10 }) { socket in
-            let (closedUnanswered, whole, servedAfter) = try await Self.Server.blocking { () throws -> (Bool, Bool, VarlinkReply) in
+            let (closedUnanswered, whole, servedAfter) = try await Self.Server.blocking {
+                () throws -> (Bool, Bool, VarlinkReply) in
                 // A reply of 600 KB the peer does not read: beyond what the kernel takes, the server holds it.
                 let unread = socket_unix(path: socket)
                 defer { close(unread) }
                 let text = VarlinkValue.string(String(repeating: "x", count: 600_000))
                 guard Self.send(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": text]), on: unread),
-                      Self.readable(unread, timeout: 30) else { return (false, false, VarlinkReply(parameters: [:])) }
+                    Self.readable(unread, timeout: 30)
+                else { return (false, false, VarlinkReply(parameters: [:])) }
                 // The same uid's next reply is not held: its connection is closed.
                 let next = try VarlinkConnection(unixSocketPath: socket)
-                let closedUnanswered = (try? next.call(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")]))) == nil
+                let closedUnanswered =
+                    (try? next.call(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("hi")])))
+                    == nil
                 // The unread reply is read after all: it comes whole, and the uid is served again.
                 let whole = readReplies(unread, count: 1, timeout: 10) == (1, false)
-                let servedAfter = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                                 parameters: ["text": .string("again")]))
+                let servedAfter = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": .string("again")]
+                    )
+                )
                 return (closedUnanswered, whole, servedAfter)
             }
             #expect(closedUnanswered, "a reply was held for a uid over its unread limit")

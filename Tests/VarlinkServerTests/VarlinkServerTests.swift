@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Logging
 import NIOCore
@@ -8,6 +5,10 @@ import Synchronization
 import Testing
 import Varlink
 import VarlinkServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The varlink server alone, on a real Unix socket with a small handler: who calls comes from the
 /// kernel, org.varlink.service is answered by the server, `more` calls stream, and a frame over the limit
@@ -37,11 +38,20 @@ import VarlinkServer
         func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
             switch call.member {
             case "Echo":
-                await replies.send(VarlinkReply(parameters: ["text": call.parameters["text"] ?? .null, "uid": .int(Int64(context.peer.uid))]))
+                await replies.send(
+                    VarlinkReply(parameters: [
+                        "text": call.parameters["text"] ?? .null, "uid": .int(Int64(context.peer.uid)),
+                    ])
+                )
             case "Count":
                 let count = Int(call.parameters["n"]?.int ?? 0)
                 for index in 1...max(count, 1) {
-                    await replies.send(VarlinkReply(parameters: ["index": .int(Int64(index))], continues: replies.more && index < count))
+                    await replies.send(
+                        VarlinkReply(
+                            parameters: ["index": .int(Int64(index))],
+                            continues: replies.more && index < count
+                        )
+                    )
                 }
             default:
                 await replies.send(.methodNotFound(call.method))
@@ -57,7 +67,9 @@ import VarlinkServer
         let gate = DispatchSemaphore(value: 0)
 
         func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
-            guard call.member == "Block" else { return await EchoHandler().handle(call, context: context, replies: replies) }
+            guard call.member == "Block" else {
+                return await EchoHandler().handle(call, context: context, replies: replies)
+            }
             entered.add(1, ordering: .relaxed)
             blockUntilOpened()
             await replies.send(VarlinkReply(parameters: [:]))
@@ -77,22 +89,43 @@ import VarlinkServer
     /// A server (not yet running) on a socket in a directory of its own: the server, its socket, the
     /// directory to remove afterwards, and what its `onServerRunning` hook says (once it accepts connections;
     /// the stream ends when `run()` returns, through `running(_:)`).
-    static func makeServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
-                           handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
-                           configure: (inout VarlinkServerConfiguration) -> Void = { _ in }) throws -> (VarlinkServer, String, URL, Running) {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("varlink-server-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    static func makeServer(
+        maximumMessageBytes: Int = 1 << 20,
+        messageTimeout: TimeAmount = .seconds(10),
+        handler: any VarlinkMethodHandler = EchoHandler(),
+        handlerThreads: Int = 4,
+        configure: (inout VarlinkServerConfiguration) -> Void = { _ in }
+    ) throws -> (VarlinkServer, String, URL, Running) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "varlink-server-\(UUID().uuidString.prefix(8))"
+        )
+        try FileManager.default.createDirectory(
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
         var configuration = VarlinkServerConfiguration(errorInterface: "org.example.Echo")
         configuration.maximumMessageBytes = maximumMessageBytes
         configuration.messageTimeout = messageTimeout
         configure(&configuration)
-        let info = VarlinkServiceInfo(vendor: "test", product: "echo", version: "1", url: "https://example.org",
-                                      interfaces: [(name: "org.example.Echo", description: interface)])
+        let info = VarlinkServiceInfo(
+            vendor: "test",
+            product: "echo",
+            version: "1",
+            url: "https://example.org",
+            interfaces: [(name: "org.example.Echo", description: interface)]
+        )
         let socket = directory.appendingPathComponent("echo.sock").path
         let running = Running()
-        let server = VarlinkServer(listener: .path(socket), configuration: configuration, info: info, handler: handler,
-                                   handlerThreads: handlerThreads, onServerRunning: { running.continuation.yield() },
-                                   logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let server = VarlinkServer(
+            listener: .path(socket),
+            configuration: configuration,
+            info: info,
+            handler: handler,
+            handlerThreads: handlerThreads,
+            onServerRunning: { running.continuation.yield() },
+            logger: Logger(label: "varlink-server-test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
         return (server, socket, directory, running)
     }
 
@@ -124,12 +157,21 @@ import VarlinkServer
 
     /// A server on a socket in a directory of its own, running (its `run()` in a child task) while `body`
     /// runs, then shut down gracefully and removed.
-    static func withServer(maximumMessageBytes: Int = 1 << 20, messageTimeout: TimeAmount = .seconds(10),
-                           handler: any VarlinkMethodHandler = EchoHandler(), handlerThreads: Int = 4,
-                           configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
-                           _ body: (String) async throws -> Void) async throws {
-        let (server, socket, directory, running) = try makeServer(maximumMessageBytes: maximumMessageBytes, messageTimeout: messageTimeout,
-                                                                  handler: handler, handlerThreads: handlerThreads, configure: configure)
+    static func withServer(
+        maximumMessageBytes: Int = 1 << 20,
+        messageTimeout: TimeAmount = .seconds(10),
+        handler: any VarlinkMethodHandler = EchoHandler(),
+        handlerThreads: Int = 4,
+        configure: (inout VarlinkServerConfiguration) -> Void = { _ in },
+        _ body: (String) async throws -> Void
+    ) async throws {
+        let (server, socket, directory, running) = try makeServer(
+            maximumMessageBytes: maximumMessageBytes,
+            messageTimeout: messageTimeout,
+            handler: handler,
+            handlerThreads: handlerThreads,
+            configure: configure
+        )
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             try await running.start(server, in: &group)
@@ -144,8 +186,12 @@ import VarlinkServer
     @Test func aCallIsAnsweredWithTheCallersUidFromTheKernel() async throws {
         try await Self.withServer { socket in
             let reply = try await Self.blocking {
-                try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                               parameters: ["text": .string("hi"), "uid": .int(4242)]))
+                try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": .string("hi"), "uid": .int(4242)]
+                    )
+                )
             }
             #expect(reply.error == nil && reply.parameters["text"]?.string == "hi")
             // The uid a caller sends is a parameter like any other; the server's is the kernel's.
@@ -157,10 +203,16 @@ import VarlinkServer
         try await Self.withServer { socket in
             let (info, description, unknown) = try await Self.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
-                return (try connection.call(VarlinkCall(method: "org.varlink.service.GetInfo")),
-                        try connection.call(VarlinkCall(method: "org.varlink.service.GetInterfaceDescription",
-                                                        parameters: ["interface": .string("org.example.Echo")])),
-                        try connection.call(VarlinkCall(method: "org.example.Other.Call")))
+                return (
+                    try connection.call(VarlinkCall(method: "org.varlink.service.GetInfo")),
+                    try connection.call(
+                        VarlinkCall(
+                            method: "org.varlink.service.GetInterfaceDescription",
+                            parameters: ["interface": .string("org.example.Echo")]
+                        )
+                    ),
+                    try connection.call(VarlinkCall(method: "org.example.Other.Call"))
+                )
             }
             #expect(info.parameters["product"]?.string == "echo")
             #expect(description.parameters["description"]?.string == Self.interface)
@@ -172,7 +224,9 @@ import VarlinkServer
         try await Self.withServer { socket in
             let indexes = try await Self.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
-                var last = try connection.call(VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true))
+                var last = try connection.call(
+                    VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true)
+                )
                 var indexes = [last.parameters["index"]?.int]
                 while last.continues {
                     last = try connection.nextReply(timeout: .seconds(5))
@@ -188,12 +242,20 @@ import VarlinkServer
         try await Self.withServer(maximumMessageBytes: 4096) { socket in
             let (reply, closed, other) = try await Self.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
-                let reply = try connection.call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                            parameters: ["text": .string(String(repeating: "x", count: 8192))]))
+                let reply = try connection.call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": .string(String(repeating: "x", count: 8192))]
+                    )
+                )
                 let closed = (try? connection.nextReply(timeout: .seconds(5))) == nil
                 // Everyone else is still served.
-                let other = try VarlinkConnection(unixSocketPath: socket).call(VarlinkCall(method: "org.example.Echo.Echo",
-                                                                                           parameters: ["text": .string("still")]))
+                let other = try VarlinkConnection(unixSocketPath: socket).call(
+                    VarlinkCall(
+                        method: "org.example.Echo.Echo",
+                        parameters: ["text": .string("still")]
+                    )
+                )
                 return (reply, closed, other)
             }
             #expect(reply.error == "org.example.Echo.ProtocolError", "\(reply)")
@@ -234,7 +296,10 @@ import VarlinkServer
             }
             #expect(handler.entered.load(ordering: .relaxed) >= blockers, "not every call reached its handler")
             #expect(poolRan, "the cooperative pool was parked by handlers blocking their threads")
-            #expect(product == "echo", "another connection's GetInfo was not answered while handlers blocked their threads")
+            #expect(
+                product == "echo",
+                "another connection's GetInfo was not answered while handlers blocked their threads"
+            )
         }
     }
 
@@ -247,13 +312,18 @@ import VarlinkServer
                 // A call that does not end, then 64 more behind it: one more than the 64 a connection may queue.
                 try connection.send(VarlinkCall(method: "org.example.Echo.Block"))
                 for index in 0..<64 {
-                    try connection.send(VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("\(index)")]))
+                    try connection.send(
+                        VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("\(index)")])
+                    )
                 }
                 let first = try? connection.nextReply(timeout: .seconds(5))
                 return (first, (try? connection.nextReply(timeout: .seconds(5))) == nil)
             }
             #expect(first?.error == "org.example.Echo.ProtocolError", "\(String(describing: first))")
-            #expect(first?.parameters["reason"]?.string == "more than 64 calls queued on one connection (the limit); wait for replies before sending more")
+            #expect(
+                first?.parameters["reason"]?.string
+                    == "more than 64 calls queued on one connection (the limit); wait for replies before sending more"
+            )
             #expect(closed, "the connection over its queue limit stayed open")
         }
     }
@@ -283,7 +353,10 @@ import VarlinkServer
                 }
             }
             let replies = try received.split(separator: 0).map { try VarlinkReply.decode(Data($0)) }
-            #expect(replies.map { $0.parameters["text"]?.string } == ["one", "two", "three"], "the replies before the close: \(replies)")
+            #expect(
+                replies.map { $0.parameters["text"]?.string } == ["one", "two", "three"],
+                "the replies before the close: \(replies)"
+            )
         }
     }
 
@@ -295,7 +368,10 @@ import VarlinkServer
                 let streaming = socket_unix(path: socket)
                 try #require(streaming >= 0, "cannot connect: \(errno)")
                 defer { close(streaming) }
-                let call = VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string(String(repeating: "x", count: 64))]).encoded()
+                let call = VarlinkCall(
+                    method: "org.example.Echo.Echo",
+                    parameters: ["text": .string(String(repeating: "x", count: 64))]
+                ).encoded()
                 let half = call.count / 2
                 var pending = Array(call[..<half])
                 for _ in 0..<8 {
@@ -315,8 +391,14 @@ import VarlinkServer
                 let cutOff = readReplies(trickling, count: 2, timeout: 120)
                 return (streamed.replies, !streamed.closed, cutOff.closed && cutOff.replies == 1)
             }
-            #expect(replies == 9 && streamedOpen, "a peer streaming whole messages was cut off after \(replies) replies")
-            #expect(trickledClosed, "a message left unfinished past the deadline kept its connection open, or was not told why")
+            #expect(
+                replies == 9 && streamedOpen,
+                "a peer streaming whole messages was cut off after \(replies) replies"
+            )
+            #expect(
+                trickledClosed,
+                "a message left unfinished past the deadline kept its connection open, or was not told why"
+            )
         }
     }
 
@@ -342,7 +424,10 @@ import VarlinkServer
                 handler.gate.signal()
                 return (try? connection.nextReply(timeout: .seconds(120)), refused)
             }
-            #expect(reply != nil && reply?.error == nil, "the call in progress was cut off: \(String(describing: reply))")
+            #expect(
+                reply != nil && reply?.error == nil,
+                "the call in progress was cut off: \(String(describing: reply))"
+            )
             #expect(refusedDuringShutdown, "a connection was accepted after the shutdown began")
             try await group.waitForAll()
         }
@@ -379,7 +464,9 @@ func connectUnix(path: String, flags: Int32 = 0) -> (descriptor: Int32, error: I
         for (index, byte) in path.utf8.prefix(bytes.count - 1).enumerated() { bytes[index] = byte }
     }
     let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
     }
     guard connected == 0 else {
         let error = errno

@@ -7,7 +7,8 @@ import Varlink
 struct VarlinkFrameDecoderTests {
     @Test func messagesSplitAcrossChunksComeOutWholeAndInOrder() throws {
         var decoder = VarlinkFrameDecoder()
-        let stream = Array(#"{"method":"org.example.A.One"}"#.utf8) + [0] + Array(#"{"method":"org.example.A.Two"}"#.utf8) + [0]
+        let stream =
+            Array(#"{"method":"org.example.A.One"}"#.utf8) + [0] + Array(#"{"method":"org.example.A.Two"}"#.utf8) + [0]
         var messages: [String] = []
         for chunk in stride(from: 0, to: stream.count, by: 7).map({ stream[$0..<min($0 + 7, stream.count)] }) {
             decoder.append(chunk)
@@ -23,7 +24,9 @@ struct VarlinkFrameDecoderTests {
         decoder.append(Array(#"{"method":"org.example.A.One"}"#.utf8))
         #expect(try decoder.nextMessage() == nil)
         decoder.append([0])
-        #expect(try decoder.nextMessage().map { String(decoding: $0, as: UTF8.self) } == #"{"method":"org.example.A.One"}"#)
+        #expect(
+            try decoder.nextMessage().map { String(decoding: $0, as: UTF8.self) } == #"{"method":"org.example.A.One"}"#
+        )
     }
 
     @Test func moreThanTheLimitWithoutANulIsRefusedAtTheLimit() throws {
@@ -50,7 +53,12 @@ struct VarlinkFrameDecoderTests {
 
 struct VarlinkCallTests {
     @Test func aCallDecodesWithItsParametersAndFlags() throws {
-        let call = try VarlinkCall.decode(Data(#"{"method":"com.contoso.Kiosk.Token","parameters":{"scopes":["User.Read"],"force":true},"more":true}"#.utf8))
+        let call = try VarlinkCall.decode(
+            Data(
+                #"{"method":"com.contoso.Kiosk.Token","parameters":{"scopes":["User.Read"],"force":true},"more":true}"#
+                    .utf8
+            )
+        )
         #expect(call.method == "com.contoso.Kiosk.Token")
         #expect(call.interface == "com.contoso.Kiosk")
         #expect(call.member == "Token")
@@ -88,11 +96,18 @@ struct VarlinkCallTests {
     }
 
     @Test func anEncodedCallIsSortedJSONEndedByOneNulAndDecodesBack() throws {
-        let call = VarlinkCall(method: "com.contoso.Kiosk.Subscribe", parameters: ["b": .int(2), "a": .double(0.5)], more: true)
+        let call = VarlinkCall(
+            method: "com.contoso.Kiosk.Subscribe",
+            parameters: ["b": .int(2), "a": .double(0.5)],
+            more: true
+        )
         let bytes = call.encoded()
         #expect(bytes.last == 0)
         #expect(bytes.dropLast().contains(0) == false)
-        #expect(String(decoding: bytes.dropLast(), as: UTF8.self) == #"{"method":"com.contoso.Kiosk.Subscribe","more":true,"parameters":{"a":0.5,"b":2}}"#)
+        #expect(
+            String(decoding: bytes.dropLast(), as: UTF8.self)
+                == #"{"method":"com.contoso.Kiosk.Subscribe","more":true,"parameters":{"a":0.5,"b":2}}"#
+        )
         #expect(try VarlinkCall.decode(Data(bytes.dropLast())) == call)
     }
 }
@@ -100,18 +115,29 @@ struct VarlinkCallTests {
 struct VarlinkReplyTests {
     @Test func aStreamedReplyCarriesContinues() throws {
         let reply = VarlinkReply(parameters: ["event": .string("signed_out")], continues: true)
-        #expect(String(decoding: reply.encoded().dropLast(), as: UTF8.self) == #"{"continues":true,"parameters":{"event":"signed_out"}}"#)
+        #expect(
+            String(decoding: reply.encoded().dropLast(), as: UTF8.self)
+                == #"{"continues":true,"parameters":{"event":"signed_out"}}"#
+        )
         #expect(try VarlinkReply.decode(Data(reply.encoded().dropLast())) == reply)
     }
 
     @Test func standardErrorsHaveTheirQualifiedNamesAndParameters() throws {
-        #expect(String(decoding: VarlinkReply.invalidParameter("scopes").encoded().dropLast(), as: UTF8.self)
-                == #"{"error":"org.varlink.service.InvalidParameter","parameters":{"parameter":"scopes"}}"#)
+        #expect(
+            String(decoding: VarlinkReply.invalidParameter("scopes").encoded().dropLast(), as: UTF8.self)
+                == #"{"error":"org.varlink.service.InvalidParameter","parameters":{"parameter":"scopes"}}"#
+        )
         #expect(VarlinkReply.methodNotFound("com.contoso.Kiosk.Nope").error == "org.varlink.service.MethodNotFound")
-        #expect(VarlinkReply.interfaceNotFound("com.contoso.Nope").parameters == ["interface": .string("com.contoso.Nope")])
+        #expect(
+            VarlinkReply.interfaceNotFound("com.contoso.Nope").parameters == ["interface": .string("com.contoso.Nope")]
+        )
         #expect(VarlinkReply.permissionDenied.error == "org.varlink.service.PermissionDenied")
-        let decoded = try VarlinkReply.decode(Data(#"{"error":"org.varlink.service.MethodNotFound","parameters":{"method":"x.y.Z"}}"#.utf8))
-        #expect(decoded.error == "org.varlink.service.MethodNotFound" && decoded.parameters["method"] == .string("x.y.Z"))
+        let decoded = try VarlinkReply.decode(
+            Data(#"{"error":"org.varlink.service.MethodNotFound","parameters":{"method":"x.y.Z"}}"#.utf8)
+        )
+        #expect(
+            decoded.error == "org.varlink.service.MethodNotFound" && decoded.parameters["method"] == .string("x.y.Z")
+        )
     }
 
     @Test func numbersThatJSONCannotCarryBecomeNull() {
@@ -126,14 +152,18 @@ struct VarlinkJSONTests {
         func call(depth: Int) -> Data {
             // The call and its parameters are two levels; `x` holds the rest.
             let arrays = depth - 2
-            return Data((#"{"method":"a.b.C","parameters":{"x":"# + String(repeating: "[", count: arrays)
-                         + String(repeating: "]", count: arrays) + "}}").utf8)
+            return Data(
+                (#"{"method":"a.b.C","parameters":{"x":"# + String(repeating: "[", count: arrays)
+                    + String(repeating: "]", count: arrays) + "}}").utf8
+            )
         }
         #expect(try VarlinkCall.decode(call(depth: 64)).parameters["x"] != nil)
         #expect(throws: VarlinkProtocolError.self) { try VarlinkCall.decode(call(depth: 65)) }
         // 512 levels in 1 KB took over a second through JSONDecoder (O(depth³)); now refused at once.
         do {
-            _ = try VarlinkCall.decode(Data((String(repeating: "[", count: 512) + String(repeating: "]", count: 512)).utf8))
+            _ = try VarlinkCall.decode(
+                Data((String(repeating: "[", count: 512) + String(repeating: "]", count: 512)).utf8)
+            )
             Issue.record("512 nested arrays were accepted")
         } catch {
             #expect(error.code == .malformedJSON)
@@ -143,9 +173,11 @@ struct VarlinkJSONTests {
     @Test(arguments: [
         ("5", VarlinkValue.int(5)), ("5.0", .int(5)), ("1e2", .int(100)), ("-0.0", .int(0)), ("1e-400", .int(0)),
         ("9223372036854775807", .int(.max)), ("-9223372036854775808", .int(.min)),
-        ("9223372036854775808", .double(9223372036854775808)), ("-9223372036854775809", .double(-9223372036854775808)),
-        ("9007199254740992.0", .int(9007199254740992)), ("1e18", .double(1e18)), ("0.5", .double(0.5)),
-        (#""caf\u00e9 \ud83d\ude00 \u0000 \/""#, .string("café 😀 \0 /")), ("[true,false,null]", .array([.bool(true), .bool(false), .null])),
+        ("9223372036854775808", .double(9_223_372_036_854_775_808)),
+        ("-9223372036854775809", .double(-9_223_372_036_854_775_808)),
+        ("9007199254740992.0", .int(9_007_199_254_740_992)), ("1e18", .double(1e18)), ("0.5", .double(0.5)),
+        (#""caf\u00e9 \ud83d\ude00 \u0000 \/""#, .string("café 😀 \0 /")),
+        ("[true,false,null]", .array([.bool(true), .bool(false), .null])),
         (#" { "a" : 1 , "a" : 2 } "#, .object(["a": .int(1)])),
     ])
     func valuesDecodeAndEncodeBack(json: String, value: VarlinkValue) throws {

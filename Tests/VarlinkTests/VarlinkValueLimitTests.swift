@@ -9,12 +9,17 @@ struct VarlinkValueLimitTests {
 
     /// A call whose parameter is `[{"":0},…]` with `count` elements: 2 values each, and 4 around them.
     static func objects(_ count: Int) -> Data {
-        message(#"{"method":"org.example.A.Put","parameters":{"items":["# + Array(repeating: #"{"":0}"#, count: count).joined(separator: ",") + "]}}")
+        message(
+            #"{"method":"org.example.A.Put","parameters":{"items":["#
+                + Array(repeating: #"{"":0}"#, count: count).joined(separator: ",") + "]}}"
+        )
     }
 
     @Test func everyValueIsCountedButNotTheKeys() throws {
-        let decoded = try VarlinkCall.decodeCounting(Self.message(#"{"method":"org.example.A.Put","parameters":{"x":[1,2.5,{"k":null}],"y":"s","z":true}}"#),
-                                                     maximumValues: 100)
+        let decoded = try VarlinkCall.decodeCounting(
+            Self.message(#"{"method":"org.example.A.Put","parameters":{"x":[1,2.5,{"k":null}],"y":"s","z":true}}"#),
+            maximumValues: 100
+        )
         // The message, method, parameters; x, 1, 2.5, {k}, null; y's string; z's bool.
         #expect(decoded.values == 10)
         #expect(decoded.call.method == "org.example.A.Put" && decoded.call.parameters["y"] == .string("s"))
@@ -33,11 +38,16 @@ struct VarlinkValueLimitTests {
         } catch {
             Issue.record("unexpected error \(error)")
         }
-        #expect(throws: VarlinkProtocolError.self) { try VarlinkCall.decodeCounting(Self.objects(511), maximumValues: 1024) }
+        #expect(throws: VarlinkProtocolError.self) {
+            try VarlinkCall.decodeCounting(Self.objects(511), maximumValues: 1024)
+        }
         do {
             _ = try VarlinkCall.decodeCounting(Self.objects(511), maximumValues: 1024)
         } catch {
-            #expect(error.message == "the message holds more than 1024 values (the limit: arrays, objects, strings, numbers); send fewer or smaller items per call")
+            #expect(
+                error.message
+                    == "the message holds more than 1024 values (the limit: arrays, objects, strings, numbers); send fewer or smaller items per call"
+            )
         }
     }
 

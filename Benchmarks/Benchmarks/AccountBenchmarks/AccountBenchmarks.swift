@@ -39,11 +39,16 @@ func registerGlobalSignOuts() {
                 let outcome = try device.accounts.signOut(app: device.apps[round % apps], reason: .shiftEnd)
                 benchmark.stopMeasurement()
                 guard outcome.itemsRemoved >= apps * tokens else {
-                    throw BenchmarkFailure("sign-out removed \(outcome.itemsRemoved) items, expected at least \(apps * tokens)")
+                    throw BenchmarkFailure(
+                        "sign-out removed \(outcome.itemsRemoved) items, expected at least \(apps * tokens)"
+                    )
                 }
             },
             setup: { slot.fixture = try BenchmarkDevice(appCount: apps) },
-            teardown: { slot.fixture?.remove(); slot.fixture = nil }
+            teardown: {
+                slot.fixture?.remove()
+                slot.fixture = nil
+            }
         )
     }
 }
@@ -64,7 +69,10 @@ func registerCurrentAccount() {
             _ = try device.accounts.currentAccount(for: device.apps[1])
             slot.fixture = device
         },
-        teardown: { slot.fixture?.remove(); slot.fixture = nil }
+        teardown: {
+            slot.fixture?.remove()
+            slot.fixture = nil
+        }
     )
 }
 
@@ -90,6 +98,9 @@ func registerChangeEvent() {
             let waiter = try ChangeWaiter(directory: device.directory)
             slot.fixture = (device, waiter)
         },
-        teardown: { slot.fixture?.device.remove(); slot.fixture = nil }
+        teardown: {
+            slot.fixture?.device.remove()
+            slot.fixture = nil
+        }
     )
 }

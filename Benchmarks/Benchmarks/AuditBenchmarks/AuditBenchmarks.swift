@@ -11,9 +11,17 @@ import SharedDevice
 /// Custom metrics the wall clock of an iteration cannot express.
 enum AuditMetric {
     /// One append inside a transaction of `appendsPerTransaction` appends (nanoseconds, each append timed).
-    static let appendInTransaction = BenchmarkMetric.custom("append in a transaction (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let appendInTransaction = BenchmarkMetric.custom(
+        "append in a transaction (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
     /// Events verified per second by one `AuditLog.verify` of the whole log.
-    static let verifyThroughput = BenchmarkMetric.custom("verify throughput (events per second)", polarity: .prefersLarger, useScalingFactor: false)
+    static let verifyThroughput = BenchmarkMetric.custom(
+        "verify throughput (events per second)",
+        polarity: .prefersLarger,
+        useScalingFactor: false
+    )
     /// Appends per transaction in the in-transaction benchmark.
     static let appendsPerTransaction = 100
 }
@@ -55,7 +63,10 @@ func registerOwnTransactionAppends() {
                 blackHole(event)
             },
             setup: { slot.fixture = try AuditFixture(synchronous: synchronous) },
-            teardown: { slot.fixture?.remove(); slot.fixture = nil }
+            teardown: {
+                slot.fixture?.remove()
+                slot.fixture = nil
+            }
         )
     }
 }
@@ -66,8 +77,12 @@ func registerAppendsInsideATransaction() {
     let slot = FixtureSlot<AuditFixture>()
     Benchmark(
         "Append inside a transaction (100 per transaction, synchronous NORMAL)",
-        configuration: .init(metrics: [.wallClock, AuditMetric.appendInTransaction], units: [AuditMetric.appendInTransaction: .count],
-                             warmupIterations: 2, maxIterations: 50),
+        configuration: .init(
+            metrics: [.wallClock, AuditMetric.appendInTransaction],
+            units: [AuditMetric.appendInTransaction: .count],
+            warmupIterations: 2,
+            maxIterations: 50
+        ),
         closure: { benchmark in
             let fixture = try slot.get()
             let entries = (0..<AuditMetric.appendsPerTransaction).map { _ in fixture.nextEntry() }
@@ -83,7 +98,10 @@ func registerAppendsInsideATransaction() {
             for duration in durations { benchmark.measurement(AuditMetric.appendInTransaction, duration) }
         },
         setup: { slot.fixture = try AuditFixture(synchronous: .normal) },
-        teardown: { slot.fixture?.remove(); slot.fixture = nil }
+        teardown: {
+            slot.fixture?.remove()
+            slot.fixture = nil
+        }
     )
 }
 
@@ -92,17 +110,27 @@ func registerVerify() {
     let slot = FixtureSlot<VerifyFixture>()
     Benchmark(
         "Verify (100,000 events, checkpoint every 100)",
-        configuration: .init(metrics: [.wallClock, AuditMetric.verifyThroughput], units: [AuditMetric.verifyThroughput: .count],
-                             warmupIterations: 1, maxIterations: 5),
+        configuration: .init(
+            metrics: [.wallClock, AuditMetric.verifyThroughput],
+            units: [AuditMetric.verifyThroughput: .count],
+            warmupIterations: 1,
+            maxIterations: 5
+        ),
         closure: { benchmark in
             let fixture = try slot.get()
             let start = DispatchTime.now().uptimeNanoseconds
             let verification = try fixture.verify()
             let elapsed = DispatchTime.now().uptimeNanoseconds - start
             benchmark.stopMeasurement()
-            benchmark.measurement(AuditMetric.verifyThroughput, Int(Double(verification.eventCount) * 1e9 / Double(elapsed)))
+            benchmark.measurement(
+                AuditMetric.verifyThroughput,
+                Int(Double(verification.eventCount) * 1e9 / Double(elapsed))
+            )
         },
         setup: { slot.fixture = try VerifyFixture() },
-        teardown: { slot.fixture?.remove(); slot.fixture = nil }
+        teardown: {
+            slot.fixture?.remove()
+            slot.fixture = nil
+        }
     )
 }

@@ -7,9 +7,15 @@ enum AuditEvents {
 
     /// The `index`th entry (its correlation id is a fresh UUID).
     static func entry(_ index: Int) -> AuditEntry {
-        AuditEntry(type: AuditEventType("account.signed_out"), actor: actor,
-                   account: "worker\(index % 50 + 1)@contoso.com", reason: "shift-end",
-                   details: ["sessionSeconds": "\(28_000 + index % 900)", "itemsRemoved": "\(index % 4 + 2)",
-                             "trigger": triggers[index % triggers.count]])
+        AuditEntry(
+            type: AuditEventType("account.signed_out"),
+            actor: actor,
+            account: "worker\(index % 50 + 1)@contoso.com",
+            reason: "shift-end",
+            details: [
+                "sessionSeconds": "\(28_000 + index % 900)", "itemsRemoved": "\(index % 4 + 2)",
+                "trigger": triggers[index % triggers.count],
+            ]
+        )
     }
 }

@@ -37,7 +37,9 @@ final class VerifyFixture {
             try AuditLog.verify(in: tx, trustedKeys: trustedKeys, expectsEvents: true)
         }
         guard verification.isIntact, verification.eventCount == Self.eventCount else {
-            throw BenchmarkFailure("the verified log is not intact: \(verification.eventCount) events, problems \(verification.problems.prefix(3))")
+            throw BenchmarkFailure(
+                "the verified log is not intact: \(verification.eventCount) events, problems \(verification.problems.prefix(3))"
+            )
         }
         return verification
     }

@@ -21,25 +21,44 @@ final class AddFixture {
         var generator = SplitMix64(seed: 0xADD5)
         secrets = (0..<64).map { _ in generator.bytes(ReadFixture.secretBytes) }
         store = try KeychainStore(directory: scratch.url, options: StoreOptions(synchronous: synchronous))
-        _ = try store.add(NewItem(accessGroup: AccessGroup.adalCache, service: "warm-up", account: "warm-up", secret: secrets[0]), as: app)
-        sqlcipher = baselines ? try CTable(.sqlcipher, path: scratch.url.appendingPathComponent("sqlcipher.sqlite").path) : nil
+        _ = try store.add(
+            NewItem(accessGroup: AccessGroup.adalCache, service: "warm-up", account: "warm-up", secret: secrets[0]),
+            as: app
+        )
+        sqlcipher =
+            baselines ? try CTable(.sqlcipher, path: scratch.url.appendingPathComponent("sqlcipher.sqlite").path) : nil
         floor = baselines ? try CTable(.plain, path: scratch.url.appendingPathComponent("floor.sqlite").path) : nil
     }
 
     /// SQLCipher's insert of `item` in its own transaction.
     func insertSQLCipher(_ item: NewItem) throws {
-        try sqlcipher?.insert(group: item.accessGroup ?? AccessGroup.adalCache, service: item.service, account: item.account, secret: item.secret)
+        try sqlcipher?.insert(
+            group: item.accessGroup ?? AccessGroup.adalCache,
+            service: item.service,
+            account: item.account,
+            secret: item.secret
+        )
     }
 
     /// The C floor's insert of `item` in its own transaction.
     func insertFloor(_ item: NewItem) throws {
-        try floor?.insert(group: item.accessGroup ?? AccessGroup.adalCache, service: item.service, account: item.account, secret: item.secret)
+        try floor?.insert(
+            group: item.accessGroup ?? AccessGroup.adalCache,
+            service: item.service,
+            account: item.account,
+            secret: item.secret
+        )
     }
 
     /// An item with a key not used before.
     func nextItem() -> NewItem {
         count += 1
-        return NewItem(accessGroup: AccessGroup.adalCache, service: "svc-\(count)", account: "acct-\(count)", secret: secrets[count % secrets.count])
+        return NewItem(
+            accessGroup: AccessGroup.adalCache,
+            service: "svc-\(count)",
+            account: "acct-\(count)",
+            secret: secrets[count % secrets.count]
+        )
     }
 
     /// Adds `item` in its own transaction.

@@ -7,7 +7,10 @@ import SQLiteBaselines
 /// SQLite (the floor of one indexed lookup) or SQLCipher (page-encrypted). Reads copy the secret into a
 /// buffer kept for the table's lifetime (no allocation).
 final class CTable {
-    enum Engine: String { case plain = "SQLite from C", sqlcipher = "SQLCipher" }
+    enum Engine: String {
+        case plain = "SQLite from C"
+        case sqlcipher = "SQLCipher"
+    }
 
     private let table: OpaquePointer
     private var buffer = [UInt8](repeating: 0, count: 4096)
@@ -24,7 +27,9 @@ final class CTable {
             opened = baseline_open_sqlcipher(path, &key, &error, error.count)
         }
         guard let opened else {
-            throw BenchmarkFailure("\(engine.rawValue): \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+            throw BenchmarkFailure(
+                "\(engine.rawValue): \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
+            )
         }
         table = opened
     }
@@ -33,14 +38,18 @@ final class CTable {
 
     /// Inserts one row in its own transaction.
     func insert(group: String, service: String, account: String, secret: Data) throws {
-        let status = secret.withUnsafeBytes { baseline_insert(table, group, service, account, $0.baseAddress, $0.count) }
+        let status = secret.withUnsafeBytes {
+            baseline_insert(table, group, service, account, $0.baseAddress, $0.count)
+        }
         guard status == 0 else { throw BenchmarkFailure("insert \(service)/\(account): SQLite status \(status)") }
     }
 
     /// Reads one row's secret (into the table's buffer); returns its size.
     @discardableResult
     func read(group: String, service: String, account: String) throws -> Int {
-        let size = buffer.withUnsafeMutableBytes { baseline_read(table, group, service, account, $0.baseAddress, $0.count) }
+        let size = buffer.withUnsafeMutableBytes {
+            baseline_read(table, group, service, account, $0.baseAddress, $0.count)
+        }
         guard size >= 0 else { throw BenchmarkFailure("read \(service)/\(account) failed") }
         return size
     }

@@ -52,7 +52,10 @@ final class PlainTable {
         var secret: Data?
         try queue.unsafeRead { db in
             try db.inTransaction(.deferred) {
-                if let row = try Row.fetchOne(db.cachedStatement(sql: Self.select), arguments: [group, service, account]) {
+                if let row = try Row.fetchOne(
+                    db.cachedStatement(sql: Self.select),
+                    arguments: [group, service, account]
+                ) {
                     secret = row[1]
                 }
                 return .commit

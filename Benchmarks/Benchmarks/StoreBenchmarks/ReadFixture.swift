@@ -32,19 +32,32 @@ final class ReadFixture {
         var generator = SplitMix64(seed: 0xC0FF_EE00)
         let secrets = (0..<Self.itemCount).map { _ in generator.bytes(Self.secretBytes) }
 
-        store = try KeychainStore(directory: scratch.url.appendingPathComponent("encrypted"), options: StoreOptions(synchronous: .normal))
+        store = try KeychainStore(
+            directory: scratch.url.appendingPathComponent("encrypted"),
+            options: StoreOptions(synchronous: .normal)
+        )
         plain = try PlainTable(path: scratch.url.appendingPathComponent("plain.sqlite").path, synchronous: .normal)
         sqlcipher = try CTable(.sqlcipher, path: scratch.url.appendingPathComponent("sqlcipher.sqlite").path)
         floor = try CTable(.plain, path: scratch.url.appendingPathComponent("floor.sqlite").path)
         for index in 0..<Self.itemCount {
-            _ = try store.add(NewItem(accessGroup: group, service: services[index], account: accounts[index], secret: secrets[index]), as: app)
+            _ = try store.add(
+                NewItem(accessGroup: group, service: services[index], account: accounts[index], secret: secrets[index]),
+                as: app
+            )
             try plain.insert(group: group, service: services[index], account: accounts[index], secret: secrets[index])
-            try sqlcipher.insert(group: group, service: services[index], account: accounts[index], secret: secrets[index])
+            try sqlcipher.insert(
+                group: group,
+                service: services[index],
+                account: accounts[index],
+                secret: secrets[index]
+            )
             try floor.insert(group: group, service: services[index], account: accounts[index], secret: secrets[index])
         }
         for index in 0..<Self.itemCount {
             guard try readEncrypted(index) == secrets[index], try readPlain(index) == secrets[index],
-                  sqlcipher.lastSecret(size: try readSQLCipher(index)) == secrets[index], floor.lastSecret(size: try readFloor(index)) == secrets[index] else {
+                sqlcipher.lastSecret(size: try readSQLCipher(index)) == secrets[index],
+                floor.lastSecret(size: try readFloor(index)) == secrets[index]
+            else {
                 throw BenchmarkFailure("item \(index) came back different")
             }
         }
@@ -55,7 +68,8 @@ final class ReadFixture {
 
     /// `KeychainStore.find` of item `index` by group, service and account: blind indexes, SELECT, AEAD open.
     func readEncrypted(_ index: Int) throws -> Data {
-        try store.find(ItemQuery(accessGroup: group, service: services[index], account: accounts[index]), as: app).secret
+        try store.find(ItemQuery(accessGroup: group, service: services[index], account: accounts[index]), as: app)
+            .secret
     }
 
     /// The plain table's SELECT of item `index`, on the store's access path.

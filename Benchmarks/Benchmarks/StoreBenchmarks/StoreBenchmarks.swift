@@ -10,20 +10,44 @@ import KeychainStore
 /// Custom metrics of the interleaved point read: each iteration reads one random key through the store and
 /// through the plain table, in alternating order, and records both durations (nanoseconds).
 enum PointReadMetric {
-    static let encrypted = BenchmarkMetric.custom("encrypted read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let encrypted = BenchmarkMetric.custom(
+        "encrypted read (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
     static let plain = BenchmarkMetric.custom("plain read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
-    static let sqlcipher = BenchmarkMetric.custom("sqlcipher read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let sqlcipher = BenchmarkMetric.custom(
+        "sqlcipher read (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
     static let floor = BenchmarkMetric.custom("c floor read (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     /// The crypto of one encrypted read from C, for the breakdown: a keyed BLAKE2b (a read computes two) and the open.
-    static let blindIndex = BenchmarkMetric.custom("keyed blake2b (ns)", polarity: .prefersSmaller, useScalingFactor: false)
-    static let open = BenchmarkMetric.custom("xchacha20poly1305 open 2 KB (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let blindIndex = BenchmarkMetric.custom(
+        "keyed blake2b (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
+    static let open = BenchmarkMetric.custom(
+        "xchacha20poly1305 open 2 KB (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
     static let all = [encrypted, plain, sqlcipher, floor, blindIndex, open]
 }
 
 /// Custom metrics of the interleaved add: one new item into the store, SQLCipher and the C floor per iteration.
 enum AddMetric {
-    static let encrypted = BenchmarkMetric.custom("encrypted add (ns)", polarity: .prefersSmaller, useScalingFactor: false)
-    static let sqlcipher = BenchmarkMetric.custom("sqlcipher insert (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let encrypted = BenchmarkMetric.custom(
+        "encrypted add (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
+    static let sqlcipher = BenchmarkMetric.custom(
+        "sqlcipher insert (ns)",
+        polarity: .prefersSmaller,
+        useScalingFactor: false
+    )
     static let floor = BenchmarkMetric.custom("c floor insert (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     static let all = [encrypted, sqlcipher, floor]
 }
@@ -62,7 +86,10 @@ func registerPointReads() {
             blackHole(try fixture.readEncrypted(key))
         },
         setup: { encryptedSlot.fixture = try ReadFixture() },
-        teardown: { encryptedSlot.fixture?.remove(); encryptedSlot.fixture = nil }
+        teardown: {
+            encryptedSlot.fixture?.remove()
+            encryptedSlot.fixture = nil
+        }
     )
 
     let plainSlot = FixtureSlot<ReadFixture>()
@@ -76,7 +103,10 @@ func registerPointReads() {
             blackHole(try fixture.readPlain(key))
         },
         setup: { plainSlot.fixture = try ReadFixture() },
-        teardown: { plainSlot.fixture?.remove(); plainSlot.fixture = nil }
+        teardown: {
+            plainSlot.fixture?.remove()
+            plainSlot.fixture = nil
+        }
     )
 
     // The four side by side, with the crypto of one read from C: each iteration reads the same 100 random keys through every path, one path after
@@ -85,8 +115,11 @@ func registerPointReads() {
     let interleavedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
         "Point read interleaved (encrypted store, GRDB plain, SQLCipher, SQLite from C; crypto from C)",
-        configuration: .init(metrics: [.wallClock] + PointReadMetric.all,
-                             units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }), maxIterations: 200),
+        configuration: .init(
+            metrics: [.wallClock] + PointReadMetric.all,
+            units: Dictionary(uniqueKeysWithValues: PointReadMetric.all.map { ($0, .count) }),
+            maxIterations: 200
+        ),
         closure: { benchmark in
             let fixture = try interleavedSlot.get()
             let keys = (0..<ReadFixture.roundLength).map { _ in fixture.nextKey() }
@@ -112,7 +145,10 @@ func registerPointReads() {
             guard crypto_baseline_prepare() == 0 else { throw BenchmarkFailure("libsodium did not initialise") }
             interleavedSlot.fixture = try ReadFixture()
         },
-        teardown: { interleavedSlot.fixture?.remove(); interleavedSlot.fixture = nil }
+        teardown: {
+            interleavedSlot.fixture?.remove()
+            interleavedSlot.fixture = nil
+        }
     )
 }
 
@@ -130,7 +166,10 @@ func registerAdds() {
                 blackHole(try fixture.add(item))
             },
             setup: { slot.fixture = try AddFixture(synchronous: synchronous) },
-            teardown: { slot.fixture?.remove(); slot.fixture = nil }
+            teardown: {
+                slot.fixture?.remove()
+                slot.fixture = nil
+            }
         )
     }
 
@@ -139,8 +178,12 @@ func registerAdds() {
     let interleavedSlot = FixtureSlot<AddFixture>()
     Benchmark(
         "Add interleaved (encrypted store, SQLCipher, SQLite from C; synchronous NORMAL)",
-        configuration: .init(metrics: [.wallClock] + AddMetric.all,
-                             units: Dictionary(uniqueKeysWithValues: AddMetric.all.map { ($0, .count) }), warmupIterations: 1, maxIterations: 2000),
+        configuration: .init(
+            metrics: [.wallClock] + AddMetric.all,
+            units: Dictionary(uniqueKeysWithValues: AddMetric.all.map { ($0, .count) }),
+            warmupIterations: 1,
+            maxIterations: 2000
+        ),
         closure: { benchmark in
             let fixture = try interleavedSlot.get()
             let item = fixture.nextItem()
@@ -153,6 +196,9 @@ func registerAdds() {
             for offset in 0..<adds.count { try adds[(start + offset) % adds.count]() }
         },
         setup: { interleavedSlot.fixture = try AddFixture(synchronous: .normal, baselines: true) },
-        teardown: { interleavedSlot.fixture?.remove(); interleavedSlot.fixture = nil }
+        teardown: {
+            interleavedSlot.fixture?.remove()
+            interleavedSlot.fixture = nil
+        }
     )
 }

@@ -35,7 +35,10 @@ func registerBrowserSignIn() {
             _ = try await fixture.app.signOut()
         },
         setup: { slot.fixture = try TokenFixture() },
-        teardown: { slot.fixture?.remove(); slot.fixture = nil }
+        teardown: {
+            slot.fixture?.remove()
+            slot.fixture = nil
+        }
     )
 }
 
@@ -94,9 +97,14 @@ func registerIDTokenValidation() {
         },
         setup: {
             let fixture = try TokenFixture()
-            guard let idToken = try await fixture.signIn().idToken else { throw BenchmarkFailure("the sign-in returned no ID token") }
+            guard let idToken = try await fixture.signIn().idToken else {
+                throw BenchmarkFailure("the sign-in returned no ID token")
+            }
             let parts = idToken.split(separator: ".")
-            let claims = parts.count == 3 ? Base64URL.decode(parts[1]).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } : nil
+            let claims =
+                parts.count == 3
+                ? Base64URL.decode(parts[1]).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+                : nil
             slot.fixture = (fixture, idToken, claims?["nonce"] as? String)
         },
         teardown: {

@@ -25,23 +25,37 @@ final class TokenFixture {
         scratch = try ScratchDirectory("token-benchmarks")
         let store = try KeychainStore(directory: scratch.url, options: StoreOptions(synchronous: .normal))
         let device = ManagedDevice(store: store)
-        guard var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: policyPath))) as? [String: Any],
-              var authority = policy["authority"] as? [String: Any]
+        guard
+            var policy = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: policyPath)))
+                as? [String: Any],
+            var authority = policy["authority"] as? [String: Any]
         else { throw BenchmarkFailure("\(policyPath) is not a policy with an authority") }
         authority["issuer"] = issuer
         policy["authority"] = authority
-        _ = try device.provision(policyDocument: try JSONSerialization.data(withJSONObject: policy), actor: "token-benchmarks")
-        guard let provisioned = try device.policy() else { throw BenchmarkFailure("the device has no policy after provisioning") }
-        app = try ApplicationEngine(configuration: ApplicationEngineConfiguration(appID: "com.contoso.kiosk.scanner", policy: provisioned),
-                                          device: device)
+        _ = try device.provision(
+            policyDocument: try JSONSerialization.data(withJSONObject: policy),
+            actor: "token-benchmarks"
+        )
+        guard let provisioned = try device.policy() else {
+            throw BenchmarkFailure("the device has no policy after provisioning")
+        }
+        app = try ApplicationEngine(
+            configuration: ApplicationEngineConfiguration(appID: "com.contoso.kiosk.scanner", policy: provisioned),
+            device: device
+        )
     }
 
     /// A whole browser sign-in of worker1: discovery (cached after the first), auth code + PKCE on loopback,
     /// the token request, ID-token validation and the cache write.
     @discardableResult
     func signIn() async throws -> AuthenticationResult {
-        try await app.acquireToken(InteractiveTokenParameters(scopes: Self.scopes, flow: .browser(openBrowser: browser(user: "worker1")),
-                                                              browserTimeout: 60))
+        try await app.acquireToken(
+            InteractiveTokenParameters(
+                scopes: Self.scopes,
+                flow: .browser(openBrowser: browser(user: "worker1")),
+                browserTimeout: 60
+            )
+        )
     }
 
     /// The test browser: `tools/idp browse` signs `user` in and follows the redirect to the app's listener.

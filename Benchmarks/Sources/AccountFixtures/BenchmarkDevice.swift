@@ -14,7 +14,12 @@ public final class BenchmarkDevice {
     /// The policy's apps, in order.
     public let apps: [AppIdentity]
     /// The sign-in context of every token saved.
-    public let context = TokenRequestContext(clientID: "kiosk-apps", environment: "127.0.0.1:4593", realm: "contoso", requestedScopes: ["openid"])
+    public let context = TokenRequestContext(
+        clientID: "kiosk-apps",
+        environment: "127.0.0.1:4593",
+        realm: "contoso",
+        requestedScopes: ["openid"]
+    )
     /// The directory holding the store.
     public let directory: URL
     private let scratch: ScratchDirectory
@@ -38,8 +43,14 @@ public final class BenchmarkDevice {
     /// Signs `worker` in through the first app and gives every app `tokens` access tokens (distinct scopes)
     /// in its own group, in one transaction.
     public func signIn(worker: Int, tokensPerApp tokens: Int) throws {
-        try accounts.signIn(try TokenResponses.response(worker: worker, scope: "openid profile"), context: context, app: apps[0])
-        let responses = try (0..<tokens).map { try TokenResponses.response(worker: worker, scope: "api://bench/scope\($0)") }
+        try accounts.signIn(
+            try TokenResponses.response(worker: worker, scope: "openid profile"),
+            context: context,
+            app: apps[0]
+        )
+        let responses = try (0..<tokens).map {
+            try TokenResponses.response(worker: worker, scope: "api://bench/scope\($0)")
+        }
         let (apps, context, tokenCache) = (apps, context, accounts.tokenCache)
         try store.writeTransaction { tx in
             for app in apps {
@@ -56,7 +67,10 @@ public final class BenchmarkDevice {
     /// A shared-mode policy with `appCount` apps.
     public static func policy(appCount: Int) throws -> Data {
         let apps: [[String: Any]] = (0..<appCount).map { index in
-            ["id": "com.contoso.bench.app\(index)", "accessGroups": ["com.microsoft.adalcache", "com.contoso.bench.app\(index)"], "uid": 2000 + index]
+            [
+                "id": "com.contoso.bench.app\(index)",
+                "accessGroups": ["com.microsoft.adalcache", "com.contoso.bench.app\(index)"], "uid": 2000 + index,
+            ]
         }
         let document: [String: Any] = [
             "version": 1, "device": ["name": "bench kiosk", "mode": "shared"],

@@ -7,8 +7,15 @@ public struct ScratchDirectory: Sendable {
 
     /// Creates `PREFIX.XXXXXXXX` under the temporary directory.
     public init(_ prefix: String) throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix).\(UUID().uuidString.prefix(8))", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "\(prefix).\(UUID().uuidString.prefix(8))",
+            isDirectory: true
+        )
+        try FileManager.default.createDirectory(
+            at: url,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
     }
 
     /// Removes the directory and everything in it.

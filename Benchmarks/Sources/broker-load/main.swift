@@ -39,7 +39,10 @@ import Varlink
 
 /// The thin client's application on the broker at `socket`.
 func thinClient(_ socket: String) -> SharedDeviceClient.PublicClientApplication {
-    SharedDeviceClient.PublicClientApplication(endpoint: BrokerEndpoint(socketPath: socket), logger: Logger(label: "broker-load"))
+    SharedDeviceClient.PublicClientApplication(
+        endpoint: BrokerEndpoint(socketPath: socket),
+        logger: Logger(label: "broker-load")
+    )
 }
 
 /// One blocking varlink connection speaking the generated contract (what devicectl's client does).
@@ -55,7 +58,9 @@ struct PersistentBroker {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
-    FileHandle.standardError.write(Data("usage: broker-load prepare|inprocess|broker|load|first-reply|activated-reply …\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: broker-load prepare|inprocess|broker|load|first-reply|activated-reply …\n".utf8)
+    )
     exit(64)
 }
 
@@ -87,7 +92,10 @@ struct StoreProfile {
     let secret = Data((0..<2048).map { UInt8(truncatingIfNeeded: $0 &* 31) })
 
     init(directory: String, synchronous: StoreOptions.Synchronous) throws {
-        store = try KeychainStore(directory: URL(fileURLWithPath: directory), options: StoreOptions(synchronous: synchronous))
+        store = try KeychainStore(
+            directory: URL(fileURLWithPath: directory),
+            options: StoreOptions(synchronous: synchronous)
+        )
         app = try AppIdentity(appID: "com.contoso.profile", accessGroups: [group])
     }
 
@@ -128,15 +136,21 @@ let scopes = ["User.Read"]
 func tokenResponse() throws -> TokenResponse {
     func base64URL(_ object: [String: Any]) throws -> String {
         try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=",
+                with: ""
+            )
     }
-    let idToken = try base64URL(["alg": "none"]) + "." + base64URL([
-        "iss": "http://127.0.0.1:4593/api/oidc", "sub": "bench", "oid": "bench", "tid": "contoso",
-        "preferred_username": "bench.worker@contoso.com", "name": "Bench Worker", "aud": "kiosk-apps",
-    ]) + "."
+    let idToken =
+        try base64URL(["alg": "none"]) + "."
+        + base64URL([
+            "iss": "http://127.0.0.1:4593/api/oidc", "sub": "bench", "oid": "bench", "tid": "contoso",
+            "preferred_username": "bench.worker@contoso.com", "name": "Bench Worker", "aud": "kiosk-apps",
+        ]) + "."
     let json: [String: Any] = [
         "access_token": "at-bench-\(UUID().uuidString)", "refresh_token": "rt-bench", "id_token": idToken,
-        "client_info": try base64URL(["uid": "bench", "utid": "contoso"]), "scope": "openid profile offline_access User.Read",
+        "client_info": try base64URL(["uid": "bench", "utid": "contoso"]),
+        "scope": "openid profile offline_access User.Read",
         "token_type": "Bearer", "expires_in": 86_400, "ext_expires_in": 86_400,
     ]
     return try TokenResponse.decode(JSONSerialization.data(withJSONObject: json))
@@ -152,10 +166,17 @@ case "prepare":
     do {
         let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
         let device = ManagedDevice(store: store)
-        let (_, record) = try device.provision(policyDocument: try Data(contentsOf: URL(fileURLWithPath: arguments[2])), actor: "broker-load")
+        let (_, record) = try device.provision(
+            policyDocument: try Data(contentsOf: URL(fileURLWithPath: arguments[2])),
+            actor: "broker-load"
+        )
         let policy = try record.policy()
         guard let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("no app") }
-        _ = try AccountManager(device: device).signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+        _ = try AccountManager(device: device).signIn(
+            try tokenResponse(),
+            context: TokenRequestContext(authority: policy.authority),
+            app: app
+        )
         print("prepared \(policy.apps.map { "\($0.id)=\($0.uid)" }.joined(separator: " "))")
     } catch {
         fail("prepare: \(error)")
@@ -165,7 +186,10 @@ case "inprocess":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: inprocess STATE_DIR N APP") }
     do {
         let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
-        let application = try SharedDevice.ApplicationEngine(configuration: registration(arguments[3]), device: ManagedDevice(store: store))
+        let application = try SharedDevice.ApplicationEngine(
+            configuration: registration(arguments[3]),
+            device: ManagedDevice(store: store)
+        )
         await measure("inprocess-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
         await measure("inprocess-current", count: count) { _ = try application.currentAccount() }
     } catch {
@@ -179,26 +203,39 @@ case "broker":
         await measure("broker-silent", count: count) { _ = try await application.acquireTokenSilent(scopes: scopes) }
         await measure("broker-current", count: count) { _ = try await application.currentAccount() }
         let persistent = try PersistentBroker(arguments[1])
-        await measure("persistent-silent", count: count) { _ = try persistent.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes)) }
-        await measure("persistent-current", count: count) { _ = try persistent.call(Broker1.GetCurrentAccount.self, .init()) }
+        await measure("persistent-silent", count: count) {
+            _ = try persistent.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes))
+        }
+        await measure("persistent-current", count: count) {
+            _ = try persistent.call(Broker1.GetCurrentAccount.self, .init())
+        }
     } catch {
         fail("broker: \(error)")
     }
 
 case "direct":
-    guard arguments.count == 4, let count = Int(arguments[2]), let uid = UInt32(arguments[3]) else { fail("usage: direct STATE_DIR N UID") }
+    guard arguments.count == 4, let count = Int(arguments[2]), let uid = UInt32(arguments[3]) else {
+        fail("usage: direct STATE_DIR N UID")
+    }
     do {
-        let broker = Broker(device: ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))))
+        let broker = Broker(
+            device: ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
+        )
         let caller = BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
         func call(_ method: String, _ parameters: [String: VarlinkValue]) async throws {
             let failed = Failure()
-            await broker.handle(VarlinkCall(method: "org.sharedmode.Broker1.\(method)", parameters: parameters), caller: caller) { reply in
+            await broker.handle(
+                VarlinkCall(method: "org.sharedmode.Broker1.\(method)", parameters: parameters),
+                caller: caller
+            ) { reply in
                 if reply.error != nil { failed.set() }
                 return true
             }
             if failed.isSet { throw BrokerLoadError.refused(method) }
         }
-        await measure("direct-silent", count: count) { try await call("AcquireTokenSilent", ["scopes": .array([.string("User.Read")])]) }
+        await measure("direct-silent", count: count) {
+            try await call("AcquireTokenSilent", ["scopes": .array([.string("User.Read")])])
+        }
         await measure("direct-current", count: count) { try await call("GetCurrentAccount", [:]) }
     } catch {
         fail("direct: \(error)")
@@ -210,7 +247,9 @@ case "watch":
     do {
         for try await event in thinClient(arguments[1]).accountChanges() {
             switch event {
-            case .subscribed: say("ready"); continue
+            case .subscribed:
+                say("ready")
+                continue
             case .signedIn: say("event signed_in \(wallNanoseconds())")
             case .signedOut: say("event signed_out \(wallNanoseconds())")
             case .switched: say("event switched \(wallNanoseconds())")
@@ -230,13 +269,19 @@ case "cycle":
         let store = try KeychainStore(directory: URL(fileURLWithPath: arguments[1]))
         let device = ManagedDevice(store: store)
         let accounts = AccountManager(device: device)
-        guard let policy = try device.policy(), let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("not provisioned") }
+        guard let policy = try device.policy(),
+            let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load")
+        else { fail("not provisioned") }
         for _ in 0..<count {
             usleep(200_000)
             _ = try accounts.signOut(app: nil, reason: .admin, actor: "broker-load")
             print("committed signed_out \(wallNanoseconds())")
             usleep(200_000)
-            _ = try accounts.signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+            _ = try accounts.signIn(
+                try tokenResponse(),
+                context: TokenRequestContext(authority: policy.authority),
+                app: app
+            )
             print("committed signed_in \(wallNanoseconds())")
         }
     } catch {
@@ -244,7 +289,9 @@ case "cycle":
     }
 
 case "load":
-    guard arguments.count == 4, let seconds = Double(arguments[2]), let start = Double(arguments[3]) else { fail("usage: load SOCKET SECONDS START") }
+    guard arguments.count == 4, let seconds = Double(arguments[2]), let start = Double(arguments[3]) else {
+        fail("usage: load SOCKET SECONDS START")
+    }
     let client: PersistentBroker
     do { client = try PersistentBroker(arguments[1]) } catch { fail("load: \(error)") }  // connect before the start
     let wait = start / 1000 - Date().timeIntervalSince1970
@@ -252,7 +299,9 @@ case "load":
     let deadline = Date().addingTimeInterval(seconds)
     var calls = 0
     while Date() < deadline {
-        do { _ = try client.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes)) } catch { fail("load: \(error)") }
+        do { _ = try client.call(Broker1.AcquireTokenSilent.self, .init(scopes: scopes)) } catch {
+            fail("load: \(error)")
+        }
         calls += 1
     }
     print("load \(calls)")
@@ -274,7 +323,11 @@ case "first-reply", "activated-reply":
         started = now()
     }
     while true {
-        if let connection = try? VarlinkConnection(unixSocketPath: socket), let reply = try? connection.call(call), reply.error == nil { break }
+        if let connection = try? VarlinkConnection(unixSocketPath: socket), let reply = try? connection.call(call),
+            reply.error == nil
+        {
+            break
+        }
         usleep(200)
         if now() - started > 30_000_000_000 { fail("no reply within 30 s") }
     }
@@ -288,7 +341,12 @@ case "store-reads":
         var generator = SystemRandomNumberGenerator()
         let samples = try profile.timed(count) { _ in
             let index = Int.random(in: 0..<10_000, using: &generator)
-            return { _ = try profile.store.find(ItemQuery(accessGroup: profile.group, service: "svc-\(index)", account: "acct-\(index)"), as: profile.app) }
+            return {
+                _ = try profile.store.find(
+                    ItemQuery(accessGroup: profile.group, service: "svc-\(index)", account: "acct-\(index)"),
+                    as: profile.app
+                )
+            }
         }
         let (p50, p99) = percentiles(samples)
         print(String(format: "store-read p50 %.1f p99 %.1f", p50, p99))
@@ -311,7 +369,9 @@ case "store-adds":
     }
 
 case "sign-outs":
-    guard arguments.count == 4, let count = Int(arguments[1]), let apps = Int(arguments[2]), let tokens = Int(arguments[3]) else {
+    guard arguments.count == 4, let count = Int(arguments[1]), let apps = Int(arguments[2]),
+        let tokens = Int(arguments[3])
+    else {
         fail("usage: sign-outs N APPS TOKENS")
     }
     do {
@@ -323,11 +383,15 @@ case "sign-outs":
             let start = now()
             let outcome = try device.accounts.signOut(app: device.apps[round % apps], reason: .shiftEnd)
             samples.append(now() - start)
-            guard outcome.itemsRemoved >= apps * tokens else { fail("sign-out removed only \(outcome.itemsRemoved) items") }
+            guard outcome.itemsRemoved >= apps * tokens else {
+                fail("sign-out removed only \(outcome.itemsRemoved) items")
+            }
         }
         let (p50, p99) = percentiles(samples)
         print(String(format: "sign-out p50 %.1f p99 %.1f min %.1f", p50, p99, Double(samples.min() ?? 0) / 1000))
-        if ProcessInfo.processInfo.environment["SIGN_OUT_SAMPLES"] != nil { print(samples.map { "\($0 / 1000)" }.joined(separator: " ")) }
+        if ProcessInfo.processInfo.environment["SIGN_OUT_SAMPLES"] != nil {
+            print(samples.map { "\($0 / 1000)" }.joined(separator: " "))
+        }
     } catch {
         fail("sign-outs: \(error)")
     }
@@ -338,7 +402,9 @@ case "audit-append":
         let device = ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
         for index in 0..<count {
             usleep(100_000)
-            let event = try device.record(AuditEntry(type: .keychainAccessDenied, actor: "broker-load", reason: "follow latency \(index)"))
+            let event = try device.record(
+                AuditEntry(type: .keychainAccessDenied, actor: "broker-load", reason: "follow latency \(index)")
+            )
             say("appended \(event?.sequence ?? -1) \(wallNanoseconds())")
         }
     } catch {
@@ -352,12 +418,18 @@ case "idle-cycle":
     do {
         let device = ManagedDevice(store: try KeychainStore(directory: URL(fileURLWithPath: arguments[1])))
         let accounts = AccountManager(device: device)
-        guard let policy = try device.policy(), let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load") else { fail("not provisioned") }
+        guard let policy = try device.policy(),
+            let app = try device.appIdentity(policy.apps[0].id, actor: "broker-load")
+        else { fail("not provisioned") }
         let client = try PersistentBroker(arguments[2])
         func signedIn() throws -> Bool { try accounts.accounts().contains { $0.signedIn } }
         for _ in 0..<rounds {
             if try !signedIn() {
-                _ = try accounts.signIn(try tokenResponse(), context: TokenRequestContext(authority: policy.authority), app: app)
+                _ = try accounts.signIn(
+                    try tokenResponse(),
+                    context: TokenRequestContext(authority: policy.authority),
+                    app: app
+                )
                 usleep(200_000)  // the broker times the new worker
             }
             let sent = wallNanoseconds()

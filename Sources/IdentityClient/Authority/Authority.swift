@@ -30,7 +30,9 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The hosts of Microsoft Entra ID: the public cloud and the US government and China sovereign clouds.
-    public static let microsoftHosts: Set<String> = ["login.microsoftonline.com", "login.microsoftonline.us", "login.chinacloudapi.cn"]
+    public static let microsoftHosts: Set<String> = [
+        "login.microsoftonline.com", "login.microsoftonline.us", "login.chinacloudapi.cn",
+    ]
 
     /// The scopes MSAL adds to every token and authorization request.
     public static let reservedScopes = ["openid", "profile", "offline_access"]
@@ -50,7 +52,10 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// - Throws: `invalidAuthority` saying what is wrong and what to write instead.
     public init(_ string: String, knownAuthorities: [String] = []) throws(IdentityError) {
         guard let url = URL(string: string.trimmingCharacters(in: .whitespaces)) else {
-            throw IdentityError(.invalidAuthority, "the authority `\(string)` is not a URL; use https://login.microsoftonline.com/{tenant}, a B2C authority or an OpenID Connect issuer URL")
+            throw IdentityError(
+                .invalidAuthority,
+                "the authority `\(string)` is not a URL; use https://login.microsoftonline.com/{tenant}, a B2C authority or an OpenID Connect issuer URL"
+            )
         }
         try self.init(url: url, knownAuthorities: knownAuthorities)
     }
@@ -68,7 +73,10 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
             var tenantPath = components
             if tenantPath.count == 2, tenantPath[1].lowercased() == "v2.0" { tenantPath.removeLast() }
             guard tenantPath.count == 1 else {
-                throw IdentityError(.invalidAuthority, "the authority `\(url.absoluteString)` is not of the form https://\(parts.host)/{tenant}; use a tenant id or domain, `common`, `organizations` or `consumers`")
+                throw IdentityError(
+                    .invalidAuthority,
+                    "the authority `\(url.absoluteString)` is not of the form https://\(parts.host)/{tenant}; use a tenant id or domain, `common`, `organizations` or `consumers`"
+                )
             }
             self.kind = .microsoft(tenant: tenantPath[0])
             self.url = try parts.url(path: [tenantPath[0]])
@@ -81,7 +89,10 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
             if tenantPath.count == 2, tenantPath[1].lowercased() == "v2.0" { tenantPath.removeLast() }
             if tenantPath.isEmpty, !subdomain.isEmpty { tenantPath = ["\(subdomain).onmicrosoft.com"] }
             guard tenantPath.count == 1 else {
-                throw IdentityError(.invalidAuthority, "the authority `\(url.absoluteString)` is not of the form https://\(parts.host)/{tenant}; name the tenant (its id or \(subdomain).onmicrosoft.com)")
+                throw IdentityError(
+                    .invalidAuthority,
+                    "the authority `\(url.absoluteString)` is not of the form https://\(parts.host)/{tenant}; name the tenant (its id or \(subdomain).onmicrosoft.com)"
+                )
             }
             self.kind = .ciam(tenant: tenantPath[0])
             self.url = try parts.url(path: [tenantPath[0]])
@@ -92,12 +103,18 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         let hasTFP = components.first?.lowercased() == "tfp"
         if parts.host.hasSuffix(".b2clogin.com") || (isKnown && hasTFP) {
             guard isKnown else {
-                throw IdentityError(.invalidAuthority, "the B2C authority host `\(parts.host)` is not a known authority; add `\(parts.host)` to the app's known authorities (knownAuthorities)")
+                throw IdentityError(
+                    .invalidAuthority,
+                    "the B2C authority host `\(parts.host)` is not a known authority; add `\(parts.host)` to the app's known authorities (knownAuthorities)"
+                )
             }
             var policyPath = hasTFP ? Array(components.dropFirst()) : components
             if policyPath.count == 3, policyPath[2].lowercased() == "v2.0" { policyPath.removeLast() }
             guard policyPath.count == 2 else {
-                throw IdentityError(.invalidAuthority, "the B2C authority `\(url.absoluteString)` is not of the form https://\(parts.host)/tfp/{tenant}/{policy}; name the tenant and the user flow")
+                throw IdentityError(
+                    .invalidAuthority,
+                    "the B2C authority `\(url.absoluteString)` is not of the form https://\(parts.host)/tfp/{tenant}/{policy}; name the tenant and the user flow"
+                )
             }
             self.kind = .b2c(tenant: policyPath[0], policy: policyPath[1])
             self.url = try parts.url(path: ["tfp", policyPath[0], policyPath[1]])
@@ -130,7 +147,9 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// the scheme's default, lowercased (as `TokenRequestContext.environment(of:)` in SharedDevice).
     public var environment: String {
         let host = (url.host ?? "").lowercased()
-        guard let port = url.port, !(url.scheme == "https" && port == 443), !(url.scheme == "http" && port == 80) else { return host }
+        guard let port = url.port, !(url.scheme == "https" && port == 443), !(url.scheme == "http" && port == 80) else {
+            return host
+        }
         return "\(host):\(port)"
     }
 
@@ -188,7 +207,8 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         let expected = Self.trimmingTrailingSlash(metadataIssuer)
         if issuer == expected { return true }
         guard case .microsoft = kind, expected.contains(Self.tenantIDPlaceholder),
-              let tenantID, !tenantID.isEmpty, !tenantID.contains("/") else { return false }
+            let tenantID, !tenantID.isEmpty, !tenantID.contains("/")
+        else { return false }
         return expected.replacingOccurrences(of: Self.tenantIDPlaceholder, with: tenantID) == issuer
     }
 
@@ -203,11 +223,13 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
 
     /// Lowercased hosts of the known authorities, whether given as hosts or as URLs.
     private static func knownHosts(_ knownAuthorities: [String]) -> Set<String> {
-        Set(knownAuthorities.compactMap { entry in
-            let trimmed = entry.trimmingCharacters(in: .whitespaces)
-            if trimmed.contains("://") { return URL(string: trimmed)?.host?.lowercased() }
-            let host = trimmed.split(separator: "/").first.map(String.init) ?? trimmed
-            return host.split(separator: ":").first.map { $0.lowercased() }
-        })
+        Set(
+            knownAuthorities.compactMap { entry in
+                let trimmed = entry.trimmingCharacters(in: .whitespaces)
+                if trimmed.contains("://") { return URL(string: trimmed)?.host?.lowercased() }
+                let host = trimmed.split(separator: "/").first.map(String.init) ?? trimmed
+                return host.split(separator: ":").first.map { $0.lowercased() }
+            }
+        )
     }
 }

@@ -19,7 +19,10 @@ struct AuthorityURLParts {
     init(_ url: URL) throws(IdentityError) {
         let text = url.absoluteString
         guard let scheme = url.scheme?.lowercased(), let rawHost = url.host, !rawHost.isEmpty else {
-            throw IdentityError(.invalidAuthority, "the authority `\(text)` has no scheme or host; write it as https://host/path")
+            throw IdentityError(
+                .invalidAuthority,
+                "the authority `\(text)` has no scheme or host; write it as https://host/path"
+            )
         }
         var host = rawHost.lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -29,15 +32,24 @@ struct AuthorityURLParts {
         case "http" where Self.loopbackHosts.contains(host):
             break
         case "http":
-            throw IdentityError(.invalidAuthority, "the authority `\(text)` uses http; authorities must use https (http is allowed only on loopback: 127.0.0.1, ::1, localhost)")
+            throw IdentityError(
+                .invalidAuthority,
+                "the authority `\(text)` uses http; authorities must use https (http is allowed only on loopback: 127.0.0.1, ::1, localhost)"
+            )
         default:
-            throw IdentityError(.invalidAuthority, "the authority `\(text)` uses the scheme `\(scheme)`; authorities must use https")
+            throw IdentityError(
+                .invalidAuthority,
+                "the authority `\(text)` uses the scheme `\(scheme)`; authorities must use https"
+            )
         }
         guard url.user == nil, url.password == nil else {
             throw IdentityError(.invalidAuthority, "the authority `\(text)` contains user information; remove it")
         }
         guard url.query == nil, url.fragment == nil else {
-            throw IdentityError(.invalidAuthority, "the authority `\(text)` has a query or a fragment; an authority is a plain https URL")
+            throw IdentityError(
+                .invalidAuthority,
+                "the authority `\(text)` has a query or a fragment; an authority is a plain https URL"
+            )
         }
         self.scheme = scheme
         self.host = host

@@ -28,7 +28,9 @@ public final class DiscoveryCache: Sendable {
 
     func configuration(for url: URL, now: Date) -> OpenIDConfiguration? {
         entries.withLock { entries in
-            entries.configurations[url].flatMap { now.timeIntervalSince($0.fetchedAt) < lifetime ? $0.configuration : nil }
+            entries.configurations[url].flatMap {
+                now.timeIntervalSince($0.fetchedAt) < lifetime ? $0.configuration : nil
+            }
         }
     }
 

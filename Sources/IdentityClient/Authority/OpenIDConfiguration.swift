@@ -31,8 +31,16 @@ public struct OpenIDConfiguration: Sendable, Equatable, Codable {
         case idTokenSigningAlgorithms = "id_token_signing_alg_values_supported"
     }
 
-    init(issuer: String, authorizationEndpoint: URL, tokenEndpoint: URL, deviceAuthorizationEndpoint: URL? = nil,
-                userinfoEndpoint: URL? = nil, jwksURI: URL, endSessionEndpoint: URL? = nil, idTokenSigningAlgorithms: [String]? = nil) {
+    init(
+        issuer: String,
+        authorizationEndpoint: URL,
+        tokenEndpoint: URL,
+        deviceAuthorizationEndpoint: URL? = nil,
+        userinfoEndpoint: URL? = nil,
+        jwksURI: URL,
+        endSessionEndpoint: URL? = nil,
+        idTokenSigningAlgorithms: [String]? = nil
+    ) {
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
@@ -49,9 +57,15 @@ public struct OpenIDConfiguration: Sendable, Equatable, Codable {
         do {
             return try JSONDecoder().decode(OpenIDConfiguration.self, from: data)
         } catch let DecodingError.keyNotFound(key, _) {
-            throw IdentityError(.invalidResponse, "the discovery document at \(url.absoluteString) has no `\(key.stringValue)`; check the authority URL")
+            throw IdentityError(
+                .invalidResponse,
+                "the discovery document at \(url.absoluteString) has no `\(key.stringValue)`; check the authority URL"
+            )
         } catch {
-            throw IdentityError(.invalidResponse, "the discovery document at \(url.absoluteString) is not valid OpenID Provider Metadata; check the authority URL")
+            throw IdentityError(
+                .invalidResponse,
+                "the discovery document at \(url.absoluteString) is not valid OpenID Provider Metadata; check the authority URL"
+            )
         }
     }
 }

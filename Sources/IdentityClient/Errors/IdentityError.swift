@@ -117,7 +117,13 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// An error of class `code` whose `message` says what happened and what to do (never a secret),
     /// with the server's OAuth `error`, `error_description` and HTTP status when there was a response.
-    public init(_ code: Code, _ message: String, oauthError: String? = nil, serverDescription: String? = nil, httpStatus: Int? = nil) {
+    public init(
+        _ code: Code,
+        _ message: String,
+        oauthError: String? = nil,
+        serverDescription: String? = nil,
+        httpStatus: Int? = nil
+    ) {
         self.code = code
         self.message = message
         self.oauthError = oauthError

@@ -23,14 +23,37 @@ public struct DeviceCodeSession: Sendable, CustomStringConvertible {
 
     /// A session to show whose polling happens elsewhere (a broker daemon polls; the app only shows the
     /// code). It holds no device code.
-    public init(userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresAt: Date, interval: TimeInterval = 5,
-                serverMessage: String?, scopes: [String]) {
-        self.init(userCode: userCode, verificationURI: verificationURI, verificationURIComplete: verificationURIComplete, expiresAt: expiresAt,
-                  interval: interval, serverMessage: serverMessage, scopes: scopes, deviceCode: "")
+    public init(
+        userCode: String,
+        verificationURI: URL,
+        verificationURIComplete: URL?,
+        expiresAt: Date,
+        interval: TimeInterval = 5,
+        serverMessage: String?,
+        scopes: [String]
+    ) {
+        self.init(
+            userCode: userCode,
+            verificationURI: verificationURI,
+            verificationURIComplete: verificationURIComplete,
+            expiresAt: expiresAt,
+            interval: interval,
+            serverMessage: serverMessage,
+            scopes: scopes,
+            deviceCode: ""
+        )
     }
 
-    init(userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresAt: Date, interval: TimeInterval,
-         serverMessage: String?, scopes: [String], deviceCode: String) {
+    init(
+        userCode: String,
+        verificationURI: URL,
+        verificationURIComplete: URL?,
+        expiresAt: Date,
+        interval: TimeInterval,
+        serverMessage: String?,
+        scopes: [String],
+        deviceCode: String
+    ) {
         self.userCode = userCode
         self.verificationURI = verificationURI
         self.verificationURIComplete = verificationURIComplete

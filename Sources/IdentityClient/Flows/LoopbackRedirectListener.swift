@@ -20,7 +20,10 @@ final class LoopbackRedirectListener: Sendable {
         do {
             socket = try LoopbackSocket.open()
         } catch {
-            throw IdentityError(.unsupported, "cannot open a loopback socket for the redirect (\(error), errno \(error.rawValue))")
+            throw IdentityError(
+                .unsupported,
+                "cannot open a loopback socket for the redirect (\(error), errno \(error.rawValue))"
+            )
         }
         do {
             try LoopbackSocket.allowRebindingDuringTimeWait(socket)
@@ -30,8 +33,10 @@ final class LoopbackRedirectListener: Sendable {
         } catch {
             // The errno was captured by the failing call; closing cannot overwrite it.
             Self.close(socket)
-            throw IdentityError(.unsupported,
-                "cannot listen on 127.0.0.1:\(requested) for the redirect (\(error), errno \(error.rawValue)); is another sign-in running?")
+            throw IdentityError(
+                .unsupported,
+                "cannot listen on 127.0.0.1:\(requested) for the redirect (\(error), errno \(error.rawValue)); is another sign-in running?"
+            )
         }
         self.socket = socket
     }
@@ -61,19 +66,34 @@ final class LoopbackRedirectListener: Sendable {
         return try result.get()
     }
 
-    private func acceptLoop(path: String, deadline: Date, canceled: CancelFlag) -> Result<[String: String], IdentityError> {
+    private func acceptLoop(
+        path: String,
+        deadline: Date,
+        canceled: CancelFlag
+    ) -> Result<[String: String], IdentityError> {
         while true {
             if canceled.isSet { return .failure(IdentityError(.userCanceled, "the sign-in was canceled")) }
             if Date() >= deadline {
-                return .failure(IdentityError(.userCanceled, "the sign-in in the browser did not finish in time; run the sign-in again"))
+                return .failure(
+                    IdentityError(
+                        .userCanceled,
+                        "the sign-in in the browser did not finish in time; run the sign-in again"
+                    )
+                )
             }
             let connection: FileDescriptor
             do {
-                guard try LoopbackSocket.waitReadable(socket, milliseconds: 200), let accepted = try LoopbackSocket.acceptConnection(socket) else { continue }
+                guard try LoopbackSocket.waitReadable(socket, milliseconds: 200),
+                    let accepted = try LoopbackSocket.acceptConnection(socket)
+                else { continue }
                 connection = accepted
             } catch {
-                return .failure(IdentityError(.unsupported,
-                    "the loopback listener for the redirect failed (\(error), errno \(error.rawValue)); run the sign-in again"))
+                return .failure(
+                    IdentityError(
+                        .unsupported,
+                        "the loopback listener for the redirect failed (\(error), errno \(error.rawValue)); run the sign-in again"
+                    )
+                )
             }
             defer { Self.close(connection) }
             guard let target = Self.readRequestTarget(connection) else { continue }
@@ -85,9 +105,13 @@ final class LoopbackRedirectListener: Sendable {
             }
             let fields = parts.count > 1 ? FormEncoding.decode(String(parts[1])) : [:]
             let finished = fields["error"] == nil
-            Self.respond(connection, status: "200 OK", body: finished
-                ? "Sign-in finished. You can close this window and return to the app."
-                : "Sign-in did not finish. Return to the app for details.")
+            Self.respond(
+                connection,
+                status: "200 OK",
+                body: finished
+                    ? "Sign-in finished. You can close this window and return to the app."
+                    : "Sign-in did not finish. Return to the app for details."
+            )
             return .success(fields)
         }
     }
@@ -110,7 +134,9 @@ final class LoopbackRedirectListener: Sendable {
             }
             if head.range(of: headEnd) != nil { break }
         }
-        guard let text = String(data: head, encoding: .utf8), let line = text.split(separator: "\r\n").first else { return nil }
+        guard let text = String(data: head, encoding: .utf8), let line = text.split(separator: "\r\n").first else {
+            return nil
+        }
         let words = line.split(separator: " ")
         guard words.count >= 2, words[0] == "GET" else { return nil }
         return String(words[1])
@@ -120,7 +146,8 @@ final class LoopbackRedirectListener: Sendable {
     /// was read already.
     private static func respond(_ connection: FileDescriptor, status: String, body: String) {
         let page = "<!doctype html><meta charset=utf-8><title>Sign-in</title><p>\(body)</p>"
-        let response = "HTTP/1.1 \(status)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(page.utf8.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n\(page)"
+        let response =
+            "HTTP/1.1 \(status)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(page.utf8.count)\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n\(page)"
         do { try LoopbackSocket.sendAll(connection, Array(response.utf8)) } catch {}
     }
 

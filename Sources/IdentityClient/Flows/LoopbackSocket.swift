@@ -1,4 +1,5 @@
 import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,7 +27,8 @@ enum LoopbackSocket {
     /// never lets a second socket listen on a port another one listens on.
     static func allowRebindingDuringTimeWait(_ socket: FileDescriptor) throws(Errno) {
         var on: Int32 = 1
-        guard setsockopt(socket.rawValue, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+        guard setsockopt(socket.rawValue, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size)) == 0
+        else {
             throw Errno(rawValue: errno)
         }
     }

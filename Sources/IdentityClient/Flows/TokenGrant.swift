@@ -29,7 +29,10 @@ public struct TokenGrant: Sendable, CustomStringConvertible {
     /// Parses a 2xx token response; the ID token is validated by the caller.
     static func parse(_ body: Data) throws(IdentityError) -> (fields: [String: Any], accessToken: String) {
         guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
-            throw IdentityError(.invalidResponse, "the token endpoint answered with something that is not a JSON object")
+            throw IdentityError(
+                .invalidResponse,
+                "the token endpoint answered with something that is not a JSON object"
+            )
         }
         guard let accessToken = object["access_token"] as? String, !accessToken.isEmpty else {
             throw IdentityError(.invalidResponse, "the token endpoint's response has no access_token")
@@ -37,16 +40,27 @@ public struct TokenGrant: Sendable, CustomStringConvertible {
         return (object, accessToken)
     }
 
-    init(body: Data, fields: [String: Any], accessToken: String, idToken: ValidatedIDToken?, requestedScopes: [String], receivedAt: Date) {
+    init(
+        body: Data,
+        fields: [String: Any],
+        accessToken: String,
+        idToken: ValidatedIDToken?,
+        requestedScopes: [String],
+        receivedAt: Date
+    ) {
         self.body = body
         self.accessToken = accessToken
         refreshToken = (fields["refresh_token"] as? String).flatMap { $0.isEmpty ? nil : $0 }
         self.idToken = idToken
         let granted = (fields["scope"] as? String)?.split(separator: " ").map(String.init) ?? []
         scopes = granted.isEmpty ? requestedScopes : granted
-        if let seconds = fields["expires_in"] as? Int { expiresIn = seconds }
-        else if let text = fields["expires_in"] as? String { expiresIn = Int(text) }
-        else { expiresIn = nil }
+        if let seconds = fields["expires_in"] as? Int {
+            expiresIn = seconds
+        } else if let text = fields["expires_in"] as? String {
+            expiresIn = Int(text)
+        } else {
+            expiresIn = nil
+        }
         self.receivedAt = receivedAt
     }
 }

@@ -101,7 +101,8 @@ public final class CurlExchangeSlots: Sendable {
                 for next in admitted { next.resume(returning: true) }
             }
         } onCancel: {
-            let (waiter, admitted) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, [CheckedContinuation<Bool, Never>]) in
+            let (waiter, admitted) = state.withLock {
+                state -> (CheckedContinuation<Bool, Never>?, [CheckedContinuation<Bool, Never>]) in
                 guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return (nil, []) }
                 let waiter = state.waiters.remove(at: index).continuation
                 // Its leaving may let another owner's waiter take a free slot.

@@ -49,8 +49,10 @@ public struct CurlTransport: HTTPTransport {
         case .failure(let error, _) where error == ccurl_canceled:
             throw IdentityError(.userCanceled, "the request to \(request.url.host ?? "the authority") was canceled")
         case .failure(let error, let message):
-            throw IdentityError(.authorityUnreachable,
-                "cannot reach the authority at \(Self.origin(of: request.url)) (\(Self.reason(error, message))); check the network and that the identity provider is running")
+            throw IdentityError(
+                .authorityUnreachable,
+                "cannot reach the authority at \(Self.origin(of: request.url)) (\(Self.reason(error, message))); check the network and that the identity provider is running"
+            )
         }
     }
 
@@ -78,7 +80,8 @@ public struct CurlTransport: HTTPTransport {
     }
 
     /// One blocking exchange (run off the cooperative pool).
-    private static func perform(_ request: HTTPRequest, timeout: TimeInterval, cancelFlag: RequestCancelFlag) -> Outcome {
+    private static func perform(_ request: HTTPRequest, timeout: TimeInterval, cancelFlag: RequestCancelFlag) -> Outcome
+    {
         let headerLines = request.headers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         var response = ccurl_response()
         defer { ccurl_response_free(&response) }
@@ -87,27 +90,41 @@ public struct CurlTransport: HTTPTransport {
                 request.url.absoluteString.withCString { url in
                     (request.body ?? Data()).withUnsafeBytes { body in
                         var curlRequest = ccurl_request(
-                            method: method, url: url, headers: headers.baseAddress, header_count: headers.count,
+                            method: method,
+                            url: url,
+                            headers: headers.baseAddress,
+                            header_count: headers.count,
                             body: request.body == nil ? nil : body.baseAddress ?? UnsafeRawPointer(bitPattern: 1),
-                            body_length: body.count, timeout_ms: Int(max(1, timeout * 1000)), cancel_flag: cancelFlag.pointer)
+                            body_length: body.count,
+                            timeout_ms: Int(max(1, timeout * 1000)),
+                            cancel_flag: cancelFlag.pointer
+                        )
                         return ccurl_perform(&curlRequest, &response)
                     }
                 }
             }
         }
         guard error == ccurl_ok else {
-            let message = withUnsafeBytes(of: response.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let message = withUnsafeBytes(of: response.message) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             return .failure(error, message)
         }
         let body = response.body.map { Data(bytes: $0, count: response.body_length) } ?? Data()
-        let rawHeaders = response.headers.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: response.headers_length), as: UTF8.self) } ?? ""
+        let rawHeaders =
+            response.headers.map {
+                String(decoding: UnsafeRawBufferPointer(start: $0, count: response.headers_length), as: UTF8.self)
+            } ?? ""
         return .response(HTTPResponse(status: response.status, headers: parseHeaders(rawHeaders), body: body))
     }
 
     /// The fields of the last response's header block (an interim `100 Continue` has its own), names lowercased.
     static func parseHeaders(_ raw: String) -> [String: String] {
         var headers: [String: String] = [:]
-        for line in raw.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }) {
+        for line in raw.split(
+            omittingEmptySubsequences: true,
+            whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }
+        ) {
             if line.hasPrefix("HTTP/") {
                 headers = [:]  // a new response's status line
                 continue
@@ -120,7 +137,10 @@ public struct CurlTransport: HTTPTransport {
     }
 
     /// `body` with `strings` as an array of C strings.
-    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafeBufferPointer<UnsafePointer<CChar>?>) -> R) -> R {
+    private static func withCStrings<R>(
+        _ strings: [String],
+        _ body: (UnsafeBufferPointer<UnsafePointer<CChar>?>) -> R
+    ) -> R {
         let copies = strings.map { strdup($0) }
         defer { copies.forEach { free($0) } }
         return copies.map { UnsafePointer($0) }.withUnsafeBufferPointer(body)

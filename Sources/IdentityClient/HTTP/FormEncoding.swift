@@ -3,7 +3,9 @@ import Foundation
 /// `application/x-www-form-urlencoded` (the WHATWG URL standard's byte serializer, which OAuth uses).
 enum FormEncoding {
     private static let unreserved: CharacterSet = {
-        var set = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127)))
+        var set = CharacterSet.alphanumerics.intersection(
+            CharacterSet(charactersIn: Unicode.Scalar(0)...Unicode.Scalar(127))
+        )
         set.insert(charactersIn: "-._*")
         return set
     }()

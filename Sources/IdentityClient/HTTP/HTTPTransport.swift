@@ -20,9 +20,12 @@ public struct HTTPRequest: Sendable, Equatable {
 
     /// A `POST` with an `application/x-www-form-urlencoded` body (RFC 6749 §4.1.3, RFC 8628 §3.1).
     public static func form(_ url: URL, _ fields: [(String, String)]) -> HTTPRequest {
-        HTTPRequest(method: "POST", url: url,
-                    headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
-                    body: Data(FormEncoding.encode(fields).utf8))
+        HTTPRequest(
+            method: "POST",
+            url: url,
+            headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+            body: Data(FormEncoding.encode(fields).utf8)
+        )
     }
 }
 
@@ -52,4 +55,3 @@ public protocol HTTPTransport: Sendable {
     /// - Throws: `IdentityError(.authorityUnreachable)` when no response arrived (refused, DNS, TLS, timeout).
     func send(_ request: HTTPRequest) async throws(IdentityError) -> HTTPResponse
 }
-

@@ -26,9 +26,11 @@ struct OAuthErrorResponse: Decodable, Sendable {
     /// The error a failed token-endpoint response means to the app.
     static func identityError(for response: HTTPResponse, endpoint: String) -> IdentityError {
         guard let oauth = parse(response.body) else {
-            return IdentityError(.serverError,
+            return IdentityError(
+                .serverError,
                 "the authority's \(endpoint) answered HTTP \(response.status) without an OAuth error; try again later or check the authority",
-                httpStatus: response.status)
+                httpStatus: response.status
+            )
         }
         // The server's description may echo a request field; it never holds our secrets (we send
         // them only in the body), but keep it to one line.
@@ -36,15 +38,29 @@ struct OAuthErrorResponse: Decodable, Sendable {
             text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline).joined(separator: " ")
         }
         if interactionErrors.contains(oauth.error) {
-            return IdentityError(.interactionRequired,
+            return IdentityError(
+                .interactionRequired,
                 "the user must sign in again interactively (the authority refused the grant at its \(endpoint))",
-                oauthError: oauth.error, serverDescription: description, httpStatus: response.status)
+                oauthError: oauth.error,
+                serverDescription: description,
+                httpStatus: response.status
+            )
         }
         if oauth.error == "access_denied" {
-            return IdentityError(.accessDenied, "the user declined the sign-in", oauthError: oauth.error,
-                                 serverDescription: description, httpStatus: response.status)
+            return IdentityError(
+                .accessDenied,
+                "the user declined the sign-in",
+                oauthError: oauth.error,
+                serverDescription: description,
+                httpStatus: response.status
+            )
         }
-        return IdentityError(.serverError, "the authority's \(endpoint) refused the request", oauthError: oauth.error,
-                             serverDescription: description, httpStatus: response.status)
+        return IdentityError(
+            .serverError,
+            "the authority's \(endpoint) refused the request",
+            oauthError: oauth.error,
+            serverDescription: description,
+            httpStatus: response.status
+        )
     }
 }

@@ -14,12 +14,19 @@ struct CompactJWT {
     init(_ token: String) throws(IdentityError) {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let headerData = Base64URL.decode(parts[0]),
-              let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any] else {
-            throw IdentityError(.invalidIDToken, "the ID token is not a well-formed JWT (three base64url parts with a JSON header); the authority's response is malformed")
+            let headerData = Base64URL.decode(parts[0]),
+            let header = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any]
+        else {
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token is not a well-formed JWT (three base64url parts with a JSON header); the authority's response is malformed"
+            )
         }
         guard let algorithm = header["alg"] as? String else {
-            throw IdentityError(.invalidIDToken, "the ID token's header names no signing algorithm (`alg`); it cannot be verified")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token's header names no signing algorithm (`alg`); it cannot be verified"
+            )
         }
         self.algorithm = algorithm
         self.keyID = header["kid"] as? String

@@ -18,8 +18,14 @@ struct IDTokenExpectations: Sendable {
     var allowedClockSkew: TimeInterval
 
     /// Expectations for a token from `authority`, whose discovery document names `metadataIssuer`.
-    init(authority: Authority, metadataIssuer: String, clientID: String, nonce: String? = nil,
-                now: Date = Date(), allowedClockSkew: TimeInterval = 300) {
+    init(
+        authority: Authority,
+        metadataIssuer: String,
+        clientID: String,
+        nonce: String? = nil,
+        now: Date = Date(),
+        allowedClockSkew: TimeInterval = 300
+    ) {
         self.authority = authority
         self.metadataIssuer = metadataIssuer
         self.clientID = clientID
@@ -29,9 +35,21 @@ struct IDTokenExpectations: Sendable {
     }
 
     /// Expectations for a token from `authority`, whose discovery document is `configuration`.
-    init(authority: Authority, configuration: OpenIDConfiguration, clientID: String, nonce: String? = nil,
-                now: Date = Date(), allowedClockSkew: TimeInterval = 300) {
-        self.init(authority: authority, metadataIssuer: configuration.issuer, clientID: clientID, nonce: nonce,
-                  now: now, allowedClockSkew: allowedClockSkew)
+    init(
+        authority: Authority,
+        configuration: OpenIDConfiguration,
+        clientID: String,
+        nonce: String? = nil,
+        now: Date = Date(),
+        allowedClockSkew: TimeInterval = 300
+    ) {
+        self.init(
+            authority: authority,
+            metadataIssuer: configuration.issuer,
+            clientID: clientID,
+            nonce: nonce,
+            now: now,
+            allowedClockSkew: allowedClockSkew
+        )
     }
 }

@@ -61,33 +61,57 @@ struct IDTokenValidator: Sendable {
         do {
             return try await keys.verify(jwt, as: IDTokenClaimSet.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-            throw IdentityError(.invalidIDToken, "the ID token's signature does not verify against the authority's keys; it was altered or not issued by this authority")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token's signature does not verify against the authority's keys; it was altered or not issued by this authority"
+            )
         } catch let error as JWTError where error.errorType == .malformedToken {
-            throw IdentityError(.invalidIDToken, "the ID token's claims are not a valid JSON claim set (a claim has the wrong type); the authority's response is malformed")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token's claims are not a valid JSON claim set (a claim has the wrong type); the authority's response is malformed"
+            )
         } catch {
-            throw IdentityError(.invalidIDToken, "the ID token could not be verified with the authority's keys (its signature is malformed)")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token could not be verified with the authority's keys (its signature is malformed)"
+            )
         }
     }
 
     private func signingKey(for token: CompactJWT) throws(IdentityError) -> SigningKey {
         guard let algorithm = SigningAlgorithm(rawValue: token.algorithm) else {
-            throw IdentityError(.invalidIDToken, "the ID token's algorithm (`alg`) `\(token.algorithm)` is not supported")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token's algorithm (`alg`) `\(token.algorithm)` is not supported"
+            )
         }
         let candidates = keySet.keys(for: algorithm, keyID: token.keyID)
         if let kid = token.keyID {
             guard let key = candidates.first else {
                 if hasKey(id: kid) {
-                    throw IdentityError(.invalidIDToken, "the ID token's key `\(kid)` (kid) is not a key for `\(algorithm.rawValue)` in the authority's key set; the token's `alg` and key do not match")
+                    throw IdentityError(
+                        .invalidIDToken,
+                        "the ID token's key `\(kid)` (kid) is not a key for `\(algorithm.rawValue)` in the authority's key set; the token's `alg` and key do not match"
+                    )
                 }
-                throw IdentityError(.invalidIDToken, "the ID token is signed with the key `\(kid)` (kid), which is not in the authority's key set: the identity provider's key set (jwks_uri), fetched again, holds no \(algorithm.rawValue) key with that kid, so the token cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish the key it signs with")
+                throw IdentityError(
+                    .invalidIDToken,
+                    "the ID token is signed with the key `\(kid)` (kid), which is not in the authority's key set: the identity provider's key set (jwks_uri), fetched again, holds no \(algorithm.rawValue) key with that kid, so the token cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish the key it signs with"
+                )
             }
             return key
         }
         guard !candidates.isEmpty else {
-            throw IdentityError(.invalidIDToken, "the identity provider's key set (jwks_uri) holds no \(algorithm.rawValue) key for the ID token (which names no key id), so it cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish a key for the algorithm it signs with")
+            throw IdentityError(
+                .invalidIDToken,
+                "the identity provider's key set (jwks_uri) holds no \(algorithm.rawValue) key for the ID token (which names no key id), so it cannot be verified and nothing was cached; public clients verify ID tokens with the provider's published RS256 or ES256 public keys — the provider must publish a key for the algorithm it signs with"
+            )
         }
         guard candidates.count == 1, let key = candidates.first else {
-            throw IdentityError(.invalidIDToken, "the ID token names no key (kid) and the authority's key set has \(candidates.count) \(algorithm.rawValue) keys; the key cannot be chosen")
+            throw IdentityError(
+                .invalidIDToken,
+                "the ID token names no key (kid) and the authority's key set has \(candidates.count) \(algorithm.rawValue) keys; the key cannot be chosen"
+            )
         }
         return key
     }

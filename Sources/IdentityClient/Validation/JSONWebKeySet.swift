@@ -29,12 +29,19 @@ struct JSONWebKeySet: Sendable {
     /// - Throws: `invalidResponse` when it is not a JWKS; `unsupported` when it has no RS256 or ES256 signing key.
     init(json: Data) throws(IdentityError) {
         guard let object = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any],
-              let entries = object["keys"] as? [Any] else {
-            throw IdentityError(.invalidResponse, "the authority's key set (jwks_uri) is not a JSON Web Key Set (an object with a `keys` array); check the authority URL")
+            let entries = object["keys"] as? [Any]
+        else {
+            throw IdentityError(
+                .invalidResponse,
+                "the authority's key set (jwks_uri) is not a JSON Web Key Set (an object with a `keys` array); check the authority URL"
+            )
         }
         keys = entries.compactMap { ($0 as? [String: Any]).flatMap(Self.signingKey) }
         guard !keys.isEmpty else {
-            throw IdentityError(.unsupported, "the identity provider's key set (jwks_uri) holds no usable signing key (of its \(entries.count) keys, none is an RSA key for RS256 or an EC P-256 key for ES256), so no ID token can be verified and nothing was cached; public clients need the provider to publish RS256 or ES256 public keys — configure one at the provider")
+            throw IdentityError(
+                .unsupported,
+                "the identity provider's key set (jwks_uri) holds no usable signing key (of its \(entries.count) keys, none is an RSA key for RS256 or an EC P-256 key for ES256), so no ID token can be verified and nothing was cached; public clients need the provider to publish RS256 or ES256 public keys — configure one at the provider"
+            )
         }
     }
 
@@ -50,13 +57,15 @@ struct JSONWebKeySet: Sendable {
         switch jwk["kty"] as? String {
         case "RSA":
             guard alg == nil || alg == SigningAlgorithm.rs256.rawValue,
-                  let n = jwk["n"] as? String, let e = jwk["e"] as? String,
-                  let key = try? Insecure.RSA.PublicKey(modulus: n, exponent: e) else { return nil }
+                let n = jwk["n"] as? String, let e = jwk["e"] as? String,
+                let key = try? Insecure.RSA.PublicKey(modulus: n, exponent: e)
+            else { return nil }
             return SigningKey(id: kid, algorithm: .rs256, material: .rsa(key))
         case "EC":
             guard alg == nil || alg == SigningAlgorithm.es256.rawValue, jwk["crv"] as? String == "P-256",
-                  let x = jwk["x"] as? String, let y = jwk["y"] as? String,
-                  let key = try? ES256PublicKey(parameters: (x: x, y: y)) else { return nil }
+                let x = jwk["x"] as? String, let y = jwk["y"] as? String,
+                let key = try? ES256PublicKey(parameters: (x: x, y: y))
+            else { return nil }
             return SigningKey(id: kid, algorithm: .es256, material: .es256(key))
         default:
             return nil

@@ -10,11 +10,14 @@ enum SigningAlgorithm: String, Sendable, CaseIterable {
     static func refusal(of alg: String) -> String? {
         if SigningAlgorithm(rawValue: alg) != nil { return nil }
         if alg.lowercased() == "none" {
-            return "the ID token is unsigned (`alg: none`); only ID tokens signed with the authority's RS256 or ES256 keys are accepted"
+            return
+                "the ID token is unsigned (`alg: none`); only ID tokens signed with the authority's RS256 or ES256 keys are accepted"
         }
         if alg.uppercased().hasPrefix("HS") {
-            return "the ID token's algorithm (`alg`) is `\(alg)`, a shared-secret MAC; ID tokens must be signed with the authority's RS256 or ES256 keys"
+            return
+                "the ID token's algorithm (`alg`) is `\(alg)`, a shared-secret MAC; ID tokens must be signed with the authority's RS256 or ES256 keys"
         }
-        return "the ID token's algorithm (`alg`) is `\(alg)`, which is not supported; ID tokens must be signed with RS256 or ES256"
+        return
+            "the ID token's algorithm (`alg`) is `\(alg)`, which is not supported; ID tokens must be signed with RS256 or ES256"
     }
 }

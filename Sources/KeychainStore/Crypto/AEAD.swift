@@ -14,7 +14,11 @@ enum AEAD {
 
     /// Encrypts `plaintext` under `key`, binding `additionalData`.
     /// - Throws: `cryptoUnavailable` if libsodium refuses (it never does for valid lengths).
-    static func seal(_ plaintext: Data, additionalData: some ContiguousBytes, key: SecureKey) throws(KeychainError) -> Box {
+    static func seal(
+        _ plaintext: Data,
+        additionalData: some ContiguousBytes,
+        key: SecureKey
+    ) throws(KeychainError) -> Box {
         var nonce = Data(count: nonceByteCount)
         var ciphertext = Data(count: plaintext.count + tagByteCount)
         let status = ciphertext.withUnsafeMutableBytes { ciphertext in
@@ -33,15 +37,26 @@ enum AEAD {
     /// Encrypts `plaintext` under `key` and a fresh random nonce, binding `additionalData`, into `nonce`
     /// (`nonceByteCount` long) and `ciphertext` (the plaintext's length plus `tagByteCount`).
     /// - Returns: libsodium's status (0 on success).
-    static func seal(_ plaintext: UnsafeRawBufferPointer, additionalData: UnsafeRawBufferPointer, key: SecureKey,
-                     nonce: UnsafeMutableRawBufferPointer, ciphertext: UnsafeMutableRawBufferPointer) -> Int32 {
+    static func seal(
+        _ plaintext: UnsafeRawBufferPointer,
+        additionalData: UnsafeRawBufferPointer,
+        key: SecureKey,
+        nonce: UnsafeMutableRawBufferPointer,
+        ciphertext: UnsafeMutableRawBufferPointer
+    ) -> Int32 {
         precondition(nonce.count == nonceByteCount && ciphertext.count == plaintext.count + tagByteCount)
         randombytes_buf(nonce.baseAddress!, nonceByteCount)
         return crypto_aead_xchacha20poly1305_ietf_encrypt(
-            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), nil,
-            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(additionalData.count),
-            nil, nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key.bytes)
+            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            nil,
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            UInt64(plaintext.count),
+            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            UInt64(additionalData.count),
+            nil,
+            nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            key.bytes
+        )
     }
 
     /// Decrypts and authenticates a box; `nil` when the key, nonce, ciphertext or additional data
@@ -74,14 +89,26 @@ enum AEAD {
     /// hands out) into `plaintext`, which must be `plaintextByteCount(ofCiphertext:)` long; false when the
     /// nonce has the wrong length or anything does not match what was sealed (`plaintext` then holds zeros
     /// or nothing, as libsodium leaves it).
-    static func open(nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, additionalData: UnsafeRawBufferPointer,
-                     key: SecureKey, into plaintext: UnsafeMutableRawBufferPointer) -> Bool {
-        guard nonce.count == nonceByteCount, plaintextByteCount(ofCiphertext: ciphertext.count) == plaintext.count else { return false }
+    static func open(
+        nonce: UnsafeRawBufferPointer,
+        ciphertext: UnsafeRawBufferPointer,
+        additionalData: UnsafeRawBufferPointer,
+        key: SecureKey,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) -> Bool {
+        guard nonce.count == nonceByteCount, plaintextByteCount(ofCiphertext: ciphertext.count) == plaintext.count
+        else { return false }
         let status = crypto_aead_xchacha20poly1305_ietf_decrypt(
-            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), nil, nil,
-            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
-            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(additionalData.count),
-            nonce.baseAddress!.assumingMemoryBound(to: UInt8.self), key.bytes)
+            plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            nil,
+            nil,
+            ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            UInt64(ciphertext.count),
+            additionalData.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            UInt64(additionalData.count),
+            nonce.baseAddress!.assumingMemoryBound(to: UInt8.self),
+            key.bytes
+        )
         return status == 0
     }
 }

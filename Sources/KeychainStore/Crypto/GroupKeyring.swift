@@ -28,7 +28,12 @@ final class GroupKeyring: Sendable {
     static let wrappedKeySQL = "SELECT wrapped_key FROM access_groups WHERE name_index = ?"
 
     /// The key to seal items of `group` with, creating the group if it does not exist. Call inside a write.
-    func keyForWriting(group: String, index: Data, _ db: Database, _ statements: ConnectionStatements) throws -> SecureKey {
+    func keyForWriting(
+        group: String,
+        index: Data,
+        _ db: Database,
+        _ statements: ConnectionStatements
+    ) throws -> SecureKey {
         if let key = try cachedKeyIfCurrent(index: index, db, statements) { return key }
         if let key = try loadFromDatabase(index: index, db) { return key }
         let key = try SecureKey.random()
@@ -37,14 +42,19 @@ final class GroupKeyring: Sendable {
         let box = try AEAD.seal(plaintext, additionalData: Self.additionalData(index), key: wrapping)
         try db.execute(
             sql: "INSERT INTO access_groups (name_index, key_nonce, wrapped_key) VALUES (?, ?, ?)",
-            arguments: [index, box.nonce, box.ciphertext])
+            arguments: [index, box.nonce, box.ciphertext]
+        )
         cache.withLock { $0[index] = Entry(wrapped: box.ciphertext, name: group, key: key) }
         return key
     }
 
     /// The cached key of a group if the group's row still holds the very wrapped key it came from (compared
     /// where SQLite holds the column, through the connection's prepared statement); `nil` otherwise.
-    private func cachedKeyIfCurrent(index: Data, _ db: Database, _ statements: ConnectionStatements) throws -> SecureKey? {
+    private func cachedKeyIfCurrent(
+        index: Data,
+        _ db: Database,
+        _ statements: ConnectionStatements
+    ) throws -> SecureKey? {
         guard let entry = cache.withLock({ $0[index] }) else { return nil }
         let statement = try statements.statement(.wrappedGroupKey, db)
         let handle = statement.sqliteStatement
@@ -54,7 +64,7 @@ final class GroupKeyring: Sendable {
             return try RawStatements.firstRow(statement, db) { row in
                 let count = Int(sqlite3_column_bytes(row, 0))
                 guard sqlite3_column_type(row, 0) == SQLITE_BLOB, count == entry.wrapped.count,
-                      let bytes = sqlite3_column_blob(row, 0)
+                    let bytes = sqlite3_column_blob(row, 0)
                 else { return nil }
                 return entry.wrapped.withUnsafeBytes { memcmp($0.baseAddress!, bytes, count) == 0 } ? entry.key : nil
             } ?? nil
@@ -76,11 +86,16 @@ final class GroupKeyring: Sendable {
 
     /// Unwraps a group row; `nil` when it fails authentication.
     func unwrap(index: Data, nonce: Data, wrapped: Data) throws -> (name: String, key: SecureKey)? {
-        guard var plaintext = AEAD.open(.init(nonce: nonce, ciphertext: wrapped), additionalData: Self.additionalData(index), key: wrapping)
+        guard
+            var plaintext = AEAD.open(
+                .init(nonce: nonce, ciphertext: wrapped),
+                additionalData: Self.additionalData(index),
+                key: wrapping
+            )
         else { return nil }
         defer { Sodium.wipe(&plaintext) }
         guard plaintext.count > SecureKey.byteCount,
-              let name = String(data: plaintext.suffix(from: plaintext.startIndex + SecureKey.byteCount), encoding: .utf8)
+            let name = String(data: plaintext.suffix(from: plaintext.startIndex + SecureKey.byteCount), encoding: .utf8)
         else { return nil }
         return (name, try SecureKey.copying(plaintext.prefix(SecureKey.byteCount)))
     }
@@ -98,14 +113,20 @@ final class GroupKeyring: Sendable {
     }
 
     private func loadFromDatabase(index: Data, _ db: Database) throws -> SecureKey? {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT key_nonce, wrapped_key FROM access_groups WHERE name_index = ?"), arguments: [index])
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT key_nonce, wrapped_key FROM access_groups WHERE name_index = ?"),
+                arguments: [index]
+            )
         else { return nil }
-        let nonce: Data = row[0], wrapped: Data = row[1]
+        let nonce: Data = row[0]
+        let wrapped: Data = row[1]
         if let entry = cache.withLock({ $0[index] }), entry.wrapped == wrapped { return entry.key }
         guard let (name, key) = try unwrap(index: index, nonce: nonce, wrapped: wrapped) else {
-            throw KeychainError(.integrityFailure,
-                "an access group's key record failed its integrity check (tampered or corrupted); run `devicectl keychain verify`")
+            throw KeychainError(
+                .integrityFailure,
+                "an access group's key record failed its integrity check (tampered or corrupted); run `devicectl keychain verify`"
+            )
         }
         cache.withLock { $0[index] = Entry(wrapped: wrapped, name: name, key: key) }
         return key

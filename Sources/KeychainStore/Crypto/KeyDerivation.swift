@@ -14,7 +14,13 @@ enum KeyDerivation {
     static func subkey(_ id: UInt64, context: Context, of root: SecureKey) throws(KeychainError) -> SecureKey {
         try SecureKey { buffer throws(KeychainError) in
             let status = context.rawValue.withCString { ctx in
-                crypto_kdf_derive_from_key(buffer.bindMemory(to: UInt8.self).baseAddress!, buffer.count, id, ctx, root.bytes)
+                crypto_kdf_derive_from_key(
+                    buffer.bindMemory(to: UInt8.self).baseAddress!,
+                    buffer.count,
+                    id,
+                    ctx,
+                    root.bytes
+                )
             }
             guard status == 0 else { throw KeychainError(.cryptoUnavailable, "key derivation failed") }
         }
@@ -33,7 +39,8 @@ enum KeyDerivation {
             PasswordHashParameters(
                 salt: Sodium.randomData(count: saltByteCount),
                 opsLimit: UInt64(crypto_pwhash_OPSLIMIT_INTERACTIVE),
-                memLimit: UInt64(crypto_pwhash_MEMLIMIT_INTERACTIVE))
+                memLimit: UInt64(crypto_pwhash_MEMLIMIT_INTERACTIVE)
+            )
         }
     }
 
@@ -41,9 +48,9 @@ enum KeyDerivation {
     static func masterKey(passphrase: String, parameters: PasswordHashParameters) throws(KeychainError) -> SecureKey {
         guard !passphrase.isEmpty else { throw KeychainError(.invalidParameter, "the passphrase is empty") }
         guard parameters.salt.count == PasswordHashParameters.saltByteCount,
-              parameters.opsLimit >= UInt64(crypto_pwhash_OPSLIMIT_MIN),
-              parameters.memLimit >= UInt64(crypto_pwhash_MEMLIMIT_MIN),
-              parameters.memLimit <= 1 << 32
+            parameters.opsLimit >= UInt64(crypto_pwhash_OPSLIMIT_MIN),
+            parameters.memLimit >= UInt64(crypto_pwhash_MEMLIMIT_MIN),
+            parameters.memLimit <= 1 << 32
         else { throw KeychainError(.corruptStore, "the stored passphrase parameters are invalid") }
         var password = Data(passphrase.utf8)
         defer { Sodium.wipe(&password) }
@@ -51,14 +58,22 @@ enum KeyDerivation {
             let status = password.withUnsafeBytes { pw in
                 parameters.salt.withUnsafeBytes { salt in
                     crypto_pwhash(
-                        buffer.bindMemory(to: UInt8.self).baseAddress!, UInt64(buffer.count),
-                        pw.bindMemory(to: CChar.self).baseAddress!, UInt64(password.count),
+                        buffer.bindMemory(to: UInt8.self).baseAddress!,
+                        UInt64(buffer.count),
+                        pw.bindMemory(to: CChar.self).baseAddress!,
+                        UInt64(password.count),
                         salt.bindMemory(to: UInt8.self).baseAddress!,
-                        parameters.opsLimit, Int(parameters.memLimit), crypto_pwhash_ALG_ARGON2ID13)
+                        parameters.opsLimit,
+                        Int(parameters.memLimit),
+                        crypto_pwhash_ALG_ARGON2ID13
+                    )
                 }
             }
             guard status == 0 else {
-                throw KeychainError(.cryptoUnavailable, "Argon2id ran out of memory deriving the master key; free memory and retry")
+                throw KeychainError(
+                    .cryptoUnavailable,
+                    "Argon2id ran out of memory deriving the master key; free memory and retry"
+                )
             }
         }
     }

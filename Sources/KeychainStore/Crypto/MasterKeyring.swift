@@ -1,7 +1,7 @@
 public import Foundation
-import SystemPackage
 import GRDB
 import PathSafety
+import SystemPackage
 
 /// Where the store's 32-byte master key comes from.
 public enum MasterKeySource: Sendable {
@@ -15,7 +15,10 @@ public enum MasterKeySource: Sendable {
     /// The key of the store in `directory`: the credential systemd decrypted for the service
     /// (`$CREDENTIALS_DIRECTORY/sharedmode-master-key`, `LoadCredentialEncrypted=`), else the sealed key in
     /// the directory (`master.key.cred`), else the key file `master.key`.
-    public static func forStore(in directory: URL, environment: [String: String] = ProcessInfo.processInfo.environment) -> MasterKeySource {
+    public static func forStore(
+        in directory: URL,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> MasterKeySource {
         if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
             let loaded = URL(fileURLWithPath: credentials).appendingPathComponent(SealedKeyFile.credentialName)
             if FileManager.default.fileExists(atPath: loaded.path) { return .keyFile(loaded) }
@@ -36,8 +39,12 @@ enum HeldKeySource: Sendable {
 
     /// `source` (nil: the store's default, as `MasterKeySource.forStore(in:)` chooses) for the store in the
     /// state directory `url`, held as `directory`.
-    static func resolving(_ source: MasterKeySource?, stateDirectory url: URL, held directory: SafeDirectory,
-                          environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) -> HeldKeySource {
+    static func resolving(
+        _ source: MasterKeySource?,
+        stateDirectory url: URL,
+        held directory: SafeDirectory,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(KeychainError) -> HeldKeySource {
         func location(_ file: URL) throws(KeychainError) -> KeyFile.Location {
             if file.deletingLastPathComponent().standardizedFileURL.path == url.standardizedFileURL.path {
                 return KeyFile.Location(directory: directory, name: file.lastPathComponent)
@@ -92,10 +99,18 @@ struct MasterKeyring: Sendable {
         wrapping = try KeyDerivation.subkey(2, context: .master, of: master)
         if let sealed = meta[Meta.keptKeys], let nonce = meta[Meta.keptKeysNonce] {
             let keptWrapping = try KeyDerivation.subkey(5, context: .master, of: master)
-            guard var kept = AEAD.open(.init(nonce: nonce, ciphertext: sealed), additionalData: Self.keptKeysAdditionalData, key: keptWrapping),
-                  kept.count == 2 * SecureKey.byteCount
+            guard
+                var kept = AEAD.open(
+                    .init(nonce: nonce, ciphertext: sealed),
+                    additionalData: Self.keptKeysAdditionalData,
+                    key: keptWrapping
+                ),
+                kept.count == 2 * SecureKey.byteCount
             else {
-                throw KeychainError(.integrityFailure, "the store's kept keys failed their integrity check (tampered or corrupted); restore the state directory from backup")
+                throw KeychainError(
+                    .integrityFailure,
+                    "the store's kept keys failed their integrity check (tampered or corrupted); restore the state directory from backup"
+                )
             }
             defer { Sodium.wipe(&kept) }
             indexer = BlindIndexer(key: try SecureKey.copying(kept.prefix(SecureKey.byteCount)))
@@ -116,33 +131,57 @@ struct MasterKeyring: Sendable {
         let groups = try Row.fetchAll(db, sql: "SELECT name_index, key_nonce, wrapped_key FROM access_groups")
         for row in groups {
             let index: Data = row[0]
-            guard let rewrapped = try groupKeys.rewrap(index: index, nonce: row[1], wrapped: row[2], under: newWrapping) else {
-                throw KeychainError(.integrityFailure,
-                    "an access group's key record failed its integrity check (tampered or corrupted); nothing was changed. Run `devicectl keychain verify`")
+            guard let rewrapped = try groupKeys.rewrap(index: index, nonce: row[1], wrapped: row[2], under: newWrapping)
+            else {
+                throw KeychainError(
+                    .integrityFailure,
+                    "an access group's key record failed its integrity check (tampered or corrupted); nothing was changed. Run `devicectl keychain verify`"
+                )
             }
-            try db.execute(sql: "UPDATE access_groups SET key_nonce = ?, wrapped_key = ? WHERE name_index = ?",
-                           arguments: [rewrapped.nonce, rewrapped.ciphertext, index])
+            try db.execute(
+                sql: "UPDATE access_groups SET key_nonce = ?, wrapped_key = ? WHERE name_index = ?",
+                arguments: [rewrapped.nonce, rewrapped.ciphertext, index]
+            )
         }
         var kept = indexer.key.withUnsafeBytes { Data($0) } + integrity.withUnsafeBytes { Data($0) }
         defer { Sodium.wipe(&kept) }
-        let box = try AEAD.seal(kept, additionalData: Self.keptKeysAdditionalData,
-                                key: try KeyDerivation.subkey(5, context: .master, of: newMaster))
-        let rows = [Meta.keptKeys: box.ciphertext, Meta.keptKeysNonce: box.nonce, Meta.check: try Self.keyCheck(newMaster)]
+        let box = try AEAD.seal(
+            kept,
+            additionalData: Self.keptKeysAdditionalData,
+            key: try KeyDerivation.subkey(5, context: .master, of: newMaster)
+        )
+        let rows = [
+            Meta.keptKeys: box.ciphertext, Meta.keptKeysNonce: box.nonce, Meta.check: try Self.keyCheck(newMaster),
+        ]
         for (name, value) in rows {
-            try db.execute(sql: "INSERT OR REPLACE INTO store_meta (name, value) VALUES (?, ?)", arguments: [name, value])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO store_meta (name, value) VALUES (?, ?)",
+                arguments: [name, value]
+            )
         }
         return groups.count
     }
 
     /// Whether `key` is the master key this store's key check was made with (read inside a transaction).
     static func opens(_ key: SecureKey, _ db: Database) throws -> Bool {
-        guard let stored = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check]) else { return false }
+        guard
+            let stored = try Data.fetchOne(
+                db,
+                sql: "SELECT value FROM store_meta WHERE name = ?",
+                arguments: [Meta.check]
+            )
+        else { return false }
         return Sodium.constantTimeEqual(stored, try keyCheck(key))
     }
 
     private static func keyCheck(_ master: SecureKey) throws(KeychainError) -> Data {
         let checkKey = try KeyDerivation.subkey(1, context: .master, of: master)
-        return try KeyedHash.hash(Data("keychain-store key check v1".utf8), domain: 0, key: checkKey, outputByteCount: 32)
+        return try KeyedHash.hash(
+            Data("keychain-store key check v1".utf8),
+            domain: 0,
+            key: checkKey,
+            outputByteCount: 32
+        )
     }
 
     /// Opens the keyring of an existing store, or records a new master key in a new one.
@@ -158,16 +197,23 @@ struct MasterKeyring: Sendable {
             master = try KeyFile.loadOrCreate(location)
             rows = [Meta.kdf: Data(Meta.keyFileKDF.utf8)]
         case .sealedKeyFile(let location):
-            throw KeychainError(.corruptStore, "the state directory holds a sealed key (\(location.path)) but no store; restore the store from backup, or remove the sealed key to start afresh")
+            throw KeychainError(
+                .corruptStore,
+                "the state directory holds a sealed key (\(location.path)) but no store; restore the store from backup, or remove the sealed key to start afresh"
+            )
         case .passphrase(let passphrase):
             let parameters = KeyDerivation.PasswordHashParameters.interactive()
             master = try KeyDerivation.masterKey(passphrase: passphrase, parameters: parameters)
-            rows = [Meta.kdf: Data(Meta.passphraseKDF.utf8), Meta.salt: parameters.salt,
-                    Meta.ops: encode(parameters.opsLimit), Meta.mem: encode(parameters.memLimit)]
+            rows = [
+                Meta.kdf: Data(Meta.passphraseKDF.utf8), Meta.salt: parameters.salt,
+                Meta.ops: encode(parameters.opsLimit), Meta.mem: encode(parameters.memLimit),
+            ]
         }
         rows[Meta.check] = try keyCheck(master)
         let won = try database.write { db -> Bool in
-            guard try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check]) == nil
+            guard
+                try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE name = ?", arguments: [Meta.check])
+                    == nil
             else { return false }
             for (name, value) in rows {
                 try db.execute(sql: "INSERT INTO store_meta (name, value) VALUES (?, ?)", arguments: [name, value])
@@ -176,14 +222,17 @@ struct MasterKeyring: Sendable {
         }
         if won { return try MasterKeyring(master: master, meta: [:]) }
         // Another process initialised the store between our read and our write.
-        guard let meta = try readMeta(database) else { throw KeychainError(.corruptStore, "the store's key record vanished") }
+        guard let meta = try readMeta(database) else {
+            throw KeychainError(.corruptStore, "the store's key record vanished")
+        }
         return try verify(source, against: meta)
     }
 
     private static func readMeta(_ database: some DatabaseWriter) throws -> [String: Data]? {
         try database.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT name, value FROM store_meta")
-            return rows.isEmpty ? nil : Dictionary(rows.map { ($0[0] as String, $0[1] as Data) }, uniquingKeysWith: { a, _ in a })
+            return rows.isEmpty
+                ? nil : Dictionary(rows.map { ($0[0] as String, $0[1] as Data) }, uniquingKeysWith: { a, _ in a })
         }
     }
 
@@ -193,31 +242,48 @@ struct MasterKeyring: Sendable {
         switch (kdf, source) {
         case (Meta.keyFileKDF, .keyFile(let location)):
             guard let key = try KeyFile.load(location) else {
-                throw KeychainError(.wrongKey, "key file \(location.path) is missing; restore it from backup (this store cannot be opened without it)")
+                throw KeychainError(
+                    .wrongKey,
+                    "key file \(location.path) is missing; restore it from backup (this store cannot be opened without it)"
+                )
             }
             master = key
         case (Meta.keyFileKDF, .sealedKeyFile(let location)):
             master = try SealedKeyFile.unseal(location)
         case (Meta.passphraseKDF, .passphrase(let passphrase)):
-            guard let salt = meta[Meta.salt], let ops = meta[Meta.ops].flatMap(decode), let mem = meta[Meta.mem].flatMap(decode) else {
+            guard let salt = meta[Meta.salt], let ops = meta[Meta.ops].flatMap(decode),
+                let mem = meta[Meta.mem].flatMap(decode)
+            else {
                 throw KeychainError(.corruptStore, "the store's passphrase parameters are missing or damaged")
             }
-            master = try KeyDerivation.masterKey(passphrase: passphrase,
-                parameters: .init(salt: salt, opsLimit: ops, memLimit: mem))
+            master = try KeyDerivation.masterKey(
+                passphrase: passphrase,
+                parameters: .init(salt: salt, opsLimit: ops, memLimit: mem)
+            )
         case (Meta.keyFileKDF, .passphrase):
-            throw KeychainError(.wrongKey, "this store is protected by a key file, not a passphrase; open it with its key file")
+            throw KeychainError(
+                .wrongKey,
+                "this store is protected by a key file, not a passphrase; open it with its key file"
+            )
         case (Meta.passphraseKDF, .keyFile), (Meta.passphraseKDF, .sealedKeyFile):
-            throw KeychainError(.wrongKey, "this store is protected by a passphrase; supply it (devicectl: --passphrase-file)")
+            throw KeychainError(
+                .wrongKey,
+                "this store is protected by a passphrase; supply it (devicectl: --passphrase-file)"
+            )
         default:
             throw KeychainError(.corruptStore, "the store's key record names an unknown key derivation")
         }
         guard let stored = meta[Meta.check], Sodium.constantTimeEqual(stored, try keyCheck(master)) else {
-            let what = switch source {
-            case .passphrase: "passphrase"
-            case .keyFile: "key file"
-            case .sealedKeyFile: "sealed key"
-            }
-            throw KeychainError(.wrongKey, "the \(what) does not open this store; nothing was changed. Use the \(what) the store was created with")
+            let what =
+                switch source {
+                case .passphrase: "passphrase"
+                case .keyFile: "key file"
+                case .sealedKeyFile: "sealed key"
+                }
+            throw KeychainError(
+                .wrongKey,
+                "the \(what) does not open this store; nothing was changed. Use the \(what) the store was created with"
+            )
         }
         return try MasterKeyring(master: master, meta: meta)
     }

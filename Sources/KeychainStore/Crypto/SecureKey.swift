@@ -12,10 +12,16 @@ final class SecureKey: @unchecked Sendable {
     let count: Int
 
     /// Allocates `count` bytes and lets `initialise` fill them; the memory is made read-only afterwards.
-    init(count: Int = SecureKey.byteCount, initialise: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> Void) throws(KeychainError) {
+    init(
+        count: Int = SecureKey.byteCount,
+        initialise: (UnsafeMutableRawBufferPointer) throws(KeychainError) -> Void
+    ) throws(KeychainError) {
         try Sodium.ensureInitialised()
         guard let pointer = sodium_malloc(count) else {
-            throw KeychainError(.cryptoUnavailable, "could not allocate locked memory for a key; raise the memlock limit (ulimit -l)")
+            throw KeychainError(
+                .cryptoUnavailable,
+                "could not allocate locked memory for a key; raise the memlock limit (ulimit -l)"
+            )
         }
         self.pointer = pointer
         self.count = count
@@ -27,7 +33,10 @@ final class SecureKey: @unchecked Sendable {
         }
         guard sodium_mprotect_readonly(pointer) == 0 else {
             sodium_free(pointer)
-            throw KeychainError(.cryptoUnavailable, "could not make a key's locked memory read-only (sodium_mprotect_readonly); check the memlock limit (ulimit -l)")
+            throw KeychainError(
+                .cryptoUnavailable,
+                "could not make a key's locked memory read-only (sodium_mprotect_readonly); check the memlock limit (ulimit -l)"
+            )
         }
     }
 

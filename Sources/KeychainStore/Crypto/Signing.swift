@@ -19,7 +19,10 @@ public struct SigningKey: Sendable {
         var publicKey = Data(count: publicKeyByteCount)
         let secret = try SecureKey(count: secretKeyByteCount) { buffer throws(KeychainError) in
             let status = publicKey.withUnsafeMutableBytes { out in
-                crypto_sign_keypair(out.bindMemory(to: UInt8.self).baseAddress!, buffer.bindMemory(to: UInt8.self).baseAddress!)
+                crypto_sign_keypair(
+                    out.bindMemory(to: UInt8.self).baseAddress!,
+                    buffer.bindMemory(to: UInt8.self).baseAddress!
+                )
             }
             try Sodium.check(status, "crypto_sign_keypair")
         }
@@ -57,8 +60,13 @@ public struct SigningKey: Sendable {
         var signature = Data(count: Self.signatureByteCount)
         let status = signature.withUnsafeMutableBytes { out in
             message.withUnsafeBytes { input in
-                crypto_sign_detached(out.bindMemory(to: UInt8.self).baseAddress!, nil,
-                                         input.bindMemory(to: UInt8.self).baseAddress, UInt64(message.count), secret.bytes)
+                crypto_sign_detached(
+                    out.bindMemory(to: UInt8.self).baseAddress!,
+                    nil,
+                    input.bindMemory(to: UInt8.self).baseAddress,
+                    UInt64(message.count),
+                    secret.bytes
+                )
             }
         }
         try Sodium.check(status, "crypto_sign_detached")
@@ -68,13 +76,17 @@ public struct SigningKey: Sendable {
     /// Whether `signature` is `publicKey`'s valid Ed25519 signature of `message`.
     public static func isValidSignature(_ signature: Data, of message: Data, publicKey: Data) -> Bool {
         guard signature.count == signatureByteCount, publicKey.count == publicKeyByteCount,
-              (try? Sodium.ensureInitialised()) != nil else { return false }
+            (try? Sodium.ensureInitialised()) != nil
+        else { return false }
         return signature.withUnsafeBytes { sig in
             message.withUnsafeBytes { input in
                 publicKey.withUnsafeBytes { key in
-                    crypto_sign_verify_detached(sig.bindMemory(to: UInt8.self).baseAddress!,
-                                                input.bindMemory(to: UInt8.self).baseAddress, UInt64(message.count),
-                                                key.bindMemory(to: UInt8.self).baseAddress!) == 0
+                    crypto_sign_verify_detached(
+                        sig.bindMemory(to: UInt8.self).baseAddress!,
+                        input.bindMemory(to: UInt8.self).baseAddress,
+                        UInt64(message.count),
+                        key.bindMemory(to: UInt8.self).baseAddress!
+                    ) == 0
                 }
             }
         }
@@ -93,7 +105,14 @@ public enum ChainHash {
         input.append(contentsOf: message)
         var output = Data(count: byteCount)
         let status = output.withUnsafeMutableBytes { out in
-            crypto_generichash(out.bindMemory(to: UInt8.self).baseAddress!, byteCount, input, UInt64(input.count), nil, 0)
+            crypto_generichash(
+                out.bindMemory(to: UInt8.self).baseAddress!,
+                byteCount,
+                input,
+                UInt64(input.count),
+                nil,
+                0
+            )
         }
         try Sodium.check(status, "crypto_generichash")
         return output
@@ -105,7 +124,11 @@ public enum ChainHash {
         var digest = Data(count: Int(crypto_hash_sha256_BYTES))
         let status = digest.withUnsafeMutableBytes { output in
             data.withUnsafeBytes { input in
-                crypto_hash_sha256(output.bindMemory(to: UInt8.self).baseAddress!, input.bindMemory(to: UInt8.self).baseAddress, UInt64(data.count))
+                crypto_hash_sha256(
+                    output.bindMemory(to: UInt8.self).baseAddress!,
+                    input.bindMemory(to: UInt8.self).baseAddress,
+                    UInt64(data.count)
+                )
             }
         }
         try Sodium.check(status, "crypto_hash_sha256")

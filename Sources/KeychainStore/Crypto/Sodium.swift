@@ -17,7 +17,10 @@ enum Sodium {
     /// libsodium documents `0` as success and `-1` as failure (invalid lengths, no memory, a forged message).
     static func check(_ status: Int32, _ operation: StaticString) throws(KeychainError) {
         guard status == 0 else {
-            throw KeychainError(.cryptoUnavailable, "libsodium's \(operation) failed (status \(status)); the library or its memory is unusable, reinstall libsodium23 and retry")
+            throw KeychainError(
+                .cryptoUnavailable,
+                "libsodium's \(operation) failed (status \(status)); the library or its memory is unusable, reinstall libsodium23 and retry"
+            )
         }
     }
 

@@ -21,13 +21,15 @@ enum AccessDiagnosis {
                 let mode = "0\(String(bits, radix: 8))"
                 let what = candidate == path ? "it exists and is" : "\(candidate) is"
                 let advice = "run as \(ownerName), or choose a state directory of your own with --state-dir"
-                return "cannot \(action) \(path): \(error); \(what) owned by \(ownerName) with mode \(mode) and this process runs as \(myName): \(advice)"
+                return
+                    "cannot \(action) \(path): \(error); \(what) owned by \(ownerName) with mode \(mode) and this process runs as \(myName): \(advice)"
             }
             let parent: FilePath = candidate.removingLastComponent()
             if parent == candidate || parent.isEmpty { break }
             candidate = parent
         }
-        return "cannot \(action) \(path): \(error); this process runs as \(myName): check the owner and mode of the state directory, or choose another with --state-dir"
+        return
+            "cannot \(action) \(path): \(error); this process runs as \(myName): check the owner and mode of the state directory, or choose another with --state-dir"
     }
 
     /// Whether `error` is a permission failure.

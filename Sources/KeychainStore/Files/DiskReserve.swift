@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import PathSafety
 import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Space kept on the store's filesystem for the writes that must never fail: a global sign-out, a shift
 /// switch, a deprovisioning. A file of `bytes` allocated blocks (`posix_fallocate`) beside the database;
@@ -38,7 +39,12 @@ struct DiskReserve: Sendable {
         guard !isInPlace else { return }
         let descriptor: Int32
         do throws(Errno) {
-            descriptor = try directory.openFile(Self.fileName, .writeOnly, options: [.create], permissions: [.ownerReadWrite]).rawValue
+            descriptor = try directory.openFile(
+                Self.fileName,
+                .writeOnly,
+                options: [.create],
+                permissions: [.ownerReadWrite]
+            ).rawValue
         } catch {
             throw KeychainError(.ioError, "cannot create the disk reserve \(path): \(error)")
         }
@@ -46,8 +52,10 @@ struct DiskReserve: Sendable {
         _ = close(descriptor)
         guard status == 0 else {
             try? directory.remove(Self.fileName)
-            throw KeychainError(status == ENOSPC ? .diskFull : .ioError,
-                "cannot reserve \(bytes) bytes for sign-outs in \(path): \(String(cString: strerror(status)))")
+            throw KeychainError(
+                status == ENOSPC ? .diskFull : .ioError,
+                "cannot reserve \(bytes) bytes for sign-outs in \(path): \(String(cString: strerror(status)))"
+            )
         }
     }
 

@@ -44,15 +44,21 @@ enum KeyFile {
             var parent = path.removingLastComponent()
             if parent.isEmpty { parent = "." }
             do {
-                let directory = try SafeDirectory.open(parent.string, purpose: "the key file's directory",
-                                                       alternative: "keep the key file in a directory only root (or you) can write")
+                let directory = try SafeDirectory.open(
+                    parent.string,
+                    purpose: "the key file's directory",
+                    alternative: "keep the key file in a directory only root (or you) can write"
+                )
                 return Location(directory: directory, name: name)
             } catch {
                 switch error.reason {
                 case .unsafe, .notDirectory:
                     throw KeychainError(.insecureKeyFile, "key file \(path) cannot be used safely: \(error.message)")
                 case .system(let code) where AccessDiagnosis.isPermissionFailure(code):
-                    throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("read the key file", path: path, error: code))
+                    throw KeychainError(
+                        .ioError,
+                        AccessDiagnosis.permissionDenied("read the key file", path: path, error: code)
+                    )
                 case .system:
                     throw KeychainError(.ioError, error.message)
                 }
@@ -83,8 +89,10 @@ enum KeyFile {
         }
         try checkOwnerAndMode(info, path)
         guard info.size == SecureKey.byteCount else {
-            throw KeychainError(.wrongKey,
-                "key file \(path) holds \(info.size) bytes, not a \(SecureKey.byteCount)-byte key; restore the right key file")
+            throw KeychainError(
+                .wrongKey,
+                "key file \(path) holds \(info.size) bytes, not a \(SecureKey.byteCount)-byte key; restore the right key file"
+            )
         }
         return try SecureKey { buffer throws(KeychainError) in
             var filled = 0
@@ -95,7 +103,12 @@ enum KeyFile {
                 } catch {
                     throw KeychainError(.ioError, "cannot read key file \(path): \(error)")
                 }
-                guard got > 0 else { throw KeychainError(.ioError, "key file \(path) ended after \(filled) bytes; restore the right key file") }
+                guard got > 0 else {
+                    throw KeychainError(
+                        .ioError,
+                        "key file \(path) ended after \(filled) bytes; restore the right key file"
+                    )
+                }
                 filled += got
             }
         }
@@ -104,19 +117,29 @@ enum KeyFile {
     /// A key file is a regular file of this user (or root) that nobody else may read or write.
     private static func checkOwnerAndMode(_ info: Stat, _ path: FilePath) throws(KeychainError) {
         guard info.type == .regular else {
-            throw KeychainError(.insecureKeyFile, "key file \(path) is not a regular file; restore the key file itself there")
+            throw KeychainError(
+                .insecureKeyFile,
+                "key file \(path) is not a regular file; restore the key file itself there"
+            )
         }
-        let owner = info.userID.rawValue, me = Syscalls.effectiveUserID
+        let owner = info.userID.rawValue
+        let me = Syscalls.effectiveUserID
         guard owner == me || owner == 0 else {
-            throw KeychainError(.insecureKeyFile, """
+            throw KeychainError(
+                .insecureKeyFile,
+                """
                 key file \(path) is owned by uid \(owner), not by uid \(me) (this process) or root: its owner could replace \
                 the key; run: chown \(me) \(path)
-                """)
+                """
+            )
         }
         let mode: UInt32 = UInt32(info.permissions.rawValue)
         guard mode & 0o077 == 0 else {
             let octal = String(mode & 0o777, radix: 8)
-            throw KeychainError(.insecureKeyFile, "key file \(path) is readable by other users (mode \(octal)); run: chmod 600 \(path)")
+            throw KeychainError(
+                .insecureKeyFile,
+                "key file \(path) is readable by other users (mode \(octal)); run: chmod 600 \(path)"
+            )
         }
     }
 
@@ -152,8 +175,12 @@ enum KeyFile {
     private static func write(_ key: SecureKey, to location: Location) throws(KeychainError) {
         let descriptor: FileDescriptor
         do throws(Errno) {
-            descriptor = try location.directory.openFile(location.name, .writeOnly, options: [.create, .exclusiveCreate],
-                                                         permissions: [.ownerReadWrite])
+            descriptor = try location.directory.openFile(
+                location.name,
+                .writeOnly,
+                options: [.create, .exclusiveCreate],
+                permissions: [.ownerReadWrite]
+            )
         } catch {
             throw failure("create the key file", location, error)
         }
@@ -179,15 +206,21 @@ enum KeyFile {
     /// symbolic link (`O_NOFOLLOW`'s `ELOOP`) said as such.
     private static func failure(_ action: String, _ location: Location, _ error: Errno) -> KeychainError {
         if error == .tooManySymbolicLinkLevels {
-            return KeychainError(.insecureKeyFile, """
+            return KeychainError(
+                .insecureKeyFile,
+                """
                 cannot \(action) \(location.path): it is a symbolic link, and the key is never read or written through one; \
                 nothing was changed: remove the link and restore the key file itself, or restore the state directory from backup
-                """)
+                """
+            )
         }
         if AccessDiagnosis.isPermissionFailure(error) {
             return KeychainError(.ioError, AccessDiagnosis.permissionDenied(action, path: location.path, error: error))
         }
-        return KeychainError(.ioError, "cannot \(action) \(location.path): \(error); check the state directory's owner, permissions and free space")
+        return KeychainError(
+            .ioError,
+            "cannot \(action) \(location.path): \(error); check the state directory's owner, permissions and free space"
+        )
     }
 
     /// Overwrites the key file with zeros, flushes it and unlinks it (after the key was sealed): no

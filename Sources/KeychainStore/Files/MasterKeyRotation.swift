@@ -53,30 +53,45 @@ public enum MasterKeyRotation {
     ///   - recording: runs inside the rotation's transaction with the store and the number of group keys
     ///     re-wrapped (an audit entry: it commits with the rotation or not at all); a throw rolls it back.
     ///   - passed: called after each step (a caller's progress report).
-    public static func rotate(_ store: KeychainStore, resealing: KeySealing? = nil,
-                              environment: [String: String] = ProcessInfo.processInfo.environment,
-                              logger: Logger = Logger.current,
-                              recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void = { _, _, _ in },
-                              passed: (Step) -> Void = { _ in }) throws(KeychainError) -> MasterKeyRotationResult {
+    public static func rotate(
+        _ store: KeychainStore,
+        resealing: KeySealing? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        logger: Logger = Logger.current,
+        recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void = { _, _, _ in },
+        passed: (Step) -> Void = { _ in }
+    ) throws(KeychainError) -> MasterKeyRotationResult {
         let directory = store.stateDirectory
         let lock: StateDirectoryLock
         do {
             lock = try StateDirectoryLock(held: directory)
         } catch {
             guard let holder = error.holder else { throw KeychainError(.ioError, error.description) }
-            throw KeychainError(.storeBusy, """
+            throw KeychainError(
+                .storeBusy,
+                """
                 pid \(holder) holds the state directory \(directory.path) (deviced serving it, or another rotation); \
                 nothing was changed. Stop deviced first (systemctl stop deviced.socket deviced.service), rotate, then start deviced.socket again
-                """)
+                """
+            )
         }
         defer { withExtendedLifetime(lock) {} }
         let currentSealing = SealedKeyFile.sealing(in: directory)
-        let current = KeyFile.Location(directory: directory, name: currentSealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName)
+        let current = KeyFile.Location(
+            directory: directory,
+            name: currentSealing == nil ? KeychainStore.keyFileName : SealedKeyFile.fileName
+        )
         guard current.exists else {
-            throw KeychainError(.wrongKey, "the store in \(directory.path) has no key file (\(KeychainStore.keyFileName)) or sealed key (\(SealedKeyFile.fileName)) to rotate; a store protected by a passphrase keeps it")
+            throw KeychainError(
+                .wrongKey,
+                "the store in \(directory.path) has no key file (\(KeychainStore.keyFileName)) or sealed key (\(SealedKeyFile.fileName)) to rotate; a store protected by a passphrase keeps it"
+            )
         }
         if resealing != nil && currentSealing == nil {
-            throw KeychainError(.wrongKey, "the store's key is a key file, not sealed; seal it first (devicectl key seal); nothing was changed")
+            throw KeychainError(
+                .wrongKey,
+                "the store's key is a key file, not sealed; seal it first (devicectl key seal); nothing was changed"
+            )
         }
         let sealing = resealing ?? currentSealing
         let pending = pendingLocation(of: current)
@@ -109,20 +124,28 @@ public enum MasterKeyRotation {
         }
         passed(.committed)
         try promote(pending, over: current)
-        logger.debug("keychain store master key rotated", metadata: ["path": "\(directory.path)", "groups": "\(groups)"])
+        logger.debug(
+            "keychain store master key rotated",
+            metadata: ["path": "\(directory.path)", "groups": "\(groups)"]
+        )
         return MasterKeyRotationResult(groups: groups, sealing: sealing)
     }
 
     /// Opens the store's keyring with `source`; when that key no longer opens it and the pending key of an
     /// interrupted rotation does, puts the pending key in place and opens with it. The pending key is
     /// reached like the key: relative to its held directory, never through a symbolic link.
-    static func unlock(_ database: some DatabaseWriter, source: HeldKeySource, directory: SafeDirectory) throws -> MasterKeyring {
+    static func unlock(
+        _ database: some DatabaseWriter,
+        source: HeldKeySource,
+        directory: SafeDirectory
+    ) throws -> MasterKeyring {
         do {
             return try MasterKeyring.unlock(database, source: source)
         } catch let error as KeychainError where error.code == .wrongKey {
             if let current = source.location, pendingLocation(of: current).exists {
                 let pending = pendingLocation(of: current)
-                let pendingSource: HeldKeySource = if case .sealedKeyFile = source { .sealedKeyFile(pending) } else { .keyFile(pending) }
+                let pendingSource: HeldKeySource =
+                    if case .sealedKeyFile = source { .sealedKeyFile(pending) } else { .keyFile(pending) }
                 guard let keyring = try? MasterKeyring.unlock(database, source: pendingSource) else { throw error }
                 try promote(pending, over: current)
                 return keyring
@@ -131,7 +154,10 @@ public enum MasterKeyRotation {
             if [SealedKeyFile.fileName, KeychainStore.keyFileName].contains(where: {
                 (try? directory.status(of: $0 + pendingSuffix)) != nil
             }) {
-                throw KeychainError(.wrongKey, "a rotation of the store's master key in \(directory.path) was interrupted after it committed; run `devicectl key rotate` as root to finish it (it puts the new key in place), then start deviced again")
+                throw KeychainError(
+                    .wrongKey,
+                    "a rotation of the store's master key in \(directory.path) was interrupted after it committed; run `devicectl key rotate` as root to finish it (it puts the new key in place), then start deviced again"
+                )
             }
             throw error
         }
@@ -150,7 +176,10 @@ public enum MasterKeyRotation {
             try directory.rename(pending.name, to: current.name)
         } catch {
             if error == .noSuchFileOrDirectory { return }
-            throw KeychainError(.ioError, "cannot put the new master key \(pending.path) in place of \(current.path): \(error); the store opens with it: run `devicectl key rotate` again to finish")
+            throw KeychainError(
+                .ioError,
+                "cannot put the new master key \(pending.path) in place of \(current.path): \(error); the store opens with it: run `devicectl key rotate` again to finish"
+            )
         }
         // A new sealing's description follows its key (it only describes it: a crash between the two leaves
         // the old description, which the next rotation writes again).
@@ -179,10 +208,17 @@ public enum MasterKeyRotation {
 extension KeychainStore {
     /// Puts the store under `newKey` in one transaction (`MasterKeyring.rewrap`). This instance holds the
     /// old keys afterwards: close it.
-    func rewrapMasterKey(to newKey: SecureKey, recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void) throws(KeychainError) -> Int {
+    func rewrapMasterKey(
+        to newKey: SecureKey,
+        recording: @escaping (KeychainStore, StoreTransaction, Int) throws -> Void
+    ) throws(KeychainError) -> Int {
         do {
             return try writeTransaction { transaction in
-                let groups = try self.core.keyring.rewrap(under: newKey, groupKeys: self.core.groupKeys, transaction.database)
+                let groups = try self.core.keyring.rewrap(
+                    under: newKey,
+                    groupKeys: self.core.groupKeys,
+                    transaction.database
+                )
                 try recording(self, transaction, groups)
                 return groups
             }

@@ -34,7 +34,8 @@ public struct KeySealing: Sendable, Equatable, Codable {
 
     /// `host`, `tpm2 (PCRs 7)`, `tpm2+host (PCRs 7+16)`.
     public var description: String {
-        binding.usesTPM ? "\(binding.rawValue) (PCRs \(pcrs.map(String.init).joined(separator: "+")))" : binding.rawValue
+        binding.usesTPM
+            ? "\(binding.rawValue) (PCRs \(pcrs.map(String.init).joined(separator: "+")))" : binding.rawValue
     }
 }
 
@@ -79,15 +80,25 @@ public enum SealedKeyFile {
     /// - Throws: `wrongKey` when there is no key file (a passphrase store, or already sealed) or the new
     ///   credential does not open; `ioError` when systemd-creds is missing or fails; `insecureStateDirectory`,
     ///   `insecureKeyFile` when a file or the directory could be swapped by another user.
-    public static func seal(directory: URL, sealing: KeySealing, environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) {
+    public static func seal(
+        directory: URL,
+        sealing: KeySealing,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(KeychainError) {
         let held = try StateDirectory.existing(directory)
         let keyFile = KeyFile.Location(directory: held, name: KeychainStore.keyFileName)
         let sealed = keyFile.sibling(fileName)
         guard let key = try KeyFile.load(keyFile) else {
             if sealed.exists {
-                throw KeychainError(.wrongKey, "the store's key is sealed already (\(sealed.path)); nothing was changed")
+                throw KeychainError(
+                    .wrongKey,
+                    "the store's key is sealed already (\(sealed.path)); nothing was changed"
+                )
             }
-            throw KeychainError(.wrongKey, "no key file \(keyFile.path) to seal (a store protected by a passphrase cannot be sealed)")
+            throw KeychainError(
+                .wrongKey,
+                "no key file \(keyFile.path) to seal (a store protected by a passphrase cannot be sealed)"
+            )
         }
         if sealed.exists {
             // A crash after the credential was moved into place: it must open to this key, then the key file goes.
@@ -103,7 +114,10 @@ public enum SealedKeyFile {
             try held.replace(sealingFileName, with: description)
             try held.rename(temporary.name, to: fileName)
         } catch {
-            throw KeychainError(.ioError, "cannot put the sealed key in place in \(held.path): \(error); the key file is unchanged")
+            throw KeychainError(
+                .ioError,
+                "cannot put the sealed key in place in \(held.path): \(error); the key file is unchanged"
+            )
         }
         held.sync()
         try KeyFile.destroy(keyFile)
@@ -115,9 +129,15 @@ public enum SealedKeyFile {
     /// and no path is handed to the child.
     /// - Throws: `wrongKey` when the new credential does not open to `key`; `ioError` when systemd-creds
     ///   is missing or fails, or the file cannot be written.
-    static func write(_ key: SecureKey, sealedWith sealing: KeySealing, to location: KeyFile.Location,
-                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) {
-        var arguments = ["encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)", "--newline=no"]
+    static func write(
+        _ key: SecureKey,
+        sealedWith sealing: KeySealing,
+        to location: KeyFile.Location,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(KeychainError) {
+        var arguments = [
+            "encrypt", "--name=\(credentialName)", "--with-key=\(sealing.binding.rawValue)", "--newline=no",
+        ]
         if sealing.binding.usesTPM {
             arguments.append("--tpm2-pcrs=\(sealing.pcrs.map(String.init).joined(separator: "+"))")
         }
@@ -125,11 +145,18 @@ public enum SealedKeyFile {
         defer { input.resetBytes(in: 0..<input.count) }
         let credential = try systemdCreds(arguments + ["-", "-"], environment: environment, input: input)
         guard !credential.isEmpty, credential.count <= fileLimit else {
-            throw KeychainError(.ioError, "systemd-creds encrypt gave \(credential.count) bytes for \(location.path); nothing was changed")
+            throw KeychainError(
+                .ioError,
+                "systemd-creds encrypt gave \(credential.count) bytes for \(location.path); nothing was changed"
+            )
         }
         do throws(Errno) {
-            let descriptor = try location.directory.openFile(location.name, .writeOnly, options: [.create, .exclusiveCreate],
-                                                             permissions: [.ownerReadWrite])
+            let descriptor = try location.directory.openFile(
+                location.name,
+                .writeOnly,
+                options: [.create, .exclusiveCreate],
+                permissions: [.ownerReadWrite]
+            )
             do {
                 _ = try descriptor.closeAfter {
                     _ = try descriptor.writeAll(credential)
@@ -149,50 +176,89 @@ public enum SealedKeyFile {
     /// read here (`O_NOFOLLOW`, a regular file) and handed to systemd-creds through a pipe.
     /// - Throws: `wrongKey` saying why it does not open here (another device's TPM or host key, changed
     ///   PCRs, no TPM); `insecureKeyFile` for a symbolic link; `ioError` when systemd-creds is missing.
-    static func unseal(_ location: KeyFile.Location, environment: [String: String] = ProcessInfo.processInfo.environment) throws(KeychainError) -> SecureKey {
+    static func unseal(
+        _ location: KeyFile.Location,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(KeychainError) -> SecureKey {
         let credential: [UInt8]
         do throws(Errno) {
-            guard let bytes = try location.directory.contents(of: location.name, limit: fileLimit) else { throw Errno.noSuchFileOrDirectory }
+            guard let bytes = try location.directory.contents(of: location.name, limit: fileLimit) else {
+                throw Errno.noSuchFileOrDirectory
+            }
             credential = bytes
         } catch {
             if error == .tooManySymbolicLinkLevels {
-                throw KeychainError(.insecureKeyFile, """
+                throw KeychainError(
+                    .insecureKeyFile,
+                    """
                     the sealed key \(location.path) is a symbolic link, and the key is never read through one; nothing was changed: \
                     remove the link and restore the sealed key itself, or restore the state directory from backup
-                    """)
+                    """
+                )
             }
             if error == .noSuchFileOrDirectory {
-                throw KeychainError(.wrongKey, "the sealed key \(location.path) is missing; restore it from backup (this store cannot be opened without it)")
+                throw KeychainError(
+                    .wrongKey,
+                    "the sealed key \(location.path) is missing; restore it from backup (this store cannot be opened without it)"
+                )
             }
-            throw KeychainError(.ioError, "cannot read the sealed key \(location.path) (\(error == .invalidArgument ? "not a regular file of at most \(fileLimit) bytes" : "\(error)")); restore it from backup")
+            throw KeychainError(
+                .ioError,
+                "cannot read the sealed key \(location.path) (\(error == .invalidArgument ? "not a regular file of at most \(fileLimit) bytes" : "\(error)")); restore it from backup"
+            )
         }
-        var plain = try systemdCreds(["decrypt", "--name=\(credentialName)", "--newline=no", "-", "-"], environment: environment,
-                                     sealed: location.path.string, input: Data(credential))
+        var plain = try systemdCreds(
+            ["decrypt", "--name=\(credentialName)", "--newline=no", "-", "-"],
+            environment: environment,
+            sealed: location.path.string,
+            input: Data(credential)
+        )
         defer { plain.resetBytes(in: 0..<plain.count) }
         guard plain.count == SecureKey.byteCount else {
-            throw KeychainError(.wrongKey, "the sealed key \(location.path) holds \(plain.count) bytes, not a \(SecureKey.byteCount)-byte key; restore the state directory from backup")
+            throw KeychainError(
+                .wrongKey,
+                "the sealed key \(location.path) holds \(plain.count) bytes, not a \(SecureKey.byteCount)-byte key; restore the state directory from backup"
+            )
         }
         return try SecureKey.copying(plain)
     }
 
     static func check(_ unsealed: SecureKey, equals key: SecureKey, what: String) throws(KeychainError) {
         let same = unsealed.withUnsafeBytes { a in
-            key.withUnsafeBytes { b in a.count == b.count && sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 }
+            key.withUnsafeBytes { b in a.count == b.count && sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+            }
         }
-        guard same else { throw KeychainError(.wrongKey, "the credential \(what) does not hold the key sealed into it; nothing was changed") }
+        guard same else {
+            throw KeychainError(
+                .wrongKey,
+                "the credential \(what) does not hold the key sealed into it; nothing was changed"
+            )
+        }
     }
 
     /// Runs systemd-creds and returns its standard output.
-    private static func systemdCreds(_ arguments: [String], environment: [String: String], sealed: String? = nil,
-                                     input: Data) throws(KeychainError) -> Data {
-        guard let executable = ["/usr/bin/systemd-creds", "/bin/systemd-creds"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
-            throw KeychainError(.ioError, "systemd-creds is not installed; the store's key is sealed with it: install systemd 250 or later")
+    private static func systemdCreds(
+        _ arguments: [String],
+        environment: [String: String],
+        sealed: String? = nil,
+        input: Data
+    ) throws(KeychainError) -> Data {
+        guard
+            let executable = ["/usr/bin/systemd-creds", "/bin/systemd-creds"].first(
+                where: FileManager.default.isExecutableFile(atPath:)
+            )
+        else {
+            throw KeychainError(
+                .ioError,
+                "systemd-creds is not installed; the store's key is sealed with it: install systemd 250 or later"
+            )
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.environment = environment
-        let output = Pipe(), errors = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         let standardInput = Pipe()
@@ -226,16 +292,25 @@ public enum SealedKeyFile {
         let reason: String
         if stderr.contains("integrity check failed") || stderr.contains("Failed to load HMAC key in TPM") {
             reason = "it is sealed to another device's TPM"
-        } else if stderr.contains("policy digest does not match") || stderr.contains("PCR") && stderr.contains("not match") {
+        } else if stderr.contains("policy digest does not match")
+            || stderr.contains("PCR") && stderr.contains("not match")
+        {
             reason = "the TPM's PCRs changed since it was sealed (the boot chain or Secure Boot state differs)"
-        } else if stderr.contains("TPM2 support not installed") || stderr.contains("No TPM2") || stderr.contains("TPM2 device") {
+        } else if stderr.contains("TPM2 support not installed") || stderr.contains("No TPM2")
+            || stderr.contains("TPM2 device")
+        {
             reason = "it is sealed to a TPM2 and none can be used here (\(detail))"
-        } else if stderr.contains("local credential key") || stderr.contains("host key") || stderr.contains("credential.secret")
-                    || stderr.contains("Failed to decrypt") {
+        } else if stderr.contains("local credential key") || stderr.contains("host key")
+            || stderr.contains("credential.secret")
+            || stderr.contains("Failed to decrypt")
+        {
             reason = "it is sealed to another device's host key"
         } else {
             reason = "systemd-creds could not decrypt it (\(detail))"
         }
-        return KeychainError(.wrongKey, "the store's master key \(sealed) does not open on this device: \(reason); nothing was changed. A copied state directory opens only on the device that sealed it")
+        return KeychainError(
+            .wrongKey,
+            "the store's master key \(sealed) does not open on this device: \(reason); nothing was changed. A copied state directory opens only on the device that sealed it"
+        )
     }
 }

@@ -32,26 +32,39 @@ public enum StateDirectory {
     private static func open(_ url: URL, creating: Bool) throws(KeychainError) -> SafeDirectory {
         let held: SafeDirectory
         do {
-            held = try SafeDirectory.open(url.path, purpose: "the state directory", alternative: "choose another with --state-dir",
-                                          creatingWith: creating ? [.ownerReadWriteExecute] : nil)
+            held = try SafeDirectory.open(
+                url.path,
+                purpose: "the state directory",
+                alternative: "choose another with --state-dir",
+                creatingWith: creating ? [.ownerReadWriteExecute] : nil
+            )
         } catch {
             switch error.reason {
             case .unsafe:
                 throw KeychainError(.insecureStateDirectory, error.message)
             case .notDirectory:
-                throw KeychainError(.ioError, "state directory \(url.path) cannot be used: \(error.component) is not a directory; remove it or choose another with --state-dir")
+                throw KeychainError(
+                    .ioError,
+                    "state directory \(url.path) cannot be used: \(error.component) is not a directory; remove it or choose another with --state-dir"
+                )
             case .system(let code) where AccessDiagnosis.isPermissionFailure(code):
-                throw KeychainError(.ioError, AccessDiagnosis.permissionDenied("use the state directory", path: FilePath(url.path), error: code))
+                throw KeychainError(
+                    .ioError,
+                    AccessDiagnosis.permissionDenied("use the state directory", path: FilePath(url.path), error: code)
+                )
             case .system:
                 throw KeychainError(.ioError, error.message)
             }
         }
         guard held.permissions & 0o022 == 0 else {
             let octal = String(held.permissions, radix: 8)
-            throw KeychainError(.insecureStateDirectory, """
+            throw KeychainError(
+                .insecureStateDirectory,
+                """
                 the state directory \(url.path) is writable by \(held.permissions & 0o002 != 0 ? "every user" : "its group") (mode \(octal)): \
                 they could plant files or links in it; run: chmod go-w \(url.path), or choose another with --state-dir
-                """)
+                """
+            )
         }
         return held
     }

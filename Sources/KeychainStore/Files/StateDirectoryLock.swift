@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 public import Foundation
 public import PathSafety
 import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The state directory held by one process: an exclusive `flock` on `deviced.lock` in it, held by the
 /// daemon for its life and by a key rotation while it runs (the kernel releases it when the process ends,
@@ -18,7 +19,11 @@ public final class StateDirectoryLock: Sendable {
     public convenience init(directory: URL) throws(StateDirectoryLockError) {
         let held: SafeDirectory
         do {
-            held = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
+            held = try SafeDirectory.open(
+                directory.path,
+                purpose: "the state directory",
+                alternative: "choose another with --state-dir"
+            )
         } catch {
             throw StateDirectoryLockError(holder: nil, error.message)
         }
@@ -31,7 +36,12 @@ public final class StateDirectoryLock: Sendable {
         let path = held.path + "/" + Self.fileName
         let descriptor: Int32
         do throws(Errno) {
-            descriptor = try held.openFile(Self.fileName, .readWrite, options: [.create], permissions: [.ownerReadWrite]).rawValue
+            descriptor = try held.openFile(
+                Self.fileName,
+                .readWrite,
+                options: [.create],
+                permissions: [.ownerReadWrite]
+            ).rawValue
         } catch {
             throw StateDirectoryLockError(holder: nil, "cannot open the lock file \(path): \(error)")
         }
@@ -43,8 +53,14 @@ public final class StateDirectoryLock: Sendable {
             guard code == EWOULDBLOCK else {
                 throw StateDirectoryLockError(holder: nil, "cannot lock \(path): \(String(cString: strerror(code)))")
             }
-            let holder = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
-            throw StateDirectoryLockError(holder: holder, "the state directory \(held.path) is held by pid \(holder) (a deviced serving it, or a key rotation)")
+            let holder =
+                count > 0
+                ? String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                : "?"
+            throw StateDirectoryLockError(
+                holder: holder,
+                "the state directory \(held.path) is held by pid \(holder) (a deviced serving it, or a key rotation)"
+            )
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)

@@ -51,7 +51,8 @@ enum AuditTables {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         """
     static let setHead = "INSERT OR REPLACE INTO audit_head (id, sequence, chain, tag) VALUES (1, ?, ?, ?)"
-    static let setCheckpoint = "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)"
+    static let setCheckpoint =
+        "INSERT OR REPLACE INTO audit_checkpoints (sequence, chain, public_key, signature) VALUES (?, ?, ?, ?)"
     static let head = "SELECT sequence, chain, tag FROM audit_head WHERE id = 1"
     static let eventCount = "SELECT count(*) FROM audit_events"
     static let lastSequence = "SELECT max(sequence) FROM audit_events"

@@ -6,7 +6,8 @@ import Synchronization
 /// groups have unrelated indexes.
 struct BlindIndexer: Sendable {
     private enum Domain: UInt8 {
-        case group = 1, service, account, label, type, owner
+        case group = 1
+        case service, account, label, type, owner
     }
 
     let key: SecureKey
@@ -60,16 +61,29 @@ struct BlindIndexer: Sendable {
         return index
     }
 
-    private func scoped(_ value: String, _ domain: Domain, _ group: String, into output: UnsafeMutableRawBufferPointer) throws(KeychainError) {
+    private func scoped(
+        _ value: String,
+        _ domain: Domain,
+        _ group: String,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(KeychainError) {
         try Sodium.check(scopedStatus(value.utf8, domain, group, into: output), "crypto_generichash")
     }
 
     /// `BLAKE2b(key, domain || u32le(len(group)) || group || value)`: the value scoped to its group.
-    private func scopedStatus(_ value: some Collection<UInt8>, _ domain: Domain, _ group: String,
-                              into output: UnsafeMutableRawBufferPointer) -> Int32 {
+    private func scopedStatus(
+        _ value: some Collection<UInt8>,
+        _ domain: Domain,
+        _ group: String,
+        into output: UnsafeMutableRawBufferPointer
+    ) -> Int32 {
         let groupBytes = group.utf8
-        return KeyedHash.hash(domain: domain.rawValue, key: key, into: output,
-                              messageByteCount: 4 + groupBytes.count + value.count) { message in
+        return KeyedHash.hash(
+            domain: domain.rawValue,
+            key: key,
+            into: output,
+            messageByteCount: 4 + groupBytes.count + value.count
+        ) { message in
             withUnsafeBytes(of: UInt32(groupBytes.count).littleEndian) { message.copyMemory(from: $0) }
             let valueStart = Self.copy(groupBytes, to: message, at: 4)
             _ = Self.copy(value, to: message, at: valueStart)
@@ -78,7 +92,11 @@ struct BlindIndexer: Sendable {
 
     /// Copies `bytes` into `buffer` at `offset` (one memcpy for contiguous storage, as native strings have);
     /// returns the offset after them.
-    private static func copy(_ bytes: some Collection<UInt8>, to buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+    private static func copy(
+        _ bytes: some Collection<UInt8>,
+        to buffer: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    ) -> Int {
         let target = UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + bytes.count])
         if bytes.withContiguousStorageIfAvailable({ target.copyMemory(from: UnsafeRawBufferPointer($0)) }) == nil {
             target.copyBytes(from: bytes)
@@ -127,7 +145,8 @@ struct RowIndexes: Equatable {
             service: try indexer.service(metadata.service, group: group),
             account: try indexer.account(metadata.account, group: group),
             label: label,
-            type: type)
+            type: type
+        )
     }
 
     /// `"kcitem" || format || each column length-prefixed (0xFF for NULL)`.
@@ -138,8 +157,15 @@ struct RowIndexes: Equatable {
                     Self.withOptionalBytes(label) { label in
                         Self.withOptionalBytes(type) { type in
                             [UInt8](unsafeUninitializedCapacity: Self.maximumAdditionalDataByteCount) { buffer, count in
-                                count = Self.writeAdditionalData(format: format, group: group, service: service, account: account,
-                                                                 label: label, type: type, into: UnsafeMutableRawBufferPointer(buffer))
+                                count = Self.writeAdditionalData(
+                                    format: format,
+                                    group: group,
+                                    service: service,
+                                    account: account,
+                                    label: label,
+                                    type: type,
+                                    into: UnsafeMutableRawBufferPointer(buffer)
+                                )
                             }
                         }
                     }
@@ -154,9 +180,15 @@ struct RowIndexes: Equatable {
     /// Writes the additional data of a row whose columns are the given bytes (`nil` for NULL) to `output`,
     /// which holds at least `maximumAdditionalDataByteCount` bytes; returns how many it wrote. Columns
     /// longer than 255 bytes (only a tampered row has them) are cut to 255: that row then fails authentication.
-    static func writeAdditionalData(format: Int, group: UnsafeRawBufferPointer, service: UnsafeRawBufferPointer,
-                                    account: UnsafeRawBufferPointer, label: UnsafeRawBufferPointer?,
-                                    type: UnsafeRawBufferPointer?, into output: UnsafeMutableRawBufferPointer) -> Int {
+    static func writeAdditionalData(
+        format: Int,
+        group: UnsafeRawBufferPointer,
+        service: UnsafeRawBufferPointer,
+        account: UnsafeRawBufferPointer,
+        label: UnsafeRawBufferPointer?,
+        type: UnsafeRawBufferPointer?,
+        into output: UnsafeMutableRawBufferPointer
+    ) -> Int {
         var offset = 0
         func append(_ column: UnsafeRawBufferPointer?) {
             guard let column else {
@@ -173,7 +205,10 @@ struct RowIndexes: Equatable {
             }
             offset += count
         }
-        for byte in "kcitem".utf8 { output[offset] = byte; offset += 1 }
+        for byte in "kcitem".utf8 {
+            output[offset] = byte
+            offset += 1
+        }
         output[offset] = UInt8(truncatingIfNeeded: format)
         offset += 1
         append(group)

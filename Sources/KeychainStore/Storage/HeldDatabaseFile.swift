@@ -34,20 +34,29 @@ struct HeldDatabaseFile: Sendable {
     ///   process's), or SQLite cannot take the VFS or URI filenames.
     init(directory: SafeDirectory, name: String) throws(KeychainError) {
         guard directory.descriptorPathReachesItself else {
-            throw KeychainError(.ioError, """
+            throw KeychainError(
+                .ioError,
+                """
                 cannot open the store in \(directory.path): \(directory.descriptorPath) does not lead to the state directory held since \
                 it was checked (/proc is not mounted, or is not this process's), and the store's database is opened only through it; \
                 mount /proc: mount -t proc proc /proc
-                """)
+                """
+            )
         }
         guard let vfs = sqlite_control_held_directory_vfs() else {
-            throw KeychainError(.ioError, "cannot open the store in \(directory.path): SQLite has no unix VFS to open it through; use the system's libsqlite3")
+            throw KeychainError(
+                .ioError,
+                "cannot open the store in \(directory.path): SQLite has no unix VFS to open it through; use the system's libsqlite3"
+            )
         }
         guard sqlite_control_uri_filenames() == 1 else {
-            throw KeychainError(.ioError, """
+            throw KeychainError(
+                .ioError,
+                """
                 cannot open the store in \(directory.path): this process's SQLite does not take URI filenames, through which the store \
                 names the VFS that opens the database relative to the held state directory; use an SQLite built with SQLITE_USE_URI=1
-                """)
+                """
+            )
         }
         self.directory = directory
         self.name = name
@@ -64,10 +73,13 @@ struct HeldDatabaseFile: Sendable {
             return String(cString: name)
         }
         guard reported == descriptorPath, used == vfs else {
-            throw KeychainError(.ioError, """
+            throw KeychainError(
+                .ioError,
+                """
                 the store \(path) was not opened through the held state directory (SQLite reports \(reported ?? "no file") \
                 with VFS \(used ?? "none")); nothing was changed: use the system's libsqlite3
-                """)
+                """
+            )
         }
     }
 }

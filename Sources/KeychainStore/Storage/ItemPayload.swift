@@ -10,8 +10,10 @@ enum ItemPayload {
         let metadata = item.metadata
         func field(_ count: Int) -> Int { 4 + count }
         func optionalField(_ count: Int?) -> Int { 1 + (count.map(field) ?? 0) }
-        return 1 + field(metadata.accessGroup.utf8.count) + field(metadata.service.utf8.count) + field(metadata.account.utf8.count)
-            + optionalField(metadata.label?.utf8.count) + 1 + (metadata.type == nil ? 0 : 4) + 1 + (metadata.creator == nil ? 0 : 4)
+        return 1 + field(metadata.accessGroup.utf8.count) + field(metadata.service.utf8.count)
+            + field(metadata.account.utf8.count)
+            + optionalField(metadata.label?.utf8.count) + 1 + (metadata.type == nil ? 0 : 4) + 1
+            + (metadata.creator == nil ? 0 : 4)
             + optionalField(metadata.generic?.count) + 8 + 8 + field(item.secret.count)
     }
 
@@ -45,17 +47,24 @@ enum ItemPayload {
     static func decode(_ bytes: UnsafeRawBufferPointer, known: KnownStrings? = nil) -> KeychainItem? {
         var reader = ByteReader(bytes)
         guard reader.byte() == version,
-              let group = reader.string(known: known), let service = reader.string(known: known),
-              let account = reader.string(known: known),
-              let label = reader.optional({ $0.string(known: known) }), let type = reader.optional({ $0.uint32() }),
-              let creator = reader.optional({ $0.uint32() }), let generic = reader.optional({ $0.data() }),
-              let created = reader.double(), let modified = reader.double(),
-              let secret = reader.data(), reader.isAtEnd
+            let group = reader.string(known: known), let service = reader.string(known: known),
+            let account = reader.string(known: known),
+            let label = reader.optional({ $0.string(known: known) }), let type = reader.optional({ $0.uint32() }),
+            let creator = reader.optional({ $0.uint32() }), let generic = reader.optional({ $0.data() }),
+            let created = reader.double(), let modified = reader.double(),
+            let secret = reader.data(), reader.isAtEnd
         else { return nil }
         let metadata = ItemMetadata(
-            accessGroup: group, service: service, account: account, type: type, generic: generic, label: label,
-            creator: creator, creationDate: Date(timeIntervalSince1970: created),
-            modificationDate: Date(timeIntervalSince1970: modified))
+            accessGroup: group,
+            service: service,
+            account: account,
+            type: type,
+            generic: generic,
+            label: label,
+            creator: creator,
+            creationDate: Date(timeIntervalSince1970: created),
+            modificationDate: Date(timeIntervalSince1970: modified)
+        )
         return KeychainItem(metadata: metadata, secret: secret)
     }
 }
@@ -120,7 +129,9 @@ struct ByteReader {
     }
 
     mutating func uint32() -> UInt32? { fixed(4).map { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) } }
-    mutating func double() -> Double? { fixed(8).map { Double(bitPattern: UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self))) } }
+    mutating func double() -> Double? {
+        fixed(8).map { Double(bitPattern: UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self))) }
+    }
     /// A length-prefixed field, as a view into the buffer.
     mutating func field() -> UnsafeRawBufferPointer? { uint32().flatMap { fixed(Int($0)) } }
     /// A length-prefixed field copied out.
@@ -155,7 +166,8 @@ struct ByteReader {
     private static func utf8(of string: String, equals bytes: UnsafeRawBufferPointer) -> Bool {
         var string = string
         return string.withUTF8 { utf8 in
-            utf8.count == bytes.count && (utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress!, utf8.count) == 0)
+            utf8.count == bytes.count
+                && (utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress!, utf8.count) == 0)
         }
     }
 }

@@ -36,21 +36,34 @@ enum QuotaLedger {
     }
 
     private static func check(_ owner: String, index: Data, _ quota: ItemQuota, _ db: Database) throws {
-        guard let row = try Row.fetchOne(db, sql: """
-            SELECT count(*), coalesce(sum(length(nonce) + length(ciphertext)), 0) FROM items WHERE owner_index = ?
-            """, arguments: [index]) else { return }
-        let items: Int = row[0], bytes: Int = row[1]
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT count(*), coalesce(sum(length(nonce) + length(ciphertext)), 0) FROM items WHERE owner_index = ?
+                    """,
+                arguments: [index]
+            )
+        else { return }
+        let items: Int = row[0]
+        let bytes: Int = row[1]
         if items > quota.items {
-            throw KeychainError(.quotaExceeded, """
+            throw KeychainError(
+                .quotaExceeded,
+                """
                 app \(owner) has \(quota.items) items already, its quota (the policy's limits.itemsPerApp); \
                 delete items it no longer needs, or raise the quota in the device policy
-                """)
+                """
+            )
         }
         if bytes > quota.bytes {
-            throw KeychainError(.quotaExceeded, """
+            throw KeychainError(
+                .quotaExceeded,
+                """
                 app \(owner)'s items would take \(bytes) bytes, over its quota of \(quota.bytes) (the policy's limits.bytesPerApp); \
                 delete items it no longer needs, or raise the quota in the device policy
-                """)
+                """
+            )
         }
     }
 
@@ -61,6 +74,8 @@ enum QuotaLedger {
     private static func ensureColumn(_ db: Database) throws {
         guard try !hasColumn(db) else { return }
         try db.execute(sql: "ALTER TABLE items ADD COLUMN owner_index BLOB")
-        try db.execute(sql: "CREATE INDEX IF NOT EXISTS items_by_owner ON items(owner_index) WHERE owner_index IS NOT NULL")
+        try db.execute(
+            sql: "CREATE INDEX IF NOT EXISTS items_by_owner ON items(owner_index) WHERE owner_index IS NOT NULL"
+        )
     }
 }

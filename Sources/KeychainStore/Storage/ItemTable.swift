@@ -54,7 +54,8 @@ enum ItemTable {
         }
     }
 
-    private static let columns = "id, group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext"
+    private static let columns =
+        "id, group_index, service_index, account_index, label_index, type_index, format, nonce, ciphertext"
 
     static func rows(_ filter: Filter, limit: Int?, _ db: Database) throws -> [SealedRow] {
         var sql = "SELECT \(columns) FROM items WHERE \(filter.whereClause) ORDER BY id"
@@ -71,7 +72,8 @@ enum ItemTable {
             id: row[0],
             indexes: RowIndexes(group: row[1], service: row[2], account: row[3], label: row[4], type: row[5]),
             format: row[6],
-            box: AEAD.Box(nonce: row[7], ciphertext: row[8]))
+            box: AEAD.Box(nonce: row[7], ciphertext: row[8])
+        )
     }
 
     static let insertSQL = """
@@ -81,14 +83,22 @@ enum ItemTable {
 
     /// Inserts a row, stepping the connection's prepared INSERT; a primary-key clash surfaces as `duplicateItem`.
     /// The nonce and ciphertext are bound where they lie (they must outlive the call, which they do).
-    static func insert(_ indexes: RowIndexes, nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, group: String,
-                       _ statements: ConnectionStatements, _ db: Database) throws {
+    static func insert(
+        _ indexes: RowIndexes,
+        nonce: UnsafeRawBufferPointer,
+        ciphertext: UnsafeRawBufferPointer,
+        group: String,
+        _ statements: ConnectionStatements,
+        _ db: Database
+    ) throws {
         let statement = try statements.statement(.insertItem, db)
         let handle = statement.sqliteStatement
         defer { sqlite3_clear_bindings(handle) }
         func bind(_ position: Int32, _ index: Data?) {
             guard let index else { return }  // cleared bindings are NULL
-            index.withUnsafeBytes { bytes in _ = sqlite3_bind_blob(handle, position, bytes.baseAddress, Int32(bytes.count), transient) }
+            index.withUnsafeBytes { bytes in
+                _ = sqlite3_bind_blob(handle, position, bytes.baseAddress, Int32(bytes.count), transient)
+            }
         }
         bind(1, indexes.group)
         bind(2, indexes.service)
@@ -106,18 +116,24 @@ enum ItemTable {
 
     static func replace(id: Int64, _ indexes: RowIndexes, box: AEAD.Box, group: String, _ db: Database) throws {
         try mapDuplicate(group) {
-            try db.cachedStatement(sql: """
-                UPDATE items SET service_index = ?, account_index = ?, label_index = ?, type_index = ?, format = ?,
-                nonce = ?, ciphertext = ? WHERE id = ?
-                """).execute(arguments: [indexes.service, indexes.account, indexes.label, indexes.type, Schema.itemFormat,
-                                         box.nonce, box.ciphertext, id])
+            try db.cachedStatement(
+                sql: """
+                    UPDATE items SET service_index = ?, account_index = ?, label_index = ?, type_index = ?, format = ?,
+                    nonce = ?, ciphertext = ? WHERE id = ?
+                    """
+            ).execute(arguments: [
+                indexes.service, indexes.account, indexes.label, indexes.type, Schema.itemFormat,
+                box.nonce, box.ciphertext, id,
+            ])
         }
     }
 
     /// Deletes every row matching `filter` and returns how many, stepping the connection's DELETE prepared for
     /// the filter's shape.
     static func delete(_ filter: Filter, _ statements: ConnectionStatements, _ db: Database) throws -> Int {
-        let statement = try statements.delete(shape: filter.shape, db) { "DELETE FROM items WHERE \(filter.whereClause)" }
+        let statement = try statements.delete(shape: filter.shape, db) {
+            "DELETE FROM items WHERE \(filter.whereClause)"
+        }
         filter.bind(to: statement.sqliteStatement)
         try RawStatements.stepToDone(statement, db)
         return Int(sqlite3_changes(db.sqliteConnection))
@@ -132,10 +148,14 @@ enum ItemTable {
     private static func mapDuplicate(_ group: String, _ body: () throws -> Void) throws {
         do {
             try body()
-        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
-            || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
-            throw KeychainError(.duplicateItem,
-                "an item with this service and account already exists in access group \(group); update it or delete it first")
+        } catch let error as DatabaseError
+            where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE
+            || error.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY
+        {
+            throw KeychainError(
+                .duplicateItem,
+                "an item with this service and account already exists in access group \(group); update it or delete it first"
+            )
         }
     }
 }

@@ -25,7 +25,9 @@ enum PointRead {
         /// The key of a query whose indexed attributes are exactly the key (`generic` and `creator`, which
         /// have no index, may still filter what it finds).
         init?(indexedAttributesOf query: ItemQuery) {
-            guard let service = query.service, let account = query.account, query.label == nil, query.type == nil else { return nil }
+            guard let service = query.service, let account = query.account, query.label == nil, query.type == nil else {
+                return nil
+            }
             self.service = service
             self.account = account
         }
@@ -37,13 +39,23 @@ enum PointRead {
         """
 
     /// The item with `key` in `group` and its row id, authenticated and re-checked like every other read; `nil` if none.
-    static func find(_ key: Key, in group: String, _ core: StoreCore, _ db: Database) throws -> (rowID: Int64, item: KeychainItem)? {
+    static func find(
+        _ key: Key,
+        in group: String,
+        _ core: StoreCore,
+        _ db: Database
+    ) throws -> (rowID: Int64, item: KeychainItem)? {
         let groupIndex = try core.indexer.group(group)
         let statement = try core.statements.statement(.pointRead, db)
         let handle = statement.sqliteStatement
-        var service = BlindIndexBytes(), account = BlindIndexBytes()
-        try service.withUnsafeMutableBytes { bytes throws(KeychainError) in try core.indexer.service(key.service, group: group, into: bytes) }
-        try account.withUnsafeMutableBytes { bytes throws(KeychainError) in try core.indexer.account(key.account, group: group, into: bytes) }
+        var service = BlindIndexBytes()
+        var account = BlindIndexBytes()
+        try service.withUnsafeMutableBytes { bytes throws(KeychainError) in
+            try core.indexer.service(key.service, group: group, into: bytes)
+        }
+        try account.withUnsafeMutableBytes { bytes throws(KeychainError) in
+            try core.indexer.account(key.account, group: group, into: bytes)
+        }
         return try groupIndex.withUnsafeBytes { groupIndexBytes in
             try service.withUnsafeBytes { serviceBytes in
                 try account.withUnsafeBytes { accountBytes in
@@ -53,19 +65,44 @@ enum PointRead {
                     sqlite3_bind_blob(handle, 3, accountBytes.baseAddress, Int32(accountBytes.count), nil)
                     defer { sqlite3_clear_bindings(handle) }
                     return try RawStatements.firstRow(statement, db) { row in
-                        let label = column(row, 1), type = column(row, 2)
+                        let label = column(row, 1)
+                        let type = column(row, 2)
                         let rowID = sqlite3_column_int64(row, 0)
                         let format = Int(sqlite3_column_int64(row, 3))
                         let nonce = column(row, 4) ?? UnsafeRawBufferPointer(start: nil, count: 0)
                         let ciphertext = column(row, 5) ?? UnsafeRawBufferPointer(start: nil, count: 0)
-                        return try withUnsafeTemporaryAllocation(byteCount: RowIndexes.maximumAdditionalDataByteCount, alignment: 1) { buffer in
+                        return try withUnsafeTemporaryAllocation(
+                            byteCount: RowIndexes.maximumAdditionalDataByteCount,
+                            alignment: 1
+                        ) { buffer in
                             let count = RowIndexes.writeAdditionalData(
-                                format: format, group: groupIndexBytes, service: serviceBytes, account: accountBytes,
-                                label: label, type: type, into: buffer)
-                            return (rowID, try ItemOpening.open(
-                                rowID: rowID, format: format, groupIndex: groupIndex, group: group, nonce: nonce, ciphertext: ciphertext,
-                                additionalData: UnsafeRawBufferPointer(rebasing: buffer[..<count]),
-                                known: ItemPayload.KnownStrings(group: group, service: key.service, account: key.account), core, db))
+                                format: format,
+                                group: groupIndexBytes,
+                                service: serviceBytes,
+                                account: accountBytes,
+                                label: label,
+                                type: type,
+                                into: buffer
+                            )
+                            return (
+                                rowID,
+                                try ItemOpening.open(
+                                    rowID: rowID,
+                                    format: format,
+                                    groupIndex: groupIndex,
+                                    group: group,
+                                    nonce: nonce,
+                                    ciphertext: ciphertext,
+                                    additionalData: UnsafeRawBufferPointer(rebasing: buffer[..<count]),
+                                    known: ItemPayload.KnownStrings(
+                                        group: group,
+                                        service: key.service,
+                                        account: key.account
+                                    ),
+                                    core,
+                                    db
+                                )
+                            )
                         }
                     }
                 }
@@ -86,7 +123,9 @@ enum PointRead {
 struct BlindIndexBytes {
     private var storage: (UInt64, UInt64) = (0, 0)
 
-    mutating func withUnsafeMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    mutating func withUnsafeMutableBytes<R, E: Error>(
+        _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R {
         try Swift.withUnsafeMutableBytes(of: &storage) { bytes throws(E) in try body(bytes) }
     }
 
@@ -94,4 +133,3 @@ struct BlindIndexBytes {
         try Swift.withUnsafeBytes(of: storage) { bytes throws(E) in try body(bytes) }
     }
 }
-

@@ -46,7 +46,11 @@ enum RawStatements {
 
     /// SQLite's failure as GRDB reports it (the store's error mapping then names busy, corrupt, …).
     private static func error(_ code: Int32, _ statement: Statement, _ db: Database) -> DatabaseError {
-        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+        DatabaseError(
+            resultCode: ResultCode(rawValue: code),
+            message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+            sql: statement.sql
+        )
     }
 }
 

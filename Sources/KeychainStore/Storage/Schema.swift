@@ -53,13 +53,19 @@ enum Schema {
         let current = try writer.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0 }
         if current != 0, supportedVersions.contains(current) { return }
         if current > version {
-            throw KeychainError(.corruptStore, "the store was written by a newer version of devicectl (schema \(current)); upgrade devicectl")
+            throw KeychainError(
+                .corruptStore,
+                "the store was written by a newer version of devicectl (schema \(current)); upgrade devicectl"
+            )
         }
         try writer.write { db in
             let inside = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
             guard inside == 0 else { return }
             if try db.tableExists("items") {
-                throw KeychainError(.corruptStore, "the database has an items table but no schema version; it is not a keychain store")
+                throw KeychainError(
+                    .corruptStore,
+                    "the database has an items table but no schema version; it is not a keychain store"
+                )
             }
             for statement in statements { try db.execute(sql: statement) }
         }

@@ -45,11 +45,18 @@ final class WALCheckpointer: Sendable {
     /// Installs the checkpointer as `connection`'s WAL hook, which also turns SQLite's automatic
     /// checkpoint off for it. The hook holds a reference to the checkpointer until `uninstall`.
     func install(on connection: OpaquePointer) {
-        sqlite3_wal_hook(connection, { context, connection, _, pages in
-            guard let context, let connection else { return SQLITE_OK }
-            Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(pages: pages, on: connection)
-            return SQLITE_OK
-        }, Unmanaged.passRetained(self).toOpaque())
+        sqlite3_wal_hook(
+            connection,
+            { context, connection, _, pages in
+                guard let context, let connection else { return SQLITE_OK }
+                Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(
+                    pages: pages,
+                    on: connection
+                )
+                return SQLITE_OK
+            },
+            Unmanaged.passRetained(self).toOpaque()
+        )
     }
 
     /// Removes the hook from `connection` and drops its reference.
@@ -71,7 +78,10 @@ final class WALCheckpointer: Sendable {
                 committerWaiting.store(false, ordering: .releasing)
                 return sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, nil, nil)
             }
-            logger.debug("keychain store checkpointed while committing", metadata: ["wal.pages": "\(pages)", "sqlite.code": "\(code)"])
+            logger.debug(
+                "keychain store checkpointed while committing",
+                metadata: ["wal.pages": "\(pages)", "sqlite.code": "\(code)"]
+            )
         } else if pages >= threshold, !scheduled.exchange(true, ordering: .acquiringAndReleasing) {
             Self.queue.async { [self] in
                 running.withLock { _ in checkpointInBackground() }
@@ -97,13 +107,19 @@ final class WALCheckpointer: Sendable {
             var checkpointed: Int32 = 0
             code = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &checkpointed)
             if code == SQLITE_OK, logPages == previousLogPages {
-                logger.trace("keychain store checkpointed", metadata: ["wal.pages": "\(logPages)", "checkpointed": "\(checkpointed)"])
+                logger.trace(
+                    "keychain store checkpointed",
+                    metadata: ["wal.pages": "\(logPages)", "checkpointed": "\(checkpointed)"]
+                )
                 return
             }
             previousLogPages = logPages
         }
         if code != SQLITE_OK {
-            logger.debug("keychain store checkpoint did not run; a later commit retries", metadata: ["sqlite.code": "\(code)"])
+            logger.debug(
+                "keychain store checkpoint did not run; a later commit retries",
+                metadata: ["sqlite.code": "\(code)"]
+            )
         }
     }
 

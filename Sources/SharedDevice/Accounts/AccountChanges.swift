@@ -35,7 +35,11 @@ extension AccountManager {
             while !watcher.isCancelled {
                 _ = watcher.wait(timeout: fallbackInterval)
                 if watcher.isCancelled { break }
-                guard let page = try? device.auditPage(matching: AuditFilter(types: Self.changeTypes, afterSequence: cursor.seen)) else {
+                guard
+                    let page = try? device.auditPage(
+                        matching: AuditFilter(types: Self.changeTypes, afterSequence: cursor.seen)
+                    )
+                else {
                     continue
                 }
                 cursor.read(page.events, through: page.lastSequence)
@@ -80,7 +84,9 @@ extension AccountManager {
         }
     }
 
-    private static let changeTypes: Set<AuditEventType> = [.accountSignedIn, .accountSignedOut, .accountSwitched, .deviceModeChanged]
+    private static let changeTypes: Set<AuditEventType> = [
+        .accountSignedIn, .accountSignedOut, .accountSwitched, .deviceModeChanged,
+    ]
 
     fileprivate static func change(from event: AuditEvent) -> AccountChange? {
         let kind: AccountChange.Kind
@@ -93,7 +99,11 @@ extension AccountManager {
         case .deviceModeChanged: kind = .deviceModeChanged
         default: return nil
         }
-        return AccountChange(kind: kind, account: event.account, sequence: event.sequence,
-                             reason: kind == .signedOutGlobally ? event.reason.flatMap(SignOutReason.init(rawValue:)) : nil)
+        return AccountChange(
+            kind: kind,
+            account: event.account,
+            sequence: event.sequence,
+            reason: kind == .signedOutGlobally ? event.reason.flatMap(SignOutReason.init(rawValue:)) : nil
+        )
     }
 }

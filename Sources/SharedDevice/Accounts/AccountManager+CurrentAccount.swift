@@ -17,7 +17,9 @@ extension AccountManager {
             if let cached = self.cache.withLock({ $0[app] }), cached.stamp == stamp { return (cached.answer, false) }
             let previous = try AccountRecords.principal(of: app.appID, in: tx)
             let current = try self.current(for: app, previous: previous, in: tx)
-            let needsUpdate = current.map { current in previous.map { !$0.isSameAccount(as: current) || $0 != current } ?? true } ?? false
+            let needsUpdate =
+                current.map { current in previous.map { !$0.isSameAccount(as: current) || $0 != current } ?? true }
+                ?? false
             let answer = CurrentAccount(current: current, previous: previous)
             if !needsUpdate { self.cache.withLock { $0[app] = (stamp, answer) } }
             return (answer, needsUpdate)
@@ -31,15 +33,21 @@ extension AccountManager {
     func current(for app: AppIdentity, previous: DeviceAccount?, in tx: StoreTransaction) throws -> DeviceAccount? {
         if try mode(in: tx) == .shared { return try AccountRecords.current(in: tx) }
         guard let previous else { return nil }
-        let cached = try tokenCache.account(homeAccountID: previous.homeAccountID, environment: previous.environment,
-                                            as: app, in: tx)
+        let cached = try tokenCache.account(
+            homeAccountID: previous.homeAccountID,
+            environment: previous.environment,
+            as: app,
+            in: tx
+        )
         return cached.map(DeviceAccount.init)
     }
 
     /// Every account the device knows, with its sign-in state (no secrets).
     public func accounts() throws(SharedDeviceError) -> [AccountStatus] {
         try read { tx in try AccountRecords.allStatuses(in: tx) }
-            .sorted { ($0.account.username ?? $0.account.homeAccountID) < ($1.account.username ?? $1.account.homeAccountID) }
+            .sorted {
+                ($0.account.username ?? $0.account.homeAccountID) < ($1.account.username ?? $1.account.homeAccountID)
+            }
     }
 }
 
@@ -47,4 +55,3 @@ extension CurrentAccount {
     /// `(current, previous)`, as MSAL's completion block passes them.
     public var pair: (current: DeviceAccount?, previous: DeviceAccount?) { (current, previous) }
 }
-

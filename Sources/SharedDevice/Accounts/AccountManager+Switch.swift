@@ -28,8 +28,12 @@ extension AccountManager {
     /// Ends the current worker's shift and signs the next one in as one audited step: `account.signed_out`,
     /// `account.signed_in` and `account.switched` share a correlation id. The sign-out commits first; if
     /// the sign-in then fails, the sign-out stands and the failure is returned in `signInError`.
-    public func switchAccount(to response: TokenResponse, context: TokenRequestContext, app: AppIdentity,
-                              reason: SignOutReason = .shiftEnd) throws(SharedDeviceError) -> SwitchOutcome {
+    public func switchAccount(
+        to response: TokenResponse,
+        context: TokenRequestContext,
+        app: AppIdentity,
+        reason: SignOutReason = .shiftEnd
+    ) throws(SharedDeviceError) -> SwitchOutcome {
         let shift = try beginSwitch(app: app, reason: reason)
         var outcome = SwitchOutcome(signedOut: shift.signedOut, correlationID: shift.correlationID)
         do {
@@ -43,12 +47,16 @@ extension AccountManager {
     /// The first half of a shift switch, for a sign-in that takes time (device code, browser): signs the
     /// current worker out globally and commits, so the device is never left with the previous worker while
     /// the next one signs in. Nobody signed in is no error (`signedOut` is `nil`).
-    public func beginSwitch(app: AppIdentity?, reason: SignOutReason = .shiftEnd, actor: String? = nil) throws(SharedDeviceError) -> ShiftSwitch {
+    public func beginSwitch(
+        app: AppIdentity?,
+        reason: SignOutReason = .shiftEnd,
+        actor: String? = nil
+    ) throws(SharedDeviceError) -> ShiftSwitch {
         let correlationID = Self.newCorrelationID()
         let signedOut: SignOutOutcome?
         do {
             signedOut = try signOut(app: app, reason: reason, actor: actor, correlationID: correlationID)
-        } catch where error.code == .noCurrentAccount {
+        } catch  where error.code == .noCurrentAccount {
             signedOut = nil
         }
         return ShiftSwitch(correlationID: correlationID, reason: reason, signedOut: signedOut)
@@ -57,25 +65,56 @@ extension AccountManager {
     /// The second half: signs the next worker in and audits `account.switched`, in one transaction, under
     /// the switch's correlation id. If it fails nothing is cached and the device stays signed out.
     /// `auditDetails` go into the sign-in's audit event (the flow).
-    public func completeSwitch(_ shift: ShiftSwitch, response: TokenResponse, context: TokenRequestContext, app: AppIdentity,
-                               accessGroup: String? = nil, auditDetails: [String: String] = [:]) throws(SharedDeviceError) -> DeviceAccount {
+    public func completeSwitch(
+        _ shift: ShiftSwitch,
+        response: TokenResponse,
+        context: TokenRequestContext,
+        app: AppIdentity,
+        accessGroup: String? = nil,
+        auditDetails: [String: String] = [:]
+    ) throws(SharedDeviceError) -> DeviceAccount {
         let from = shift.signedOut?.account?.auditName ?? "(nobody)"
         do {
             let account = try write { tx -> DeviceAccount in
-                let (account, _) = try self.signIn(response, context: context, app: app, accessGroup: accessGroup,
-                                                   correlationID: shift.correlationID, auditDetails: auditDetails, in: tx)
-                try self.device.append(AuditEntry(type: .accountSwitched, actor: app.appID, account: account.auditName, reason: shift.reason.rawValue,
-                                                  correlationID: shift.correlationID, details: ["from": from, "to": account.auditName]),
-                                       in: tx)
+                let (account, _) = try self.signIn(
+                    response,
+                    context: context,
+                    app: app,
+                    accessGroup: accessGroup,
+                    correlationID: shift.correlationID,
+                    auditDetails: auditDetails,
+                    in: tx
+                )
+                try self.device.append(
+                    AuditEntry(
+                        type: .accountSwitched,
+                        actor: app.appID,
+                        account: account.auditName,
+                        reason: shift.reason.rawValue,
+                        correlationID: shift.correlationID,
+                        details: ["from": from, "to": account.auditName]
+                    ),
+                    in: tx
+                )
                 return account
             }
             signal.notify()
-            logger.debug("shift switch", metadata: ["app": "\(app.appID)", "from": "\(from)", "to": "\(account.auditName)",
-                                                    "correlation.id": "\(shift.correlationID)"])
+            logger.debug(
+                "shift switch",
+                metadata: [
+                    "app": "\(app.appID)", "from": "\(from)", "to": "\(account.auditName)",
+                    "correlation.id": "\(shift.correlationID)",
+                ]
+            )
             return account
         } catch {
-            logger.debug("shift switch: sign-in refused; the device stays signed out", metadata: [
-                "app": "\(app.appID)", "from": "\(from)", "error.code": "\(error.code)", "correlation.id": "\(shift.correlationID)"])
+            logger.debug(
+                "shift switch: sign-in refused; the device stays signed out",
+                metadata: [
+                    "app": "\(app.appID)", "from": "\(from)", "error.code": "\(error.code)",
+                    "correlation.id": "\(shift.correlationID)",
+                ]
+            )
             throw error
         }
     }

@@ -36,7 +36,9 @@ public final class AccountManager: Sendable {
     let cache = Mutex<[AppIdentity: (stamp: StoreChangeStamp, answer: CurrentAccount)]>([:])
     /// The last silent-token answer per app, client and scopes, and the store state it was read from: while
     /// nothing is committed and the token has not expired, the answer stands (no decryption).
-    let silentCache = Mutex<[SilentLookup: (stamp: StoreChangeStamp, account: DeviceAccount, token: AccessTokenCacheItem)]>([:])
+    let silentCache = Mutex<
+        [SilentLookup: (stamp: StoreChangeStamp, account: DeviceAccount, token: AccessTokenCacheItem)]
+    >([:])
 
     /// An account manager over `device`'s store.
     /// - Parameters:
@@ -62,7 +64,8 @@ public final class AccountManager: Sendable {
 
     /// MSAL's group for an app's tokens: `com.microsoft.adalcache` when entitled, else the app's first group.
     static func tokenGroup(of app: AppIdentity) -> String {
-        app.isEntitled(to: TokenCache.defaultAccessGroup) ? TokenCache.defaultAccessGroup : app.accessGroups.first ?? TokenCache.defaultAccessGroup
+        app.isEntitled(to: TokenCache.defaultAccessGroup)
+            ? TokenCache.defaultAccessGroup : app.accessGroups.first ?? TokenCache.defaultAccessGroup
     }
 
     /// Every access group of every app in the record's policy (plus the acting app's), sorted.

@@ -51,7 +51,10 @@ enum AccountRecords {
     static func allStatuses(in tx: StoreTransaction) throws -> [AccountStatus] {
         let items: [KeychainItem]
         do {
-            items = try tx.findAll(ItemQuery(accessGroup: AccessGroup.device, service: stateService), as: .deviceAdministrator)
+            items = try tx.findAll(
+                ItemQuery(accessGroup: AccessGroup.device, service: stateService),
+                as: .deviceAdministrator
+            )
         } catch KeychainError.Code.itemNotFound {
             return []
         }
@@ -63,15 +66,28 @@ enum AccountRecords {
     }
 
     static func addTombstone(_ tombstone: Tombstone, in tx: StoreTransaction) throws {
-        try write(tombstone, service: tombstoneService, account: "\(tombstone.homeAccountID)-\(tombstone.environment)".lowercased(), in: tx)
+        try write(
+            tombstone,
+            service: tombstoneService,
+            account: "\(tombstone.homeAccountID)-\(tombstone.environment)".lowercased(),
+            in: tx
+        )
     }
 
     // MARK: - Items
 
-    private static func read<T: Decodable>(_ type: T.Type, service: String, account: String, in tx: StoreTransaction) throws -> T? {
+    private static func read<T: Decodable>(
+        _ type: T.Type,
+        service: String,
+        account: String,
+        in tx: StoreTransaction
+    ) throws -> T? {
         var item: KeychainItem
         do {
-            item = try tx.find(ItemQuery(accessGroup: AccessGroup.device, service: service, account: account), as: .deviceAdministrator)
+            item = try tx.find(
+                ItemQuery(accessGroup: AccessGroup.device, service: service, account: account),
+                as: .deviceAdministrator
+            )
         } catch KeychainError.Code.itemNotFound {
             return nil
         }
@@ -79,12 +95,20 @@ enum AccountRecords {
         do {
             return try DeviceItems.decoder.decode(T.self, from: item.secret)
         } catch {
-            throw SharedDeviceError(.deviceRecordDamaged, "the device's \(service) record cannot be read; sign everyone out with `devicectl signout --reason admin`")
+            throw SharedDeviceError(
+                .deviceRecordDamaged,
+                "the device's \(service) record cannot be read; sign everyone out with `devicectl signout --reason admin`"
+            )
         }
     }
 
     /// Writes (or with `nil`, deletes) one record.
-    private static func write(_ value: (some Encodable)?, service: String, account: String, in tx: StoreTransaction) throws {
+    private static func write(
+        _ value: (some Encodable)?,
+        service: String,
+        account: String,
+        in tx: StoreTransaction
+    ) throws {
         let query = ItemQuery(accessGroup: AccessGroup.device, service: service, account: account)
         guard let value else {
             do { try tx.delete(query, as: .deviceAdministrator) } catch KeychainError.Code.itemNotFound {}
@@ -95,7 +119,10 @@ enum AccountRecords {
         do {
             try tx.update(query, with: ItemChanges(secret: secret), as: .deviceAdministrator)
         } catch KeychainError.Code.itemNotFound {
-            try tx.add(NewItem(accessGroup: AccessGroup.device, service: service, account: account, secret: secret), as: .deviceAdministrator)
+            try tx.add(
+                NewItem(accessGroup: AccessGroup.device, service: service, account: account, secret: secret),
+                as: .deviceAdministrator
+            )
         }
     }
 }

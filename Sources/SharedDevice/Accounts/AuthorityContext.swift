@@ -9,16 +9,25 @@ extension TokenRequestContext {
     public init(authority: DevicePolicy.Authority, scopes: [String]? = nil) {
         // The identity client's reading of the authority when it parses (a B2C authority's realm is its
         // tenant, not `tfp`), else the issuer's first path component.
-        let parsed = try? Authority(url: authority.issuer, knownAuthorities: authority.knownAuthorities.compactMap(\.host))
-        self.init(clientID: authority.clientId, environment: Self.environment(of: authority.issuer),
-                  realm: parsed?.realm ?? authority.issuer.pathComponents.dropFirst().first ?? "common",
-                  requestedScopes: scopes ?? authority.scopes, b2cPolicy: parsed?.b2cPolicy)
+        let parsed = try? Authority(
+            url: authority.issuer,
+            knownAuthorities: authority.knownAuthorities.compactMap(\.host)
+        )
+        self.init(
+            clientID: authority.clientId,
+            environment: Self.environment(of: authority.issuer),
+            realm: parsed?.realm ?? authority.issuer.pathComponents.dropFirst().first ?? "common",
+            requestedScopes: scopes ?? authority.scopes,
+            b2cPolicy: parsed?.b2cPolicy
+        )
     }
 
     /// `host` or `host:port` (lowercased), as MSAL names an authority's environment.
     public static func environment(of url: URL) -> String {
         let host = (url.host ?? "").lowercased()
-        guard let port = url.port, !(url.scheme == "https" && port == 443), !(url.scheme == "http" && port == 80) else { return host }
+        guard let port = url.port, !(url.scheme == "https" && port == 443), !(url.scheme == "http" && port == 80) else {
+            return host
+        }
         return "\(host):\(port)"
     }
 }

@@ -49,7 +49,10 @@ public struct ChangeSignal: Sendable {
         } catch let error as SharedDeviceError {
             throw error
         } catch Errno.tooManySymbolicLinkLevels {
-            throw SharedDeviceError(.store, "\(url.path) is a symbolic link, which is never followed; nothing was written: remove it (account change notifications need the file)")
+            throw SharedDeviceError(
+                .store,
+                "\(url.path) is a symbolic link, which is never followed; nothing was written: remove it (account change notifications need the file)"
+            )
         } catch {
             throw Watcher.failure("cannot create \(url.path)", error)
         }
@@ -60,11 +63,23 @@ public struct ChangeSignal: Sendable {
     /// directory reached by `SafeDirectory.open`, never through a symbolic link, and only if it is a
     /// regular file (non-blocking, so that a FIFO planted there cannot hang the writer).
     static func openFile(in directory: URL) throws -> FileDescriptor {
-        let held = try SafeDirectory.open(directory.path, purpose: "the state directory", alternative: "choose another with --state-dir")
-        let descriptor = try held.openFile(fileName, .writeOnly, options: [.create, .nonBlocking], permissions: [.ownerReadWrite])
+        let held = try SafeDirectory.open(
+            directory.path,
+            purpose: "the state directory",
+            alternative: "choose another with --state-dir"
+        )
+        let descriptor = try held.openFile(
+            fileName,
+            .writeOnly,
+            options: [.create, .nonBlocking],
+            permissions: [.ownerReadWrite]
+        )
         do {
             guard try descriptor.stat().type == .regular else {
-                throw SharedDeviceError(.store, "\(held.path)/\(fileName) is not a regular file; nothing was written: remove it (account change notifications need the file)")
+                throw SharedDeviceError(
+                    .store,
+                    "\(held.path)/\(fileName) is not a regular file; nothing was written: remove it (account change notifications need the file)"
+                )
             }
         } catch {
             try? descriptor.close()
@@ -78,7 +93,10 @@ public struct ChangeSignal: Sendable {
     /// is no account change). SQLite makes a commit visible to readers just after its last write, so a
     /// reader that finds nothing new on a wake-up should look once more shortly after.
     public static func watchWrites(in directory: URL) throws -> Watcher {
-        try Watcher(path: FilePath(directory.path), events: UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO))
+        try Watcher(
+            path: FilePath(directory.path),
+            events: UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO)
+        )
     }
 
     /// An inotify watch on the signal file.
@@ -117,8 +135,12 @@ public struct ChangeSignal: Sendable {
         /// Blocks until the file is rewritten, `timeout` passes, or `cancel()` is called.
         /// - Returns: `true` when a change was signalled.
         public func wait(timeout: Duration) -> Bool {
-            let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-            guard let ready = try? SignalSyscalls.poll([inotify, wake.readEnd], timeoutMilliseconds: milliseconds), ready.first == true else {
+            let milliseconds = Int32(
+                clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            )
+            guard let ready = try? SignalSyscalls.poll([inotify, wake.readEnd], timeoutMilliseconds: milliseconds),
+                ready.first == true
+            else {
                 return false
             }
             var buffer = [UInt8](repeating: 0, count: 4096)

@@ -15,7 +15,14 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     /// The object id in the tenant (`oid`, MSAL's `local_account_id`).
     public var localAccountID: String?
 
-    public init(homeAccountID: String, environment: String, realm: String, username: String?, name: String?, localAccountID: String?) {
+    public init(
+        homeAccountID: String,
+        environment: String,
+        realm: String,
+        username: String?,
+        name: String?,
+        localAccountID: String?
+    ) {
         self.homeAccountID = homeAccountID
         self.environment = environment
         self.realm = realm
@@ -25,7 +32,9 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case homeAccountID = "homeAccountId", environment, realm, username, name, localAccountID = "localAccountId"
+        case homeAccountID = "homeAccountId"
+        case environment, realm, username, name
+        case localAccountID = "localAccountId"
     }
 
     /// MSAL's `account.identifier`.
@@ -38,14 +47,21 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     var auditName: String { username ?? homeAccountID }
 
     init(_ cached: CachedAccount) {
-        self.init(homeAccountID: cached.homeAccountID, environment: cached.environment, realm: cached.tenantID,
-                  username: cached.username, name: cached.name, localAccountID: cached.objectID)
+        self.init(
+            homeAccountID: cached.homeAccountID,
+            environment: cached.environment,
+            realm: cached.tenantID,
+            username: cached.username,
+            name: cached.name,
+            localAccountID: cached.objectID
+        )
     }
 
     /// Same person: same home account id and environment (how an app tells whether the current account
     /// is still the one it saw: MSAL apps compare `identifier`s).
     public func isSameAccount(as other: DeviceAccount) -> Bool {
-        homeAccountID.lowercased() == other.homeAccountID.lowercased() && environment.lowercased() == other.environment.lowercased()
+        homeAccountID.lowercased() == other.homeAccountID.lowercased()
+            && environment.lowercased() == other.environment.lowercased()
     }
 
     /// The Azure AD B2C user flow this account signed in through (lowercased, e.g. `b2c_1_susi`), when its
@@ -59,7 +75,9 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     /// removes them all.
     public func isSameWorker(as other: DeviceAccount) -> Bool {
         if isSameAccount(as: other) { return true }
-        guard environment.lowercased() == other.environment.lowercased(), let mine = b2cParts, let theirs = other.b2cParts else { return false }
+        guard environment.lowercased() == other.environment.lowercased(), let mine = b2cParts,
+            let theirs = other.b2cParts
+        else { return false }
         return mine.user == theirs.user && mine.tenant == theirs.tenant
     }
 
@@ -75,7 +93,9 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
         let home = homeAccountID.lowercased()
         guard home.hasPrefix(user + "-") else { return nil }
         let rest = home.dropFirst(user.count + 1)
-        guard let dot = rest.firstIndex(of: "."), dot != rest.startIndex, rest.index(after: dot) != rest.endIndex else { return nil }
+        guard let dot = rest.firstIndex(of: "."), dot != rest.startIndex, rest.index(after: dot) != rest.endIndex else {
+            return nil
+        }
         return (user, String(rest[..<dot]), String(rest[rest.index(after: dot)...]))
     }
 }

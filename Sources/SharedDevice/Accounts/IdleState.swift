@@ -9,7 +9,13 @@ public struct IdleState: Sendable, Equatable, Encodable {
     /// Whether a warning is out.
     public var warning: Bool
 
-    public init(idleSignOutSeconds: Int, warningSeconds: Int, idleSeconds: Double? = nil, signOutIn: Double? = nil, warning: Bool = false) {
+    public init(
+        idleSignOutSeconds: Int,
+        warningSeconds: Int,
+        idleSeconds: Double? = nil,
+        signOutIn: Double? = nil,
+        warning: Bool = false
+    ) {
         self.idleSignOutSeconds = idleSignOutSeconds
         self.warningSeconds = warningSeconds
         self.idleSeconds = idleSeconds

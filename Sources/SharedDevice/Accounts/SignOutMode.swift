@@ -30,16 +30,22 @@ enum SignOutMode {
             }
             return current
         case .privateAdministrator:
-            guard let latest = try AccountRecords.allStatuses(in: tx).filter(\.signedIn)
-                .max(by: { ($0.signedInAt ?? .distantPast) < ($1.signedInAt ?? .distantPast) })?.account else {
-                throw SharedDeviceError(.noCurrentAccount, "no account is signed in on this device; nothing to sign out")
+            guard
+                let latest = try AccountRecords.allStatuses(in: tx).filter(\.signedIn)
+                    .max(by: { ($0.signedInAt ?? .distantPast) < ($1.signedInAt ?? .distantPast) })?.account
+            else {
+                throw SharedDeviceError(
+                    .noCurrentAccount,
+                    "no account is signed in on this device; nothing to sign out"
+                )
             }
             return latest
         case .privateApp(let app, let wipeEverywhere):
             // The app's principal, while the app still holds it (after a local sign-out it is only the
             // app's "previous"); a wipe everywhere may still name it.
             guard let principal = try AccountRecords.principal(of: app.appID, in: tx),
-                  try wipeEverywhere || manager.current(for: app, previous: principal, in: tx) != nil else {
+                try wipeEverywhere || manager.current(for: app, previous: principal, in: tx) != nil
+            else {
                 throw SharedDeviceError(.noCurrentAccount, "no account is signed in for this app; nothing to sign out")
             }
             return principal

@@ -72,11 +72,15 @@ public final class ApplicationEngine: Sendable {
     ///   - logger: where the application's and its identity client's debug and trace events go; the
     ///     task-local logger by default.
     /// - Throws: `appNotInPolicy`; `.identity` (`invalidAuthority`) for a malformed or unknown authority.
-    public init(configuration: ApplicationEngineConfiguration, device: ManagedDevice,
-                transport: any HTTPTransport = CurlTransport(),
-                now: @escaping @Sendable () -> Date = Date.init,
-                sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
-                accounts: AccountManager? = nil, logger: Logger = Logger.current) throws(SharedDeviceError) {
+    public init(
+        configuration: ApplicationEngineConfiguration,
+        device: ManagedDevice,
+        transport: any HTTPTransport = CurlTransport(),
+        now: @escaping @Sendable () -> Date = Date.init,
+        sleep: @escaping @Sendable (TimeInterval) async throws -> Void = { try await Task.sleep(for: .seconds($0)) },
+        accounts: AccountManager? = nil,
+        logger: Logger = Logger.current
+    ) throws(SharedDeviceError) {
         self.configuration = configuration
         var logger = logger
         logger[metadataKey: "app.id"] = "\(configuration.appID)"
@@ -88,19 +92,31 @@ public final class ApplicationEngine: Sendable {
         } catch {
             throw SharedDeviceError(error)
         }
-        identity = IdentityClient(clientID: configuration.clientID, clientSecret: configuration.clientSecret, authority: authority,
-                                  transport: transport, now: now, sleep: sleep,
-                                  discoveryCache: discoveryCache, logger: logger)
+        identity = IdentityClient(
+            clientID: configuration.clientID,
+            clientSecret: configuration.clientSecret,
+            authority: authority,
+            transport: transport,
+            now: now,
+            sleep: sleep,
+            discoveryCache: discoveryCache,
+            logger: logger
+        )
         if let entitled = try device.appIdentity(configuration.appID, actor: configuration.appID) {
             app = entitled
         } else {
             app = try sharedDeviceErrors {
-                try AppIdentity(appID: configuration.appID, accessGroups: [configuration.keychainAccessGroup ?? TokenCache.defaultAccessGroup])
+                try AppIdentity(
+                    appID: configuration.appID,
+                    accessGroups: [configuration.keychainAccessGroup ?? TokenCache.defaultAccessGroup]
+                )
             }
         }
         if let group = configuration.keychainAccessGroup, !app.isEntitled(to: group) {
-            throw SharedDeviceError(.appNotInPolicy,
-                "app \(configuration.appID) is not entitled to keychain access group \(group) by the device policy; add it to the app's accessGroups")
+            throw SharedDeviceError(
+                .appNotInPolicy,
+                "app \(configuration.appID) is not entitled to keychain access group \(group) by the device policy; add it to the app's accessGroups"
+            )
         }
     }
 
@@ -120,7 +136,12 @@ public final class ApplicationEngine: Sendable {
     /// through (told apart by `DeviceAccount.b2cPolicy`, as MSAL's `getAccountByPolicy` does).
     public func accounts() throws(SharedDeviceError) -> [DeviceAccount] {
         let cached = try sharedDeviceErrors {
-            try accountManager.tokenCache.accounts(clientID: configuration.clientID, as: app, accessGroup: tokenGroup, in: device.store)
+            try accountManager.tokenCache.accounts(
+                clientID: configuration.clientID,
+                as: app,
+                accessGroup: tokenGroup,
+                in: device.store
+            )
         }.map(DeviceAccount.init)
         guard deviceInformation().information.mode == .shared else { return cached }
         guard let current = try currentAccount().current else { return [] }
@@ -134,33 +155,65 @@ public final class ApplicationEngine: Sendable {
     /// - Throws: `accountAlreadySignedIn` (shared mode, another worker is signed in: nothing is cached);
     ///   `.identity` with `userCanceled`, `accessDenied`, `deviceCodeExpired`, `invalidIDToken`,
     ///   `serverError` or `authorityUnreachable`.
-    public func acquireToken(_ parameters: InteractiveTokenParameters) async throws(SharedDeviceError) -> AuthenticationResult {
+    public func acquireToken(
+        _ parameters: InteractiveTokenParameters
+    ) async throws(SharedDeviceError) -> AuthenticationResult {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         logger[metadataKey: "correlation_id"] = "\(correlationID)"
         let (grant, response) = try await interactiveGrant(parameters, logger: logger)
-        return try signIn(grant, response, flow: parameters.flow.policyFlow, msalClientID: parameters.msalClientID,
-                          correlationID: correlationID, logger: logger)
+        return try signIn(
+            grant,
+            response,
+            flow: parameters.flow.policyFlow,
+            msalClientID: parameters.msalClientID,
+            correlationID: correlationID,
+            logger: logger
+        )
     }
 
     /// Caches the tokens of an interactive grant (`account.signed_in` names the flow and the MSAL client id)
     /// and returns the call's result.
-    private func signIn(_ grant: TokenGrant, _ response: TokenResponse, flow: DevicePolicy.SignInFlow, msalClientID: String?,
-                        correlationID: String, logger: Logger) throws(SharedDeviceError) -> AuthenticationResult {
+    private func signIn(
+        _ grant: TokenGrant,
+        _ response: TokenResponse,
+        flow: DevicePolicy.SignInFlow,
+        msalClientID: String?,
+        correlationID: String,
+        logger: Logger
+    ) throws(SharedDeviceError) -> AuthenticationResult {
         let account: DeviceAccount
         do {
             var details = ["flow": flow.rawValue]
             details["msalClientId"] = msalClientID
-            account = try accountManager.signIn(response, context: context(scopes: grant.scopes), app: app,
-                                                accessGroup: tokenGroup, correlationID: correlationID, auditDetails: details)
+            account = try accountManager.signIn(
+                response,
+                context: context(scopes: grant.scopes),
+                app: app,
+                accessGroup: tokenGroup,
+                correlationID: correlationID,
+                auditDetails: details
+            )
         } catch {
             logger.debug("interactive sign-in refused by the device", metadata: ["error.code": "\(error.code)"])
             throw error
         }
-        logger.debug("interactive sign-in succeeded", metadata: ["account": "\(account.auditName)", "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
-                                                                 "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
-        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
-                                    idToken: grant.idToken?.raw, source: .interactive, correlationID: correlationID)
+        logger.debug(
+            "interactive sign-in succeeded",
+            metadata: [
+                "account": "\(account.auditName)", "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
+                "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")",
+            ]
+        )
+        return AuthenticationResult(
+            accessToken: grant.accessToken,
+            scopes: grant.scopes,
+            expiresOn: grant.expiresOn,
+            account: account,
+            idToken: grant.idToken?.raw,
+            source: .interactive,
+            correlationID: correlationID
+        )
     }
 
     /// A shift change on a shared device (Intune's "switch user"): signs the current worker out of every
@@ -171,8 +224,11 @@ public final class ApplicationEngine: Sendable {
     ///   - signedOut: called once the previous worker is signed out (`nil`: nobody was), before the sign-in.
     /// - Throws: the sign-in's errors (`userCanceled`, `deviceCodeExpired`, `accessDenied`, …); the
     ///   sign-out stands then, nobody is signed in, and the message says so.
-    public func switchWorker(_ parameters: InteractiveTokenParameters, reason: SignOutReason = .shiftEnd,
-                             signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void = { _ in }) async throws(SharedDeviceError) -> AuthenticationResult {
+    public func switchWorker(
+        _ parameters: InteractiveTokenParameters,
+        reason: SignOutReason = .shiftEnd,
+        signedOut: @escaping @Sendable (AccountManager.SignOutOutcome?) async -> Void = { _ in }
+    ) async throws(SharedDeviceError) -> AuthenticationResult {
         // A flow the policy does not list is refused before anyone is signed out.
         try checkAllowed(parameters.flow.policyFlow)
         let shift = try accountManager.beginSwitch(app: app, reason: reason)
@@ -181,10 +237,23 @@ public final class ApplicationEngine: Sendable {
         logger[metadataKey: "correlation_id"] = "\(shift.correlationID)"
         do throws(SharedDeviceError) {
             let (grant, response) = try await interactiveGrant(parameters, logger: logger)
-            let account = try accountManager.completeSwitch(shift, response: response, context: context(scopes: grant.scopes), app: app,
-                                                            accessGroup: tokenGroup, auditDetails: ["flow": parameters.flow.policyFlow.rawValue])
-            return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
-                                        idToken: grant.idToken?.raw, source: .interactive, correlationID: shift.correlationID)
+            let account = try accountManager.completeSwitch(
+                shift,
+                response: response,
+                context: context(scopes: grant.scopes),
+                app: app,
+                accessGroup: tokenGroup,
+                auditDetails: ["flow": parameters.flow.policyFlow.rawValue]
+            )
+            return AuthenticationResult(
+                accessToken: grant.accessToken,
+                scopes: grant.scopes,
+                expiresOn: grant.expiresOn,
+                account: account,
+                idToken: grant.idToken?.raw,
+                source: .interactive,
+                correlationID: shift.correlationID
+            )
         } catch {
             throw error.afterSwitchSignOut(shift.signedOut?.account)
         }
@@ -192,7 +261,10 @@ public final class ApplicationEngine: Sendable {
 
     /// The interactive part of a sign-in: the grant from the identity provider and its decoded response.
     /// Nothing is cached here.
-    private func interactiveGrant(_ parameters: InteractiveTokenParameters, logger: Logger) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
+    private func interactiveGrant(
+        _ parameters: InteractiveTokenParameters,
+        logger: Logger
+    ) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         try checkAllowed(parameters.flow.policyFlow)
@@ -209,8 +281,13 @@ public final class ApplicationEngine: Sendable {
         case .browser: flowName = "browser"
         case .password: flowName = "password"
         }
-        logger.debug("interactive sign-in started", metadata: ["signin.flow": "\(flowName)", "oauth.scopes": "\(scopes.joined(separator: " "))",
-                                                               "oauth.login_hint": "\(parameters.loginHint != nil)"])
+        logger.debug(
+            "interactive sign-in started",
+            metadata: [
+                "signin.flow": "\(flowName)", "oauth.scopes": "\(scopes.joined(separator: " "))",
+                "oauth.login_hint": "\(parameters.loginHint != nil)",
+            ]
+        )
         let grant: TokenGrant
         do {
             switch parameters.flow {
@@ -219,11 +296,20 @@ public final class ApplicationEngine: Sendable {
                 showCode(session)
                 grant = try await identity.completeDeviceCode(session, progress: progress)
             case .browser(let openBrowser):
-                grant = try await identity.acquireTokenInBrowser(scopes: scopes, prompt: parameters.prompt, loginHint: parameters.loginHint,
-                                                                 redirectURI: configuration.redirectURI, timeout: parameters.browserTimeout,
-                                                                 openBrowser: openBrowser)
+                grant = try await identity.acquireTokenInBrowser(
+                    scopes: scopes,
+                    prompt: parameters.prompt,
+                    loginHint: parameters.loginHint,
+                    redirectURI: configuration.redirectURI,
+                    timeout: parameters.browserTimeout,
+                    openBrowser: openBrowser
+                )
             case .password(let username, let password):
-                grant = try await identity.acquireTokenByPassword(username: username, password: password, scopes: scopes)
+                grant = try await identity.acquireTokenByPassword(
+                    username: username,
+                    password: password,
+                    scopes: scopes
+                )
             }
         } catch {
             logger.debug("interactive sign-in failed", metadata: Self.failure(error))
@@ -235,7 +321,12 @@ public final class ApplicationEngine: Sendable {
         // The caller went away (a broker client disconnected) while the user signed in: cache nothing.
         if Task.isCancelled {
             logger.debug("interactive sign-in canceled before its tokens were cached")
-            throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
+            throw SharedDeviceError(
+                IdentityError(
+                    .userCanceled,
+                    "the sign-in was canceled before it finished; nothing was cached — sign in again"
+                )
+            )
         }
         return (grant, try decode(grant))
     }
@@ -255,8 +346,13 @@ public final class ApplicationEngine: Sendable {
     /// Runs on the caller's executor (`nonisolated(nonsending)`): an answer from the cache costs no hop to
     /// another thread, even from the main actor.
     nonisolated(nonsending)
-    public func acquireTokenSilent(scopes: [String], account: DeviceAccount? = nil,
-                                   forceRefresh: Bool = false, includeIDToken: Bool = false) async throws(SharedDeviceError) -> AuthenticationResult {
+        public func acquireTokenSilent(
+            scopes: [String],
+            account: DeviceAccount? = nil,
+            forceRefresh: Bool = false,
+            includeIDToken: Bool = false
+        ) async throws(SharedDeviceError) -> AuthenticationResult
+    {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         // Tagging the logger copies its handler's metadata: only when its events would be written.
@@ -264,51 +360,112 @@ public final class ApplicationEngine: Sendable {
         let (current, cachedAccessToken, refreshToken): (DeviceAccount, AccessTokenCacheItem?, RefreshTokenCacheItem?)
         do {
             (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
-                for: app, clientID: configuration.clientID, scopes: scopes, account: account, skipAccessToken: forceRefresh,
-                b2cPolicy: authority.b2cPolicy)
+                for: app,
+                clientID: configuration.clientID,
+                scopes: scopes,
+                account: account,
+                skipAccessToken: forceRefresh,
+                b2cPolicy: authority.b2cPolicy
+            )
         } catch {
-            logger.debug("silent token refused", metadata: ["error.code": "\(error.code)", "oauth.scopes": "\(scopes.joined(separator: " "))"])
+            logger.debug(
+                "silent token refused",
+                metadata: ["error.code": "\(error.code)", "oauth.scopes": "\(scopes.joined(separator: " "))"]
+            )
             throw error
         }
         if let cached = cachedAccessToken {
-            logger.debug("silent token from the cache", metadata: ["oauth.scopes": "\(cached.scopes.joined(separator: " "))",
-                                                                    "oauth.expires_on": "\(cached.expiresOn)"])
-            let idToken = includeIDToken ? try accountManager.idToken(of: current, clientID: configuration.clientID, app: app) : nil
-            return AuthenticationResult(accessToken: cached.secret, scopes: cached.scopes, expiresOn: cached.expiresOn, account: current,
-                                        idToken: idToken, source: .cache, correlationID: correlationID)
+            logger.debug(
+                "silent token from the cache",
+                metadata: [
+                    "oauth.scopes": "\(cached.scopes.joined(separator: " "))",
+                    "oauth.expires_on": "\(cached.expiresOn)",
+                ]
+            )
+            let idToken =
+                includeIDToken
+                ? try accountManager.idToken(of: current, clientID: configuration.clientID, app: app) : nil
+            return AuthenticationResult(
+                accessToken: cached.secret,
+                scopes: cached.scopes,
+                expiresOn: cached.expiresOn,
+                account: current,
+                idToken: idToken,
+                source: .cache,
+                correlationID: correlationID
+            )
         }
         guard let refreshToken else {
-            logger.debug("silent token needs interaction: no refresh token is cached", metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))"])
-            throw SharedDeviceError(IdentityError(.interactionRequired,
-                "no refresh token is cached for \(current.auditName) in app \(app.appID); sign in interactively"))
+            logger.debug(
+                "silent token needs interaction: no refresh token is cached",
+                metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))"]
+            )
+            throw SharedDeviceError(
+                IdentityError(
+                    .interactionRequired,
+                    "no refresh token is cached for \(current.auditName) in app \(app.appID); sign in interactively"
+                )
+            )
         }
-        logger.debug("silent token: redeeming the refresh token", metadata: ["oauth.scopes": "\(scopes.joined(separator: " "))",
-                                                                              "silent.force_refresh": "\(forceRefresh)"])
+        logger.debug(
+            "silent token: redeeming the refresh token",
+            metadata: [
+                "oauth.scopes": "\(scopes.joined(separator: " "))",
+                "silent.force_refresh": "\(forceRefresh)",
+            ]
+        )
         let grant: TokenGrant
         do {
             grant = try await identity.refresh(refreshToken: refreshToken.secret, scopes: requestScopes(scopes))
         } catch {
-            logger.debug(error.code == .interactionRequired || error.code == .declinedScopes
-                         ? "silent token needs interaction: the refresh was refused" : "silent token failed",
-                         metadata: Self.failure(error))
+            logger.debug(
+                error.code == .interactionRequired || error.code == .declinedScopes
+                    ? "silent token needs interaction: the refresh was refused" : "silent token failed",
+                metadata: Self.failure(error)
+            )
             throw SharedDeviceError(error)
         }
         // MSAL's local account id is `oid`, else `sub` (Microsoft's `sub` is per app and never the `oid`).
-        if let idToken = grant.idToken, let local = current.localAccountID, (idToken.objectID ?? idToken.subject) != local {
+        if let idToken = grant.idToken, let local = current.localAccountID,
+            (idToken.objectID ?? idToken.subject) != local
+        {
             logger.debug("silent token refused: the refreshed ID token is for another user")
-            throw SharedDeviceError(IdentityError(.invalidIDToken,
-                "the refreshed ID token is for another user than \(current.auditName); nothing was cached — sign in again"))
+            throw SharedDeviceError(
+                IdentityError(
+                    .invalidIDToken,
+                    "the refreshed ID token is for another user than \(current.auditName); nothing was cached — sign in again"
+                )
+            )
         }
         let response = try decode(grant)
-        try accountManager.saveRefreshedTokens(response, context: context(scopes: grant.scopes), for: current, app: app, accessGroup: tokenGroup)
-        logger.debug("silent token refreshed and cached", metadata: ["oauth.scopes": "\(grant.scopes.joined(separator: " "))",
-                                                                      "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")"])
+        try accountManager.saveRefreshedTokens(
+            response,
+            context: context(scopes: grant.scopes),
+            for: current,
+            app: app,
+            accessGroup: tokenGroup
+        )
+        logger.debug(
+            "silent token refreshed and cached",
+            metadata: [
+                "oauth.scopes": "\(grant.scopes.joined(separator: " "))",
+                "oauth.expires_on": "\(grant.expiresOn.map { "\($0)" } ?? "unknown")",
+            ]
+        )
         // A refresh response may carry no ID token; the one the sign-in cached stands for the account then.
-        let idToken = if let raw = grant.idToken?.raw { raw } else if includeIDToken {
-            try accountManager.idToken(of: current, clientID: configuration.clientID, app: app)
-        } else { String?.none }
-        return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: current,
-                                    idToken: idToken, source: .refresh, correlationID: correlationID)
+        let idToken =
+            if let raw = grant.idToken?.raw { raw } else if includeIDToken {
+                try accountManager.idToken(of: current, clientID: configuration.clientID, app: app)
+            } else { String?.none }
+        return AuthenticationResult(
+            accessToken: grant.accessToken,
+            scopes: grant.scopes,
+            expiresOn: grant.expiresOn,
+            account: current,
+            idToken: idToken,
+            source: .refresh,
+            correlationID: correlationID
+        )
     }
 
     // MARK: - Sign-out
@@ -325,27 +482,46 @@ public final class ApplicationEngine: Sendable {
     /// sign-out, which stands even if the browser step fails).
     /// - Throws: `noCurrentAccount`; `currentAccountMismatch` when `account` is not the signed-in one.
     @discardableResult
-    public func signOut(account: DeviceAccount? = nil, parameters: SignOutParameters = SignOutParameters()) async throws(SharedDeviceError) -> AccountManager.SignOutOutcome {
+    public func signOut(
+        account: DeviceAccount? = nil,
+        parameters: SignOutParameters = SignOutParameters()
+    ) async throws(SharedDeviceError) -> AccountManager.SignOutOutcome {
         if let account {
             guard let current = try currentAccount().current else {
                 throw SharedDeviceError(.noCurrentAccount, "no account is signed in; there is nobody to sign out")
             }
             guard current.isSameWorker(as: account) else {
-                throw SharedDeviceError(.currentAccountMismatch,
-                    "the sign-out names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again")
+                throw SharedDeviceError(
+                    .currentAccountMismatch,
+                    "the sign-out names \(account.auditName), but the signed-in account is \(current.auditName); call currentAccount again"
+                )
             }
         }
-        logger.debug("sign-out started", metadata: ["signout.reason": "\(parameters.reason.rawValue)", "signout.wipe_account": "\(parameters.wipeAccount)",
-                                                    "signout.from_browser": "\(parameters.signOutFromBrowser)"])
+        logger.debug(
+            "sign-out started",
+            metadata: [
+                "signout.reason": "\(parameters.reason.rawValue)", "signout.wipe_account": "\(parameters.wipeAccount)",
+                "signout.from_browser": "\(parameters.signOutFromBrowser)",
+            ]
+        )
         let outcome: AccountManager.SignOutOutcome
         do {
-            outcome = try accountManager.signOut(app: app, reason: parameters.reason, wipeEverywhere: parameters.wipeAccount)
+            outcome = try accountManager.signOut(
+                app: app,
+                reason: parameters.reason,
+                wipeEverywhere: parameters.wipeAccount
+            )
         } catch {
             logger.debug("sign-out failed", metadata: ["error.code": "\(error.code)"])
             throw error
         }
-        logger.debug("signed out", metadata: ["account": "\(outcome.account?.auditName ?? "nobody")", "signout.global": "\(outcome.global)",
-                                              "signout.items_removed": "\(outcome.itemsRemoved)"])
+        logger.debug(
+            "signed out",
+            metadata: [
+                "account": "\(outcome.account?.auditName ?? "nobody")", "signout.global": "\(outcome.global)",
+                "signout.items_removed": "\(outcome.itemsRemoved)",
+            ]
+        )
         if parameters.signOutFromBrowser, let openBrowser = parameters.openBrowser {
             do {
                 if let url = try await identity.endSessionURL(idTokenHint: nil) {
@@ -367,8 +543,13 @@ public final class ApplicationEngine: Sendable {
     func auditFailedSignIn(username: String, flow: DevicePolicy.SignInFlow, msalClientID: String?) {
         var details = ["flow": flow.rawValue]
         details["msalClientId"] = msalClientID
-        let entry = AuditEntry(type: .accountSignInFailed, actor: app.appID, account: String(username.prefix(256)),
-                               reason: "wrong username or password", details: details)
+        let entry = AuditEntry(
+            type: .accountSignInFailed,
+            actor: app.appID,
+            account: String(username.prefix(256)),
+            reason: "wrong username or password",
+            details: details
+        )
         do {
             _ = try device.record(entry)
         } catch {
@@ -391,11 +572,14 @@ public final class ApplicationEngine: Sendable {
     /// that counts comes when the tokens arrive: whoever signs in, only the current worker is accepted.)
     func loginHint(for requested: String?) throws(SharedDeviceError) -> String? {
         guard deviceInformation().information.mode == .shared, let current = try currentAccount().current,
-              let username = current.username else { return requested }
+            let username = current.username
+        else { return requested }
         guard let requested else { return username }
         guard username.lowercased() == requested.lowercased() else {
-            throw SharedDeviceError(.accountAlreadySignedIn,
-                "\(username) is signed in on this shared device; end the shift (sign out) before \(requested) signs in")
+            throw SharedDeviceError(
+                .accountAlreadySignedIn,
+                "\(username) is signed in on this shared device; end the shift (sign out) before \(requested) signs in"
+            )
         }
         return requested
     }
@@ -403,8 +587,10 @@ public final class ApplicationEngine: Sendable {
     /// - Throws: `flowNotAllowed` unless the policy's `authority.flows` lists `flow`.
     func checkAllowed(_ flow: DevicePolicy.SignInFlow) throws(SharedDeviceError) {
         guard configuration.allowedFlows.contains(flow) else {
-            throw SharedDeviceError(.flowNotAllowed,
-                "the device policy does not allow \(flow.rawValue) sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"\(flow.rawValue)\"")
+            throw SharedDeviceError(
+                .flowNotAllowed,
+                "the device policy does not allow \(flow.rawValue) sign-in (authority.flows lists \(configuration.allowedFlows.map(\.rawValue).joined(separator: ", "))); use one of those, or ask the administrator to add \"\(flow.rawValue)\""
+            )
         }
     }
 
@@ -416,7 +602,8 @@ public final class ApplicationEngine: Sendable {
     /// The call's scopes plus the configuration's defaults, deduplicated, without the reserved OpenID
     /// scopes (the identity client adds those).
     func requestScopes(_ scopes: [String]) -> [String] {
-        var seen = Set<String>(), result: [String] = []
+        var seen = Set<String>()
+        var result: [String] = []
         for scope in scopes + (scopes.isEmpty ? configuration.defaultScopes : [])
         where !Authority.reservedScopes.contains(scope) && seen.insert(scope.lowercased()).inserted {
             result.append(scope)
@@ -425,8 +612,13 @@ public final class ApplicationEngine: Sendable {
     }
 
     func context(scopes: [String]) -> TokenRequestContext {
-        TokenRequestContext(clientID: configuration.clientID, environment: authority.environment, realm: authority.realm,
-                            requestedScopes: scopes, b2cPolicy: authority.b2cPolicy)
+        TokenRequestContext(
+            clientID: configuration.clientID,
+            environment: authority.environment,
+            realm: authority.realm,
+            requestedScopes: scopes,
+            b2cPolicy: authority.b2cPolicy
+        )
     }
 
     func decode(_ grant: TokenGrant) throws(SharedDeviceError) -> TokenResponse {
@@ -465,8 +657,12 @@ extension ApplicationEngine {
     /// stays signed out.
     /// - Throws: as `startNativeSignIn(username:)`, except that anyone may be the next worker; nobody is
     ///   signed out when it throws.
-    public func startNativeSwitch(username: String, reason: SignOutReason = .shiftEnd) async throws(SharedDeviceError)
-        -> (step: NativeSignInStep, shift: AccountManager.ShiftSwitch) {
+    public func startNativeSwitch(
+        username: String,
+        reason: SignOutReason = .shiftEnd
+    ) async throws(SharedDeviceError)
+        -> (step: NativeSignInStep, shift: AccountManager.ShiftSwitch)
+    {
         try checkAllowed(.nativeAuth)
         let step = try await nativeSignInStep(username: username)
         return (step, try accountManager.beginSwitch(app: app, reason: reason))
@@ -494,28 +690,54 @@ extension ApplicationEngine {
     /// wrong password is audited as `account.sign_in_failed`; a wrong code leaves the step usable.
     /// With `shift` (from `startNativeSwitch`), the sign-in completes that shift change: `account.signed_in`
     /// and `account.switched` share the sign-out's correlation id.
-    public func completeNativeSignIn(_ step: NativeSignInStep, credential: NativeSignInCredential, scopes: [String],
-                                     msalClientID: String? = nil, shift: AccountManager.ShiftSwitch? = nil) async throws(SharedDeviceError) -> AuthenticationResult {
+    public func completeNativeSignIn(
+        _ step: NativeSignInStep,
+        credential: NativeSignInCredential,
+        scopes: [String],
+        msalClientID: String? = nil,
+        shift: AccountManager.ShiftSwitch? = nil
+    ) async throws(SharedDeviceError) -> AuthenticationResult {
         let requested = requestScopes(scopes + configuration.defaultScopes)
         let grant: TokenGrant
         do {
             switch credential {
-            case .password(let password): grant = try await identity.submitNativeSignInPassword(step, password: password, scopes: requested)
+            case .password(let password):
+                grant = try await identity.submitNativeSignInPassword(step, password: password, scopes: requested)
             case .code(let code): grant = try await identity.submitNativeSignInCode(step, code: code, scopes: requested)
             }
         } catch {
-            if error.code == .invalidCredentials { auditFailedSignIn(username: step.username, flow: .nativeAuth, msalClientID: msalClientID) }
+            if error.code == .invalidCredentials {
+                auditFailedSignIn(username: step.username, flow: .nativeAuth, msalClientID: msalClientID)
+            }
             throw SharedDeviceError(error)
         }
         if Task.isCancelled {
-            throw SharedDeviceError(IdentityError(.userCanceled, "the sign-in was canceled before it finished; nothing was cached — sign in again"))
+            throw SharedDeviceError(
+                IdentityError(
+                    .userCanceled,
+                    "the sign-in was canceled before it finished; nothing was cached — sign in again"
+                )
+            )
         }
         if let shift {
             do throws(SharedDeviceError) {
-                let account = try accountManager.completeSwitch(shift, response: try decode(grant), context: context(scopes: grant.scopes), app: app,
-                                                                accessGroup: tokenGroup, auditDetails: ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue])
-                return AuthenticationResult(accessToken: grant.accessToken, scopes: grant.scopes, expiresOn: grant.expiresOn, account: account,
-                                            idToken: grant.idToken?.raw, source: .interactive, correlationID: shift.correlationID)
+                let account = try accountManager.completeSwitch(
+                    shift,
+                    response: try decode(grant),
+                    context: context(scopes: grant.scopes),
+                    app: app,
+                    accessGroup: tokenGroup,
+                    auditDetails: ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue]
+                )
+                return AuthenticationResult(
+                    accessToken: grant.accessToken,
+                    scopes: grant.scopes,
+                    expiresOn: grant.expiresOn,
+                    account: account,
+                    idToken: grant.idToken?.raw,
+                    source: .interactive,
+                    correlationID: shift.correlationID
+                )
             } catch {
                 throw error.afterSwitchSignOut(shift.signedOut?.account)
             }
@@ -523,6 +745,13 @@ extension ApplicationEngine {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         logger[metadataKey: "correlation_id"] = "\(correlationID)"
-        return try signIn(grant, try decode(grant), flow: .nativeAuth, msalClientID: msalClientID, correlationID: correlationID, logger: logger)
+        return try signIn(
+            grant,
+            try decode(grant),
+            flow: .nativeAuth,
+            msalClientID: msalClientID,
+            correlationID: correlationID,
+            logger: logger
+        )
     }
 }

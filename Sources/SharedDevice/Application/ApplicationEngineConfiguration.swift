@@ -26,8 +26,15 @@ public struct ApplicationEngineConfiguration: Sendable {
     /// client, as MSAL apps are.
     public var clientSecret: String?
 
-    public init(clientID: String, authority: String, appID: String, redirectURI: URL = URL(string: "http://127.0.0.1/")!,
-                knownAuthorities: [String] = [], keychainAccessGroup: String? = nil, defaultScopes: [String] = []) {
+    public init(
+        clientID: String,
+        authority: String,
+        appID: String,
+        redirectURI: URL = URL(string: "http://127.0.0.1/")!,
+        knownAuthorities: [String] = [],
+        keychainAccessGroup: String? = nil,
+        defaultScopes: [String] = []
+    ) {
         self.clientID = clientID
         self.authority = authority
         self.appID = appID
@@ -40,9 +47,13 @@ public struct ApplicationEngineConfiguration: Sendable {
     /// The configuration the device policy gives `appID`: the policy authority's issuer, client id,
     /// default scopes and known authorities.
     public init(appID: String, policy: DevicePolicy) {
-        self.init(clientID: policy.authority.clientId, authority: policy.authority.issuer.absoluteString, appID: appID,
-                  knownAuthorities: policy.authority.knownAuthorities.compactMap(\.host),
-                  defaultScopes: policy.authority.scopes)
+        self.init(
+            clientID: policy.authority.clientId,
+            authority: policy.authority.issuer.absoluteString,
+            appID: appID,
+            knownAuthorities: policy.authority.knownAuthorities.compactMap(\.host),
+            defaultScopes: policy.authority.scopes
+        )
         allowedFlows = policy.authority.flows
         clientSecret = policy.authority.clientSecret
     }
@@ -52,7 +63,10 @@ public struct ApplicationEngineConfiguration: Sendable {
 public enum InteractiveFlow: Sendable {
     /// RFC 8628: show the code (`DeviceCodeSession.message`) with `showCode`, then wait; `progress` is
     /// called before every poll with the time left.
-    case deviceCode(showCode: @Sendable (DeviceCodeSession) -> Void, progress: @Sendable (DeviceCodeProgress) -> Void = { _ in })
+    case deviceCode(
+        showCode: @Sendable (DeviceCodeSession) -> Void,
+        progress: @Sendable (DeviceCodeProgress) -> Void = { _ in }
+    )
     /// The system browser on a loopback redirect; `openBrowser` opens (or prints) the URL.
     case browser(openBrowser: @Sendable (URL) async throws(IdentityError) -> Void)
     /// The resource-owner password grant: the app's screen took the worker's username and password
@@ -85,8 +99,14 @@ public struct InteractiveTokenParameters: Sendable {
     /// named in the sign-in's audit event (`msalClientId`).
     public var msalClientID: String?
 
-    public init(scopes: [String], flow: InteractiveFlow, prompt: Prompt? = nil, loginHint: String? = nil,
-                browserTimeout: TimeInterval = 300, msalClientID: String? = nil) {
+    public init(
+        scopes: [String],
+        flow: InteractiveFlow,
+        prompt: Prompt? = nil,
+        loginHint: String? = nil,
+        browserTimeout: TimeInterval = 300,
+        msalClientID: String? = nil
+    ) {
         self.scopes = scopes
         self.flow = flow
         self.prompt = prompt
@@ -107,8 +127,12 @@ public struct SignOutParameters: Sendable {
     /// Opens the end-session URL when `signOutFromBrowser`.
     public var openBrowser: (@Sendable (URL) async throws(IdentityError) -> Void)?
 
-    public init(signOutFromBrowser: Bool = false, wipeAccount: Bool = false, reason: SignOutReason = .user,
-                openBrowser: (@Sendable (URL) async throws(IdentityError) -> Void)? = nil) {
+    public init(
+        signOutFromBrowser: Bool = false,
+        wipeAccount: Bool = false,
+        reason: SignOutReason = .user,
+        openBrowser: (@Sendable (URL) async throws(IdentityError) -> Void)? = nil
+    ) {
         self.signOutFromBrowser = signOutFromBrowser
         self.wipeAccount = wipeAccount
         self.reason = reason
@@ -138,8 +162,15 @@ public struct AuthenticationResult: Sendable, CustomStringConvertible {
         case cache, refresh, interactive
     }
 
-    public init(accessToken: String, scopes: [String], expiresOn: Date?, account: DeviceAccount, idToken: String?, source: Source,
-                correlationID: String) {
+    public init(
+        accessToken: String,
+        scopes: [String],
+        expiresOn: Date?,
+        account: DeviceAccount,
+        idToken: String?,
+        source: Source,
+        correlationID: String
+    ) {
         self.accessToken = accessToken
         self.scopes = scopes
         self.expiresOn = expiresOn

@@ -55,12 +55,16 @@ enum AuditChain {
     static let headTagDomain: UInt8 = 1
 
     private static func append(_ value: UInt64, to bytes: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+        }
     }
 
     private static func field(_ value: some Collection<UInt8>, _ bytes: inout [UInt8]) {
         let count = UInt32(value.count)
-        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: count >> UInt32(shift))) }
+        for shift in stride(from: 24, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: count >> UInt32(shift)))
+        }
         bytes.append(contentsOf: value)
     }
 

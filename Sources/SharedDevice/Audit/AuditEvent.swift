@@ -41,8 +41,14 @@ public struct AuditEntry: Sendable, Equatable {
     /// Further non-secret facts (policy hash, counts, app id asked for).
     public var details: [String: String]
 
-    public init(type: AuditEventType, actor: String, account: String? = nil, reason: String? = nil,
-                correlationID: String = CorrelationID.make(), details: [String: String] = [:]) {
+    public init(
+        type: AuditEventType,
+        actor: String,
+        account: String? = nil,
+        reason: String? = nil,
+        correlationID: String = CorrelationID.make(),
+        details: [String: String] = [:]
+    ) {
         self.type = type
         self.actor = actor
         self.account = account
@@ -69,7 +75,9 @@ public struct AuditEvent: Sendable, Equatable, Encodable {
     public let details: [String: String]
 
     enum CodingKeys: String, CodingKey {
-        case sequence, time, type, actor, account, reason, correlationID = "correlationId", details
+        case sequence, time, type, actor, account, reason
+        case correlationID = "correlationId"
+        case details
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -94,8 +102,13 @@ public struct AuditFilter: Sendable, Equatable {
     /// Only events after this sequence number (for following a growing log).
     public var afterSequence: Int64
 
-    public init(types: Set<AuditEventType> = [], since: Date? = nil, until: Date? = nil, account: String? = nil,
-                afterSequence: Int64 = 0) {
+    public init(
+        types: Set<AuditEventType> = [],
+        since: Date? = nil,
+        until: Date? = nil,
+        account: String? = nil,
+        afterSequence: Int64 = 0
+    ) {
         self.types = types
         self.since = since
         self.until = until
@@ -118,7 +131,9 @@ enum AuditTime {
     }
 
     static func parse(_ text: String) -> Date? {
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).parse(text) { return date }
+        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).parse(text) {
+            return date
+        }
         return try? Date.ISO8601FormatStyle(timeZone: .gmt).parse(text)
     }
 }

@@ -40,7 +40,11 @@ extension AuditLog {
     ///     whose signature verifies (then compare `headChain` with a copy kept elsewhere).
     ///   - expectsEvents: whether the device records say a log exists, so that an empty log or a missing
     ///     head is itself tampering.
-    public static func verify(in transaction: StoreTransaction, trustedKeys: Set<Data>?, expectsEvents: Bool) throws -> AuditVerification {
+    public static func verify(
+        in transaction: StoreTransaction,
+        trustedKeys: Set<Data>?,
+        expectsEvents: Bool
+    ) throws -> AuditVerification {
         var result = AuditVerification()
         let tables = transaction.auditLog
         let missingTables = try tables.missingTables()
@@ -49,7 +53,10 @@ extension AuditLog {
             return result
         }
         if !missingTables.isEmpty {
-            result.report(nil, "the audit log's table(s) \(missingTables.joined(separator: ", ")) are missing (deleted)")
+            result.report(
+                nil,
+                "the audit log's table(s) \(missingTables.joined(separator: ", ")) are missing (deleted)"
+            )
             return result
         }
         // The head.
@@ -58,8 +65,10 @@ extension AuditLog {
         if let record = try tables.head(creatingTables: false) {
             headRecordExists = true
             let candidate = Head(sequence: record.sequence, chain: record.chain)
-            let expected = try transaction.integrityTag(AuditChain.headMessage(sequence: candidate.sequence, chain: candidate.chain),
-                                                    domain: AuditChain.headTagDomain)
+            let expected = try transaction.integrityTag(
+                AuditChain.headMessage(sequence: candidate.sequence, chain: candidate.chain),
+                domain: AuditChain.headTagDomain
+            )
             if expected == record.tag {
                 head = candidate
                 result.headSequence = candidate.sequence
@@ -71,11 +80,15 @@ extension AuditLog {
         // Checkpoints.
         var checkpoints: [Int64: Data] = [:]
         for checkpoint in try tables.checkpoints() {
-            let sequence = checkpoint.sequence, chain = checkpoint.chain
+            let sequence = checkpoint.sequence
+            let chain = checkpoint.chain
             if let trustedKeys, !trustedKeys.contains(checkpoint.publicKey) {
                 result.report(sequence, "the checkpoint is signed by a key this device never had")
-            } else if !SigningKey.isValidSignature(checkpoint.signature, of: AuditChain.checkpointMessage(sequence: sequence, chain: chain),
-                                                   publicKey: checkpoint.publicKey) {
+            } else if !SigningKey.isValidSignature(
+                checkpoint.signature,
+                of: AuditChain.checkpointMessage(sequence: sequence, chain: chain),
+                publicKey: checkpoint.publicKey
+            ) {
                 result.report(sequence, "the checkpoint's signature is invalid (edited)")
             } else {
                 checkpoints[sequence] = chain
@@ -91,14 +104,23 @@ extension AuditLog {
             result.eventCount += 1
             let sequence = row.sequence
             if sequence != expectedSequence {
-                let missing = sequence - 1 == expectedSequence ? "event \(expectedSequence) is" : "events \(expectedSequence)-\(sequence - 1) are"
+                let missing =
+                    sequence - 1 == expectedSequence
+                    ? "event \(expectedSequence) is" : "events \(expectedSequence)-\(sequence - 1) are"
                 result.report(expectedSequence, "\(missing) missing (deleted)")
                 brokenSinceVouched = true
                 previousChain = Data()  // nothing can chain across the gap
             }
-            let columns = AuditChain.Columns(sequence: sequence, time: row.time, type: row.type, actor: row.actor,
-                                             account: row.account, reason: row.reason,
-                                             correlationID: row.correlationID, details: row.details)
+            let columns = AuditChain.Columns(
+                sequence: sequence,
+                time: row.time,
+                type: row.type,
+                actor: row.actor,
+                account: row.account,
+                reason: row.reason,
+                correlationID: row.correlationID,
+                details: row.details
+            )
             let computed = try AuditChain.next(after: previousChain, columns)
             if computed != row.chain, sequence == expectedSequence {
                 result.report(sequence, "its content or position does not match its chain value (edited or reordered)")
@@ -107,7 +129,10 @@ extension AuditLog {
             if let signed = checkpoints[sequence] {
                 result.checkpointCount += 1
                 if signed != computed && !brokenSinceVouched {
-                    result.report(lastVouched + 1, "events \(lastVouched + 1)-\(sequence) do not match the checkpoint signed at event \(sequence) (edited and re-chained)")
+                    result.report(
+                        lastVouched + 1,
+                        "events \(lastVouched + 1)-\(sequence) do not match the checkpoint signed at event \(sequence) (edited and re-chained)"
+                    )
                 }
                 lastVouched = sequence
                 brokenSinceVouched = false
@@ -118,18 +143,29 @@ extension AuditLog {
         }
         let lastSequence = expectedSequence - 1
         for sequence in checkpoints.keys.sorted() where sequence > lastSequence {
-            result.report(lastSequence + 1, "a checkpoint was signed at event \(sequence), which is missing (truncated)")
+            result.report(
+                lastSequence + 1,
+                "a checkpoint was signed at event \(sequence), which is missing (truncated)"
+            )
             break
         }
         // The head against the newest event.
         if let head {
             if head.sequence > lastSequence {
-                let missing = head.sequence == lastSequence + 1 ? "event \(head.sequence) is" : "events \(lastSequence + 1)-\(head.sequence) are"
+                let missing =
+                    head.sequence == lastSequence + 1
+                    ? "event \(head.sequence) is" : "events \(lastSequence + 1)-\(head.sequence) are"
                 result.report(lastSequence + 1, "\(missing) missing: the log was truncated")
             } else if head.sequence < lastSequence {
-                result.report(head.sequence + 1, "events \(head.sequence + 1)-\(lastSequence) were added outside devicectl (not covered by the head)")
+                result.report(
+                    head.sequence + 1,
+                    "events \(head.sequence + 1)-\(lastSequence) were added outside devicectl (not covered by the head)"
+                )
             } else if head.chain != lastChain && !brokenSinceVouched {
-                result.report(lastVouched + 1, "events \(lastVouched + 1)-\(lastSequence) do not match the head's chain value (edited and re-chained)")
+                result.report(
+                    lastVouched + 1,
+                    "events \(lastVouched + 1)-\(lastSequence) do not match the head's chain value (edited and re-chained)"
+                )
             }
         } else if !headRecordExists && (lastSequence > 0 || expectsEvents) {
             result.report(nil, "the head record is missing (deleted)")

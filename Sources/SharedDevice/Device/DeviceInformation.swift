@@ -35,7 +35,11 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
     public var extraDeviceInformation: [String: String]
 
     enum CodingKeys: String, CodingKey {
-        case mode, deviceID = "deviceId", deviceName, policyID = "policyId", policySHA256 = "policySha256"
+        case mode
+        case deviceID = "deviceId"
+        case deviceName
+        case policyID = "policyId"
+        case policySHA256 = "policySha256"
         case provisionedAt, policyAppliedAt, extraDeviceInformation
     }
 
@@ -44,10 +48,18 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
 
     /// A device nobody provisioned: private mode, no ids.
     public static let `default` = DeviceInformation(
-        mode: .private, deviceID: nil, deviceName: nil, policyID: nil, policySHA256: nil, provisionedAt: nil,
+        mode: .private,
+        deviceID: nil,
+        deviceName: nil,
+        policyID: nil,
+        policySHA256: nil,
+        provisionedAt: nil,
         policyAppliedAt: nil,
-        extraDeviceInformation: ["ssoProviderInstalled": "false", "ssoProviderMode": "private",
-                                 "joinStatus": "notProvisioned", "brokerVersion": brokerVersion])
+        extraDeviceInformation: [
+            "ssoProviderInstalled": "false", "ssoProviderMode": "private",
+            "joinStatus": "notProvisioned", "brokerVersion": brokerVersion,
+        ]
+    )
 
     /// The information of a provisioned device.
     public init(record: DeviceRecord) {
@@ -59,16 +71,26 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
         policySHA256 = record.policySHA256
         provisionedAt = record.provisionedAt
         policyAppliedAt = record.policyAppliedAt
-        extraDeviceInformation = ["ssoProviderInstalled": "true", "ssoProviderMode": mode.rawValue,
-                                  "joinStatus": "provisioned", "brokerVersion": Self.brokerVersion,
-                                  "deviceIdentifier": record.deviceID]
+        extraDeviceInformation = [
+            "ssoProviderInstalled": "true", "ssoProviderMode": mode.rawValue,
+            "joinStatus": "provisioned", "brokerVersion": Self.brokerVersion,
+            "deviceIdentifier": record.deviceID,
+        ]
         extraDeviceInformation["authority"] = policy?.authority.issuer.absoluteString
         extraDeviceInformation["clientId"] = policy?.authority.clientId
     }
 
     /// Information as given (a broker's report, which carries no policy hash or dates).
-    public init(mode: Mode, deviceID: String?, deviceName: String?, policyID: String?, policySHA256: String? = nil,
-                provisionedAt: Date? = nil, policyAppliedAt: Date? = nil, extraDeviceInformation: [String: String]) {
+    public init(
+        mode: Mode,
+        deviceID: String?,
+        deviceName: String?,
+        policyID: String?,
+        policySHA256: String? = nil,
+        provisionedAt: Date? = nil,
+        policyAppliedAt: Date? = nil,
+        extraDeviceInformation: [String: String]
+    ) {
         self.mode = mode
         self.deviceID = deviceID
         self.deviceName = deviceName
@@ -84,8 +106,11 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
     /// - Returns: the information and, when the store cannot be read, the error next to
     ///   `DeviceInformation.default` (MSAL returns the default information with the error).
     ///   A store this user may not open (another user's) is such an error, not "not provisioned".
-    public static func current(stateDirectory directory: URL, key: MasterKeySource? = nil,
-                               logger: Logger = Logger.current) -> (information: DeviceInformation, error: SharedDeviceError?) {
+    public static func current(
+        stateDirectory directory: URL,
+        key: MasterKeySource? = nil,
+        logger: Logger = Logger.current
+    ) -> (information: DeviceInformation, error: SharedDeviceError?) {
         let database = directory.appendingPathComponent(KeychainStore.databaseFileName)
         do {
             _ = try FilePath(database.path).stat()

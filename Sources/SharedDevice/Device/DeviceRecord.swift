@@ -27,8 +27,10 @@ public struct DeviceRecord: Sendable, Equatable, Codable {
         do {
             return try DevicePolicy.decode(policyDocument)
         } catch {
-            throw SharedDeviceError(.deviceRecordDamaged,
-                "the device's recorded policy no longer decodes (\(error)); re-provision with `devicectl provision --policy FILE`")
+            throw SharedDeviceError(
+                .deviceRecordDamaged,
+                "the device's recorded policy no longer decodes (\(error)); re-provision with `devicectl provision --policy FILE`"
+            )
         }
     }
 }

@@ -5,15 +5,20 @@ import KeychainStore
 enum DeviceRecordStore {
     /// The device record, `nil` when the device is not provisioned; bytes `cache` decoded before are not decoded
     /// again (the record holds no secret: its policy, public key and dates).
-    static func record(in tx: StoreTransaction, decodedBy cache: LastDecoded<Data, DeviceRecord>) throws -> DeviceRecord? {
+    static func record(
+        in tx: StoreTransaction,
+        decodedBy cache: LastDecoded<Data, DeviceRecord>
+    ) throws -> DeviceRecord? {
         guard var item = try findOrNil(DeviceItems.query(DeviceItems.recordService), in: tx) else { return nil }
         defer { SecureMemory.wipe(&item.secret) }
         do {
             let bytes = Data(item.secret)  // a copy of its own: the item's bytes are wiped
             return try cache.value(for: bytes) { try DeviceItems.decoder.decode(DeviceRecord.self, from: bytes) }
         } catch {
-            throw SharedDeviceError(.deviceRecordDamaged,
-                "the device record cannot be read; re-provision with `devicectl provision --policy FILE --force`")
+            throw SharedDeviceError(
+                .deviceRecordDamaged,
+                "the device record cannot be read; re-provision with `devicectl provision --policy FILE --force`"
+            )
         }
     }
 
@@ -21,25 +26,47 @@ enum DeviceRecordStore {
         var secret = try DeviceItems.encoder.encode(record)
         defer { SecureMemory.wipe(&secret) }
         if replacing {
-            try tx.update(DeviceItems.query(DeviceItems.recordService), with: ItemChanges(secret: secret), as: DeviceItems.administrator)
+            try tx.update(
+                DeviceItems.query(DeviceItems.recordService),
+                with: ItemChanges(secret: secret),
+                as: DeviceItems.administrator
+            )
         } else {
-            try tx.add(NewItem(accessGroup: AccessGroup.device, service: DeviceItems.recordService, account: DeviceItems.account,
-                               secret: secret, label: "device record"), as: DeviceItems.administrator)
+            try tx.add(
+                NewItem(
+                    accessGroup: AccessGroup.device,
+                    service: DeviceItems.recordService,
+                    account: DeviceItems.account,
+                    secret: secret,
+                    label: "device record"
+                ),
+                as: DeviceItems.administrator
+            )
         }
     }
 
     static func saveSigningKey(_ key: SigningKey, in tx: StoreTransaction) throws {
         var secret = key.sealedForStorage()
         defer { SecureMemory.wipe(&secret) }
-        try tx.add(NewItem(accessGroup: AccessGroup.device, service: DeviceItems.signingKeyService, account: DeviceItems.account,
-                           secret: secret, label: "audit signing key"), as: DeviceItems.administrator)
+        try tx.add(
+            NewItem(
+                accessGroup: AccessGroup.device,
+                service: DeviceItems.signingKeyService,
+                account: DeviceItems.account,
+                secret: secret,
+                label: "audit signing key"
+            ),
+            as: DeviceItems.administrator
+        )
     }
 
     /// The signer for `record`'s key and policy interval.
     static func signer(for record: DeviceRecord, in tx: StoreTransaction) throws -> AuditLog.Signer {
         guard var item = try findOrNil(DeviceItems.query(DeviceItems.signingKeyService), in: tx) else {
-            throw SharedDeviceError(.deviceRecordDamaged,
-                "the device's audit signing key is missing; re-provision with `devicectl provision --policy FILE --force`")
+            throw SharedDeviceError(
+                .deviceRecordDamaged,
+                "the device's audit signing key is missing; re-provision with `devicectl provision --policy FILE --force`"
+            )
         }
         defer { SecureMemory.wipe(&item.secret) }
         let key = try SigningKey(storedBytes: item.secret)
@@ -50,7 +77,12 @@ enum DeviceRecordStore {
     }
 
     static func anchor(in tx: StoreTransaction) throws -> AuditAnchor? {
-        guard var item = try findOrNil(DeviceItems.query(DeviceItems.anchorService, group: AccessGroup.auditAnchor), in: tx) else { return nil }
+        guard
+            var item = try findOrNil(
+                DeviceItems.query(DeviceItems.anchorService, group: AccessGroup.auditAnchor),
+                in: tx
+            )
+        else { return nil }
         defer { SecureMemory.wipe(&item.secret) }
         guard let anchor = try? DeviceItems.decoder.decode(AuditAnchor.self, from: item.secret) else {
             throw SharedDeviceError(.deviceRecordDamaged, "the audit log's trust anchor cannot be read")
@@ -69,8 +101,16 @@ enum DeviceRecordStore {
         if exists {
             try tx.update(query, with: ItemChanges(secret: secret), as: DeviceItems.administrator)
         } else {
-            try tx.add(NewItem(accessGroup: AccessGroup.auditAnchor, service: DeviceItems.anchorService, account: DeviceItems.account,
-                               secret: secret, label: "audit trust anchor"), as: DeviceItems.administrator)
+            try tx.add(
+                NewItem(
+                    accessGroup: AccessGroup.auditAnchor,
+                    service: DeviceItems.anchorService,
+                    account: DeviceItems.account,
+                    secret: secret,
+                    label: "audit trust anchor"
+                ),
+                as: DeviceItems.administrator
+            )
         }
     }
 

@@ -66,21 +66,31 @@ public final class ManagedDevice: Sendable {
     /// mode needs `force` and crypto-shreds every group but the device's own.
     /// - Throws: `invalidPolicy`, `modeChangeRequiresForce`, `store`.
     @discardableResult
-    public func provision(policyDocument: Data, force: Bool = false, actor: String) throws(SharedDeviceError) -> (outcome: ProvisioningOutcome, record: DeviceRecord) {
+    public func provision(
+        policyDocument: Data,
+        force: Bool = false,
+        actor: String
+    ) throws(SharedDeviceError) -> (outcome: ProvisioningOutcome, record: DeviceRecord) {
         let policy: DevicePolicy
         do {
             policy = try DevicePolicy.decode(policyDocument)
         } catch {
-            logger.debug("device policy rejected", metadata: ["path": "\(error.path)", "bytes": "\(policyDocument.count)"])
+            logger.debug(
+                "device policy rejected",
+                metadata: ["path": "\(error.path)", "bytes": "\(policyDocument.count)"]
+            )
             throw SharedDeviceError(.invalidPolicy, error.description, policyError: error)
         }
         let hash = try sharedDeviceErrors { try ChainHash.sha256Hex(policyDocument) }
         do {
             if let current = try record(), current.policySHA256 == hash {
-                logger.debug("device policy applied", metadata: ["outcome": "unchanged", "policy.sha256": "\(hash)", "actor": "\(actor)"])
+                logger.debug(
+                    "device policy applied",
+                    metadata: ["outcome": "unchanged", "policy.sha256": "\(hash)", "actor": "\(actor)"]
+                )
                 return (.unchanged, current)
             }
-        } catch where force && Self.isDamage(error) {
+        } catch  where force && Self.isDamage(error) {
             // Replaced below.
         }
         let result = try transaction { tx -> (ProvisioningOutcome, DeviceRecord, AuditLog.Signer) in
@@ -90,19 +100,24 @@ public final class ManagedDevice: Sendable {
             do {
                 existing = try self.record(in: tx)
                 if let existing { _ = try DeviceRecordStore.signer(for: existing, in: tx) }
-            } catch where force && Self.isDamage(error) {
+            } catch  where force && Self.isDamage(error) {
                 existing = nil
                 replacesDamagedRecord = true
             }
             if var record = existing {
-                if record.policySHA256 == hash { return (.unchanged, record, try DeviceRecordStore.signer(for: record, in: tx)) }
+                if record.policySHA256 == hash {
+                    return (.unchanged, record, try DeviceRecordStore.signer(for: record, in: tx))
+                }
                 let previous = record
                 let modeChanged = record.mode != policy.device.mode
                 if modeChanged && !force {
-                    throw SharedDeviceError(.modeChangeRequiresForce,
-                        "the policy changes the device's mode from \(record.mode.rawValue) to \(policy.device.mode.rawValue), which signs every worker out and deletes every app's credentials; rerun with --force to do it")
+                    throw SharedDeviceError(
+                        .modeChangeRequiresForce,
+                        "the policy changes the device's mode from \(record.mode.rawValue) to \(policy.device.mode.rawValue), which signs every worker out and deletes every app's credentials; rerun with --force to do it"
+                    )
                 }
-                let keep: Set<String> = modeChanged
+                let keep: Set<String> =
+                    modeChanged
                     ? [AccessGroup.device, AccessGroup.auditAnchor]
                     : Set(policy.apps.flatMap(\.accessGroups)).union([AccessGroup.device, AccessGroup.auditAnchor])
                 let removed = try tx.destroyAccessGroups(except: keep)
@@ -115,25 +130,42 @@ public final class ManagedDevice: Sendable {
                 record.policyAppliedAt = now
                 try DeviceRecordStore.save(record, in: tx, replacing: true)
                 let signer = try DeviceRecordStore.signer(for: record, in: tx)
-                var details = ["previousPolicySha256": previous.policySHA256, "policySha256": hash,
-                               "groupsRemoved": "\(removed.groups)", "itemsRemoved": "\(removed.items)"]
+                var details = [
+                    "previousPolicySha256": previous.policySHA256, "policySha256": hash,
+                    "groupsRemoved": "\(removed.groups)", "itemsRemoved": "\(removed.items)",
+                ]
                 details["policyId"] = policy.id
                 if modeChanged {
                     details["accountsSignedOut"] = "\(signedOut.count)"
                     details["from"] = previous.mode.rawValue
                     details["to"] = record.mode.rawValue
                 }
-                try self.appendAnnounced(AuditEntry(type: modeChanged ? .deviceModeChanged : .policyUpdated, actor: actor,
-                                               reason: modeChanged ? "forced mode change" : "policy changed", details: details),
-                                    in: tx, signer: signer, checkpoint: true)
+                try self.appendAnnounced(
+                    AuditEntry(
+                        type: modeChanged ? .deviceModeChanged : .policyUpdated,
+                        actor: actor,
+                        reason: modeChanged ? "forced mode change" : "policy changed",
+                        details: details
+                    ),
+                    in: tx,
+                    signer: signer,
+                    checkpoint: true
+                )
                 return (modeChanged ? .modeChanged : .updated, record, signer)
             }
             // A new device (or one provisioned again after deprovisioning).
             let key = try SigningKey.generate()
             let record = DeviceRecord(
-                deviceID: UUID().uuidString.lowercased(), name: policy.device.name, mode: policy.device.mode,
-                policyID: policy.id, policySHA256: hash, policyDocument: policyDocument,
-                provisionedAt: now, policyAppliedAt: now, auditPublicKey: key.publicKey)
+                deviceID: UUID().uuidString.lowercased(),
+                name: policy.device.name,
+                mode: policy.device.mode,
+                policyID: policy.id,
+                policySHA256: hash,
+                policyDocument: policyDocument,
+                provisionedAt: now,
+                policyAppliedAt: now,
+                auditPublicKey: key.publicKey
+            )
             // A damaged record says nothing reliable about the old mode: then nothing of the apps is kept.
             let keep = replacesDamagedRecord ? [] : Set(policy.apps.flatMap(\.accessGroups))
             let removed = try tx.destroyAccessGroups(except: keep.union([AccessGroup.auditAnchor]))
@@ -141,22 +173,37 @@ public final class ManagedDevice: Sendable {
             try DeviceRecordStore.saveSigningKey(key, in: tx)
             try DeviceRecordStore.trust(key.publicKey, in: tx)
             let signer = AuditLog.Signer(key: key, checkpointInterval: policy.audit.checkpointInterval)
-            var details = ["deviceId": record.deviceID, "mode": record.mode.rawValue, "policySha256": hash,
-                           "auditPublicKey": record.auditPublicKey.hexString, "groupsRemoved": "\(removed.groups)"]
+            var details = [
+                "deviceId": record.deviceID, "mode": record.mode.rawValue, "policySha256": hash,
+                "auditPublicKey": record.auditPublicKey.hexString, "groupsRemoved": "\(removed.groups)",
+            ]
             details["policyId"] = policy.id
             if replacesDamagedRecord { details["replacedDamagedRecord"] = "true" }
-            try self.appendAnnounced(AuditEntry(type: .deviceProvisioned, actor: actor,
-                                           reason: replacesDamagedRecord ? "forced re-provisioning over a damaged device record" : "provisioned from policy",
-                                           details: details),
-                                in: tx, signer: signer, checkpoint: true)
+            try self.appendAnnounced(
+                AuditEntry(
+                    type: .deviceProvisioned,
+                    actor: actor,
+                    reason: replacesDamagedRecord
+                        ? "forced re-provisioning over a damaged device record" : "provisioned from policy",
+                    details: details
+                ),
+                in: tx,
+                signer: signer,
+                checkpoint: true
+            )
             return (.provisioned, record, signer)
         }
         cachedSigner.withLock { $0 = (result.2, result.1.policySHA256) }
         if result.0 == .modeChanged {
             ChangeSignal(directory: store.databaseURL.deletingLastPathComponent()).notify()
         }
-        logger.debug("device policy applied", metadata: [
-            "outcome": "\(result.0.rawValue)", "policy.sha256": "\(hash)", "mode": "\(result.1.mode.rawValue)", "actor": "\(actor)"])
+        logger.debug(
+            "device policy applied",
+            metadata: [
+                "outcome": "\(result.0.rawValue)", "policy.sha256": "\(hash)", "mode": "\(result.1.mode.rawValue)",
+                "actor": "\(actor)",
+            ]
+        )
         return (result.0, result.1)
     }
 
@@ -179,22 +226,42 @@ public final class ManagedDevice: Sendable {
             var signer: AuditLog.Signer?
             do {
                 record = try self.record(in: tx)
-                guard let record else { return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0) }
+                guard let record else {
+                    return DeprovisioningOutcome(wasProvisioned: false, groupsRemoved: 0, itemsRemoved: 0)
+                }
                 signer = try DeviceRecordStore.signer(for: record, in: tx)
-            } catch where Self.isDamage(error) {
+            } catch  where Self.isDamage(error) {
                 signer = nil
             }
             let groups = try tx.accessGroupNames().filter { $0 != AccessGroup.auditAnchor }
-            try self.appendAnnounced(AuditEntry(type: .deviceDeprovisioned, actor: actor, reason: reason ?? "deprovisioned by the administrator",
-                                           details: ["deviceId": record?.deviceID ?? "unknown (damaged record)", "groupsRemoved": "\(groups.count)"]),
-                                in: tx, signer: signer, checkpoint: true)
+            try self.appendAnnounced(
+                AuditEntry(
+                    type: .deviceDeprovisioned,
+                    actor: actor,
+                    reason: reason ?? "deprovisioned by the administrator",
+                    details: [
+                        "deviceId": record?.deviceID ?? "unknown (damaged record)", "groupsRemoved": "\(groups.count)",
+                    ]
+                ),
+                in: tx,
+                signer: signer,
+                checkpoint: true
+            )
             let removed = try tx.destroyAccessGroups(except: [AccessGroup.auditAnchor])
-            return DeprovisioningOutcome(wasProvisioned: true, groupsRemoved: removed.groups, itemsRemoved: removed.items)
+            return DeprovisioningOutcome(
+                wasProvisioned: true,
+                groupsRemoved: removed.groups,
+                itemsRemoved: removed.items
+            )
         }
         cachedSigner.withLock { $0 = nil }
-        logger.debug("device deprovisioned", metadata: [
-            "was.provisioned": "\(outcome.wasProvisioned)", "groups.removed": "\(outcome.groupsRemoved)",
-            "items.removed": "\(outcome.itemsRemoved)", "actor": "\(actor)"])
+        logger.debug(
+            "device deprovisioned",
+            metadata: [
+                "was.provisioned": "\(outcome.wasProvisioned)", "groups.removed": "\(outcome.groupsRemoved)",
+                "items.removed": "\(outcome.itemsRemoved)", "actor": "\(actor)",
+            ]
+        )
         return outcome
     }
 
@@ -219,8 +286,10 @@ public final class ManagedDevice: Sendable {
         guard let app = policy.app(appID) else {
             logger.debug("app not in device policy refused", metadata: ["app": "\(appID)", "actor": "\(actor)"])
             try recordAccessDenied(appID: appID, actor: actor, reason: "app not in device policy", details: [:])
-            throw SharedDeviceError(.appNotInPolicy,
-                "app \(appID) is not listed in the device policy, so it has no keychain access on this device; add it to the policy's apps and run `devicectl provision` again")
+            throw SharedDeviceError(
+                .appNotInPolicy,
+                "app \(appID) is not listed in the device policy, so it has no keychain access on this device; add it to the policy's apps and run `devicectl provision` again"
+            )
         }
         do {
             return try AppIdentity(appID: app.id, accessGroups: app.accessGroups)
@@ -231,7 +300,12 @@ public final class ManagedDevice: Sendable {
 
     /// Records a `keychain.access_denied` event (an app asked for a group it is not entitled to, or is
     /// not in the policy). Does nothing on a device that is not provisioned.
-    public func recordAccessDenied(appID: String, actor: String, reason: String, details: [String: String]) throws(SharedDeviceError) {
+    public func recordAccessDenied(
+        appID: String,
+        actor: String,
+        reason: String,
+        details: [String: String]
+    ) throws(SharedDeviceError) {
         var details = details
         details["app"] = appID
         try record(AuditEntry(type: .keychainAccessDenied, actor: actor, reason: reason, details: details))
@@ -249,22 +323,40 @@ public final class ManagedDevice: Sendable {
     /// Appends an event inside a caller's transaction (the account manager's sign-outs), with the
     /// device's signer. Returns `nil` on a device that is not provisioned.
     @discardableResult
-    public func append(_ entry: AuditEntry, in transaction: StoreTransaction, checkpoint: Bool = false) throws -> AuditEvent? {
+    public func append(
+        _ entry: AuditEntry,
+        in transaction: StoreTransaction,
+        checkpoint: Bool = false
+    ) throws -> AuditEvent? {
         guard let record = try record(in: transaction) else { return nil }
         return try append(entry, in: transaction, record: record, checkpoint: checkpoint)
     }
 
     /// `append(_:in:checkpoint:)` when the caller has already read the device record in this transaction.
     @discardableResult
-    func append(_ entry: AuditEntry, in transaction: StoreTransaction, record: DeviceRecord?, checkpoint: Bool) throws -> AuditEvent? {
+    func append(
+        _ entry: AuditEntry,
+        in transaction: StoreTransaction,
+        record: DeviceRecord?,
+        checkpoint: Bool
+    ) throws -> AuditEvent? {
         guard let record else { return nil }
-        return try appendAnnounced(entry, in: transaction, signer: try signer(for: record, in: transaction), checkpoint: checkpoint)
+        return try appendAnnounced(
+            entry,
+            in: transaction,
+            signer: try signer(for: record, in: transaction),
+            checkpoint: checkpoint
+        )
     }
 
     /// `AuditLog.append`, and the event to `committedAuditEvents`' listeners once `transaction` commits.
     @discardableResult
-    private func appendAnnounced(_ entry: AuditEntry, in transaction: StoreTransaction, signer: AuditLog.Signer?,
-                                 checkpoint: Bool) throws -> AuditEvent {
+    private func appendAnnounced(
+        _ entry: AuditEntry,
+        in transaction: StoreTransaction,
+        signer: AuditLog.Signer?,
+        checkpoint: Bool
+    ) throws -> AuditEvent {
         let event = try AuditLog.append(entry, in: transaction, signer: signer, checkpoint: checkpoint)
         committedAuditEvents.announce(event, after: transaction)
         return event
@@ -286,7 +378,8 @@ public final class ManagedDevice: Sendable {
     /// The signer for the current record: the cached one while the policy (its interval) and key are unchanged.
     private func signer(for record: DeviceRecord, in transaction: StoreTransaction) throws -> AuditLog.Signer {
         if let cached = cachedSigner.withLock({ $0 }), cached.policySHA256 == record.policySHA256,
-           cached.signer.key.publicKey == record.auditPublicKey {
+            cached.signer.key.publicKey == record.auditPublicKey
+        {
             return cached.signer
         }
         let signer = try DeviceRecordStore.signer(for: record, in: transaction)
@@ -301,7 +394,9 @@ public final class ManagedDevice: Sendable {
 
     /// The audit events matching `filter` and the log's newest sequence number, from one snapshot:
     /// continue with `afterSequence = lastSequence` to follow the log without missing an event.
-    public func auditPage(matching filter: AuditFilter = AuditFilter()) throws(SharedDeviceError) -> (events: [AuditEvent], lastSequence: Int64) {
+    public func auditPage(
+        matching filter: AuditFilter = AuditFilter()
+    ) throws(SharedDeviceError) -> (events: [AuditEvent], lastSequence: Int64) {
         try readTransaction { tx in (try AuditLog.events(matching: filter, in: tx), try AuditLog.lastSequence(in: tx)) }
     }
 
@@ -340,7 +435,9 @@ public final class ManagedDevice: Sendable {
     }
 
     /// A write that must work on a full disk (deprovisioning): see `KeychainStore.essentialWriteTransaction`.
-    private func essentialTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws(SharedDeviceError) -> T {
+    private func essentialTransaction<T>(
+        _ body: @escaping (StoreTransaction) throws -> T
+    ) throws(SharedDeviceError) -> T {
         try sharedDeviceErrors { try store.essentialWriteTransaction(body) }
     }
 

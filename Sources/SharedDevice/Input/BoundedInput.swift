@@ -39,7 +39,9 @@ public enum BoundedInput {
             let wanted = min(chunk.count, limit + 1 - data.count)
             let got: Int
             do {
-                got = try chunk.withUnsafeMutableBytes { try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+                got = try chunk.withUnsafeMutableBytes {
+                    try descriptor.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted]))
+                }
             } catch let error as Errno {
                 throw error
             } catch {

@@ -22,12 +22,14 @@ extension DevicePolicy.Authority {
 
     /// `url` as the identity client puts it in canonical form, lowercased; nil when it is no authority.
     private func canonical(_ url: String) -> String? {
-        (try? ParsedAuthority(url, knownAuthorities: knownAuthorities.compactMap(\.host)))?.url.absoluteString.lowercased()
+        (try? ParsedAuthority(url, knownAuthorities: knownAuthorities.compactMap(\.host)))?.url.absoluteString
+            .lowercased()
     }
 
     /// The message of a refused call authority: what the policy lists and what to do.
     public func unlistedAuthorityMessage(_ requested: String) -> String {
         let listed = ([issuer] + knownAuthorities).map(\.absoluteString)
-        return "the authority \(requested.prefix(256)) is not the device policy's issuer or one of its knownAuthorities (\(listed.joined(separator: ", "))); use one of those, or ask the administrator to add it"
+        return
+            "the authority \(requested.prefix(256)) is not the device policy's issuer or one of its knownAuthorities (\(listed.joined(separator: ", "))); use one of those, or ask the administrator to add it"
     }
 }

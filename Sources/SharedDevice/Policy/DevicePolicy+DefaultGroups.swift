@@ -24,7 +24,8 @@ extension DevicePolicy {
         /// ids and groups only).
         public var message: String {
             let others = sharedWith.joined(separator: ", ")
-            let fix = privateGroup.map { "list its own group \"\($0)\" first in apps[].accessGroups" }
+            let fix =
+                privateGroup.map { "list its own group \"\($0)\" first in apps[].accessGroups" }
                 ?? "give it a group of its own (e.g. \"\(appID)\") and list that first in apps[].accessGroups"
             return """
                 app \(appID)'s first access group "\(group)" is shared with \(others): an item \(appID) stores without \
@@ -40,7 +41,9 @@ extension DevicePolicy {
             guard let first = app.accessGroups.first else { return nil }
             let others = apps.filter { $0.id != app.id && $0.accessGroups.contains(first) }.map(\.id)
             guard !others.isEmpty else { return nil }
-            let own = app.accessGroups.first { group in !apps.contains { $0.id != app.id && $0.accessGroups.contains(group) } }
+            let own = app.accessGroups.first { group in
+                !apps.contains { $0.id != app.id && $0.accessGroups.contains(group) }
+            }
             return SharedDefaultGroup(appID: app.id, group: first, sharedWith: others, privateGroup: own)
         }
     }

@@ -108,12 +108,26 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var passwordBackoffSeconds: Int
 
         /// The defaults of a policy with no `limits` key.
-        public static let defaults = Limits(connectionsPerApp: 16, connectionsPerOtherUser: 2, administratorConnections: 16,
-                                            pendingSignInsPerApp: 2, itemsPerApp: 1000, bytesPerApp: 8 << 20)
+        public static let defaults = Limits(
+            connectionsPerApp: 16,
+            connectionsPerOtherUser: 2,
+            administratorConnections: 16,
+            pendingSignInsPerApp: 2,
+            itemsPerApp: 1000,
+            bytesPerApp: 8 << 20
+        )
 
         /// Limits as given.
-        public init(connectionsPerApp: Int, connectionsPerOtherUser: Int, administratorConnections: Int, pendingSignInsPerApp: Int,
-                    itemsPerApp: Int, bytesPerApp: Int, passwordFailuresBeforeBackoff: Int = 3, passwordBackoffSeconds: Int = 30) {
+        public init(
+            connectionsPerApp: Int,
+            connectionsPerOtherUser: Int,
+            administratorConnections: Int,
+            pendingSignInsPerApp: Int,
+            itemsPerApp: Int,
+            bytesPerApp: Int,
+            passwordFailuresBeforeBackoff: Int = 3,
+            passwordBackoffSeconds: Int = 30
+        ) {
             self.connectionsPerApp = connectionsPerApp
             self.connectionsPerOtherUser = connectionsPerOtherUser
             self.administratorConnections = administratorConnections

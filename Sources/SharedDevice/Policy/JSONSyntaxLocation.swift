@@ -26,7 +26,9 @@ struct JSONSyntaxLocation: Equatable, CustomStringConvertible {
         if let offset = number(after: "character ", in: message) {
             return at(offset: offset, in: data, atEnd: offset >= data.count)
         }
-        if message.localizedCaseInsensitiveContains("end of file") || message.localizedCaseInsensitiveContains("unexpected end") {
+        if message.localizedCaseInsensitiveContains("end of file")
+            || message.localizedCaseInsensitiveContains("unexpected end")
+        {
             return at(offset: data.count, in: data, atEnd: true)
         }
         return nil

@@ -20,9 +20,12 @@ extension DevicePolicy {
             guard let location = JSONSyntaxLocation.firstError(in: data) else {
                 throw PolicyError(.root, "not valid JSON (\(Self.describe(error)))")
             }
-            throw PolicyError(.root, location.atEnd
-                ? "not valid JSON: the document ends at \(location) before its last object, array or string is closed"
-                : "not valid JSON: a syntax error at \(location) (a missing or extra comma, quote or bracket there or just before it)")
+            throw PolicyError(
+                .root,
+                location.atEnd
+                    ? "not valid JSON: the document ends at \(location) before its last object, array or string is closed"
+                    : "not valid JSON: a syntax error at \(location) (a missing or extra comma, quote or bracket there or just before it)"
+            )
         }
         return try PolicyReader().policy(document)
     }
@@ -57,11 +60,18 @@ extension DevicePolicy {
 private struct PolicyReader {
     func policy(_ value: JSONValue) throws(PolicyError) -> DevicePolicy {
         let path = JSONPath.root
-        let fields = try object(value, at: path, required: ["version", "device", "authority", "apps"],
-                                optional: ["id", "session", "audit", "administratorsGroup", "limits", "keyProtection"])
+        let fields = try object(
+            value,
+            at: path,
+            required: ["version", "device", "authority", "apps"],
+            optional: ["id", "session", "audit", "administratorsGroup", "limits", "keyProtection"]
+        )
         let version = try integer(fields["version"]!, at: path.key("version"), in: 1...Int.max)
         guard version == DevicePolicy.currentVersion else {
-            throw PolicyError(path.key("version"), "unsupported version \(version); expected \(DevicePolicy.currentVersion)")
+            throw PolicyError(
+                path.key("version"),
+                "unsupported version \(version); expected \(DevicePolicy.currentVersion)"
+            )
         }
         let id = try fields["id"].map { v throws(PolicyError) in try policyID(v, at: path.key("id")) }
         return DevicePolicy(
@@ -76,23 +86,38 @@ private struct PolicyReader {
                 try unixName(v, at: path.key("administratorsGroup"), what: "group")
             },
             limits: try limits(fields["limits"], at: path.key("limits")),
-            keyProtection: try fields["keyProtection"].map { v throws(PolicyError) in try keyProtection(v, at: path.key("keyProtection")) })
+            keyProtection: try fields["keyProtection"].map { v throws(PolicyError) in
+                try keyProtection(v, at: path.key("keyProtection"))
+            }
+        )
     }
 
     /// `keyProtection`: `seal` (tpm2, host or tpm2+host) and, for a TPM2, `tpm2Pcrs` (default [7]).
-    private func keyProtection(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.KeyProtection {
+    private func keyProtection(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.KeyProtection
+    {
         let fields = try object(value, at: path, required: ["seal"], optional: ["tpm2Pcrs"])
         let name = try string(fields["seal"]!, at: path.key("seal"))
         guard let binding = KeySealing.Binding(rawValue: name) else {
-            throw PolicyError(path.key("seal"), "unknown key \"\(name)\" to seal with; expected \"tpm2\", \"host\" or \"tpm2+host\"")
+            throw PolicyError(
+                path.key("seal"),
+                "unknown key \"\(name)\" to seal with; expected \"tpm2\", \"host\" or \"tpm2+host\""
+            )
         }
         guard let pcrsValue = fields["tpm2Pcrs"] else { return .init(seal: binding) }
         guard binding.usesTPM else {
-            throw PolicyError(path.key("tpm2Pcrs"), "PCRs bind a TPM2; seal with \"tpm2\" or \"tpm2+host\", or remove tpm2Pcrs")
+            throw PolicyError(
+                path.key("tpm2Pcrs"),
+                "PCRs bind a TPM2; seal with \"tpm2\" or \"tpm2+host\", or remove tpm2Pcrs"
+            )
         }
-        let pcrs = try array(pcrsValue, at: path.key("tpm2Pcrs")) { v, at throws(PolicyError) in try integer(v, at: at, in: 0...23) }
+        let pcrs = try array(pcrsValue, at: path.key("tpm2Pcrs")) { v, at throws(PolicyError) in
+            try integer(v, at: at, in: 0...23)
+        }
         guard !pcrs.isEmpty else {
-            throw PolicyError(path.key("tpm2Pcrs"), "no PCR; a TPM2 binding names at least one (7, the Secure Boot state, by default): an empty list would never unseal")
+            throw PolicyError(
+                path.key("tpm2Pcrs"),
+                "no PCR; a TPM2 binding names at least one (7, the Secure Boot state, by default): an empty list would never unseal"
+            )
         }
         if let duplicate = pcrs.indices.first(where: { pcrs[..<$0].contains(pcrs[$0]) }) {
             throw PolicyError(path.key("tpm2Pcrs").index(duplicate), "PCR \(pcrs[duplicate]) is listed twice")
@@ -104,7 +129,8 @@ private struct PolicyReader {
     private func unixName(_ value: JSONValue, at path: JSONPath, what: String) throws(PolicyError) -> String {
         let name = try nonEmptyString(value, at: path)
         guard name.count <= 32, let first = name.first, first.isASCII, first.isLetter || first == "_",
-              name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
+            name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+        else {
             throw PolicyError(path, "malformed \(what) name; expected a Unix \(what) name such as kiosk-admins")
         }
         return name
@@ -112,8 +138,12 @@ private struct PolicyReader {
 
     private func policyID(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         let id = try nonEmptyString(value, at: path)
-        guard id.count <= 128, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-            throw PolicyError(path, "malformed policy id \"\(id)\"; expected up to 128 letters, digits, '.', '-' or '_' (e.g. contoso-kiosk-2026-11)")
+        guard id.count <= 128, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+        else {
+            throw PolicyError(
+                path,
+                "malformed policy id \"\(id)\"; expected up to 128 letters, digits, '.', '-' or '_' (e.g. contoso-kiosk-2026-11)"
+            )
         }
         return id
     }
@@ -128,11 +158,19 @@ private struct PolicyReader {
     }
 
     private func authority(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Authority {
-        let fields = try object(value, at: path, required: ["issuer", "clientId"], optional: ["scopes", "knownAuthorities", "flows", "clientSecret"])
-        let scopes = try fields["scopes"].map { v throws(PolicyError) in try array(v, at: path.key("scopes"), element: scope) } ?? []
-        let known = try fields["knownAuthorities"].map { v throws(PolicyError) in
-            try array(v, at: path.key("knownAuthorities"), element: url)
-        } ?? []
+        let fields = try object(
+            value,
+            at: path,
+            required: ["issuer", "clientId"],
+            optional: ["scopes", "knownAuthorities", "flows", "clientSecret"]
+        )
+        let scopes =
+            try fields["scopes"].map { v throws(PolicyError) in try array(v, at: path.key("scopes"), element: scope) }
+            ?? []
+        let known =
+            try fields["knownAuthorities"].map { v throws(PolicyError) in
+                try array(v, at: path.key("knownAuthorities"), element: url)
+            } ?? []
         let issuer = try url(fields["issuer"]!, at: path.key("issuer"))
         // The identity client must accept it as an authority (a B2C host must be among the known ones).
         do {
@@ -140,17 +178,24 @@ private struct PolicyReader {
         } catch {
             throw PolicyError(path.key("issuer"), error.message)
         }
-        return .init(issuer: issuer,
-                     clientId: try nonEmptyString(fields["clientId"]!, at: path.key("clientId")),
-                     scopes: scopes, knownAuthorities: known,
-                     flows: try fields["flows"].map { v throws(PolicyError) in try flows(v, at: path.key("flows")) } ?? DevicePolicy.SignInFlow.defaults,
-                     clientSecret: try fields["clientSecret"].map { v throws(PolicyError) in try clientSecret(v, at: path.key("clientSecret")) })
+        return .init(
+            issuer: issuer,
+            clientId: try nonEmptyString(fields["clientId"]!, at: path.key("clientId")),
+            scopes: scopes,
+            knownAuthorities: known,
+            flows: try fields["flows"].map { v throws(PolicyError) in try flows(v, at: path.key("flows")) }
+                ?? DevicePolicy.SignInFlow.defaults,
+            clientSecret: try fields["clientSecret"].map { v throws(PolicyError) in
+                try clientSecret(v, at: path.key("clientSecret"))
+            }
+        )
     }
 
     /// `authority.clientSecret`: 1 to 512 printable characters. The error never repeats the value.
     private func clientSecret(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         guard case .string(let text) = value, !text.isEmpty, text.utf8.count <= 512,
-              text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+            text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F })
+        else {
             throw PolicyError(path, "expected the client secret as a string of 1 to 512 printable characters")
         }
         return text
@@ -182,7 +227,10 @@ private struct PolicyReader {
         var seen: [String: Int] = [:]
         for (position, app) in apps.enumerated() {
             if let first = seen[app.id] {
-                throw PolicyError(path.index(position).key("id"), "duplicate app id \"\(app.id)\" (also apps[\(first)]); app ids must be unique")
+                throw PolicyError(
+                    path.index(position).key("id"),
+                    "duplicate app id \"\(app.id)\" (also apps[\(first)]); app ids must be unique"
+                )
             }
             seen[app.id] = position
         }
@@ -190,8 +238,10 @@ private struct PolicyReader {
         var uids: [UInt32: Int] = [:]
         for (position, app) in apps.enumerated() {
             if let first = uids[app.uid] {
-                throw PolicyError(path.index(position).key(app.user == nil ? "uid" : "user"),
-                    "uid \(app.uid) is also apps[\(first)]'s; each app needs a Unix user of its own (one uid is one principal to the broker)")
+                throw PolicyError(
+                    path.index(position).key(app.user == nil ? "uid" : "user"),
+                    "uid \(app.uid) is also apps[\(first)]'s; each app needs a Unix user of its own (one uid is one principal to the broker)"
+                )
             }
             uids[app.uid] = position
         }
@@ -199,10 +249,18 @@ private struct PolicyReader {
     }
 
     private func app(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> DevicePolicy.App {
-        let fields = try object(value, at: path, required: ["id", "accessGroups"], optional: ["uid", "user", "msalClientIds"])
+        let fields = try object(
+            value,
+            at: path,
+            required: ["id", "accessGroups"],
+            optional: ["uid", "user", "msalClientIds"]
+        )
         let id = try boundedName(fields["id"]!, at: path.key("id"), what: "an app id")
         guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-            throw PolicyError(path.key("id"), "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)")
+            throw PolicyError(
+                path.key("id"),
+                "malformed app id \"\(id)\"; expected letters, digits, '.', '-' or '_' (e.g. com.contoso.scanner)"
+            )
         }
         let groupsPath = path.key("accessGroups")
         let groups = try array(fields["accessGroups"]!, at: groupsPath, element: accessGroup)
@@ -210,8 +268,11 @@ private struct PolicyReader {
         if let duplicate = groups.indices.first(where: { groups[..<$0].contains(groups[$0]) }) {
             throw PolicyError(groupsPath.index(duplicate), "access group \"\(groups[duplicate])\" is listed twice")
         }
-        let uid = try fields["uid"].map { v throws(PolicyError) in UInt32(try integer(v, at: path.key("uid"), in: 0...Int(UInt32.max - 1))) }
-        let user = try fields["user"].map { v throws(PolicyError) in try unixName(v, at: path.key("user"), what: "user") }
+        let uid = try fields["uid"].map { v throws(PolicyError) in
+            UInt32(try integer(v, at: path.key("uid"), in: 0...Int(UInt32.max - 1)))
+        }
+        let user = try fields["user"].map { v throws(PolicyError) in try unixName(v, at: path.key("user"), what: "user")
+        }
         let resolved: UInt32
         switch (uid, user) {
         case (nil, nil):
@@ -220,7 +281,10 @@ private struct PolicyReader {
             resolved = uid
         case (let uid, let user?):
             guard let found = UserDatabase.uid(ofUser: user) else {
-                throw PolicyError(path.key("user"), "no user \"\(user)\" in the system's user database; create it (useradd --system \(user)) or give \"uid\"")
+                throw PolicyError(
+                    path.key("user"),
+                    "no user \"\(user)\" in the system's user database; create it (useradd --system \(user)) or give \"uid\""
+                )
             }
             if let uid, uid != found {
                 throw PolicyError(path.key("uid"), "uid \(uid) is not user \(user)'s (\(found)); give one of the two")
@@ -228,9 +292,14 @@ private struct PolicyReader {
             resolved = found
         }
         guard resolved != 0 else {
-            throw PolicyError(path.key(user == nil ? "uid" : "user"), "uid 0 is root, the device's administrator; run the app as a user of its own")
+            throw PolicyError(
+                path.key(user == nil ? "uid" : "user"),
+                "uid 0 is root, the device's administrator; run the app as a user of its own"
+            )
         }
-        let clientIDs = try fields["msalClientIds"].map { v throws(PolicyError) in try msalClientIDs(v, at: path.key("msalClientIds")) }
+        let clientIDs = try fields["msalClientIds"].map { v throws(PolicyError) in
+            try msalClientIDs(v, at: path.key("msalClientIds"))
+        }
         return .init(id: id, accessGroups: groups, uid: resolved, user: user, msalClientIds: clientIDs)
     }
 
@@ -239,12 +308,18 @@ private struct PolicyReader {
     /// be a name).
     private func msalClientIDs(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> [String] {
         if case .array(let elements) = value, elements.count > InputLimits.msalClientIDsPerApp {
-            throw PolicyError(path, "\(elements.count) client ids; an app may list at most \(InputLimits.msalClientIDsPerApp)")
+            throw PolicyError(
+                path,
+                "\(elements.count) client ids; an app may list at most \(InputLimits.msalClientIDsPerApp)"
+            )
         }
         let ids = try array(value, at: path) { v, at throws(PolicyError) -> String in
             let id = try boundedName(v, at: at, what: "a client id")
             guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
-                throw PolicyError(at, "malformed client id \"\(id)\"; expected the app registration's application id (a GUID) or letters, digits, '.', '-' and '_'")
+                throw PolicyError(
+                    at,
+                    "malformed client id \"\(id)\"; expected the app registration's application id (a GUID) or letters, digits, '.', '-' and '_'"
+                )
             }
             return id
         }
@@ -257,8 +332,12 @@ private struct PolicyReader {
     private func accessGroup(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         let name = try string(value, at: path)
         guard (try? AccessGroup.validate(name)) != nil else {
-            throw PolicyError(path, name.isEmpty ? "empty access group; expected a name like com.microsoft.adalcache"
-                : "malformed access group \"\(name)\"; expected 1-255 letters, digits, '.', '-' or '_' (e.g. com.microsoft.adalcache)")
+            throw PolicyError(
+                path,
+                name.isEmpty
+                    ? "empty access group; expected a name like com.microsoft.adalcache"
+                    : "malformed access group \"\(name)\"; expected 1-255 letters, digits, '.', '-' or '_' (e.g. com.microsoft.adalcache)"
+            )
         }
         guard !AccessGroup.isReserved(name) else {
             throw PolicyError(path, "\(name) is reserved for the device itself; no app may be entitled to it")
@@ -269,18 +348,26 @@ private struct PolicyReader {
     private func session(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Session {
         guard let value else { return .init(idleSignOutSeconds: 0, warningSeconds: 0) }
         let fields = try object(value, at: path, required: [], optional: ["idleSignOutSeconds", "warningSeconds"])
-        let idle = try fields["idleSignOutSeconds"].map { v throws(PolicyError) in
-            try integer(v, at: path.key("idleSignOutSeconds"), in: 0...86_400 * 7)
-        } ?? 0
-        let warning = try fields["warningSeconds"].map { v throws(PolicyError) in
-            try integer(v, at: path.key("warningSeconds"), in: 0...86_400)
-        } ?? 0
+        let idle =
+            try fields["idleSignOutSeconds"].map { v throws(PolicyError) in
+                try integer(v, at: path.key("idleSignOutSeconds"), in: 0...86_400 * 7)
+            } ?? 0
+        let warning =
+            try fields["warningSeconds"].map { v throws(PolicyError) in
+                try integer(v, at: path.key("warningSeconds"), in: 0...86_400)
+            } ?? 0
         // As Shared iPad's UserSessionTimeout: an idle sign-out sooner than 30 s would sign workers out mid-task.
         if idle > 0 && idle < 30 {
-            throw PolicyError(path.key("idleSignOutSeconds"), "expected 0 (no idle sign-out) or at least 30 seconds, found \(idle)")
+            throw PolicyError(
+                path.key("idleSignOutSeconds"),
+                "expected 0 (no idle sign-out) or at least 30 seconds, found \(idle)"
+            )
         }
         if idle > 0 && warning >= idle {
-            throw PolicyError(path.key("warningSeconds"), "expected fewer warning seconds than idleSignOutSeconds (\(idle))")
+            throw PolicyError(
+                path.key("warningSeconds"),
+                "expected fewer warning seconds than idleSignOutSeconds (\(idle))"
+            )
         }
         return .init(idleSignOutSeconds: idle, warningSeconds: warning)
     }
@@ -288,38 +375,55 @@ private struct PolicyReader {
     private func audit(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Audit {
         guard let value else { return .init(checkpointInterval: 100) }
         let fields = try object(value, at: path, required: [], optional: ["checkpointInterval"])
-        let interval = try fields["checkpointInterval"].map { v throws(PolicyError) in
-            try integer(v, at: path.key("checkpointInterval"), in: 1...100_000)
-        } ?? 100
+        let interval =
+            try fields["checkpointInterval"].map { v throws(PolicyError) in
+                try integer(v, at: path.key("checkpointInterval"), in: 1...100_000)
+            } ?? 100
         return .init(checkpointInterval: interval)
     }
 
     private func limits(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Limits {
         var limits = DevicePolicy.Limits.defaults
         guard let value else { return limits }
-        let fields = try object(value, at: path, required: [], optional: [
-            "connectionsPerApp", "connectionsPerOtherUser", "administratorConnections", "pendingSignInsPerApp", "itemsPerApp", "bytesPerApp",
-            "passwordFailuresBeforeBackoff", "passwordBackoffSeconds",
-        ])
+        let fields = try object(
+            value,
+            at: path,
+            required: [],
+            optional: [
+                "connectionsPerApp", "connectionsPerOtherUser", "administratorConnections", "pendingSignInsPerApp",
+                "itemsPerApp", "bytesPerApp",
+                "passwordFailuresBeforeBackoff", "passwordBackoffSeconds",
+            ]
+        )
         func read(_ key: String, _ range: ClosedRange<Int>) throws(PolicyError) -> Int? {
             try fields[key].map { v throws(PolicyError) in try integer(v, at: path.key(key), in: range) }
         }
         limits.connectionsPerApp = try read("connectionsPerApp", 1...4096) ?? limits.connectionsPerApp
         limits.connectionsPerOtherUser = try read("connectionsPerOtherUser", 0...4096) ?? limits.connectionsPerOtherUser
-        limits.administratorConnections = try read("administratorConnections", 1...4096) ?? limits.administratorConnections
+        limits.administratorConnections =
+            try read("administratorConnections", 1...4096) ?? limits.administratorConnections
         limits.pendingSignInsPerApp = try read("pendingSignInsPerApp", 1...64) ?? limits.pendingSignInsPerApp
         limits.itemsPerApp = try read("itemsPerApp", 1...10_000_000) ?? limits.itemsPerApp
         limits.bytesPerApp = try read("bytesPerApp", 4096...(1 << 40)) ?? limits.bytesPerApp
-        limits.passwordFailuresBeforeBackoff = try read("passwordFailuresBeforeBackoff", 1...100) ?? limits.passwordFailuresBeforeBackoff
+        limits.passwordFailuresBeforeBackoff =
+            try read("passwordFailuresBeforeBackoff", 1...100) ?? limits.passwordFailuresBeforeBackoff
         limits.passwordBackoffSeconds = try read("passwordBackoffSeconds", 1...3600) ?? limits.passwordBackoffSeconds
         return limits
     }
 
     // MARK: Primitives
 
-    private func object(_ value: JSONValue, at path: JSONPath, required: Set<String>, optional: Set<String> = [])
-        throws(PolicyError) -> [String: JSONValue] {
-        guard case .object(let fields) = value else { throw PolicyError(path, "expected an object, found \(value.kind)") }
+    private func object(
+        _ value: JSONValue,
+        at path: JSONPath,
+        required: Set<String>,
+        optional: Set<String> = []
+    )
+        throws(PolicyError) -> [String: JSONValue]
+    {
+        guard case .object(let fields) = value else {
+            throw PolicyError(path, "expected an object, found \(value.kind)")
+        }
         for key in fields.keys.sorted() where !required.contains(key) && !optional.contains(key) {
             let allowed = (required.union(optional)).sorted().joined(separator: ", ")
             throw PolicyError(path.key(key), "unknown key; expected one of: \(allowed)")
@@ -330,8 +434,11 @@ private struct PolicyReader {
         return fields
     }
 
-    private func array<T>(_ value: JSONValue, at path: JSONPath,
-                          element: (JSONValue, JSONPath) throws(PolicyError) -> T) throws(PolicyError) -> [T] {
+    private func array<T>(
+        _ value: JSONValue,
+        at path: JSONPath,
+        element: (JSONValue, JSONPath) throws(PolicyError) -> T
+    ) throws(PolicyError) -> [T] {
         guard case .array(let values) = value else { throw PolicyError(path, "expected an array, found \(value.kind)") }
         var result: [T] = []
         for (position, item) in values.enumerated() { result.append(try element(item, path.index(position))) }
@@ -347,35 +454,51 @@ private struct PolicyReader {
     private func boundedName(_ value: JSONValue, at path: JSONPath, what: String) throws(PolicyError) -> String {
         let text = try nonEmptyString(value, at: path)
         guard text.count <= InputLimits.nameCharacters else {
-            throw PolicyError(path, "\(what) of \(text.count) characters (\"\(text.prefix(24))…\"); the limit is \(InputLimits.nameCharacters) characters")
+            throw PolicyError(
+                path,
+                "\(what) of \(text.count) characters (\"\(text.prefix(24))…\"); the limit is \(InputLimits.nameCharacters) characters"
+            )
         }
         return text
     }
 
     private func nonEmptyString(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         let text = try string(value, at: path)
-        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { throw PolicyError(path, "expected a non-empty string") }
+        guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw PolicyError(path, "expected a non-empty string")
+        }
         return text
     }
 
     private func scope(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
         let text = try nonEmptyString(value, at: path)
-        guard !text.contains(where: \.isWhitespace) else { throw PolicyError(path, "a scope cannot contain spaces; list each scope separately") }
+        guard !text.contains(where: \.isWhitespace) else {
+            throw PolicyError(path, "a scope cannot contain spaces; list each scope separately")
+        }
         return text
     }
 
     private func integer(_ value: JSONValue, at path: JSONPath, in range: ClosedRange<Int>) throws(PolicyError) -> Int {
-        guard case .number(let number) = value else { throw PolicyError(path, "expected an integer, found \(value.kind)") }
+        guard case .number(let number) = value else {
+            throw PolicyError(path, "expected an integer, found \(value.kind)")
+        }
         guard number.rounded() == number, number >= Double(range.lowerBound), number <= Double(range.upperBound) else {
-            throw PolicyError(path, "expected an integer from \(range.lowerBound) to \(range.upperBound), found \(number)")
+            throw PolicyError(
+                path,
+                "expected an integer from \(range.lowerBound) to \(range.upperBound), found \(number)"
+            )
         }
         return Int(number)
     }
 
     private func url(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> URL {
         let text = try string(value, at: path)
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            throw PolicyError(path, "expected an absolute URL like https://login.microsoftonline.com/contoso.onmicrosoft.com")
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty
+        else {
+            throw PolicyError(
+                path,
+                "expected an absolute URL like https://login.microsoftonline.com/contoso.onmicrosoft.com"
+            )
         }
         let loopback = host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]"
         guard scheme == "https" || (scheme == "http" && loopback) else {

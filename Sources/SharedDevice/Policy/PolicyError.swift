@@ -24,6 +24,9 @@ public struct PolicyError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(path): \(problem)" }
 
     /// A policy document over `InputLimits.policyDocumentBytes`.
-    static let documentTooLarge = PolicyError(path: "(document)",
-        problem: "the policy is larger than \(InputLimits.describe(bytes: InputLimits.policyDocumentBytes)), the limit for a policy file; nothing was read past the limit")
+    static let documentTooLarge = PolicyError(
+        path: "(document)",
+        problem:
+            "the policy is larger than \(InputLimits.describe(bytes: InputLimits.policyDocumentBytes)), the limit for a policy file; nothing was read past the limit"
+    )
 }

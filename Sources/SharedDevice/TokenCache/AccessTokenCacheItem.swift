@@ -88,9 +88,11 @@ extension AccessTokenCacheItem: CacheEntry {
     }
 
     var keychainKey: KeychainKey {
-        KeychainKey(account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
-                    service: "accesstoken-\(clientID)-\(realm)-\(target)".lowercased(),
-                    type: Self.itemType,
-                    generic: "accesstoken-\(clientID)-\(realm)".lowercased())
+        KeychainKey(
+            account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
+            service: "accesstoken-\(clientID)-\(realm)-\(target)".lowercased(),
+            type: Self.itemType,
+            generic: "accesstoken-\(clientID)-\(realm)".lowercased()
+        )
     }
 }

@@ -74,7 +74,11 @@ extension AccountCacheItem: CacheEntry {
 
     var keychainKey: KeychainKey {
         let generic = (username ?? "").isEmpty ? nil : username!.lowercased()
-        return KeychainKey(account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
-                           service: realm.lowercased(), type: Self.itemType, generic: generic)
+        return KeychainKey(
+            account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
+            service: realm.lowercased(),
+            type: Self.itemType,
+            generic: generic
+        )
     }
 }

@@ -39,7 +39,11 @@ extension AppMetadataCacheItem: CacheEntry {
     }
 
     var keychainKey: KeychainKey {
-        KeychainKey(account: environment.lowercased(), service: "appmetadata-\(clientID)".lowercased(),
-                    type: Self.itemType, generic: (familyID ?? "").isEmpty ? nil : familyID)
+        KeychainKey(
+            account: environment.lowercased(),
+            service: "appmetadata-\(clientID)".lowercased(),
+            type: Self.itemType,
+            generic: (familyID ?? "").isEmpty ? nil : familyID
+        )
     }
 }

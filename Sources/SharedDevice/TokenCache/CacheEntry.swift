@@ -90,7 +90,9 @@ struct EntryReader {
         case .number(let number)?: seconds = number
         case let other?: throw EntryError(field: key, problem: "must be Unix seconds as a string, not \(other.kind)")
         }
-        guard let seconds, seconds.isFinite else { throw EntryError(field: key, problem: "must be Unix seconds as a string") }
+        guard let seconds, seconds.isFinite else {
+            throw EntryError(field: key, problem: "must be Unix seconds as a string")
+        }
         return Date(timeIntervalSince1970: seconds)
     }
 }

@@ -11,9 +11,18 @@ struct CacheItems {
     /// The decodable entries of kind `E` with the given account attribute and service, in `group` or
     /// else in every group of the caller (in the caller's order). Items whose JSON is not a valid entry
     /// are skipped, as MSAL skips keychain items it cannot deserialize.
-    func entries<E: CacheEntry>(_ kind: E.Type, account: String? = nil, service: String? = nil,
-                                group: String? = nil) throws -> [(entry: E, group: String)] {
-        let query = ItemQuery(accessGroup: group, service: service.map(TokenCache.namespaced), account: account, type: E.itemType)
+    func entries<E: CacheEntry>(
+        _ kind: E.Type,
+        account: String? = nil,
+        service: String? = nil,
+        group: String? = nil
+    ) throws -> [(entry: E, group: String)] {
+        let query = ItemQuery(
+            accessGroup: group,
+            service: service.map(TokenCache.namespaced),
+            account: account,
+            type: E.itemType
+        )
         let items: [KeychainItem]
         do {
             items = try transaction.findAll(query, as: caller)
@@ -34,8 +43,17 @@ struct CacheItems {
         try delete(ItemQuery(accessGroup: group, service: key.service, account: key.account, type: key.type))
         var secret = CacheJSON.compact(entry.json)
         defer { SecureMemory.wipe(&secret) }
-        try transaction.add(NewItem(accessGroup: group, service: TokenCache.namespaced(key.service), account: key.account, secret: secret,
-                                    type: key.type, generic: key.generic.map { Data($0.utf8) }), as: caller)
+        try transaction.add(
+            NewItem(
+                accessGroup: group,
+                service: TokenCache.namespaced(key.service),
+                account: key.account,
+                secret: secret,
+                type: key.type,
+                generic: key.generic.map { Data($0.utf8) }
+            ),
+            as: caller
+        )
     }
 
     /// Deletes every item matching `query` (its service, if any, is MSAL's: the namespace is added here).

@@ -44,10 +44,19 @@ enum CacheJSON {
         }
     }
 
-    private static func container<Element>(_ open: String, _ close: String, _ elements: [Element], indent: Int?,
-                                           into text: inout String, _ body: (Element, inout String) -> Void) {
+    private static func container<Element>(
+        _ open: String,
+        _ close: String,
+        _ elements: [Element],
+        indent: Int?,
+        into text: inout String,
+        _ body: (Element, inout String) -> Void
+    ) {
         text += open
-        guard !elements.isEmpty else { text += close; return }
+        guard !elements.isEmpty else {
+            text += close
+            return
+        }
         for (position, element) in elements.enumerated() {
             if position > 0 { text += "," }
             if let indent { text += "\n" + String(repeating: " ", count: 4 * (indent + 1)) }

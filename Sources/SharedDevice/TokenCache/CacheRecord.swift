@@ -28,32 +28,66 @@ public struct CacheRecord: Sendable, Equatable {
         let client = context.clientID
         let expiresIn = response.expiresIn ?? 600
         accessToken = AccessTokenCacheItem(
-            homeAccountID: home, environment: environment, clientID: client, realm: identity.realm,
+            homeAccountID: home,
+            environment: environment,
+            clientID: client,
+            realm: identity.realm,
             target: Scopes.target(response.scope.map(Scopes.split) ?? context.requestedScopes),
-            secret: response.accessToken, tokenType: response.tokenType ?? "Bearer", cachedAt: now,
+            secret: response.accessToken,
+            tokenType: response.tokenType ?? "Bearer",
+            cachedAt: now,
             expiresOn: now + TimeInterval(expiresIn),
             extendedExpiresOn: now + TimeInterval(response.extendedExpiresIn ?? expiresIn),
-            refreshOn: response.refreshIn.map { now + TimeInterval($0) })
+            refreshOn: response.refreshIn.map { now + TimeInterval($0) }
+        )
         let family = (response.familyID ?? "").isEmpty ? nil : response.familyID
         refreshToken = response.refreshToken.map {
-            RefreshTokenCacheItem(homeAccountID: home, environment: environment, clientID: client, familyID: nil,
-                                  secret: $0, lastModificationTime: now)
+            RefreshTokenCacheItem(
+                homeAccountID: home,
+                environment: environment,
+                clientID: client,
+                familyID: nil,
+                secret: $0,
+                lastModificationTime: now
+            )
         }
         familyRefreshToken = family.flatMap { family in
             response.refreshToken.map {
-                RefreshTokenCacheItem(homeAccountID: home, environment: environment, clientID: client, familyID: family,
-                                      secret: $0, lastModificationTime: now)
+                RefreshTokenCacheItem(
+                    homeAccountID: home,
+                    environment: environment,
+                    clientID: client,
+                    familyID: family,
+                    secret: $0,
+                    lastModificationTime: now
+                )
             }
         }
         idToken = response.idToken.map {
-            IdTokenCacheItem(homeAccountID: home, environment: environment, clientID: client, realm: identity.realm, secret: $0)
+            IdTokenCacheItem(
+                homeAccountID: home,
+                environment: environment,
+                clientID: client,
+                realm: identity.realm,
+                secret: $0
+            )
         }
         let claims = identity.claims
-        account = claims == nil && identity.clientInfo == nil ? nil : AccountCacheItem(
-            homeAccountID: home, environment: environment, realm: identity.realm,
-            localAccountID: claims?.localAccountID ?? home.split(separator: ".").first.map(String.init),
-            username: claims?.username ?? "", authorityType: AccountCacheItem.msstsAuthorityType,
-            name: claims?.name, givenName: claims?.givenName, familyName: claims?.familyName, clientInfo: identity.clientInfo)
+        account =
+            claims == nil && identity.clientInfo == nil
+            ? nil
+            : AccountCacheItem(
+                homeAccountID: home,
+                environment: environment,
+                realm: identity.realm,
+                localAccountID: claims?.localAccountID ?? home.split(separator: ".").first.map(String.init),
+                username: claims?.username ?? "",
+                authorityType: AccountCacheItem.msstsAuthorityType,
+                name: claims?.name,
+                givenName: claims?.givenName,
+                familyName: claims?.familyName,
+                clientInfo: identity.clientInfo
+            )
         appMetadata = AppMetadataCacheItem(clientID: client, environment: environment, familyID: family)
     }
 }

@@ -12,8 +12,14 @@ struct ClientInfo: Equatable {
     /// - Throws: `invalidTokenResponse` if the value is not base64url JSON with string `uid` and `utid`.
     init(_ raw: String) throws(TokenCacheError) {
         guard let data = Base64URL.decode(raw), let object = CacheJSON.object(data),
-              case .string(let uid)? = object["uid"], case .string(let utid)? = object["utid"], !uid.isEmpty, !utid.isEmpty else {
-            throw TokenCacheError(.invalidTokenResponse, "client_info is not base64url JSON with uid and utid", path: "client_info")
+            case .string(let uid)? = object["uid"], case .string(let utid)? = object["utid"], !uid.isEmpty,
+            !utid.isEmpty
+        else {
+            throw TokenCacheError(
+                .invalidTokenResponse,
+                "client_info is not base64url JSON with uid and utid",
+                path: "client_info"
+            )
         }
         self.uid = uid
         self.utid = utid

@@ -55,9 +55,11 @@ extension IdTokenCacheItem: CacheEntry {
     }
 
     var keychainKey: KeychainKey {
-        KeychainKey(account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
-                    service: "idtoken-\(clientID)-\(realm)-".lowercased(),
-                    type: Self.itemType,
-                    generic: "idtoken-\(clientID)-\(realm)".lowercased())
+        KeychainKey(
+            account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
+            service: "idtoken-\(clientID)-\(realm)-".lowercased(),
+            type: Self.itemType,
+            generic: "idtoken-\(clientID)-\(realm)".lowercased()
+        )
     }
 }

@@ -36,8 +36,13 @@ public struct IdTokenClaims: Sendable, Equatable {
     public init(jwt: String) throws(TokenCacheError) {
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
-              let claims = CacheJSON.object(payload) else {
-            throw TokenCacheError(.invalidTokenResponse, "the id_token is not a JWT with a JSON payload", path: "id_token")
+            let claims = CacheJSON.object(payload)
+        else {
+            throw TokenCacheError(
+                .invalidTokenResponse,
+                "the id_token is not a JWT with a JSON payload",
+                path: "id_token"
+            )
         }
         func string(_ name: String) -> String? {
             if case .string(let value)? = claims[name], !value.isEmpty { return value }

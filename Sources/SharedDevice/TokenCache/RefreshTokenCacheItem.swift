@@ -65,9 +65,11 @@ extension RefreshTokenCacheItem: CacheEntry {
     }
 
     var keychainKey: KeychainKey {
-        KeychainKey(account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
-                    service: "refreshtoken-\(keyClient)--".lowercased(),
-                    type: Self.itemType,
-                    generic: "refreshtoken-\(keyClient)-".lowercased())
+        KeychainKey(
+            account: KeychainKey.accountAttribute(homeAccountID: homeAccountID, environment: environment),
+            service: "refreshtoken-\(keyClient)--".lowercased(),
+            type: Self.itemType,
+            generic: "refreshtoken-\(keyClient)-".lowercased()
+        )
     }
 }

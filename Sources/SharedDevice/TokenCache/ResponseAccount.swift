@@ -33,13 +33,18 @@ struct ResponseAccount {
         } else if let claims, let policy = context.b2cPolicy, let user = claims.localAccountID {
             homeAccountID = "\(user)-\(policy).\(claims.tenantID ?? context.realm)"
         } else if let claims, let subject = claims.subject {
-            let tenant = if let tenantID = claims.tenantID { tenantID } else { try Self.issuerTag(claims.issuer ?? context.environment) }
+            let tenant =
+                if let tenantID = claims.tenantID { tenantID } else {
+                    try Self.issuerTag(claims.issuer ?? context.environment)
+                }
             homeAccountID = "\(subject).\(tenant)"
         } else if let known = context.homeAccountID, !known.isEmpty {
             homeAccountID = known
         } else {
-            throw TokenCacheError(.invalidTokenResponse,
-                "the token response names no account: it has no client_info and no id_token with a sub claim, and the request context gives no home account id")
+            throw TokenCacheError(
+                .invalidTokenResponse,
+                "the token response names no account: it has no client_info and no id_token with a sub claim, and the request context gives no home account id"
+            )
         }
         realm = claims?.tenantID ?? context.realm
         self.claims = claims

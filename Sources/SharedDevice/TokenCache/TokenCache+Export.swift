@@ -7,8 +7,11 @@ extension TokenCache {
     /// newline. Entries keep the fields MSAL did not define. The same cache always gives the same bytes.
     /// - Parameter accessGroup: the group to export; `nil` exports every group of the caller, the first
     ///   group in the caller's order winning when two hold the same key.
-    public func exportJSON(as caller: AppIdentity, accessGroup: String? = nil,
-                           in transaction: StoreTransaction) throws(TokenCacheError) -> Data {
+    public func exportJSON(
+        as caller: AppIdentity,
+        accessGroup: String? = nil,
+        in transaction: StoreTransaction
+    ) throws(TokenCacheError) -> Data {
         try tokenCacheErrors {
             let items = CacheItems(transaction: transaction, caller: caller)
             var document = UnifiedCacheDocument()
@@ -20,7 +23,11 @@ extension TokenCache {
     }
 
     /// `exportJSON(as:accessGroup:in:)` in one read transaction.
-    public func exportJSON(as caller: AppIdentity, accessGroup: String? = nil, in store: KeychainStore) throws(TokenCacheError) -> Data {
+    public func exportJSON(
+        as caller: AppIdentity,
+        accessGroup: String? = nil,
+        in store: KeychainStore
+    ) throws(TokenCacheError) -> Data {
         try reading(store) { transaction in try self.exportJSON(as: caller, accessGroup: accessGroup, in: transaction) }
     }
 
@@ -31,8 +38,12 @@ extension TokenCache {
     /// - Throws: `invalidCacheDocument` with the JSON path of the problem, or for a document over
     ///   `InputLimits.cacheDocumentBytes` (refused before it is parsed); `store`.
     @discardableResult
-    public func importJSON(_ data: Data, as caller: AppIdentity, accessGroup: String = TokenCache.defaultAccessGroup,
-                           in transaction: StoreTransaction) throws(TokenCacheError) -> Int {
+    public func importJSON(
+        _ data: Data,
+        as caller: AppIdentity,
+        accessGroup: String = TokenCache.defaultAccessGroup,
+        in transaction: StoreTransaction
+    ) throws(TokenCacheError) -> Int {
         guard data.count <= InputLimits.cacheDocumentBytes else { throw TokenCacheError.documentTooLarge }
         let entries = try UnifiedCacheDocument.entries(of: data)
         try tokenCacheErrors {
@@ -44,12 +55,23 @@ extension TokenCache {
 
     /// `importJSON(_:as:accessGroup:in:)` in one transaction of its own.
     @discardableResult
-    public func importJSON(_ data: Data, as caller: AppIdentity, accessGroup: String = TokenCache.defaultAccessGroup,
-                           in store: KeychainStore) throws(TokenCacheError) -> Int {
-        try writing(store) { transaction in try self.importJSON(data, as: caller, accessGroup: accessGroup, in: transaction) }
+    public func importJSON(
+        _ data: Data,
+        as caller: AppIdentity,
+        accessGroup: String = TokenCache.defaultAccessGroup,
+        in store: KeychainStore
+    ) throws(TokenCacheError) -> Int {
+        try writing(store) { transaction in
+            try self.importJSON(data, as: caller, accessGroup: accessGroup, in: transaction)
+        }
     }
 
-    private func add<E: CacheEntry>(_ kind: E.Type, from items: CacheItems, group: String?, to document: inout UnifiedCacheDocument) throws {
+    private func add<E: CacheEntry>(
+        _ kind: E.Type,
+        from items: CacheItems,
+        group: String?,
+        to document: inout UnifiedCacheDocument
+    ) throws {
         for (entry, _) in try items.entries(kind, group: group) { document.add(entry) }
     }
 

@@ -13,8 +13,13 @@ extension TokenCache {
     /// - Throws: `invalidTokenResponse`; `store` (for example `missingEntitlement` when the caller is not
     ///   entitled to `accessGroup`).
     @discardableResult
-    public func save(_ response: TokenResponse, context: TokenRequestContext, as caller: AppIdentity,
-                     accessGroup: String = TokenCache.defaultAccessGroup, in transaction: StoreTransaction) throws(TokenCacheError) -> CacheRecord {
+    public func save(
+        _ response: TokenResponse,
+        context: TokenRequestContext,
+        as caller: AppIdentity,
+        accessGroup: String = TokenCache.defaultAccessGroup,
+        in transaction: StoreTransaction
+    ) throws(TokenCacheError) -> CacheRecord {
         let account = try ResponseAccount(response: response, context: context)
         let record = CacheRecord(response: response, context: context, account: account, cachedAt: transaction.now)
         try tokenCacheErrors {
@@ -32,20 +37,29 @@ extension TokenCache {
 
     /// `save(_:context:as:accessGroup:in:)` in one transaction of its own.
     @discardableResult
-    public func save(_ response: TokenResponse, context: TokenRequestContext, as caller: AppIdentity,
-                     accessGroup: String = TokenCache.defaultAccessGroup, in store: KeychainStore) throws(TokenCacheError) -> CacheRecord {
+    public func save(
+        _ response: TokenResponse,
+        context: TokenRequestContext,
+        as caller: AppIdentity,
+        accessGroup: String = TokenCache.defaultAccessGroup,
+        in store: KeychainStore
+    ) throws(TokenCacheError) -> CacheRecord {
         try writing(store) { transaction in
             try self.save(response, context: context, as: caller, accessGroup: accessGroup, in: transaction)
         }
     }
 
-    private func removeIntersectingAccessTokens(_ new: AccessTokenCacheItem, _ items: CacheItems, group: String) throws {
+    private func removeIntersectingAccessTokens(_ new: AccessTokenCacheItem, _ items: CacheItems, group: String) throws
+    {
         let key = new.keychainKey
         for (old, _) in try items.entries(AccessTokenCacheItem.self, account: key.account, group: group)
         where old.clientID.lowercased() == new.clientID.lowercased() && old.realm.lowercased() == new.realm.lowercased()
-            && Scopes.target(old.target, intersects: new.target) {
+            && Scopes.target(old.target, intersects: new.target)
+        {
             let oldKey = old.keychainKey
-            try items.delete(ItemQuery(accessGroup: group, service: oldKey.service, account: oldKey.account, type: oldKey.type))
+            try items.delete(
+                ItemQuery(accessGroup: group, service: oldKey.service, account: oldKey.account, type: oldKey.type)
+            )
         }
     }
 }

@@ -56,12 +56,18 @@ public struct TokenCache: Sendable {
     }
 
     /// Runs `body` in one write transaction of `store`, with errors as `TokenCacheError`s.
-    func writing<T>(_ store: KeychainStore, _ body: @escaping (StoreTransaction) throws -> T) throws(TokenCacheError) -> T {
+    func writing<T>(
+        _ store: KeychainStore,
+        _ body: @escaping (StoreTransaction) throws -> T
+    ) throws(TokenCacheError) -> T {
         try tokenCacheErrors { try store.writeTransaction(body) }
     }
 
     /// Runs `body` in one read transaction of `store`, with errors as `TokenCacheError`s.
-    func reading<T>(_ store: KeychainStore, _ body: @escaping (StoreTransaction) throws -> T) throws(TokenCacheError) -> T {
+    func reading<T>(
+        _ store: KeychainStore,
+        _ body: @escaping (StoreTransaction) throws -> T
+    ) throws(TokenCacheError) -> T {
         try tokenCacheErrors { try store.readTransaction(body) }
     }
 }

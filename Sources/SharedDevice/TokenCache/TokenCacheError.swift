@@ -53,9 +53,11 @@ public struct TokenCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A cache document or token response over `InputLimits.cacheDocumentBytes`.
-    static let documentTooLarge = TokenCacheError(.invalidCacheDocument,
+    static let documentTooLarge = TokenCacheError(
+        .invalidCacheDocument,
         "the document is larger than \(InputLimits.describe(bytes: InputLimits.cacheDocumentBytes)), the limit for a cache document or token response; nothing was read past the limit",
-        path: "(document)")
+        path: "(document)"
+    )
 
     /// Wraps any error from a store transaction: token-cache errors pass through, store errors are kept.
     static func wrapping(_ error: any Error) -> TokenCacheError {

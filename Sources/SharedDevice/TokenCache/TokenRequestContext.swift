@@ -18,8 +18,14 @@ public struct TokenRequestContext: Sendable, Equatable {
     /// `client_info` the account is named as B2C names it, `<oid>-<policy>.<tenant>` (lowercased policy).
     public var b2cPolicy: String?
 
-    public init(clientID: String, environment: String, realm: String, requestedScopes: [String], homeAccountID: String? = nil,
-                b2cPolicy: String? = nil) {
+    public init(
+        clientID: String,
+        environment: String,
+        realm: String,
+        requestedScopes: [String],
+        homeAccountID: String? = nil,
+        b2cPolicy: String? = nil
+    ) {
         self.clientID = clientID
         self.environment = environment
         self.realm = realm

@@ -28,9 +28,18 @@ public struct TokenResponse: Sendable, Equatable, Decodable, CustomStringConvert
     /// `foci` (or `family_id`): the client's family id for family refresh tokens.
     public var familyID: String?
 
-    public init(accessToken: String, refreshToken: String? = nil, idToken: String? = nil, clientInfo: String? = nil,
-                scope: String? = nil, tokenType: String? = "Bearer", expiresIn: Int? = nil, extendedExpiresIn: Int? = nil,
-                refreshIn: Int? = nil, familyID: String? = nil) {
+    public init(
+        accessToken: String,
+        refreshToken: String? = nil,
+        idToken: String? = nil,
+        clientInfo: String? = nil,
+        scope: String? = nil,
+        tokenType: String? = "Bearer",
+        expiresIn: Int? = nil,
+        extendedExpiresIn: Int? = nil,
+        refreshIn: Int? = nil,
+        familyID: String? = nil
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
@@ -44,9 +53,17 @@ public struct TokenResponse: Sendable, Equatable, Decodable, CustomStringConvert
     }
 
     enum CodingKeys: String, CodingKey {
-        case accessToken = "access_token", refreshToken = "refresh_token", idToken = "id_token"
-        case clientInfo = "client_info", scope, tokenType = "token_type", expiresIn = "expires_in"
-        case extendedExpiresIn = "ext_expires_in", refreshIn = "refresh_in", foci, familyID = "family_id"
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+        case idToken = "id_token"
+        case clientInfo = "client_info"
+        case scope
+        case tokenType = "token_type"
+        case expiresIn = "expires_in"
+        case extendedExpiresIn = "ext_expires_in"
+        case refreshIn = "refresh_in"
+        case foci
+        case familyID = "family_id"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -70,23 +87,33 @@ public struct TokenResponse: Sendable, Equatable, Decodable, CustomStringConvert
             return try JSONDecoder().decode(TokenResponse.self, from: data)
         } catch {
             let field = (error as? DecodingError).flatMap(Self.field(of:))
-            throw TokenCacheError(.invalidTokenResponse,
-                field.map { "the token response's \($0) is missing or has the wrong type" } ?? "the token response is not a JSON object",
-                path: field)
+            throw TokenCacheError(
+                .invalidTokenResponse,
+                field.map { "the token response's \($0) is missing or has the wrong type" }
+                    ?? "the token response is not a JSON object",
+                path: field
+            )
         }
     }
 
     public var description: String {
-        let present = [("access_token", true), ("refresh_token", refreshToken != nil), ("id_token", idToken != nil),
-                       ("client_info", clientInfo != nil)].filter(\.1).map(\.0)
-        return "TokenResponse(\(present.joined(separator: ", ")); scope \(scope ?? "(requested)"), expires_in \(expiresIn.map(String.init) ?? "-"))"
+        let present = [
+            ("access_token", true), ("refresh_token", refreshToken != nil), ("id_token", idToken != nil),
+            ("client_info", clientInfo != nil),
+        ].filter(\.1).map(\.0)
+        return
+            "TokenResponse(\(present.joined(separator: ", ")); scope \(scope ?? "(requested)"), expires_in \(expiresIn.map(String.init) ?? "-"))"
     }
 
     private static func seconds(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> Int? {
         if let value = try? container.decodeIfPresent(Int.self, forKey: key) { return value }
         guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return nil }
         guard let value = Int(text) else {
-            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not a whole number of seconds")
+            throw DecodingError.dataCorruptedError(
+                forKey: key,
+                in: container,
+                debugDescription: "not a whole number of seconds"
+            )
         }
         return value
     }

@@ -8,9 +8,12 @@ struct UnifiedCacheDocument {
     private(set) var sections: [String: [String: JSONValue]] = Self.emptySections
 
     static let kinds: [any CacheEntry.Type] = [
-        AccessTokenCacheItem.self, RefreshTokenCacheItem.self, IdTokenCacheItem.self, AccountCacheItem.self, AppMetadataCacheItem.self,
+        AccessTokenCacheItem.self, RefreshTokenCacheItem.self, IdTokenCacheItem.self, AccountCacheItem.self,
+        AppMetadataCacheItem.self,
     ]
-    private static let emptySections = Dictionary(uniqueKeysWithValues: kinds.map { ($0.section, [String: JSONValue]()) })
+    private static let emptySections = Dictionary(
+        uniqueKeysWithValues: kinds.map { ($0.section, [String: JSONValue]()) }
+    )
 
     init() {}
 
@@ -36,18 +39,29 @@ struct UnifiedCacheDocument {
         for kind in kinds {
             guard let section = document[kind.section], section != .null else { continue }
             guard case .object(let members) = section else {
-                throw TokenCacheError(.invalidCacheDocument, "must be an object mapping cache keys to entries, not \(section.kind)",
-                                      path: kind.section)
+                throw TokenCacheError(
+                    .invalidCacheDocument,
+                    "must be an object mapping cache keys to entries, not \(section.kind)",
+                    path: kind.section
+                )
             }
             for key in members.keys.sorted() {
                 let path = "\(kind.section)[\"\(key)\"]"
                 guard case .object(let object) = members[key]! else {
-                    throw TokenCacheError(.invalidCacheDocument, "must be an object, not \(members[key]!.kind)", path: path)
+                    throw TokenCacheError(
+                        .invalidCacheDocument,
+                        "must be an object, not \(members[key]!.kind)",
+                        path: path
+                    )
                 }
                 do {
                     entries.append(try kind.init(json: object))
                 } catch {
-                    throw TokenCacheError(.invalidCacheDocument, error.problem, path: error.field.map { "\(path).\($0)" } ?? path)
+                    throw TokenCacheError(
+                        .invalidCacheDocument,
+                        error.problem,
+                        path: error.field.map { "\(path).\($0)" } ?? path
+                    )
                 }
             }
         }

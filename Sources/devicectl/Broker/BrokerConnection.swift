@@ -40,7 +40,9 @@ struct BrokerConnection: Sendable {
 
     /// Who the broker takes this process to be, and the store it serves.
     func caller() async throws -> Caller {
-        let caller = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in try await application.caller() }
+        let caller = try await reportingBrokerErrors { () async throws(SharedDeviceClientError) in
+            try await application.caller()
+        }
         return (caller.uid, caller.appID, caller.stateDirectory)
     }
 

@@ -29,17 +29,25 @@ extension CLIError {
         case .callerNotInPolicy:
             return CLIError(exitCode: .permissionDenied, error.message)
         case .untrustedBroker:
-            return CLIError(exitCode: .unavailable, """
+            return CLIError(
+                exitCode: .unavailable,
+                """
                 \(error.message). Use the system's socket (\(DeviceLocations.systemBrokerSocket)), or trust that user with \
                 DEVICECTL_BROKER_UID=<uid> if it is yours
-                """)
+                """
+            )
         case .limitExceeded:
             // The device holds password sign-ins back after repeated failures: try again later.
-            if error.limit == "passwordBackoff" || error.limit == "passwordSignInInProgress" { return CLIError(exitCode: .tryLater, error.message) }
+            if error.limit == "passwordBackoff" || error.limit == "passwordSignInInProgress" {
+                return CLIError(exitCode: .tryLater, error.message)
+            }
             // A limit of the broker or the policy: the service cannot take this call now.
             return CLIError(exitCode: .unavailable, error.message)
         case .refused:
-            return CLIError(exitCode: error.varlinkError == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput, error.message)
+            return CLIError(
+                exitCode: error.varlinkError == "org.varlink.service.PermissionDenied" ? .permissionDenied : .badInput,
+                error.message
+            )
         case .authorityNotAllowed:
             // The call's authority is not one the policy lists: the device's configuration decides.
             return CLIError(exitCode: .configuration, error.message)
@@ -48,7 +56,9 @@ extension CLIError {
             if let identityCode = error.identityCode, let code = IdentityError.Code(rawValue: identityCode) {
                 return CLIError.from(SharedDeviceError(IdentityError(code, error.message)))
             }
-            return CLIError.from(SharedDeviceError(SharedDeviceError.Code(name: error.code.name) ?? .store, error.message))
+            return CLIError.from(
+                SharedDeviceError(SharedDeviceError.Code(name: error.code.name) ?? .store, error.message)
+            )
         }
     }
 }

@@ -10,7 +10,10 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
         /// The policy's app for `uid`, if any.
         var appID: String?
 
-        enum CodingKeys: String, CodingKey { case uid, pid, appID = "appId" }
+        enum CodingKeys: String, CodingKey {
+            case uid, pid
+            case appID = "appId"
+        }
     }
 
     /// An MSAL client id an app used through the MSAL bridge since the broker started.
@@ -23,7 +26,12 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
         var refused: Int
         var lastCall: Date
 
-        enum CodingKeys: String, CodingKey { case appID = "appId", uid, clientID = "clientId", calls, refused, lastCall }
+        enum CodingKeys: String, CodingKey {
+            case appID = "appId"
+            case uid
+            case clientID = "clientId"
+            case calls, refused, lastCall
+        }
     }
 
     var version: String
@@ -46,7 +54,10 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     var diskReserve: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case version, startedAt, provisioned, mode, policyID = "policyId", policySHA256 = "policySha256", current, signedInAt
+        case version, startedAt, provisioned, mode
+        case policyID = "policyId"
+        case policySHA256 = "policySha256"
+        case current, signedInAt
         case lastAuditSequence, idle, connections, msalClients, diskReserve
     }
 }

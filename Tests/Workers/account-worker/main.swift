@@ -77,17 +77,26 @@ extension AccountWorkerFixture {
     /// An unsigned JWT with the claims MSAL reads.
     static var idToken: String {
         let header = Base64URL.encode(json(["alg": "none", "typ": "JWT"]))
-        let payload = Base64URL.encode(json([
-            "aud": clientID, "iss": "http://\(environment)/api/oidc", "name": workerName, "oid": workerUID,
-            "preferred_username": workerUsername, "sub": "jo-subject", "tid": tenant, "ver": "2.0",
-        ]))
+        let payload = Base64URL.encode(
+            json([
+                "aud": clientID, "iss": "http://\(environment)/api/oidc", "name": workerName, "oid": workerUID,
+                "preferred_username": workerUsername, "sub": "jo-subject", "tid": tenant, "ver": "2.0",
+            ])
+        )
         return "\(header).\(payload)."
     }
 
     /// The sign-in response an app receives for the worker.
     static func signInResponse(app: String) -> TokenResponse {
-        TokenResponse(accessToken: signInAccessToken(app: app), refreshToken: "rt-\(app)", idToken: idToken, clientInfo: clientInfo,
-                      scope: signInScopes.joined(separator: " "), expiresIn: 3600, extendedExpiresIn: 7200)
+        TokenResponse(
+            accessToken: signInAccessToken(app: app),
+            refreshToken: "rt-\(app)",
+            idToken: idToken,
+            clientInfo: clientInfo,
+            scope: signInScopes.joined(separator: " "),
+            expiresIn: 3600,
+            extendedExpiresIn: 7200
+        )
     }
 
     static var context: TokenRequestContext {
@@ -100,14 +109,20 @@ extension AccountWorkerFixture {
         var tokens: [String: [String: String]] = [:]
         for index in 0..<count {
             let target = fillScope(index)
-            let key = [homeAccountID, environment, "accesstoken", clientID, tenant, target].joined(separator: "-").lowercased()
+            let key = [homeAccountID, environment, "accesstoken", clientID, tenant, target].joined(separator: "-")
+                .lowercased()
             tokens[key] = [
-                "credential_type": "AccessToken", "secret": fillAccessToken(group: group, index: index), "home_account_id": homeAccountID,
-                "environment": environment, "client_id": clientID, "realm": tenant, "target": target, "token_type": "Bearer",
-                "cached_at": "\(cachedAt)", "expires_on": "\(cachedAt + 3600)", "extended_expires_on": "\(cachedAt + 7200)",
+                "credential_type": "AccessToken", "secret": fillAccessToken(group: group, index: index),
+                "home_account_id": homeAccountID,
+                "environment": environment, "client_id": clientID, "realm": tenant, "target": target,
+                "token_type": "Bearer",
+                "cached_at": "\(cachedAt)", "expires_on": "\(cachedAt + 3600)",
+                "extended_expires_on": "\(cachedAt + 7200)",
             ]
         }
-        return attempt("fill document") { try JSONSerialization.data(withJSONObject: ["AccessToken": tokens], options: [.sortedKeys]) }
+        return attempt("fill document") {
+            try JSONSerialization.data(withJSONObject: ["AccessToken": tokens], options: [.sortedKeys])
+        }
     }
 }
 
@@ -122,7 +137,10 @@ struct Device {
 
     init(directory: String) {
         store = attempt("open") {
-            try KeychainStore(directory: URL(fileURLWithPath: directory, isDirectory: true), options: StoreOptions(synchronous: .normal))
+            try KeychainStore(
+                directory: URL(fileURLWithPath: directory, isDirectory: true),
+                options: StoreOptions(synchronous: .normal)
+            )
         }
         device = ManagedDevice(store: store)
         accounts = AccountManager(device: device)
@@ -152,8 +170,12 @@ struct Device {
     /// Signs the signed-in worker in for the timeclock too (single sign-on; tokens in its own group); one transaction.
     func signInTimeclock() {
         _ = attempt("sign in timeclock") {
-            try accounts.signIn(Kiosk.signInResponse(app: "timeclock"), context: Kiosk.context, app: app(Kiosk.timeclockID),
-                                accessGroup: Kiosk.timeclockGroup)
+            try accounts.signIn(
+                Kiosk.signInResponse(app: "timeclock"),
+                context: Kiosk.context,
+                app: app(Kiosk.timeclockID),
+                accessGroup: Kiosk.timeclockGroup
+            )
         }
     }
 
@@ -165,13 +187,21 @@ struct Device {
 
     /// Adds `count` access tokens of the worker to each of the kiosk's three token groups, in one transaction.
     func fill(_ count: Int) {
-        let scanner = app(Kiosk.scannerID), timeclock = app(Kiosk.timeclockID)
+        let scanner = app(Kiosk.scannerID)
+        let timeclock = app(Kiosk.timeclockID)
         let cache = accounts.tokenCache
         attempt("fill") {
             try store.writeTransaction { tx in
-                let targets = [(scanner, AccessGroup.adalCache), (scanner, Kiosk.scannerGroup), (timeclock, Kiosk.timeclockGroup)]
+                let targets = [
+                    (scanner, AccessGroup.adalCache), (scanner, Kiosk.scannerGroup), (timeclock, Kiosk.timeclockGroup),
+                ]
                 for (app, group) in targets {
-                    try cache.importJSON(Kiosk.fillDocument(count: count, group: group, now: tx.now), as: app, accessGroup: group, in: tx)
+                    try cache.importJSON(
+                        Kiosk.fillDocument(count: count, group: group, now: tx.now),
+                        as: app,
+                        accessGroup: group,
+                        in: tx
+                    )
                 }
             }
         }
@@ -203,7 +233,9 @@ func runSignOut(_ arguments: Arguments) {
     let device = Device(directory: arguments.positional(0, "DIR"))
     let appID = arguments.positional(1, "APP")
     let reasonText = arguments.options["reason"] ?? SignOutReason.user.rawValue
-    guard let reason = SignOutReason(rawValue: reasonText) else { fail("invalid-arguments unknown reason \(reasonText)") }
+    guard let reason = SignOutReason(rawValue: reasonText) else {
+        fail("invalid-arguments unknown reason \(reasonText)")
+    }
     let app = device.app(appID)
     let after = arguments.int("after", default: 0)
     if after > 0 { usleep(useconds_t(after) * 1000) }
@@ -228,7 +260,10 @@ func runSignOutLoop(_ arguments: Arguments) {
         device.fill(count)
         say(.filled)
         say(.signingOut)
-        let outcome = device.signOut(as: device.app(round % 2 == 0 ? Kiosk.scannerID : Kiosk.timeclockID), reason: .shiftEnd)
+        let outcome = device.signOut(
+            as: device.app(round % 2 == 0 ? Kiosk.scannerID : Kiosk.timeclockID),
+            reason: .shiftEnd
+        )
         say(.signedOut, "\(outcome.itemsRemoved)")
         round += 1
     }
@@ -254,7 +289,11 @@ func runWait(_ arguments: Arguments) async {
 // MARK: - main
 
 signal(SIGPIPE, SIG_IGN)
-let arguments = Arguments(CommandLine.arguments, hasMode: true, usage: "account-worker fill|signout|signout-loop|wait DIR …")
+let arguments = Arguments(
+    CommandLine.arguments,
+    hasMode: true,
+    usage: "account-worker fill|signout|signout-loop|wait DIR …"
+)
 switch arguments.mode ?? "" {
 case "fill": runFill(arguments)
 case "signout": runSignOut(arguments)

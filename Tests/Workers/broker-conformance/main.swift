@@ -10,14 +10,15 @@
 //
 // The socket is $DEVICECTL_SOCKET. Each line is one write(2).
 
-#if canImport(Glibc)
-import Glibc
-#endif
 import BrokerContract
 import Foundation
 import Logging
 import SharedDeviceClient
 import Varlink
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 func say(_ line: String) {
     let bytes = Array((line + "\n").utf8)
@@ -31,7 +32,9 @@ func describe(_ error: SharedDeviceClientError) -> String {
     case .callerNotInPolicy: return "CallerNotInPolicy"
     case .limitExceeded: return "LimitExceeded \(error.limit ?? "")"
     case .refused: return error.varlinkError ?? ""
-    case .brokerUnavailable: return error.message.contains("already holds") ? "TooManyConnections user" : "brokerUnavailable \(error.message)"
+    case .brokerUnavailable:
+        return error.message.contains("already holds")
+            ? "TooManyConnections user" : "brokerUnavailable \(error.message)"
     case .untrustedBroker, .cancelled: return error.code.name
     default: return "AccountError \(error.code)"
     }
@@ -53,11 +56,16 @@ func step(_ name: String, _ body: () async throws(SharedDeviceClientError) -> St
 
 /// Holds a `more` call open in the background once its first reply came (a pending sign-in, a
 /// subscription); cancel the task to close it.
-func holdOpen<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method.Parameters) async -> (Task<Void, Never>, String) {
+func holdOpen<Method: VarlinkMethod>(
+    _ method: Method.Type,
+    _ parameters: Method.Parameters
+) async -> (Task<Void, Never>, String) {
     let (first, continuation) = AsyncStream<String>.makeStream()
     let task = Task {
         do throws(SharedDeviceClientError) {
-            let _: Never = try await broker.stream(method, parameters) { _, _ throws(SharedDeviceClientError) -> Never? in
+            let _: Never = try await broker.stream(method, parameters) {
+                _,
+                _ throws(SharedDeviceClientError) -> Never? in
                 continuation.yield("ok")
                 return nil
             }
@@ -67,7 +75,10 @@ func holdOpen<Method: VarlinkMethod>(_ method: Method.Type, _ parameters: Method
         continuation.finish()
     }
     var outcome = "closed"
-    for await line in first { outcome = line; break }
+    for await line in first {
+        outcome = line
+        break
+    }
     return (task, outcome)
 }
 
@@ -104,19 +115,24 @@ await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
 // The keychain methods, and their errors.
 let secret = Data("conformance-secret".utf8).base64EncodedString()
 await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret)).item.service
+    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret))
+        .item.service
 }
 await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret)).item.service
+    try await broker.call(Broker1.AddGenericPassword.self, .init(service: "conformance", account: "a", secret: secret))
+        .item.service
 }
 await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.FindGenericPassword.self, .init(service: "conformance")).item.secret == secret ? "secret" : "wrong"
+    try await broker.call(Broker1.FindGenericPassword.self, .init(service: "conformance")).item.secret == secret
+        ? "secret" : "wrong"
 }
 await step("UpdateGenericPassword") { () async throws(SharedDeviceClientError) in
     "\(try await broker.call(Broker1.UpdateGenericPassword.self, .init(service: "conformance", setLabel: "updated")).updated)"
 }
 await step("ListGenericPasswords") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.ListGenericPasswords.self, .init(service: "conformance")).items.map { "\($0.label ?? "-")" }.joined(separator: ",")
+    try await broker.call(Broker1.ListGenericPasswords.self, .init(service: "conformance")).items.map {
+        "\($0.label ?? "-")"
+    }.joined(separator: ",")
 }
 await step("DeleteGenericPassword") { () async throws(SharedDeviceClientError) in
     "\(try await broker.call(Broker1.DeleteGenericPassword.self, .init(service: "conformance")).deleted)"
@@ -128,8 +144,11 @@ await step("FindGenericPassword") { () async throws(SharedDeviceClientError) in
 // A request over the broker's 1 MiB message limit: the client refuses it before sending (the same error
 // name as the broker's); sent anyway, with the generated call over the varlink codec, the broker answers
 // ProtocolError naming its limit and closes the connection.
-let oversized = Broker1.AddGenericPassword.Parameters(service: "oversized", account: "a",
-                                                      secret: Data(repeating: 0x5a, count: 900_000).base64EncodedString())
+let oversized = Broker1.AddGenericPassword.Parameters(
+    service: "oversized",
+    account: "a",
+    secret: Data(repeating: 0x5a, count: 900_000).base64EncodedString()
+)
 await step("AddGenericPassword") { () async throws(SharedDeviceClientError) in
     _ = try await broker.call(Broker1.AddGenericPassword.self, oversized)
     return "added"
@@ -167,7 +186,9 @@ await step("SignOut") { () async throws(SharedDeviceClientError) in
 let events = EventLog()
 let subscription = Task {
     do throws(SharedDeviceClientError) {
-        let _: Never = try await broker.stream(Broker1.SubscribeAccountChanges.self, .init()) { reply, _ throws(SharedDeviceClientError) -> Never? in
+        let _: Never = try await broker.stream(Broker1.SubscribeAccountChanges.self, .init()) {
+            reply,
+            _ throws(SharedDeviceClientError) -> Never? in
             events.append(reply.event.kind.rawValue)
             return nil
         }
@@ -180,28 +201,41 @@ say("SubscribeAccountChanges ok \(events.all[0])")
 
 // The kiosk policy allows neither the password flow nor native authentication; an unknown native sign-in is not found.
 await step("SignInWithPassword") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.SignInWithPassword.self, .init(scopes: ["User.Read"], username: "worker1", password: "worker1-password")).result.source.rawValue
+    try await broker.call(
+        Broker1.SignInWithPassword.self,
+        .init(scopes: ["User.Read"], username: "worker1", password: "worker1-password")
+    ).result.source.rawValue
 }
 await step("StartNativeSignIn") { () async throws(SharedDeviceClientError) in
     try await broker.call(Broker1.StartNativeSignIn.self, .init(username: "worker1")).next.challenge.rawValue
 }
 await step("ResendNativeSignInCode") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.ResendNativeSignInCode.self, .init(signInId: "no-such-sign-in")).next.challenge.rawValue
+    try await broker.call(Broker1.ResendNativeSignInCode.self, .init(signInId: "no-such-sign-in")).next.challenge
+        .rawValue
 }
 await step("SubmitNativeSignIn") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.SubmitNativeSignIn.self, .init(signInId: "no-such-sign-in", scopes: [], code: "12345678")).result.source.rawValue
+    try await broker.call(
+        Broker1.SubmitNativeSignIn.self,
+        .init(signInId: "no-such-sign-in", scopes: [], code: "12345678")
+    ).result.source.rawValue
 }
 
 // The browser sign-in's first reply; closing the call drops it.
 await step("SignInWithBrowser") { () async throws(SharedDeviceClientError) in
-    try await broker.stream(Broker1.SignInWithBrowser.self, .init(scopes: ["User.Read"], redirectUri: "http://127.0.0.1/")) {
-        reply, _ throws(SharedDeviceClientError) -> String? in
+    try await broker.stream(
+        Broker1.SignInWithBrowser.self,
+        .init(scopes: ["User.Read"], redirectUri: "http://127.0.0.1/")
+    ) {
+        reply,
+        _ throws(SharedDeviceClientError) -> String? in
         reply.authorizationUrl.map { $0.hasPrefix("http") ? "authorizationUrl" : "bad-url" }
     }
 }
 // The device-code sign-in, approved by the test.
 await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
-    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) { reply, _ throws(SharedDeviceClientError) -> String? in
+    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) {
+        reply,
+        _ throws(SharedDeviceClientError) -> String? in
         if let verification = reply.verification { say("code \(verification.userCode)") }
         return reply.result.map { "\($0.source) \($0.account.username ?? "-")" }
     }
@@ -214,13 +248,18 @@ await step("GetAccounts") { () async throws(SharedDeviceClientError) in
 }
 // An authority the policy does not list is refused before anything reaches it.
 await step("AcquireTokenSilent") { () async throws(SharedDeviceClientError) in
-    try await broker.call(Broker1.AcquireTokenSilent.self, .init(scopes: ["User.Read"], authority: "https://attacker.example/tenant")).result.source.rawValue
+    try await broker.call(
+        Broker1.AcquireTokenSilent.self,
+        .init(scopes: ["User.Read"], authority: "https://attacker.example/tenant")
+    ).result.source.rawValue
 }
 // A switch: the worker is signed out first, then the next worker's code is shown; closing the call there
 // leaves the device signed out.
 await step("SwitchWorker") { () async throws(SharedDeviceClientError) in
     let signedOut = SignedOut()
-    return try await broker.stream(Broker1.SwitchWorker.self, .init(scopes: ["User.Read"])) { reply, _ throws(SharedDeviceClientError) -> String? in
+    return try await broker.stream(Broker1.SwitchWorker.self, .init(scopes: ["User.Read"])) {
+        reply,
+        _ throws(SharedDeviceClientError) -> String? in
         if let worker = reply.signedOut { signedOut.name = worker.account?.username ?? "none" }
         return reply.verification.map { _ in "signedOut \(signedOut.name) then verification" }
     }
@@ -244,7 +283,10 @@ for _ in 0..<2 {
     if outcome != "ok" { say("pending \(outcome)") }
 }
 await step("SignInWithDeviceCode") { () async throws(SharedDeviceClientError) in
-    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) { _, _ throws(SharedDeviceClientError) -> String? in "pending" }
+    try await broker.stream(Broker1.SignInWithDeviceCode.self, .init(scopes: ["User.Read"])) {
+        _,
+        _ throws(SharedDeviceClientError) -> String? in "pending"
+    }
 }
 for task in pending { task.cancel() }
 for task in pending { await task.value }
@@ -255,7 +297,10 @@ var refusal = "none"
 for _ in 0..<20 {
     let (task, outcome) = await holdOpen(Broker1.SubscribeAccountChanges.self, .init())
     held.append(task)
-    if outcome != "ok" { refusal = outcome; break }
+    if outcome != "ok" {
+        refusal = outcome
+        break
+    }
 }
 say("connections \(held.count) \(refusal)")
 for task in held { task.cancel() }

@@ -60,9 +60,16 @@ func fill(_ store: KeychainStore, policy: DevicePolicy, itemsPerGroup: Int) thro
             let identity = try AppIdentity(appID: app.id, accessGroups: app.accessGroups)
             for group in app.accessGroups where seen.insert(group).inserted {
                 for index in 0..<itemsPerGroup {
-                    try tx.add(NewItem(accessGroup: group, service: "fill", account: "item-\(index)",
-                                       secret: DeviceWorkerFixture.fillSecret(group: group, index: index), label: "fill \(index)"),
-                               as: identity)
+                    try tx.add(
+                        NewItem(
+                            accessGroup: group,
+                            service: "fill",
+                            account: "item-\(index)",
+                            secret: DeviceWorkerFixture.fillSecret(group: group, index: index),
+                            label: "fill \(index)"
+                        ),
+                        as: identity
+                    )
                     added += 1
                 }
             }
@@ -74,8 +81,11 @@ func fill(_ store: KeychainStore, policy: DevicePolicy, itemsPerGroup: Int) thro
 // MARK: - main
 
 signal(SIGPIPE, SIG_IGN)
-let arguments = WorkerArguments(CommandLine.arguments, hasMode: false,
-                                usage: "device-worker --dir D --shared FILE --private FILE [--items N]")
+let arguments = WorkerArguments(
+    CommandLine.arguments,
+    hasMode: false,
+    usage: "device-worker --dir D --shared FILE --private FILE [--items N]"
+)
 let directory = URL(fileURLWithPath: arguments.string("dir"), isDirectory: true)
 let itemsPerGroup = arguments.int("items", default: 100)
 guard itemsPerGroup > 0 else { fail("invalid-arguments --items must be a positive integer") }
@@ -107,7 +117,11 @@ do {
 while true {
     do {
         guard let record = try device.record() else {
-            let (outcome, record) = try device.provision(policyDocument: policies[.shared]!.document, force: true, actor: actor)
+            let (outcome, record) = try device.provision(
+                policyDocument: policies[.shared]!.document,
+                force: true,
+                actor: actor
+            )
             guard outcome == .provisioned, record.mode == .shared else {
                 fail("provisioning an unprovisioned device gave \(outcome.rawValue) \(record.mode.rawValue)")
             }
@@ -124,7 +138,11 @@ while true {
             continue
         }
         let target: DevicePolicy.Mode = record.mode == .shared ? .private : .shared
-        let (outcome, changed) = try device.provision(policyDocument: policies[target]!.document, force: true, actor: actor)
+        let (outcome, changed) = try device.provision(
+            policyDocument: policies[target]!.document,
+            force: true,
+            actor: actor
+        )
         guard outcome == .modeChanged, changed.mode == target else {
             fail("the forced change to \(target.rawValue) gave \(outcome.rawValue) \(changed.mode.rawValue)")
         }

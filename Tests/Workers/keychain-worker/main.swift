@@ -68,7 +68,7 @@ func runMixed(_ arguments: Arguments) {
     var generator = SystemRandomNumberGenerator()
 
     var next = 0
-    var live: [Int] = []           // added and not deleted, in no particular order
+    var live: [Int] = []  // added and not deleted, in no particular order
     var deleted: [Int] = []
     let deadline = Date().addingTimeInterval(seconds)
 
@@ -77,11 +77,15 @@ func runMixed(_ arguments: Arguments) {
         do {
             let item = try store.find(ItemQuery(service: service, account: account), as: app)
             guard expectPresent else { fail("unexpected-item deleted item \(service)/\(account) was found again") }
-            guard item.service == service, item.account == account, item.secret == mixedSecret(worker: worker, index: index) else {
+            guard item.service == service, item.account == account,
+                item.secret == mixedSecret(worker: worker, index: index)
+            else {
                 fail("wrong-item \(service)/\(account) came back with other attributes or another secret")
             }
         } catch let error where error.code == .itemNotFound {
-            if expectPresent { fail("lost-item \(service)/\(account) was acknowledged but is not found: \(error.message)") }
+            if expectPresent {
+                fail("lost-item \(service)/\(account) was acknowledged but is not found: \(error.message)")
+            }
         } catch {
             fail(error, "find \(service)/\(account)")
         }
@@ -95,7 +99,10 @@ func runMixed(_ arguments: Arguments) {
             next += 1
             let account = "item-\(index)"
             do {
-                try store.add(NewItem(service: service, account: account, secret: mixedSecret(worker: worker, index: index)), as: app)
+                try store.add(
+                    NewItem(service: service, account: account, secret: mixedSecret(worker: worker, index: index)),
+                    as: app
+                )
             } catch {
                 fail(error, "add \(service)/\(account)")
             }
@@ -130,7 +137,8 @@ func runMixed(_ arguments: Arguments) {
                 let items = try store.findAll(ItemQuery(service: otherService), as: app)
                 for item in items {
                     guard item.service == otherService, let index = itemIndex(item.account),
-                          item.secret == mixedSecret(worker: other, index: index) else {
+                        item.secret == mixedSecret(worker: other, index: index)
+                    else {
                         fail("wrong-item \(otherService)/\(item.account) has other attributes or another secret")
                     }
                 }
@@ -172,7 +180,10 @@ func runWriter(_ arguments: Arguments) -> Never {
     var index = start
     while true {
         do {
-            try store.add(NewItem(service: "writer", account: "item-\(index)", secret: writerSecret(index: index)), as: app)
+            try store.add(
+                NewItem(service: "writer", account: "item-\(index)", secret: writerSecret(index: index)),
+                as: app
+            )
         } catch {
             fail(error, "add writer/item-\(index)")
         }

@@ -11,9 +11,12 @@ do {
     let caller = try await app.caller()
     print("app \(caller.appID ?? "none") uid \(caller.uid)")
     if try await app.deviceInformation().mode == .shared, try await app.currentAccount().current == nil {
-        let signIn = InteractiveTokenParameters(scopes: ["User.Read"], flow: .deviceCode { code in
-            print("enter \(code.userCode) at \(code.verificationURI)")
-        })
+        let signIn = InteractiveTokenParameters(
+            scopes: ["User.Read"],
+            flow: .deviceCode { code in
+                print("enter \(code.userCode) at \(code.verificationURI)")
+            }
+        )
         _ = try await app.acquireToken(signIn)
     }
     let token = try await app.acquireTokenSilent(scopes: ["User.Read"])  // send token.accessToken as Authorization: Bearer

@@ -26,12 +26,13 @@
 // The socket defaults to $DEVICECTL_SOCKET (the executable resolves it; the library reads no environment).
 // Each output line is one write(2). A failure prints `error: <case> <message>` to standard error, exit 1.
 
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Logging
 import SharedDeviceClient
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 func say(_ line: String) {
     let bytes = Array((line + "\n").utf8)
@@ -44,13 +45,20 @@ func fail(_ error: SharedDeviceClientError) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-var socket = ProcessInfo.processInfo.environment["DEVICECTL_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? BrokerEndpoint.systemSocketPath
+var socket =
+    ProcessInfo.processInfo.environment["DEVICECTL_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+    ?? BrokerEndpoint.systemSocketPath
 if arguments.first == "--socket", arguments.count >= 2 {
     socket = arguments[1]
     arguments.removeFirst(2)
 }
 guard let mode = arguments.first else {
-    FileHandle.standardError.write(Data("usage: thin-app [--socket PATH] current|watch N|signin SCOPES|cancel-signin SCOPES|silent SCOPES|signout|activity\n".utf8))
+    FileHandle.standardError.write(
+        Data(
+            "usage: thin-app [--socket PATH] current|watch N|signin SCOPES|cancel-signin SCOPES|silent SCOPES|signout|activity\n"
+                .utf8
+        )
+    )
     exit(2)
 }
 let argument = arguments.dropFirst().first ?? ""
@@ -65,16 +73,20 @@ let application = PublicClientApplication(endpoint: BrokerEndpoint(socketPath: s
 func name(_ error: SharedDeviceClientError) -> String {
     if error.keychainStatus != nil { return "keychain" }
     switch error.code {
-    case .brokerUnavailable, .untrustedBroker, .callerNotInPolicy, .limitExceeded, .refused, .cancelled: return error.code.name
+    case .brokerUnavailable, .untrustedBroker, .callerNotInPolicy, .limitExceeded, .refused, .cancelled:
+        return error.code.name
     default: return "account"
     }
 }
 
 /// The soak loop: every answer checked, every kept item re-read at the end.
 func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
-    guard let group = try await application.caller().accessGroups.first else { fail(SharedDeviceClientError(.refused, "the app has no access group")) }
+    guard let group = try await application.caller().accessGroups.first else {
+        fail(SharedDeviceClientError(.refused, "the app has no access group"))
+    }
     let deadline = Date().addingTimeInterval(seconds)
-    var calls = 0, index = 0
+    var calls = 0
+    var index = 0
     var kept: [String: Data] = [:]
     func check(_ condition: Bool, _ what: String) {
         if !condition {
@@ -84,12 +96,17 @@ func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
     }
     while Date() < deadline {
         index += 1
-        let service = "soak-\(tag)-\(index)", first = Data("v1-\(tag)-\(index)".utf8), second = Data("v2-\(tag)-\(index)".utf8)
+        let service = "soak-\(tag)-\(index)"
+        let first = Data("v1-\(tag)-\(index)".utf8)
+        let second = Data("v2-\(tag)-\(index)".utf8)
         let query = ItemQuery(accessGroup: group, service: service)
         try await application.addGenericPassword(service: service, account: "soak", secret: first, accessGroup: group)
         check(try await application.findGenericPassword(query).secret == first, "read after add \(service)")
         check(try await application.updateGenericPassword(query, secret: second) == 1, "update \(service)")
-        check(try await application.findGenericPassword(ItemQuery(service: service)).secret == second, "read after update \(service)")
+        check(
+            try await application.findGenericPassword(ItemQuery(service: service)).secret == second,
+            "read after update \(service)"
+        )
         check(!(try await application.listGenericPasswords(query)).isEmpty, "list \(service)")
         _ = try await application.currentAccount()
         calls += 6
@@ -101,7 +118,10 @@ func soak(seconds: Double, tag: String) async throws(SharedDeviceClientError) {
         }
     }
     for (service, secret) in kept {
-        check(try await application.findGenericPassword(ItemQuery(accessGroup: group, service: service)).secret == secret, "kept \(service)")
+        check(
+            try await application.findGenericPassword(ItemQuery(accessGroup: group, service: service)).secret == secret,
+            "kept \(service)"
+        )
     }
     say("soak \(calls) calls \(kept.count) kept")
 }
@@ -140,21 +160,33 @@ do throws(SharedDeviceClientError) {
             fail(SharedDeviceClientError(.refused, "\(error)"))
         }
     case "signin":
-        let result = try await application.acquireToken(InteractiveTokenParameters(scopes: scopes, flow: .deviceCode { verification in
-            say("code \(verification.userCode) \(verification.verificationURI)")
-        }))
+        let result = try await application.acquireToken(
+            InteractiveTokenParameters(
+                scopes: scopes,
+                flow: .deviceCode { verification in
+                    say("code \(verification.userCode) \(verification.verificationURI)")
+                }
+            )
+        )
         say(describe(result))
     case "cancel-signin":
         let shown = AsyncStream<Void>.makeStream()
         let signIn = Task { () async throws(SharedDeviceClientError) -> AuthenticationResult in
-            try await application.acquireToken(InteractiveTokenParameters(scopes: scopes, flow: .deviceCode { verification in
-                say("code \(verification.userCode) \(verification.verificationURI)")
-                shown.continuation.yield()
-            }))
+            try await application.acquireToken(
+                InteractiveTokenParameters(
+                    scopes: scopes,
+                    flow: .deviceCode { verification in
+                        say("code \(verification.userCode) \(verification.verificationURI)")
+                        shown.continuation.yield()
+                    }
+                )
+            )
         }
         for await _ in shown.stream { break }
         let go = arguments.dropFirst(2).first ?? ""
-        while !go.isEmpty && !FileManager.default.fileExists(atPath: go) { try? await Task.sleep(for: .milliseconds(20)) }
+        while !go.isEmpty && !FileManager.default.fileExists(atPath: go) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
         signIn.cancel()
         do {
             _ = try await signIn.value
@@ -173,7 +205,8 @@ do throws(SharedDeviceClientError) {
         let idle = try await application.reportActivity()
         say("idle \(idle?.signOutIn.map { String(Int($0.rounded())) } ?? "none")")
     case "poll":
-        let count = Int(argument) ?? 1, interval = Int(arguments.dropFirst(2).first ?? "") ?? 50
+        let count = Int(argument) ?? 1
+        let interval = Int(arguments.dropFirst(2).first ?? "") ?? 50
         for _ in 0..<count {
             do throws(SharedDeviceClientError) {
                 say("ok \(try await application.currentAccount().current?.username ?? "none")")
@@ -186,7 +219,12 @@ do throws(SharedDeviceClientError) {
         let group = try await application.caller().accessGroups.last
         let query = ItemQuery(accessGroup: group, service: "thin-app-not-found", account: "a")
         say("if-present \(try await application.deleteGenericPasswordIfPresent(query))")
-        try await application.addGenericPassword(service: "thin-app-not-found", account: "a", secret: Data("s".utf8), accessGroup: group)
+        try await application.addGenericPassword(
+            service: "thin-app-not-found",
+            account: "a",
+            secret: Data("s".utf8),
+            accessGroup: group
+        )
         say("if-present \(try await application.deleteGenericPasswordIfPresent(query))")
         do throws(SharedDeviceClientError) {
             _ = try await application.findGenericPassword(query)
@@ -197,7 +235,9 @@ do throws(SharedDeviceClientError) {
         do throws(SharedDeviceClientError) {
             say("delete deleted \(try await application.deleteGenericPassword(query))")
         } catch {
-            say("delete isItemNotFound \(error.isItemNotFound) status \(error.keychainStatus.map(String.init) ?? "none")")
+            say(
+                "delete isItemNotFound \(error.isItemNotFound) status \(error.keychainStatus.map(String.init) ?? "none")"
+            )
         }
     case "soak":
         try await soak(seconds: Double(argument) ?? 10, tag: arguments.dropFirst(2).first ?? "t")
