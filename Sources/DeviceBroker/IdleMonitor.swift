@@ -175,7 +175,8 @@ final class IdleMonitor: Sendable {
         let now = clock.now()
         let session = session()
         let lookup = session == nil ? .success(nil) : currentWorker()
-        guard case .success(let found) = lookup else { return now.addingTimeInterval(1) }  // the store failed: look again soon
+        // the store failed: look again soon
+        guard case .success(let found) = lookup else { return now.addingTimeInterval(1) }
         guard let session, let worker = found else {
             let hadWorker = state.withLock { state -> Bool in
                 defer {

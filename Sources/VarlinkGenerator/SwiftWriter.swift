@@ -80,12 +80,6 @@ struct SwiftWriter {
         }
     }
 
-    mutating func indented(_ body: (inout SwiftWriter) -> Void) {
-        depth += 1
-        body(&self)
-        depth -= 1
-    }
-
     mutating func indented<E: Error>(_ body: (inout SwiftWriter) throws(E) -> Void) throws(E) {
         depth += 1
         defer { depth -= 1 }

@@ -159,7 +159,8 @@ struct AccountCLITests {
 
         let before = try await cli.items(of: jo, app: Self.scanner)
         #expect(Set(before.compactMap { $0["type"] as? Int }) == Self.credentialTypes, "\(before)")
-        #expect(before.count == 5, "\(before)")  // account, ID, access and refresh token in adalcache, one access token in its own group
+        // account, ID, access and refresh token in adalcache, one access token in its own group
+        #expect(before.count == 5, "\(before)")
         #expect(try await cli.items(of: jo, app: Self.timeclock).count == 5)
 
         // A bogus reason is a usage error and signs nobody out.

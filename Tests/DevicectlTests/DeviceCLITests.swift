@@ -180,7 +180,8 @@ struct DeviceCLITests {
         #expect(try await cli.run(["provision", "--policy", Self.kiosk, "--force"]).status == 0)
         let back = try await cli.run(["keychain", "find-generic-password", "--app", Self.scanner, "--service", "graph"])
         #expect(back.status == 44, "\(back.stdout) \(back.stderr)")
-        #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items") == "3")  // the device's own record, key and anchor
+        // the device's own record, key and anchor
+        #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items") == "3")
         #expect(try await cli.run(["audit", "verify"]).status == 0)
     }
 
@@ -530,7 +531,8 @@ struct DeviceCLITests {
                 "--entitlements", "com.microsoft.adalcache,\(Self.scanner),\(Self.timeclock)",
             ]) as? [Any]
         #expect(list?.isEmpty == true)
-        #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items") == "1")  // the audit trust anchor only
+        // the audit trust anchor only
+        #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM items") == "1")
         #expect(try await sqlite3(cli.databasePath, "SELECT count(*) FROM access_groups") == "1")
 
         // The audit log stays readable and verifiable.

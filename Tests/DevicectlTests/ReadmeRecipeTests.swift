@@ -27,7 +27,8 @@ import Glibc
     }
 
     @Test func theScratchBrokerRecipeRunsAsWrittenAndServesTheScannerApp() async throws {
-        _ = try await Provider.shared()  // the tests' provider, started once per run: the recipe's `tools/idp start` finds it
+        // the tests' provider, started once per run: the recipe's `tools/idp start` finds it
+        _ = try await Provider.shared()
         let block = try ReadmeBlocks.block("scratch-broker")
         var lines = block.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let build = lines.firstIndex {

@@ -33,7 +33,9 @@ struct MultiProcessTests {
                 ]
             )
         }
-        defer { workers.forEach { $0.killIfRunning() } }
+        defer {
+            for worker in workers { _ = worker.killIfRunning() }
+        }
         for worker in workers {
             let exited = await worker.waitForExit(timeout: 90)
             #expect(exited, "worker \(worker.label) did not finish within 90 s")

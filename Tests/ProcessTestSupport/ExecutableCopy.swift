@@ -26,7 +26,9 @@ public enum ExecutableCopy {
     private static func spawnAndWait(_ path: String, _ arguments: [String]) throws -> Int32 {
         var pid = pid_t()
         let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer {
+            for argument in argv { free(argument) }
+        }
         let spawned = posix_spawn(&pid, path, nil, nil, argv, environ)
         guard spawned == 0 else { throw Errno(rawValue: spawned) }
         var status: Int32 = 0

@@ -95,7 +95,8 @@ import VarlinkServer
     }
 
     @Test func aReplyOverTheServersLimitIsRefusedAndTheConnectionServesOn() async throws {
-        try await InProcessBroker.with(configure: { $0.maximumReplyBytes = 2048 }) { broker in
+        let smallReplies: (inout VarlinkServerConfiguration) -> Void = { $0.maximumReplyBytes = 2048 }
+        try await InProcessBroker.with(configure: smallReplies) { broker in
             let app = broker.client()
             for index in 0..<16 {
                 try await app.addGenericPassword(

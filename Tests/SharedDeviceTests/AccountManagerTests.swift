@@ -355,7 +355,8 @@ struct AccountManagerTests {
         try #require(statuses.count == 1)
         #expect(statuses[0].account == Person.ada.account)
         #expect(statuses[0].signedIn)
-        #expect(statuses[0].signedInAt == FakeClock.start.addingTimeInterval(1))  // the first sign-in's time, kept by SSO
+        // the first sign-in's time, kept by SSO
+        #expect(statuses[0].signedInAt == FakeClock.start.addingTimeInterval(1))
         #expect(statuses[0].signedOutAt == nil)
         #expect(statuses[0].signOutReason == nil)
         try fixture.expectAuditIntact()

@@ -347,7 +347,8 @@ struct AccountSignOutTests {
         let notes = try fixture.app(PersonalApps.notesID)
         let camera = try fixture.app(PersonalApps.cameraID)
         try fixture.signIn(.ada, app: notes, group: PersonalApps.notesGroup)
-        try fixture.signIn(.bob, app: camera, group: PersonalApps.cameraGroup)  // no "already signed in" on a private device
+        // no "already signed in" on a private device
+        try fixture.signIn(.bob, app: camera, group: PersonalApps.cameraGroup)
 
         #expect(try fixture.accounts.currentAccount(for: notes).current == Person.ada.account)
         #expect(try fixture.accounts.currentAccount(for: camera).current == Person.bob.account)

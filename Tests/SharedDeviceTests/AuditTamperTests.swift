@@ -122,7 +122,8 @@ struct AuditTamperTests {
         let rows = try raw.events()
         var first = try #require(rows.first { $0.sequence == a })
         var second = try #require(rows.first { $0.sequence == b })
-        (first.sequence, second.sequence) = (b, a)  // each row's whole content, chain value included, moves to the other's place
+        // each row's whole content, chain value included, moves to the other's place
+        (first.sequence, second.sequence) = (b, a)
         try raw.write(first)
         try raw.write(second)
         try #require(try raw.events().map(\.sequence) == Array(1...12))

@@ -159,7 +159,8 @@ struct PolicyDecodingTests {
             )?.problem
                 .contains("no user \"no-such-user-4f2a\"") == true
         )
-        #expect(try Self.error(after: apps { $0[0]["user"] = "nobody" })?.path == "apps[0].uid")  // 1001 is not nobody's uid
+        // 1001 is not nobody's uid
+        #expect(try Self.error(after: apps { $0[0]["user"] = "nobody" })?.path == "apps[0].uid")
         #expect(
             try Self.error(after: apps { $0[0]["uid"] = nil })?.problem.contains("missing key \"uid\" (or \"user\")")
                 == true

@@ -257,7 +257,8 @@ struct ProvisioningTests {
 
     @Test func appIdentityGivesListedAppsThePolicyEntitlementsAndAuditsUnlistedOnes() throws {
         let fixture = try DeviceFixture()
-        #expect(try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID) == nil)  // not provisioned
+        // not provisioned
+        #expect(try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID) == nil)
         try fixture.provision(try Policies.kiosk())
 
         let scanner = try #require(try fixture.device.appIdentity(KioskApps.scannerID, actor: KioskApps.scannerID))

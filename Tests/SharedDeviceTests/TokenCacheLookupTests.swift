@@ -191,7 +191,8 @@ struct TokenCacheLookupTests {
             as: F.scanner,
             in: fixture.store
         )
-        #expect(removed == 5 + 4)  // shared group: AT, RT, FRT, ID token, account; private group: AT, RT, ID token, account
+        // shared group: AT, RT, FRT, ID token, account; private group: AT, RT, ID token, account
+        #expect(removed == 5 + 4)
         #expect(try accessToken(["User.Read"]) == nil)
         #expect(
             try cache.familyRefreshToken(

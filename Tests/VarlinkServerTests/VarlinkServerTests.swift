@@ -229,7 +229,7 @@ import Glibc
                 )
                 var indexes = [last.parameters["index"]?.int]
                 while last.continues {
-                    last = try connection.nextReply(timeout: .seconds(5))
+                    last = try connection.nextReply(timeout: .seconds(120))
                     indexes.append(last.parameters["index"]?.int)
                 }
                 return indexes
@@ -248,7 +248,7 @@ import Glibc
                         parameters: ["text": .string(String(repeating: "x", count: 8192))]
                     )
                 )
-                let closed = (try? connection.nextReply(timeout: .seconds(5))) == nil
+                let closed = (try? connection.nextReply(timeout: .seconds(120))) == nil
                 // Everyone else is still served.
                 let other = try VarlinkConnection(unixSocketPath: socket).call(
                     VarlinkCall(
@@ -316,8 +316,8 @@ import Glibc
                         VarlinkCall(method: "org.example.Echo.Echo", parameters: ["text": .string("\(index)")])
                     )
                 }
-                let first = try? connection.nextReply(timeout: .seconds(5))
-                return (first, (try? connection.nextReply(timeout: .seconds(5))) == nil)
+                let first = try? connection.nextReply(timeout: .seconds(120))
+                return (first, (try? connection.nextReply(timeout: .seconds(120))) == nil)
             }
             #expect(first?.error == "org.example.Echo.ProtocolError", "\(String(describing: first))")
             #expect(

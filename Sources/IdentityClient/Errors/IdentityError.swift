@@ -66,6 +66,8 @@ public struct IdentityError: Error, Sendable, Equatable, CustomStringConvertible
         public static let userNotFound = Code(.userNotFound)
         /// Native authentication: the one-time code is wrong (`invalid_grant` / `invalid_oob_value`); the
         /// sign-in stands, and the worker may type it again or ask for a new one.
+        // swift-format-ignore: DontRepeatTypeInStaticProperties
+        // (the code is the one-time code the worker typed, not this type)
         public static let invalidCode = Code(.invalidCode)
         /// Native authentication: the sign-in took too long (`expired_token`, or its continuation token is no
         /// longer valid); start again.

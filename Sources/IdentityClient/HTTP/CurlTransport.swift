@@ -142,7 +142,9 @@ public struct CurlTransport: HTTPTransport {
         _ body: (UnsafeBufferPointer<UnsafePointer<CChar>?>) -> R
     ) -> R {
         let copies = strings.map { strdup($0) }
-        defer { copies.forEach { free($0) } }
+        defer {
+            for copy in copies { free(copy) }
+        }
         return copies.map { UnsafePointer($0) }.withUnsafeBufferPointer(body)
     }
 }

@@ -8,7 +8,8 @@ enum RawStatements {
     /// How a transaction begins: deferred for reads; immediate for writes (the write lock taken at BEGIN,
     /// so two writers never deadlock on an upgrade).
     enum TransactionKind: String {
-        case deferred = "BEGIN DEFERRED TRANSACTION", immediate = "BEGIN IMMEDIATE TRANSACTION"
+        case deferred = "BEGIN DEFERRED TRANSACTION"
+        case immediate = "BEGIN IMMEDIATE TRANSACTION"
     }
 
     /// `body` in one transaction; rolled back if `body` or the commit fails.

@@ -19,7 +19,8 @@ do {
         )
         _ = try await app.acquireToken(signIn)
     }
-    let token = try await app.acquireTokenSilent(scopes: ["User.Read"])  // send token.accessToken as Authorization: Bearer
+    // send token.accessToken as Authorization: Bearer
+    let token = try await app.acquireTokenSilent(scopes: ["User.Read"])
     print("worker \(token.account.username ?? "?"), token from the \(token.source)")
 
     // A secret in the app's own group (named: without accessGroup an item goes to the app's first group).
