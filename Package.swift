@@ -276,6 +276,7 @@ let package = Package(
             name: "SharedDeviceTests",
             dependencies: [
                 "BrokerAPIPageSupport",
+                "BrokerContract",
                 "BrokerServer",
                 "VarlinkServer",
                 "ProcessTestSupport",

@@ -1,3 +1,4 @@
+import BrokerContract
 import DeviceBroker
 import Foundation
 import KeychainStore
@@ -25,14 +26,14 @@ struct IdleSignOutTests {
         try await kiosk.expectNoEvent()
         kiosk.clock.advance(by: 1)
         let warning = try await kiosk.nextEvent()
-        #expect(warning["kind"]?.string == "idleWarning" && warning["secondsLeft"]?.int == 10, "\(warning)")
-        #expect(warning["current"]?.object?["username"]?.string == Person.ada.username)
+        #expect(warning.kind == .idleWarning && warning.secondsLeft == 10, "\(warning)")
+        #expect(warning.current?.username == Person.ada.username)
         let status = try await kiosk.idleState()
-        #expect(status?["warning"]?.bool == true && status?["signOutIn"]?.double == 10)
+        #expect(status?.warning == true && status?.signOutIn == 10)
 
         kiosk.clock.advance(by: 10)
         let signedOut = try await kiosk.nextEvent()
-        #expect(signedOut["kind"]?.string == "signedOut" && signedOut["reason"]?.string == "idle", "\(signedOut)")
+        #expect(signedOut.kind == .signedOut && signedOut.reason == "idle", "\(signedOut)")
         #expect(try kiosk.fixture.accounts.currentAccount(for: try kiosk.fixture.scanner).current == nil)
         #expect(try kiosk.fixture.count(of: .ada, in: AccessGroup.adalCache) == 0)
         let audited = try #require(
@@ -49,25 +50,29 @@ struct IdleSignOutTests {
         let kiosk = try await IdleKiosk(policy: try Self.idlePolicy())
         try await kiosk.signInAda()
         kiosk.clock.advance(by: 22)
-        #expect(try await kiosk.nextEvent()["kind"]?.string == "idleWarning")
+        #expect(try await kiosk.nextEvent().kind == .idleWarning)
 
         // The launcher reports input: the apps hear the warning is off, and the worker has 30 s again.
-        let reply = await kiosk.call("ReportActivity", as: IdleKiosk.scanner)
-        #expect(reply.error == nil && reply.parameters["idle"]?.object?["signOutIn"]?.double == 30, "\(reply)")
-        #expect(try await kiosk.nextEvent()["kind"]?.string == "idleWarningCanceled")
+        let reply = try await kiosk.call(Broker1.ReportActivity.self, .init(), as: IdleKiosk.scanner).get()
+        #expect(reply.idle?.signOutIn == 30, "\(reply)")
+        #expect(try await kiosk.nextEvent().kind == .idleWarningCanceled)
         kiosk.clock.advance(by: 15)
         try await kiosk.expectNoEvent()
         // An app's call on the worker's behalf is activity too (here a keychain lookup that finds nothing).
-        let lookup = await kiosk.call("FindGenericPassword", ["service": .string("none")], as: IdleKiosk.timeclock)
-        #expect(lookup.error == "org.sharedmode.Broker1.KeychainError")
+        let lookup = try await kiosk.call(
+            Broker1.FindGenericPassword.self,
+            .init(service: "none"),
+            as: IdleKiosk.timeclock
+        )
+        #expect(lookup.refusal?.keychainError != nil, "\(lookup)")
         kiosk.clock.advance(by: 19)
         try await kiosk.expectNoEvent()
         kiosk.clock.advance(by: 1)
-        #expect(try await kiosk.nextEvent()["secondsLeft"]?.int == 10)
+        #expect(try await kiosk.nextEvent().secondsLeft == 10)
         // A caller the policy does not list is no activity: the sign-out comes on time.
-        _ = await kiosk.call("ReportActivity", as: IdleKiosk.stranger)
+        _ = try await kiosk.call(Broker1.ReportActivity.self, .init(), as: IdleKiosk.stranger)
         kiosk.clock.advance(by: 10)
-        #expect(try await kiosk.nextEvent()["reason"]?.string == "idle")
+        #expect(try await kiosk.nextEvent().reason == "idle")
         await kiosk.stop()
     }
 
@@ -80,11 +85,11 @@ struct IdleSignOutTests {
         // The broker starts again on the same store: 12 s of the worker's 30 are gone.
         let restarted = try await IdleKiosk(fixture: kiosk.fixture, clock: kiosk.clock)
         let idle = try #require(try await restarted.idleState(waitingForWorker: true))
-        #expect(idle["idleSeconds"]?.double == 12 && idle["signOutIn"]?.double == 18, "\(idle)")
+        #expect(idle.idleSeconds == 12 && idle.signOutIn == 18, "\(idle)")
         restarted.clock.advance(by: 8)
-        #expect(try await restarted.nextEvent()["secondsLeft"]?.int == 10)
+        #expect(try await restarted.nextEvent().secondsLeft == 10)
         restarted.clock.advance(by: 10)
-        #expect(try await restarted.nextEvent()["reason"]?.string == "idle")
+        #expect(try await restarted.nextEvent().reason == "idle")
         await restarted.stop()
     }
 
@@ -95,7 +100,7 @@ struct IdleSignOutTests {
         await kiosk.stop()
         kiosk.clock.advance(by: 3600)
         let restarted = try await IdleKiosk(fixture: kiosk.fixture, clock: kiosk.clock)
-        #expect(try await restarted.nextEvent()["reason"]?.string == "idle")
+        #expect(try await restarted.nextEvent().reason == "idle")
         await restarted.stop()
     }
 
@@ -106,8 +111,8 @@ struct IdleSignOutTests {
         try await kiosk.expectNoEvent()
         #expect(try kiosk.fixture.accounts.currentAccount(for: try kiosk.fixture.scanner).current == Person.ada.account)
         #expect(try await kiosk.idleState() == nil)
-        let reply = await kiosk.call("ReportActivity", as: IdleKiosk.scanner)
-        #expect(reply.error == nil && reply.parameters["idle"] == .null, "\(reply)")
+        let reply = try await kiosk.call(Broker1.ReportActivity.self, .init(), as: IdleKiosk.scanner).get()
+        #expect(reply.idle == nil, "\(reply)")
         await kiosk.stop()
     }
 }
@@ -137,18 +142,21 @@ final class IdleKiosk {
         let caller = BrokerCaller(uid: Self.timeclock, gid: Self.timeclock, pid: 1, connectionID: 1)
         let received = self.received
         subscription = Task {
-            await broker.handle(
-                VarlinkCall(method: "org.sharedmode.Broker1.SubscribeAccountChanges", more: true),
-                caller: caller
-            ) { reply in
-                if let event = reply.parameters["event"]?.object { received.append(event) }
+            let call = VarlinkCall(Broker1.SubscribeAccountChanges.self, .init(), more: true)
+            await broker.handle(call, caller: caller) { reply in
+                // A refusal carries no event; an event the contract cannot decode fails the test that takes it.
+                if reply.error == nil {
+                    received.append(
+                        Result { try Broker1.SubscribeAccountChanges.Reply(varlinkFields: reply.parameters).event }
+                    )
+                }
                 return !Task.isCancelled
             }
         }
         // The subscription is live before the monitor starts: a monitor that signs the worker out at once
         // (a broker down past the deadline) would otherwise do it before the app listens.
         let first = try await Self.next(from: received, timeout: 60)
-        try #require(first?["kind"]?.string == "subscribed", "\(first ?? [:])")
+        try #require(first?.kind == .subscribed, "\(String(describing: first))")
         monitor = Task { await broker.runIdleMonitor() }
     }
 
@@ -162,38 +170,48 @@ final class IdleKiosk {
     /// Signs Ada in (as root's devicectl would, straight to the store) and waits until the monitor times her.
     func signInAda(waitForClock: Bool = true) async throws {
         try fixture.signIn(.ada, app: try fixture.scanner)
-        #expect(try await nextEvent()["kind"]?.string == "signedIn")
+        #expect(try await nextEvent().kind == .signedIn)
         if waitForClock { try #require(try await idleState(waitingForWorker: true) != nil) }
     }
 
     /// The broker's `GetStatus` idle clock (as root); with `waitingForWorker`, once the monitor times a worker.
-    func idleState(waitingForWorker: Bool = false) async throws -> [String: VarlinkValue]? {
+    func idleState(waitingForWorker: Bool = false) async throws -> Broker1.IdleState? {
         let deadline = Date().addingTimeInterval(60)
         while true {
-            let reply = await call("GetStatus", as: Self.root)
-            let idle = reply.parameters["status"]?.object?["idle"]?.object
-            if !waitingForWorker || idle?["signOutIn"]?.double != nil { return idle }
+            let idle = try await call(Broker1.GetStatus.self, .init(), as: Self.root).get().status.idle
+            if !waitingForWorker || idle?.signOutIn != nil { return idle }
             guard Date() < deadline else { throw IdleKioskError.timedOut("the monitor never timed the worker") }
             try await Task.sleep(for: .milliseconds(10))
         }
     }
 
-    /// One call as `uid`, its single reply.
-    func call(_ member: String, _ parameters: [String: VarlinkValue] = [:], as uid: UInt32) async -> VarlinkReply {
+    /// One call of `method` as `uid`, its single reply decoded, or the refusal. It goes through the broker's
+    /// `handle`, as the daemon's calls do, not straight to the typed method: `handle` is what counts an app's
+    /// call (answered or refused by the keychain) as the worker's activity, which these tests watch.
+    /// - Throws: `VarlinkFieldError` when the reply does not match the contract; `IdleKioskError` without one.
+    func call<Method: VarlinkMethod>(
+        _ method: Method.Type,
+        _ parameters: Method.Parameters,
+        as uid: UInt32
+    ) async throws
+        -> Result<Method.Reply, BrokerRefusal>
+    {
         let replies = Mutex<[VarlinkReply]>([])
         await broker.handle(
-            VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+            VarlinkCall(method, parameters),
             caller: BrokerCaller(uid: uid, gid: uid, pid: 2, connectionID: UInt64(100 + uid))
         ) { reply in
             replies.withLock { $0.append(reply) }
             return true
         }
-        return replies.withLock { $0.first } ?? VarlinkReply(parameters: [:])
+        guard let reply = replies.withLock({ $0.first }) else { throw IdleKioskError.noReply(Method.qualifiedName) }
+        if reply.error != nil { return .failure(try BrokerRefusal(BrokerFailure(reply: reply))) }
+        return .success(try Method.Reply(varlinkFields: reply.parameters))
     }
 
     /// The subscription's next event (within `timeout` of real time: generous, because other suites in the
     /// same process may hold the cooperative threads for seconds).
-    func nextEvent(timeout: TimeInterval = 60) async throws -> [String: VarlinkValue] {
+    func nextEvent(timeout: TimeInterval = 60) async throws -> Broker1.AccountEvent {
         guard let event = try await next(timeout: timeout) else {
             throw IdleKioskError.timedOut("no event within \(timeout) s")
         }
@@ -203,33 +221,34 @@ final class IdleKiosk {
     /// No event within half a second of real time.
     func expectNoEvent(sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let event = try await next(timeout: 0.5)
-        #expect(event == nil, "unexpected event \(event ?? [:])", sourceLocation: sourceLocation)
+        #expect(event == nil, "unexpected event \(String(describing: event))", sourceLocation: sourceLocation)
     }
 
-    private func next(timeout: TimeInterval) async throws -> [String: VarlinkValue]? {
+    private func next(timeout: TimeInterval) async throws -> Broker1.AccountEvent? {
         try await Self.next(from: received, timeout: timeout)
     }
 
-    private static func next(from received: EventBuffer, timeout: TimeInterval) async throws -> [String: VarlinkValue]?
-    {
+    private static func next(from received: EventBuffer, timeout: TimeInterval) async throws -> Broker1.AccountEvent? {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if let event = received.take() { return event }
+            if let event = received.take() { return try event.get() }
             try await Task.sleep(for: .milliseconds(5))
         }
         return nil
     }
 }
 
-/// The events a subscription delivered, oldest first.
+/// The events a subscription delivered, oldest first, each decoded (or why it could not be).
 final class EventBuffer: Sendable {
-    private let events = Mutex<[[String: VarlinkValue]]>([])
-    func append(_ event: [String: VarlinkValue]) { events.withLock { $0.append(event) } }
-    func take() -> [String: VarlinkValue]? { events.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
+    private let events = Mutex<[Result<Broker1.AccountEvent, any Error>]>([])
+    func append(_ event: Result<Broker1.AccountEvent, any Error>) { events.withLock { $0.append(event) } }
+    func take() -> Result<Broker1.AccountEvent, any Error>? { events.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
 }
 
 enum IdleKioskError: Error {
     case timedOut(String)
+    /// The broker ended the call without a reply.
+    case noReply(String)
 }
 
 /// An idle clock moved by hand: `sleep(until:)` returns when `advance(by:)` reaches the deadline.
@@ -278,5 +297,12 @@ final class ManualIdleClock: IdleClock {
             }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
+    }
+}
+
+extension Result where Failure == BrokerRefusal {
+    /// The refusal; nil when the broker answered.
+    var refusal: BrokerRefusal? {
+        if case .failure(let refusal) = self { refusal } else { nil }
     }
 }

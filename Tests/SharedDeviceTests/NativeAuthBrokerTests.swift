@@ -1,3 +1,4 @@
+import BrokerContract
 import DeviceBroker
 import Foundation
 import IdentityClient
@@ -6,7 +7,6 @@ import JWTKit
 import KeychainStore
 import SharedDevice
 import StoreTestSupport
-import Synchronization
 import Testing
 import Varlink
 
@@ -61,18 +61,8 @@ import Varlink
             broker = Broker(device: fixture.device, transport: transport)
         }
 
-        /// The one reply to `member` from `uid`.
-        func call(_ member: String, _ parameters: [String: VarlinkValue], as uid: UInt32) async -> VarlinkReply? {
-            let replies = Mutex<[VarlinkReply]>([])
-            await broker.handle(
-                VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
-                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
-            ) { reply in
-                replies.withLock { $0.append(reply) }
-                return true
-            }
-            return replies.withLock { $0.first }
-        }
+        /// `uid` as the broker takes a caller (one connection); the tests call the broker's typed methods as it.
+        func caller(_ uid: UInt32) -> BrokerCaller { BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1) }
 
         /// A worker of the tenant: their object id, username and display name.
         struct Worker {
@@ -132,6 +122,8 @@ import Varlink
 
     @Test func aCodeSignInTellsWhereTheCodeWentLetsTheWorkerRetypeAndResendAndSignsInForEveryApp() async throws {
         let kiosk = try Kiosk()
+        let scanner = kiosk.caller(Self.scannerUID)
+        let timeclock = kiosk.caller(Self.timeclockUID)
         kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
         kiosk.transport.enqueue(
             Self.challengePath,
@@ -145,67 +137,55 @@ import Varlink
             try await kiosk.tokens(),
             try await kiosk.tokens()
         )
-        let started = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("ana@contoso.com")],
-            as: Self.scannerUID
-        )
-        let next = try #require(started?.parameters["next"]?.object, "\(String(describing: started))")
+        let next = try await kiosk.broker.startNativeSignIn(.init(username: "ana@contoso.com"), context: scanner).next
         #expect(
-            next["challenge"]?.string == "code" && next["codeLength"]?.int == 8
-                && next["sentTo"]?.string == "a***@co**o.com"
-                && next["channel"]?.string == "email",
+            next.challenge == .code && next.codeLength == 8 && next.sentTo == "a***@co**o.com"
+                && next.channel == "email",
             "\(next)"
         )
-        let id = try #require(next["signInId"]?.string)
+        let id = next.signInId
         // Another app cannot finish (or even see) this sign-in.
-        let stolen = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([]), "code": .string("12345678")],
-            as: Self.timeclockUID
-        )
-        #expect(stolen?.parameters["code"]?.string == "signInNotFound", "\(String(describing: stolen))")
-        let resentByOther = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.timeclockUID)
-        #expect(resentByOther?.parameters["code"]?.string == "signInNotFound", "\(String(describing: resentByOther))")
+        let stolen = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: id, scopes: [], code: "12345678"),
+                context: timeclock
+            )
+        }
+        #expect(stolen?.accountError?.code == "signInNotFound", "\(String(describing: stolen))")
+        let resentByOther = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.resendNativeSignInCode(.init(signInId: id), context: timeclock)
+        }
+        #expect(resentByOther?.accountError?.code == "signInNotFound", "\(String(describing: resentByOther))")
         #expect(
             kiosk.transport.requests(to: Self.challengePath).count == 1,
             "another app's resend reached the authority"
         )
         // A wrong code: the sign-in stays open; a new code; then the right one.
-        let wrong = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("11111111")],
-            as: Self.scannerUID
+        let wrong = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: id, scopes: ["User.Read"], code: "11111111"),
+                context: scanner
+            )
+        }
+        #expect(wrong?.accountError?.identityCode == "invalid_code", "\(String(describing: wrong))")
+        let resent = try await kiosk.broker.resendNativeSignInCode(.init(signInId: id), context: scanner)
+        #expect(resent.next.challenge == .code, "\(resent)")
+        let done = try await kiosk.broker.submitNativeSignIn(
+            .init(signInId: id, scopes: ["User.Read"], code: "22222222"),
+            context: scanner
         )
-        #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
-        let resent = await kiosk.call("ResendNativeSignInCode", ["signInId": .string(id)], as: Self.scannerUID)
-        #expect(resent?.parameters["next"]?.object?["challenge"]?.string == "code", "\(String(describing: resent))")
-        let done = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([.string("User.Read")]), "code": .string("22222222")],
-            as: Self.scannerUID
-        )
-        #expect(
-            done?.parameters["result"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com",
-            "\(String(describing: done))"
-        )
+        #expect(done.result.account.username == "ana@contoso.com", "\(done)")
         #expect(kiosk.transport.requests(to: Self.tokenPath).last?.form["continuation_token"] == "ct-3")
         // The worker is the device's: the other app gets a token silently; the sign-in is closed.
-        let silent = await kiosk.call(
-            "AcquireTokenSilent",
-            ["scopes": .array([.string("Files.Read")])],
-            as: Self.timeclockUID
-        )
-        #expect(
-            silent?.parameters["result"]?.object?["accessToken"]?.string == "at-native",
-            "\(String(describing: silent))"
-        )
-        let again = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([]), "code": .string("22222222")],
-            as: Self.scannerUID
-        )
-        #expect(again?.parameters["code"]?.string == "signInNotFound")
+        let silent = try await kiosk.broker.acquireTokenSilent(.init(scopes: ["Files.Read"]), context: timeclock)
+        #expect(silent.result.accessToken == "at-native", "\(silent)")
+        let again = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: id, scopes: [], code: "22222222"),
+                context: scanner
+            )
+        }
+        #expect(again?.accountError?.code == "signInNotFound")
         let events = try kiosk.fixture.device.auditEvents()
         let signedIn = events.filter { $0.type == .accountSignedIn }
         #expect(signedIn.count == 1 && signedIn.first?.details["flow"] == "nativeAuth", "\(signedIn)")
@@ -214,6 +194,7 @@ import Varlink
 
     @Test func aWrongPasswordIsAuditedEndsTheSignInAndCachesNothing() async throws {
         let kiosk = try Kiosk()
+        let scanner = kiosk.caller(Self.scannerUID)
         kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
         kiosk.transport.enqueue(
             Self.challengePath,
@@ -227,39 +208,28 @@ import Varlink
                 "Error validating credentials due to invalid username or password."
             )
         )
-        let started = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("ana@contoso.com")],
-            as: Self.scannerUID
-        )
-        let id = try #require(
-            started?.parameters["next"]?.object?["signInId"]?.string,
-            "\(String(describing: started))"
-        )
-        #expect(started?.parameters["next"]?.object?["challenge"]?.string == "password")
-        let refused = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([]), "password": .string("Wrong-Pass-9")],
-            as: Self.scannerUID
-        )
-        #expect(refused?.parameters["identityCode"]?.string == "invalid_credentials", "\(String(describing: refused))")
-        #expect(refused.map { "\($0)" }?.contains("Wrong-Pass-9") == false)
-        let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(
-            current?.parameters["current"] == nil || current?.parameters["current"] == .null,
-            "\(String(describing: current))"
-        )
+        let started = try await kiosk.broker.startNativeSignIn(.init(username: "ana@contoso.com"), context: scanner)
+        let id = started.next.signInId
+        #expect(started.next.challenge == .password, "\(started)")
+        let refused = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: id, scopes: [], password: "Wrong-Pass-9"),
+                context: scanner
+            )
+        }
+        #expect(refused?.accountError?.identityCode == "invalid_credentials", "\(String(describing: refused))")
+        #expect(refused.map { "\($0.reply)" }?.contains("Wrong-Pass-9") == false)
+        let current = try kiosk.broker.getCurrentAccount(.init(), context: scanner)
+        #expect(current.current == nil, "\(current)")
         let failed = try kiosk.fixture.device.auditEvents().filter { $0.type == .accountSignInFailed }
         #expect(
             failed.count == 1 && failed.first?.details["flow"] == "nativeAuth"
                 && failed.first?.account == "ana@contoso.com"
         )
-        let closed = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(id), "scopes": .array([]), "password": .string("x")],
-            as: Self.scannerUID
-        )
-        #expect(closed?.parameters["code"]?.string == "signInNotFound")
+        let closed = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(.init(signInId: id, scopes: [], password: "x"), context: scanner)
+        }
+        #expect(closed?.accountError?.code == "signInNotFound")
     }
 
     @Test func aUsernameWithControlCharactersIsRefusedBeforeTheAuthorityOrTheAuditLogSeesIt() async throws {
@@ -269,17 +239,14 @@ import Varlink
             "ana@contoso.com\nSHAREDMODE_AUDIT_TYPE=device.provisioned", "\u{1b}[2Jana@contoso.com",
             "ana\u{0}@contoso.com", "",
         ] {
-            for extra: [String: VarlinkValue] in [[:], ["switchReason": .string("shift-end")]] {
-                let refused = await kiosk.call(
-                    "StartNativeSignIn",
-                    ["username": .string(username)].merging(extra) { $1 },
-                    as: Self.scannerUID
-                )
-                #expect(
-                    refused?.error == "org.varlink.service.InvalidParameter"
-                        && refused?.parameters["parameter"]?.string == "username",
-                    "\(String(describing: refused))"
-                )
+            for switchReason: String? in [nil, "shift-end"] {
+                let refused = try await refusal { () async throws(BrokerFailure) in
+                    try await kiosk.broker.startNativeSignIn(
+                        .init(username: username, switchReason: switchReason),
+                        context: kiosk.caller(Self.scannerUID)
+                    )
+                }
+                #expect(refused?.invalidParameter == "username", "\(String(describing: refused))")
             }
         }
         #expect(kiosk.transport.requests(to: Self.initiatePath).isEmpty, "a refused username reached the authority")
@@ -290,6 +257,8 @@ import Varlink
     /// signed out of every app before the code is typed, the next one signed in, one correlation id.
     @Test func aShiftChangeByNativeSignInSignsTheWorkerOutBeforeTheCodeIsTypedAndTheNextIn() async throws {
         let kiosk = try Kiosk()
+        let scanner = kiosk.caller(Self.scannerUID)
+        let timeclock = kiosk.caller(Self.timeclockUID)
         kiosk.transport.enqueue(
             Self.initiatePath,
             .json(["continuation_token": "ct-1"]),
@@ -308,96 +277,85 @@ import Varlink
             try await kiosk.tokens(.ben)
         )
         // Ana's shift.
-        let ana = await kiosk.call("StartNativeSignIn", ["username": .string("ana@contoso.com")], as: Self.scannerUID)
-        let anaID = try #require(ana?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ana))")
-        let anaIn = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(anaID), "scopes": .array([]), "password": .string("Ana-Pass-1")],
-            as: Self.scannerUID
+        let anaID = try await kiosk.broker.startNativeSignIn(.init(username: "ana@contoso.com"), context: scanner).next
+            .signInId
+        _ = try await kiosk.broker.submitNativeSignIn(
+            .init(signInId: anaID, scopes: [], password: "Ana-Pass-1"),
+            context: scanner
         )
-        #expect(anaIn?.parameters["result"] != nil, "\(String(describing: anaIn))")
         // Ben takes over at the other app: without a switch he is refused at once (Ana is signed in)...
-        let refused = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("ben@contoso.com")],
-            as: Self.timeclockUID
-        )
-        #expect(refused?.parameters["code"]?.string == "accountAlreadySignedIn", "\(String(describing: refused))")
+        let refused = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.startNativeSignIn(.init(username: "ben@contoso.com"), context: timeclock)
+        }
+        #expect(refused?.accountError?.code == "accountAlreadySignedIn", "\(String(describing: refused))")
         // ...with one, Ana is signed out of every app as soon as the authority sent Ben's code.
-        let ben = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("ben@contoso.com"), "switchReason": .string("shift-end")],
-            as: Self.timeclockUID
+        let ben = try await kiosk.broker.startNativeSignIn(
+            .init(username: "ben@contoso.com", switchReason: "shift-end"),
+            context: timeclock
         )
-        let benID = try #require(ben?.parameters["next"]?.object?["signInId"]?.string, "\(String(describing: ben))")
-        #expect(
-            ben?.parameters["signedOut"]?.object?["account"]?.object?["username"]?.string == "ana@contoso.com",
-            "\(String(describing: ben))"
-        )
-        let between = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(
-            between?.parameters["current"] == nil || between?.parameters["current"] == .null,
-            "\(String(describing: between))"
-        )
+        let benID = ben.next.signInId
+        #expect(ben.signedOut?.account?.username == "ana@contoso.com", "\(ben)")
+        let between = try kiosk.broker.getCurrentAccount(.init(), context: scanner)
+        #expect(between.current == nil, "\(between)")
         // A mistyped code leaves the switch open; the right one signs Ben in.
-        let wrong = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(benID), "scopes": .array([]), "code": .string("11111111")],
-            as: Self.timeclockUID
-        )
-        #expect(wrong?.parameters["identityCode"]?.string == "invalid_code", "\(String(describing: wrong))")
-        let benIn = await kiosk.call(
-            "SubmitNativeSignIn",
-            ["signInId": .string(benID), "scopes": .array([]), "code": .string("22222222")],
-            as: Self.timeclockUID
-        )
-        let result = try #require(benIn?.parameters["result"]?.object, "\(String(describing: benIn))")
-        #expect(result["account"]?.object?["username"]?.string == "ben@contoso.com")
-        let current = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(
-            current?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com",
-            "\(String(describing: current))"
-        )
+        let wrong = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: benID, scopes: [], code: "11111111"),
+                context: timeclock
+            )
+        }
+        #expect(wrong?.accountError?.identityCode == "invalid_code", "\(String(describing: wrong))")
+        let result = try await kiosk.broker.submitNativeSignIn(
+            .init(signInId: benID, scopes: [], code: "22222222"),
+            context: timeclock
+        ).result
+        #expect(result.account.username == "ben@contoso.com")
+        let current = try kiosk.broker.getCurrentAccount(.init(), context: scanner)
+        #expect(current.current?.username == "ben@contoso.com", "\(current)")
         // The sign-out, the sign-in and the switch share the result's correlation id.
-        let correlation = try #require(result["correlationId"]?.string)
+        let correlation = result.correlationId
         let events = try kiosk.fixture.device.auditEvents().filter { $0.correlationID == correlation }
         #expect(events.map(\.type) == [.accountSignedOut, .accountSignedIn, .accountSwitched], "\(events)")
         #expect(events.first?.account == "ana@contoso.com" && events.dropFirst().first?.details["flow"] == "nativeAuth")
         #expect(events.last?.details["from"] == "ana@contoso.com" && events.last?.details["to"] == "ben@contoso.com")
         // A switch to a username the authority does not know signs nobody out.
-        let unknown = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("nobody@contoso.com"), "switchReason": .string("shift-end")],
-            as: Self.scannerUID
-        )
-        #expect(unknown?.parameters["identityCode"]?.string == "user_not_found", "\(String(describing: unknown))")
-        let still = await kiosk.call("GetCurrentAccount", [:], as: Self.scannerUID)
-        #expect(still?.parameters["current"]?.object?["username"]?.string == "ben@contoso.com")
-        let badReason = await kiosk.call(
-            "StartNativeSignIn",
-            ["username": .string("ana@contoso.com"), "switchReason": .string("admin")],
-            as: Self.scannerUID
-        )
-        #expect(badReason?.error == "org.varlink.service.InvalidParameter", "\(String(describing: badReason))")
+        let unknown = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.startNativeSignIn(
+                .init(username: "nobody@contoso.com", switchReason: "shift-end"),
+                context: scanner
+            )
+        }
+        #expect(unknown?.accountError?.identityCode == "user_not_found", "\(String(describing: unknown))")
+        let still = try kiosk.broker.getCurrentAccount(.init(), context: scanner)
+        #expect(still.current?.username == "ben@contoso.com")
+        let badReason = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.startNativeSignIn(
+                .init(username: "ana@contoso.com", switchReason: "admin"),
+                context: scanner
+            )
+        }
+        #expect(badReason?.invalidParameter != nil, "\(String(describing: badReason))")
     }
 
     @Test func aPolicyWithoutNativeAuthRefusesItAndARedirectMeansTheBrowser() async throws {
         let closed = try Kiosk(flows: ["deviceCode", "browser"])
-        let refused = await closed.call(
-            "StartNativeSignIn",
-            ["username": .string("ana@contoso.com")],
-            as: Self.scannerUID
-        )
-        #expect(refused?.parameters["code"]?.string == "flowNotAllowed", "\(String(describing: refused))")
+        let refused = try await refusal { () async throws(BrokerFailure) in
+            try await closed.broker.startNativeSignIn(
+                .init(username: "ana@contoso.com"),
+                context: closed.caller(Self.scannerUID)
+            )
+        }
+        #expect(refused?.accountError?.code == "flowNotAllowed", "\(String(describing: refused))")
         #expect(closed.transport.requests(to: Self.initiatePath).isEmpty)
 
         let open = try Kiosk()
         open.transport.enqueue(Self.initiatePath, .json(["challenge_type": "redirect"]))
-        let redirect = await open.call(
-            "StartNativeSignIn",
-            ["username": .string("ana@contoso.com")],
-            as: Self.scannerUID
-        )
-        #expect(redirect?.parameters["identityCode"]?.string == "browser_required", "\(String(describing: redirect))")
+        let redirect = try await refusal { () async throws(BrokerFailure) in
+            try await open.broker.startNativeSignIn(
+                .init(username: "ana@contoso.com"),
+                context: open.caller(Self.scannerUID)
+            )
+        }
+        #expect(redirect?.accountError?.identityCode == "browser_required", "\(String(describing: redirect))")
     }
 }
