@@ -371,6 +371,13 @@ struct BrokerAPIReplay {
     /// Plays the worker who declines in the browser: the provider sends them back to the app's redirect URI
     /// with `error=access_denied` and the request's `state` (RFC 6749, 4.1.2.1).
     func decline(_ authorizationURL: String) async throws {
+        let result = try await Self.sendBackDeclined(authorizationURL)
+        try #require(result.status == 0, "the broker's redirect URI did not answer: \(result.stderr)")
+    }
+
+    /// Sends the browser of `authorizationURL` back to its redirect URI as the provider does when the worker
+    /// declines: `error=access_denied` with the request's `state`; curl's result.
+    static func sendBackDeclined(_ authorizationURL: String) async throws -> Command.Result {
         let authorization = try #require(URLComponents(string: authorizationURL), "\(authorizationURL)")
         let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
         let redirect = try #require(query["redirect_uri"], "\(authorizationURL)")
@@ -379,11 +386,10 @@ struct BrokerAPIReplay {
             URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"]),
         ]
         let backURL = try #require(back.url)
-        let result = try await Command.run(
+        return try await Command.run(
             URL(fileURLWithPath: "/usr/bin/curl"),
             ["-s", "-o", "/dev/null", backURL.absoluteString]
         )
-        try #require(result.status == 0, "the broker's redirect URI did not answer: \(result.stderr)")
     }
 
     /// The one reply to `method` called with `parameters` as `uid`, its parameters (or its error) as JSON.

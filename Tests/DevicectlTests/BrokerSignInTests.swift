@@ -298,18 +298,7 @@ import Testing
         )
         defer { _ = declined.killIfRunning() }
         let url = try await Self.authorizationURL(in: urlFile, of: declined)
-        let authorization = try #require(URLComponents(string: url), "no authorization URL: \(declined.standardError)")
-        let query = Dictionary((authorization.queryItems ?? []).map { ($0.name, $0.value ?? "") }) { $1 }
-        let redirect = try #require(query["redirect_uri"], "\(url)")
-        var back = try #require(URLComponents(string: redirect))
-        back.queryItems = [
-            URLQueryItem(name: "error", value: "access_denied"), URLQueryItem(name: "state", value: query["state"]),
-        ]
-        let backURL = try #require(back.url)
-        _ = try await Command.run(
-            URL(fileURLWithPath: "/usr/bin/curl"),
-            ["-s", "-o", "/dev/null", backURL.absoluteString]
-        )
+        _ = try await BrokerAPIReplay.sendBackDeclined(url)
         #expect(await declined.waitForExit(timeout: 30))
         #expect(
             declined.status != 0 && declined.standardError.contains("nobody is signed in now"),
