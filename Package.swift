@@ -101,6 +101,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The login manager (logind on the system bus, through sd-bus): end, kill or lock a worker's login
+        // session, and hear when one is removed. The broker sees only the `LoginSessionControl` protocol.
+        .target(
+            name: "LoginSessions",
+            dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strictSettings
+        ),
         // The varlink codec (framing, calls, replies, the standard errors) and a blocking client over a
         // Unix socket. No dependencies, so every client (devicectl, apps) can link it cheaply.
         .target(
@@ -185,6 +192,7 @@ let package = Package(
                 "KeychainStore",
                 "IdentityClient",
                 "SharedDevice",
+                "LoginSessions",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -513,8 +513,8 @@ extension Broker1 {
         public var kind: AccountEventKind
         /// The device's current account after the change.
         public var current: Account?
-        /// For `signedOut`: `user`, `shift-end`, `admin` or `idle` (a string, not an enum: `shift-end` is no
-        /// identifier).
+        /// For `signedOut`: `user`, `shift-end`, `admin`, `idle` or `session-end` (the shift's login session
+        /// ended) (a string, not an enum: `shift-end` is no identifier).
         public var reason: String?
         /// The device mode after the change.
         public var mode: DeviceMode
@@ -750,6 +750,9 @@ extension Broker1 {
         /// filesystem has no room for it (a sign-out used it, or the disk filled before the broker started);
         /// the broker makes it again within seconds once there is room. Null from a broker that does not say.
         public var diskReserve: Bool?
+        /// The login session the worker's shift runs in (a worker signed in at the login screen), when there is
+        /// one. Null from a broker that does not say.
+        public var shiftSession: ShiftSession?
 
         /// A value with every field given (optional ones default to nil).
         public init(
@@ -765,7 +768,8 @@ extension Broker1 {
             idle: IdleState? = nil,
             connections: [Connection],
             msalClients: [MsalClient],
-            diskReserve: Bool? = nil
+            diskReserve: Bool? = nil,
+            shiftSession: ShiftSession? = nil
         ) {
             self.version = version
             self.startedAt = startedAt
@@ -780,6 +784,7 @@ extension Broker1 {
             self.connections = connections
             self.msalClients = msalClients
             self.diskReserve = diskReserve
+            self.shiftSession = shiftSession
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -811,6 +816,9 @@ extension Broker1 {
             }
             diskReserve =
                 VarlinkField.isAbsent(fields, "diskReserve") ? nil : try VarlinkField.bool(fields, "diskReserve", path)
+            shiftSession =
+                VarlinkField.isAbsent(fields, "shiftSession")
+                ? nil : try VarlinkField.struct(fields, "shiftSession", path, as: ShiftSession.self)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -853,11 +861,21 @@ extension Broker1 {
             } else if !omittingAbsent {
                 fields["diskReserve"] = .null
             }
+            if let shiftSession = self.shiftSession {
+                fields["shiftSession"] = .object(shiftSession.varlinkFields)
+            } else if !omittingAbsent {
+                fields["shiftSession"] = .null
+            }
             return fields
         }
 
         public func firstUndeclaredEnumValue(path: String) -> String? {
             if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            if let element = self.shiftSession {
+                if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "shiftSession")) {
+                    return field
+                }
+            }
             return nil
         }
     }
@@ -2930,6 +2948,730 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// Where a login-screen sign-in happens, for the audit log: the PAM service (`login`, `greetd`,
+    /// `gdm-password`), the terminal or seat, and the remote host of a remote login.
+    public struct LoginScreen: VarlinkStruct, Hashable {
+        public var service: String
+        public var tty: String?
+        public var seat: String?
+        public var remoteHost: String?
+
+        /// A value with every field given (optional ones default to nil).
+        public init(service: String, tty: String? = nil, seat: String? = nil, remoteHost: String? = nil) {
+            self.service = service
+            self.tty = tty
+            self.seat = seat
+            self.remoteHost = remoteHost
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            service = try VarlinkField.string(fields, "service", path)
+            tty = VarlinkField.isAbsent(fields, "tty") ? nil : try VarlinkField.string(fields, "tty", path)
+            seat = VarlinkField.isAbsent(fields, "seat") ? nil : try VarlinkField.string(fields, "seat", path)
+            remoteHost =
+                VarlinkField.isAbsent(fields, "remoteHost") ? nil : try VarlinkField.string(fields, "remoteHost", path)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "service": .string(service)
+            ]
+            if let tty = self.tty {
+                fields["tty"] = .string(tty)
+            } else if !omittingAbsent {
+                fields["tty"] = .null
+            }
+            if let seat = self.seat {
+                fields["seat"] = .string(seat)
+            } else if !omittingAbsent {
+                fields["seat"] = .null
+            }
+            if let remoteHost = self.remoteHost {
+                fields["remoteHost"] = .string(remoteHost)
+            } else if !omittingAbsent {
+                fields["remoteHost"] = .null
+            }
+            return fields
+        }
+    }
+}
+
+extension Broker1 {
+    /// How a login-screen sign-in takes the worker's proof: the password grant (`password`), native
+    /// authentication (`nativeAuth`: a password or an emailed one-time code) or the device code (`deviceCode`).
+    public enum LoginFlow: VarlinkEnum, CustomStringConvertible {
+        case password
+        case nativeAuth
+        case deviceCode
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.password, .nativeAuth, .deviceCode]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "password": self = .password
+            case "nativeAuth": self = .nativeAuth
+            case "deviceCode": self = .deviceCode
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .password: "password"
+            case .nativeAuth: "nativeAuth"
+            case .deviceCode: "deviceCode"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// What the login screen asks the worker next: their `password`, a one-time `code` (of `codeLength`
+    /// characters, sent to `sentTo`, a masked address, over `channel`), or nothing (`deviceCode`: call
+    /// AwaitLoginScreenDeviceCode and show its verification).
+    public enum LoginChallengeKind: VarlinkEnum, CustomStringConvertible {
+        case password
+        case code
+        case deviceCode
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.password, .code, .deviceCode]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "password": self = .password
+            case "code": self = .code
+            case "deviceCode": self = .deviceCode
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .password: "password"
+            case .code: "code"
+            case .deviceCode: "deviceCode"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// The login-screen sign-in under way and what it needs next.
+    public struct LoginChallenge: VarlinkStruct, Hashable {
+        public var signInId: String
+        public var challenge: LoginChallengeKind
+        public var codeLength: Int?
+        public var sentTo: String?
+        public var channel: String?
+
+        /// A value with every field given (optional ones default to nil).
+        public init(
+            signInId: String,
+            challenge: LoginChallengeKind,
+            codeLength: Int? = nil,
+            sentTo: String? = nil,
+            channel: String? = nil
+        ) {
+            self.signInId = signInId
+            self.challenge = challenge
+            self.codeLength = codeLength
+            self.sentTo = sentTo
+            self.channel = channel
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            signInId = try VarlinkField.string(fields, "signInId", path)
+            challenge = try VarlinkField.enumeration(fields, "challenge", path, as: LoginChallengeKind.self)
+            codeLength =
+                VarlinkField.isAbsent(fields, "codeLength") ? nil : try VarlinkField.int(fields, "codeLength", path)
+            sentTo = VarlinkField.isAbsent(fields, "sentTo") ? nil : try VarlinkField.string(fields, "sentTo", path)
+            channel = VarlinkField.isAbsent(fields, "channel") ? nil : try VarlinkField.string(fields, "channel", path)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "signInId": .string(signInId),
+                "challenge": .string(challenge.rawValue),
+            ]
+            if let codeLength = self.codeLength {
+                fields["codeLength"] = .int(Int64(codeLength))
+            } else if !omittingAbsent {
+                fields["codeLength"] = .null
+            }
+            if let sentTo = self.sentTo {
+                fields["sentTo"] = .string(sentTo)
+            } else if !omittingAbsent {
+                fields["sentTo"] = .null
+            }
+            if let channel = self.channel {
+                fields["channel"] = .string(channel)
+            } else if !omittingAbsent {
+                fields["channel"] = .null
+            }
+            return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.challenge.isKnown { return VarlinkField.path(path, "challenge") }
+            return nil
+        }
+    }
+}
+
+extension Broker1 {
+    /// A worker signed in at the login screen: the account, the local account whose session the shift opens
+    /// (`session.user`, the name the PAM module sets as PAM_USER), the correlation id of the sign-in's audit
+    /// events (OpenLoginSession takes it), and the worker a shift switch signed out (`session.workerSignedIn`
+    /// `switch`), if any. No token: the login screen never holds one.
+    public struct LoginScreenSignIn: VarlinkStruct, Hashable {
+        public var account: Account
+        public var sessionUser: String
+        public var correlationId: String
+        public var signedOut: SignedOutWorker?
+
+        /// A value with every field given (optional ones default to nil).
+        public init(account: Account, sessionUser: String, correlationId: String, signedOut: SignedOutWorker? = nil) {
+            self.account = account
+            self.sessionUser = sessionUser
+            self.correlationId = correlationId
+            self.signedOut = signedOut
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            account = try VarlinkField.struct(fields, "account", path, as: Account.self)
+            sessionUser = try VarlinkField.string(fields, "sessionUser", path)
+            correlationId = try VarlinkField.string(fields, "correlationId", path)
+            signedOut =
+                VarlinkField.isAbsent(fields, "signedOut")
+                ? nil : try VarlinkField.struct(fields, "signedOut", path, as: SignedOutWorker.self)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "account": .object(account.varlinkFields),
+                "sessionUser": .string(sessionUser),
+                "correlationId": .string(correlationId),
+            ]
+            if let signedOut = self.signedOut {
+                fields["signedOut"] = .object(signedOut.varlinkFields)
+            } else if !omittingAbsent {
+                fields["signedOut"] = .null
+            }
+            return fields
+        }
+    }
+}
+
+extension Broker1 {
+    /// What the device does to the shift's session at a global sign-out (`session.onSignOut`): `terminate`
+    /// (logind's TerminateSession, then KillSession with SIGKILL after the grace), `lock` (LockSession: the
+    /// weaker choice, the session's processes keep running), or `none`.
+    public enum SessionEndAction: VarlinkEnum, CustomStringConvertible {
+        case terminate
+        case lock
+        case none
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.terminate, .lock, .none]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "terminate": self = .terminate
+            case "lock": self = .lock
+            case "none": self = .none
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .terminate: "terminate"
+            case .lock: "lock"
+            case .none: "none"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// The login session the worker's shift runs in.
+    public struct ShiftSession: VarlinkStruct, Hashable {
+        /// logind's session id (XDG_SESSION_ID).
+        public var sessionId: String
+        /// The local account the session runs as (`session.user`).
+        public var user: String
+        /// The worker the session belongs to.
+        public var account: Account?
+        /// When it opened (Unix seconds).
+        public var openedAt: Double
+        public var onSignOut: SessionEndAction
+        /// Where: the PAM service and the terminal or seat.
+        public var loginScreen: LoginScreen
+
+        /// A value with every field given (optional ones default to nil).
+        public init(
+            sessionId: String,
+            user: String,
+            account: Account? = nil,
+            openedAt: Double,
+            onSignOut: SessionEndAction,
+            loginScreen: LoginScreen
+        ) {
+            self.sessionId = sessionId
+            self.user = user
+            self.account = account
+            self.openedAt = openedAt
+            self.onSignOut = onSignOut
+            self.loginScreen = loginScreen
+        }
+
+        public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+            sessionId = try VarlinkField.string(fields, "sessionId", path)
+            user = try VarlinkField.string(fields, "user", path)
+            account =
+                VarlinkField.isAbsent(fields, "account")
+                ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
+            openedAt = try VarlinkField.float(fields, "openedAt", path)
+            onSignOut = try VarlinkField.enumeration(fields, "onSignOut", path, as: SessionEndAction.self)
+            loginScreen = try VarlinkField.struct(fields, "loginScreen", path, as: LoginScreen.self)
+        }
+
+        public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+            var fields: [String: VarlinkValue] = [
+                "sessionId": .string(sessionId),
+                "user": .string(user),
+                "openedAt": .double(openedAt),
+                "onSignOut": .string(onSignOut.rawValue),
+                "loginScreen": .object(loginScreen.varlinkFields),
+            ]
+            if let account = self.account {
+                fields["account"] = .object(account.varlinkFields)
+            } else if !omittingAbsent {
+                fields["account"] = .null
+            }
+            return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if !self.onSignOut.isKnown { return VarlinkField.path(path, "onSignOut") }
+            return nil
+        }
+    }
+}
+
+extension Broker1 {
+    /// Starts a worker's sign-in at the login screen for `username` (what the worker typed at the prompt).
+    /// The broker picks the flow: `flow` when given, else the first of nativeAuth, password and deviceCode
+    /// that the policy's `authority.flows` lists (AccountError `flowNotAllowed` for a flow it does not list);
+    /// the sign-in is for `app` (default: the policy's `session.app`, else its first app) with `scopes`
+    /// (default: the policy's). A name that is a local account's (an administrator's, root) is refused with
+    /// AccountError `localAccount`: the PAM module passes such names to the next module before it calls. The
+    /// sign-in waits at most 10 minutes; the password throttle counts it by username.
+    public enum StartLoginScreenSignIn: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.StartLoginScreenSignIn"
+
+        /// The parameters of a call of StartLoginScreenSignIn.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var username: String
+            public var loginScreen: LoginScreen
+            public var flow: LoginFlow?
+            public var app: String?
+            public var scopes: [String]?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(
+                username: String,
+                loginScreen: LoginScreen,
+                flow: LoginFlow? = nil,
+                app: String? = nil,
+                scopes: [String]? = nil
+            ) {
+                self.username = username
+                self.loginScreen = loginScreen
+                self.flow = flow
+                self.app = app
+                self.scopes = scopes
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                username = try VarlinkField.string(fields, "username", path)
+                loginScreen = try VarlinkField.struct(fields, "loginScreen", path, as: LoginScreen.self)
+                flow =
+                    VarlinkField.isAbsent(fields, "flow")
+                    ? nil : try VarlinkField.enumeration(fields, "flow", path, as: LoginFlow.self)
+                app = VarlinkField.isAbsent(fields, "app") ? nil : try VarlinkField.string(fields, "app", path)
+                scopes =
+                    VarlinkField.isAbsent(fields, "scopes")
+                    ? nil
+                    : try VarlinkField.array(fields, "scopes", path) {
+                        (value: VarlinkValue, path: String) throws(VarlinkFieldError) in
+                        try VarlinkField.string(value, path)
+                    }
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "username": .string(username),
+                    "loginScreen": .object(loginScreen.varlinkFields),
+                ]
+                if let flow = self.flow {
+                    fields["flow"] = .string(flow.rawValue)
+                } else if !omittingAbsent {
+                    fields["flow"] = .null
+                }
+                if let app = self.app {
+                    fields["app"] = .string(app)
+                } else if !omittingAbsent {
+                    fields["app"] = .null
+                }
+                if let scopes = self.scopes {
+                    fields["scopes"] = .array(scopes.map { .string($0) })
+                } else if !omittingAbsent {
+                    fields["scopes"] = .null
+                }
+                return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.flow {
+                    if !element.isKnown { return VarlinkField.path(path, "flow") }
+                }
+                return nil
+            }
+        }
+
+        /// A reply of StartLoginScreenSignIn.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var next: LoginChallenge
+
+            /// A value with every field given (optional ones default to nil).
+            public init(next: LoginChallenge) {
+                self.next = next
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                next = try VarlinkField.struct(fields, "next", path, as: LoginChallenge.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "next": .object(next.varlinkFields)
+                ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.next.firstUndeclaredEnumValue(path: VarlinkField.path(path, "next")) {
+                    return field
+                }
+                return nil
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// Finishes a login-screen sign-in with the `password` or the one-time `code` the worker typed. A wrong one
+    /// is AccountError `identity` (`invalid_credentials` or `invalid_code`; the sign-in stays open for another
+    /// code, and the password throttle counts it). A worker already signed in is signed out first when the
+    /// policy's `session.workerSignedIn` is `switch` (the default; the same worker signing in again is no
+    /// switch), else AccountError `accountAlreadySignedIn`. If no session opens with OpenLoginSession within
+    /// the policy's `session.openGraceSeconds`, the worker is signed out again (reason `session-end`).
+    public enum SubmitLoginScreenSignIn: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.SubmitLoginScreenSignIn"
+
+        /// The parameters of a call of SubmitLoginScreenSignIn.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var signInId: String
+            public var password: String?
+            public var code: String?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(signInId: String, password: String? = nil, code: String? = nil) {
+                self.signInId = signInId
+                self.password = password
+                self.code = code
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                signInId = try VarlinkField.string(fields, "signInId", path)
+                password =
+                    VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
+                code = VarlinkField.isAbsent(fields, "code") ? nil : try VarlinkField.string(fields, "code", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "signInId": .string(signInId)
+                ]
+                if let password = self.password {
+                    fields["password"] = .string(password)
+                } else if !omittingAbsent {
+                    fields["password"] = .null
+                }
+                if let code = self.code {
+                    fields["code"] = .string(code)
+                } else if !omittingAbsent {
+                    fields["code"] = .null
+                }
+                return fields
+            }
+        }
+
+        /// A reply of SubmitLoginScreenSignIn.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var signIn: LoginScreenSignIn
+
+            /// A value with every field given (optional ones default to nil).
+            public init(signIn: LoginScreenSignIn) {
+                self.signIn = signIn
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                signIn = try VarlinkField.struct(fields, "signIn", path, as: LoginScreenSignIn.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "signIn": .object(signIn.varlinkFields)
+                ]
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// Waits for a device-code login-screen sign-in; call with `more`. The first reply carries `verification`
+    /// (the PAM module shows it as an info message), the last `signIn`. Closing the connection cancels it.
+    public enum AwaitLoginScreenDeviceCode: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.AwaitLoginScreenDeviceCode"
+
+        /// The parameters of a call of AwaitLoginScreenDeviceCode.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var signInId: String
+
+            /// A value with every field given (optional ones default to nil).
+            public init(signInId: String) {
+                self.signInId = signInId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                signInId = try VarlinkField.string(fields, "signInId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "signInId": .string(signInId)
+                ]
+            }
+        }
+
+        /// A reply of AwaitLoginScreenDeviceCode.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var verification: DeviceCodeVerification?
+            public var signIn: LoginScreenSignIn?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(verification: DeviceCodeVerification? = nil, signIn: LoginScreenSignIn? = nil) {
+                self.verification = verification
+                self.signIn = signIn
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                verification =
+                    VarlinkField.isAbsent(fields, "verification")
+                    ? nil : try VarlinkField.struct(fields, "verification", path, as: DeviceCodeVerification.self)
+                signIn =
+                    VarlinkField.isAbsent(fields, "signIn")
+                    ? nil : try VarlinkField.struct(fields, "signIn", path, as: LoginScreenSignIn.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [:]
+                if let verification = self.verification {
+                    fields["verification"] = .object(verification.varlinkFields)
+                } else if !omittingAbsent {
+                    fields["verification"] = .null
+                }
+                if let signIn = self.signIn {
+                    fields["signIn"] = .object(signIn.varlinkFields)
+                } else if !omittingAbsent {
+                    fields["signIn"] = .null
+                }
+                return fields
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// The login session of the worker signed in with `correlationId` opened (PAM's open_session, after
+    /// pam_systemd): the broker records it as the shift's session (audited `session.opened`) and ends it at
+    /// the next global sign-out. `resetHome` tells the PAM module to give the session user a fresh home (the
+    /// policy's `session.resetHome`). AccountError `noCurrentAccount` when that worker is no longer signed in.
+    public enum OpenLoginSession: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.OpenLoginSession"
+
+        /// The parameters of a call of OpenLoginSession.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var sessionId: String
+            public var correlationId: String
+            public var loginScreen: LoginScreen
+
+            /// A value with every field given (optional ones default to nil).
+            public init(sessionId: String, correlationId: String, loginScreen: LoginScreen) {
+                self.sessionId = sessionId
+                self.correlationId = correlationId
+                self.loginScreen = loginScreen
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                sessionId = try VarlinkField.string(fields, "sessionId", path)
+                correlationId = try VarlinkField.string(fields, "correlationId", path)
+                loginScreen = try VarlinkField.struct(fields, "loginScreen", path, as: LoginScreen.self)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "sessionId": .string(sessionId),
+                    "correlationId": .string(correlationId),
+                    "loginScreen": .object(loginScreen.varlinkFields),
+                ]
+            }
+        }
+
+        /// A reply of OpenLoginSession.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var session: ShiftSession
+            public var resetHome: Bool
+
+            /// A value with every field given (optional ones default to nil).
+            public init(session: ShiftSession, resetHome: Bool) {
+                self.session = session
+                self.resetHome = resetHome
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                session = try VarlinkField.struct(fields, "session", path, as: ShiftSession.self)
+                resetHome = try VarlinkField.bool(fields, "resetHome", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "session": .object(session.varlinkFields),
+                    "resetHome": .bool(resetHome),
+                ]
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let field = self.session.firstUndeclaredEnumValue(path: VarlinkField.path(path, "session")) {
+                    return field
+                }
+                return nil
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// The login session ended (PAM's close_session): signs its worker out of every app (reason
+    /// `session-end`). Idempotent: a session that is not (or no longer) the shift's changes nothing
+    /// (`account` null).
+    public enum CloseLoginSession: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.CloseLoginSession"
+
+        /// The parameters of a call of CloseLoginSession.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var sessionId: String
+
+            /// A value with every field given (optional ones default to nil).
+            public init(sessionId: String) {
+                self.sessionId = sessionId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                sessionId = try VarlinkField.string(fields, "sessionId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "sessionId": .string(sessionId)
+                ]
+            }
+        }
+
+        /// A reply of CloseLoginSession.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var account: Account?
+            public var itemsRemoved: Int
+            public var resetHome: Bool
+
+            /// A value with every field given (optional ones default to nil).
+            public init(account: Account? = nil, itemsRemoved: Int, resetHome: Bool) {
+                self.account = account
+                self.itemsRemoved = itemsRemoved
+                self.resetHome = resetHome
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                account =
+                    VarlinkField.isAbsent(fields, "account")
+                    ? nil : try VarlinkField.struct(fields, "account", path, as: Account.self)
+                itemsRemoved = try VarlinkField.int(fields, "itemsRemoved", path)
+                resetHome = try VarlinkField.bool(fields, "resetHome", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "itemsRemoved": .int(Int64(itemsRemoved)),
+                    "resetHome": .bool(resetHome),
+                ]
+                if let account = self.account {
+                    fields["account"] = .object(account.varlinkFields)
+                } else if !omittingAbsent {
+                    fields["account"] = .null
+                }
+                return fields
+            }
+        }
+    }
+}
+
+extension Broker1 {
     /// The caller's uid is not listed in the device policy (or the device is not provisioned).
     public struct CallerNotInPolicy: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.CallerNotInPolicy"
@@ -3033,7 +3775,9 @@ extension Broker1 {
     /// `authority.flows` does not list the sign-in's flow), msalClientNotAllowed (the call's
     /// `msalClientId` is not in the app's `msalClientIds`), noIdToken (the call names an `msalClientId` but the
     /// provider issued no ID token for the account), authorityNotAllowed (the call's `authority` is neither the
-    /// policy's issuer nor one of its knownAuthorities), …; a store failure is KeychainError).
+    /// policy's issuer nor one of its knownAuthorities), localAccount (a login-screen sign-in for the name of a
+    /// local account), signInNotFound (a sign-in id that is not, or no longer, the caller's), …; a store
+    /// failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's
@@ -3286,6 +4030,11 @@ extension Broker1 {
         case deleteGenericPassword(DeleteGenericPassword.Parameters)
         case listGenericPasswords(ListGenericPasswords.Parameters)
         case subscribeAccountChanges(SubscribeAccountChanges.Parameters)
+        case startLoginScreenSignIn(StartLoginScreenSignIn.Parameters)
+        case submitLoginScreenSignIn(SubmitLoginScreenSignIn.Parameters)
+        case awaitLoginScreenDeviceCode(AwaitLoginScreenDeviceCode.Parameters)
+        case openLoginSession(OpenLoginSession.Parameters)
+        case closeLoginSession(CloseLoginSession.Parameters)
 
         /// Decodes `call`, a call of one of the interface's methods.
         /// - Throws: `.methodNotFound` for a method the interface does not have, `.invalidParameter` naming
@@ -3317,6 +4066,14 @@ extension Broker1 {
             case ListGenericPasswords.qualifiedName: self = .listGenericPasswords(try VarlinkField.parameters(of: call))
             case SubscribeAccountChanges.qualifiedName:
                 self = .subscribeAccountChanges(try VarlinkField.parameters(of: call))
+            case StartLoginScreenSignIn.qualifiedName:
+                self = .startLoginScreenSignIn(try VarlinkField.parameters(of: call))
+            case SubmitLoginScreenSignIn.qualifiedName:
+                self = .submitLoginScreenSignIn(try VarlinkField.parameters(of: call))
+            case AwaitLoginScreenDeviceCode.qualifiedName:
+                self = .awaitLoginScreenDeviceCode(try VarlinkField.parameters(of: call))
+            case OpenLoginSession.qualifiedName: self = .openLoginSession(try VarlinkField.parameters(of: call))
+            case CloseLoginSession.qualifiedName: self = .closeLoginSession(try VarlinkField.parameters(of: call))
             default: throw .methodNotFound(call.method)
             }
         }
@@ -3345,6 +4102,11 @@ extension Broker1 {
             case .deleteGenericPassword: "DeleteGenericPassword"
             case .listGenericPasswords: "ListGenericPasswords"
             case .subscribeAccountChanges: "SubscribeAccountChanges"
+            case .startLoginScreenSignIn: "StartLoginScreenSignIn"
+            case .submitLoginScreenSignIn: "SubmitLoginScreenSignIn"
+            case .awaitLoginScreenDeviceCode: "AwaitLoginScreenDeviceCode"
+            case .openLoginSession: "OpenLoginSession"
+            case .closeLoginSession: "CloseLoginSession"
             }
         }
     }
@@ -3575,6 +4337,56 @@ extension Broker1 {
             context: Context,
             replies: VarlinkReplyStream<SubscribeAccountChanges.Reply>
         ) async throws(Failure)
+
+        /// Starts a worker's sign-in at the login screen for `username` (what the worker typed at the prompt).
+        /// The broker picks the flow: `flow` when given, else the first of nativeAuth, password and deviceCode
+        /// that the policy's `authority.flows` lists (AccountError `flowNotAllowed` for a flow it does not list);
+        /// the sign-in is for `app` (default: the policy's `session.app`, else its first app) with `scopes`
+        /// (default: the policy's). A name that is a local account's (an administrator's, root) is refused with
+        /// AccountError `localAccount`: the PAM module passes such names to the next module before it calls. The
+        /// sign-in waits at most 10 minutes; the password throttle counts it by username.
+        func startLoginScreenSignIn(
+            _ parameters: StartLoginScreenSignIn.Parameters,
+            context: Context
+        ) async throws(Failure) -> StartLoginScreenSignIn.Reply
+
+        /// Finishes a login-screen sign-in with the `password` or the one-time `code` the worker typed. A wrong one
+        /// is AccountError `identity` (`invalid_credentials` or `invalid_code`; the sign-in stays open for another
+        /// code, and the password throttle counts it). A worker already signed in is signed out first when the
+        /// policy's `session.workerSignedIn` is `switch` (the default; the same worker signing in again is no
+        /// switch), else AccountError `accountAlreadySignedIn`. If no session opens with OpenLoginSession within
+        /// the policy's `session.openGraceSeconds`, the worker is signed out again (reason `session-end`).
+        func submitLoginScreenSignIn(
+            _ parameters: SubmitLoginScreenSignIn.Parameters,
+            context: Context
+        ) async throws(Failure) -> SubmitLoginScreenSignIn.Reply
+
+        /// Waits for a device-code login-screen sign-in; call with `more`. The first reply carries `verification`
+        /// (the PAM module shows it as an info message), the last `signIn`. Closing the connection cancels it.
+        ///
+        /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
+        func awaitLoginScreenDeviceCode(
+            _ parameters: AwaitLoginScreenDeviceCode.Parameters,
+            context: Context,
+            replies: VarlinkReplyStream<AwaitLoginScreenDeviceCode.Reply>
+        ) async throws(Failure)
+
+        /// The login session of the worker signed in with `correlationId` opened (PAM's open_session, after
+        /// pam_systemd): the broker records it as the shift's session (audited `session.opened`) and ends it at
+        /// the next global sign-out. `resetHome` tells the PAM module to give the session user a fresh home (the
+        /// policy's `session.resetHome`). AccountError `noCurrentAccount` when that worker is no longer signed in.
+        func openLoginSession(
+            _ parameters: OpenLoginSession.Parameters,
+            context: Context
+        ) async throws(Failure) -> OpenLoginSession.Reply
+
+        /// The login session ended (PAM's close_session): signs its worker out of every app (reason
+        /// `session-end`). Idempotent: a session that is not (or no longer) the shift's changes nothing
+        /// (`account` null).
+        func closeLoginSession(
+            _ parameters: CloseLoginSession.Parameters,
+            context: Context
+        ) async throws(Failure) -> CloseLoginSession.Reply
     }
 }
 
@@ -3653,6 +4465,21 @@ extension Broker1.Service {
         case .subscribeAccountChanges(let parameters):
             guard more else { throw Failure(reply: .expectedMore) }
             try await subscribeAccountChanges(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .startLoginScreenSignIn(let parameters):
+            let answer = try await startLoginScreenSignIn(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .submitLoginScreenSignIn(let parameters):
+            let answer = try await submitLoginScreenSignIn(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .awaitLoginScreenDeviceCode(let parameters):
+            guard more else { throw Failure(reply: .expectedMore) }
+            try await awaitLoginScreenDeviceCode(parameters, context: context, replies: VarlinkReplyStream(reply))
+        case .openLoginSession(let parameters):
+            let answer = try await openLoginSession(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .closeLoginSession(let parameters):
+            let answer = try await closeLoginSession(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
         }
     }
 }

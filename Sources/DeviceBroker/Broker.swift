@@ -179,7 +179,10 @@ public final class Broker: Sendable {
             .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword,
             .listGenericPasswords:
             true
-        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges:
+        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges,
+            // The login screen's calls come from root's PAM stack, not from an app on the worker's behalf.
+            .startLoginScreenSignIn, .submitLoginScreenSignIn, .awaitLoginScreenDeviceCode, .openLoginSession,
+            .closeLoginSession:
             false
         }
     }
@@ -188,13 +191,13 @@ public final class Broker: Sendable {
     private static func changesAccounts(_ call: Broker1.Call) -> Bool {
         switch call {
         case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn,
-            .signOut, .switchWorker:
+            .signOut, .switchWorker, .submitLoginScreenSignIn, .awaitLoginScreenDeviceCode, .closeLoginSession:
             true
         case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount, .getAccounts,
             .acquireTokenSilent,
             .resendNativeSignInCode, .addGenericPassword, .findGenericPassword, .updateGenericPassword,
             .deleteGenericPassword,
-            .listGenericPasswords, .subscribeAccountChanges:
+            .listGenericPasswords, .subscribeAccountChanges, .startLoginScreenSignIn, .openLoginSession:
             false
         }
     }
