@@ -286,6 +286,7 @@ let package = Package(
                 "BrokerAPIPageSupport",
                 "BrokerContract",
                 "BrokerServer",
+                "LoginSessions",
                 "VarlinkServer",
                 "ProcessTestSupport",
                 "TestTags",
