@@ -2,6 +2,7 @@ import BrokerContract
 @_spi(Testing) import DeviceBroker
 import Foundation
 import SharedDevice
+import StoreTestSupport
 import TestTags
 import Testing
 import Varlink
@@ -192,6 +193,13 @@ import Glibc
     @Test func theRecordSurvivesARestartAndASessionGoneMeanwhileSignsItsWorkerOutAtStart() async throws {
         let kiosk = try await Kiosk()
         try await kiosk.signInAndOpen(session: "c10")
+        // Kept in the state directory, the owner's alone, naming no secret.
+        let file = kiosk.fixture.directory.url.appendingPathComponent("shift-session.json").path
+        let attributes = try FileManager.default.attributesOfItem(atPath: file)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let kept = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(kept.contains("\"sessionId\":\"c10\""))
+        #expect(!kept.contains(Kiosk.password1))
         kiosk.restartBroker()
         #expect(try kiosk.shiftSession()?.sessionId == "c10")
         // Still there at start: nothing changes.
@@ -207,6 +215,7 @@ import Glibc
         #expect(try kiosk.events().last { $0.type.rawValue == "account.signed_out" }?.reason == "session-end")
         kiosk.restartBroker()
         #expect(try kiosk.shiftSession() == nil)
+        #expect(!FileManager.default.fileExists(atPath: file))
     }
 
     @Test func aSignOutWhileTheBrokerWasDownEndsTheSessionAtStart() async throws {
