@@ -96,6 +96,22 @@ import Glibc
         #expect(try kiosk.events(after: before).filter { $0.type.rawValue == "account.signed_out" }.count == 1)
     }
 
+    @Test func rootsSignOutOnTheStoreWhileTheBrokerRunsEndsTheSessionToo() async throws {
+        let kiosk = try await Kiosk(session: ["onSignOut": "lock"])
+        let watch = kiosk.broker.startLoginSessionWatch()
+        defer { watch.cancel() }
+        try await kiosk.signInAndOpen(session: "c3")
+        // Another process (root's `devicectl signout` on the store): the broker hears it through the state
+        // directory's change signal, not through its own account manager.
+        let other = try kiosk.fixture.secondDevice()
+        let outcome = try AccountManager(device: other).signOut(app: nil, reason: .admin)
+        #expect(outcome.account?.username == "worker1")
+        let ended = try #require(try await kiosk.event("session.terminated"))
+        #expect(kiosk.sessions.calls == [.lock("c3")])
+        let signedOut = try #require(try kiosk.events().last { $0.type.rawValue == "account.signed_out" })
+        #expect(ended.correlationID == signedOut.correlationID)
+    }
+
     @Test func aSessionThatEndsAtSIGTERMIsNotKilled() async throws {
         let kiosk = try await Kiosk()
         let watch = kiosk.broker.startLoginSessionWatch()
