@@ -112,6 +112,26 @@ import Glibc
         #expect(ended.correlationID == signedOut.correlationID)
     }
 
+    @Test func theIdleSignOutEndsTheSessionAsTheDaemonRunsIt() async throws {
+        let kiosk = try await Kiosk(session: ["idleSignOutSeconds": 30, "warningSeconds": 10, "onSignOut": "lock"])
+        // What deviced runs beside its server: the idle sign-out and the session's watch.
+        let background = Task { await kiosk.broker.runIdleMonitor() }
+        defer { background.cancel() }
+        try await kiosk.signInAndOpen(session: "c14")
+        // The idle clock runs from the sign-in once the monitor has heard of it.
+        #expect(
+            await kiosk.eventually {
+                (try? kiosk.broker.getStatus(.init(), context: Kiosk.root))?.status.idle?.signOutIn == 30
+            }
+        )
+        kiosk.clock.advance(by: 30)
+        let ended = try #require(try await kiosk.event("session.terminated"))
+        let signedOut = try #require(try kiosk.events().last { $0.type.rawValue == "account.signed_out" })
+        #expect(signedOut.reason == "idle")
+        #expect(ended.correlationID == signedOut.correlationID)
+        #expect(kiosk.sessions.calls == [.lock("c14")])
+    }
+
     @Test func aSessionThatEndsAtSIGTERMIsNotKilled() async throws {
         let kiosk = try await Kiosk()
         let watch = kiosk.broker.startLoginSessionWatch()
