@@ -208,16 +208,21 @@ public enum SignedOutReason: Sendable, Hashable, CustomStringConvertible {
     case admin
     /// The worker was idle past the policy's `session.idleSignOutSeconds` (`idle`).
     case idle
+    /// The shift's login session ended (`session-end`): the worker logged out at the kiosk, or the session
+    /// was closed, and the sign-out followed it.
+    case sessionEnd
     /// A reason this client does not know, as the broker spelled it.
     case other(String)
 
-    /// The reason the broker names with `rawValue` (`user`, `shift-end`, `admin`, `idle`, or any other word).
+    /// The reason the broker names with `rawValue` (`user`, `shift-end`, `admin`, `idle`, `session-end`, or any
+    /// other word).
     public init(rawValue: String) {
         switch rawValue {
         case "user": self = .user
         case "shift-end": self = .shiftEnd
         case "admin": self = .admin
         case "idle": self = .idle
+        case "session-end": self = .sessionEnd
         default: self = .other(rawValue)
         }
     }
@@ -229,6 +234,7 @@ public enum SignedOutReason: Sendable, Hashable, CustomStringConvertible {
         case .shiftEnd: "shift-end"
         case .admin: "admin"
         case .idle: "idle"
+        case .sessionEnd: "session-end"
         case .other(let reason): reason
         }
     }
@@ -240,6 +246,7 @@ public enum SignedOutReason: Sendable, Hashable, CustomStringConvertible {
         case .shiftEnd: "the shift ended"
         case .admin: "an administrator signed the worker out"
         case .idle: "the worker was idle too long"
+        case .sessionEnd: "the shift's login session ended"
         case .other(let reason): "signed out (\(reason))"
         }
     }

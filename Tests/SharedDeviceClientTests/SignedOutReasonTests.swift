@@ -1,10 +1,13 @@
 import SharedDeviceClient
 import Testing
 
-/// A sign-out event's reason: the broker's four words and any other, kept.
+/// A sign-out event's reason: the broker's five words and any other, kept.
 struct SignedOutReasonTests {
     @Test func theBrokersWordsBecomeCasesAndComeBackUnchanged() {
-        let words = ["user": SignedOutReason.user, "shift-end": .shiftEnd, "admin": .admin, "idle": .idle]
+        let words = [
+            "user": SignedOutReason.user, "shift-end": .shiftEnd, "admin": .admin, "idle": .idle,
+            "session-end": .sessionEnd,
+        ]
         for (word, reason) in words {
             #expect(SignedOutReason(rawValue: word) == reason)
             #expect(reason.rawValue == word)
@@ -22,6 +25,7 @@ struct SignedOutReasonTests {
         #expect("\(SignedOutReason.idle)" == "the worker was idle too long")
         #expect("\(SignedOutReason.admin)" == "an administrator signed the worker out")
         #expect("\(SignedOutReason.user)" == "the worker signed out")
+        #expect("\(SignedOutReason.sessionEnd)" == "the shift's login session ended")
     }
 }
 
