@@ -25,6 +25,8 @@ let package = Package(
         .executable(name: "devicectl", targets: ["devicectl"]),
         .executable(name: "deviced", targets: ["deviced"]),
         .executable(name: "msal-bridge", targets: ["msal-bridge"]),
+        // The PAM module's helper, installed as /usr/libexec/sharedmode/pam-helper.
+        .executable(name: "sharedmode-pam-helper", targets: ["sharedmode-pam-helper"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -252,6 +254,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // The PAM module pam_sharedmode (C, loaded into greeters: no Swift runtime, no threads). SwiftPM
+        // compiles it here as a check; the module itself is built by tools/build-pam (cc -shared).
+        .target(
+            name: "PamSharedMode",
+            path: "Sources/PamSharedMode",
+            linkerSettings: [.linkedLibrary("pam")]
+        ),
+        // The module's helper: the PAM conversation relayed from the module, varlink to deviced (the blocking
+        // client only: no NIO, no store).
+        .executableTarget(
+            name: "sharedmode-pam-helper",
+            dependencies: ["BrokerContract", "Varlink"],
+            path: "Sources/pam-helper",
             swiftSettings: strictSettings
         ),
         .executableTarget(

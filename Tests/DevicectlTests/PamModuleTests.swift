@@ -1,0 +1,172 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The PAM module pam_sharedmode with real PAM (pamtester, and a small PAM application in C), its real
+/// helper, and what it must never do to the process it is loaded into: start a thread, leave a child, wait
+/// without bound. These cases need no broker: a local account's name, deviced not running, a listener
+/// not run by root, bad arguments, a helper that hangs.
+@Suite(.serialized, .tags(.integration, .needsRoot)) struct PamModuleTests {
+    /// A name no local account has: a worker's.
+    static let worker = "worker1@contoso.example"
+    /// pam_strerror(PAM_AUTHINFO_UNAVAIL), as pamtester prints it.
+    static let authInfoUnavailable = "Authentication service cannot retrieve authentication info"
+
+    /// A scratch directory every user may enter.
+    static func scratch() throws -> URL {
+        let directory = URL(fileURLWithPath: "/tmp/pam-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(
+            at: directory,
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o755]
+        )
+        return directory
+    }
+
+    @Test func theModuleLinksOnlyLibpamAndLibcAndTheHelperNoNIO() async throws {
+        try await PamStack.build()  // tools/build-pam refuses a module needing more, or that may start a thread
+        let symbols = try await Command.run(URL(fileURLWithPath: "/usr/bin/nm"), ["-C", PamStack.helper])
+        try #require(symbols.status == 0, "\(symbols.stderr)")
+        #expect(!symbols.stdout.contains("NIOCore"), "the helper links SwiftNIO")
+        #expect(!symbols.stdout.contains("sqlite3_open"), "the helper links the store")
+    }
+
+    /// An administrator's local account passes through pam_sharedmode (PAM_USER_UNKNOWN) to pam_unix,
+    /// which alone decides: the right password signs in, a wrong one does not. The module's socket names
+    /// nothing: had it called the broker, `default=die` would have failed the stack.
+    @Test func aLocalAccountsNameGoesToTheNextModule() async throws {
+        try await PamStack.build()
+        let user = "pamtest\(UInt32.random(in: 10000...99999))"
+        let password = "Local-\(UUID().uuidString.prefix(12))"
+        let added = try await Command.run(
+            URL(fileURLWithPath: "/usr/sbin/useradd"),
+            ["-M", "-s", "/usr/sbin/nologin", user]
+        )
+        try #require(added.status == 0, "useradd failed: \(added.stderr)")
+        defer { _ = try? Process.run(URL(fileURLWithPath: "/usr/sbin/userdel"), arguments: [user]).waitUntilExit() }
+        let changed = try await Command.run(
+            URL(fileURLWithPath: "/usr/sbin/chpasswd"),
+            [],
+            stdin: "\(user):\(password)\n"
+        )
+        try #require(changed.status == 0, "chpasswd failed: \(changed.stderr)")
+        let stack = try PamStack(
+            arguments: [],
+            socket: "/nonexistent/broker.sock",
+            rest: ["auth required pam_unix.so nodelay"]
+        )
+        defer { stack.remove() }
+
+        let right = try await stack.pamtester(user, stdin: password + "\n")
+        #expect(right.status == 0, "stdout: \(right.stdout) stderr: \(right.stderr)")
+        #expect(right.stdout.contains("successfully authenticated"), "\(right.stdout)")
+        #expect(!(right.stdout + right.stderr).contains("/nonexistent/broker.sock"))
+        let wrong = try await stack.pamtester(user, stdin: "not-\(password)\n")
+        #expect(wrong.status != 0, "a wrong local password signed in: \(wrong.stdout)")
+        #expect(wrong.stderr.contains("Authentication failure"), "\(wrong.stderr)")
+    }
+
+    /// deviced not running: PAM_AUTHINFO_UNAVAIL, and the greeter's message names the socket.
+    @Test func devicedNotRunningIsAuthInfoUnavailableNamingTheSocket() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socket = directory.appendingPathComponent("broker.sock").path
+        let stack = try PamStack(arguments: [], socket: socket)
+        defer { stack.remove() }
+        let result = try await stack.pamtester(Self.worker)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(Self.authInfoUnavailable), "\(result.stderr)")
+        #expect(result.stderr.contains("nothing listens on \(socket)"), "\(result.stderr)")
+    }
+
+    /// A listener that is not root's gets nothing: the helper checks SO_PEERCRED before it sends a byte.
+    @Test func aBrokerNotRunByRootIsRefusedBeforeAnythingIsSent() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socketDirectory = directory.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: socketDirectory, withIntermediateDirectories: false)
+        _ = chown(socketDirectory.path, BrokerDaemon.strangerUID, BrokerDaemon.strangerUID)
+        let socket = socketDirectory.appendingPathComponent("broker.sock").path
+        let script = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(sys.argv[1])
+            s.listen(1)
+            print("listening", flush=True)
+            c, _ = s.accept()
+            c.settimeout(120)
+            print("received", len(c.recv(65536)), flush=True)
+            """
+        let impostor = try ChildProcess(
+            BrokerDaemon.setpriv,
+            BrokerDaemon.asUser(BrokerDaemon.strangerUID) + ["/usr/bin/python3", "-c", script, socket]
+        )
+        defer { _ = impostor.killIfRunning() }
+        try #require(
+            await impostor.waitForLine(timeout: ChildProcess.shortestWait) { $0 == "listening" } != nil,
+            "\(impostor.standardError)"
+        )
+        let stack = try PamStack(arguments: [], socket: socket)
+        defer { stack.remove() }
+        let result = try await stack.pamtester(Self.worker, stdin: "never-sent\n")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(Self.authInfoUnavailable), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("\(socket) was refused: it runs as uid \(BrokerDaemon.strangerUID), not root"),
+            "\(result.stderr)"
+        )
+        #expect(await impostor.waitForExit(timeout: ChildProcess.shortestWait))
+        #expect(impostor.lines.contains("received 0"), "the helper sent something: \(impostor.lines)")
+    }
+
+    /// An argument the module does not know fails the stack as a misconfiguration (PAM_SERVICE_ERR)
+    /// rather than being ignored.
+    @Test func anUnknownArgumentIsAServiceError() async throws {
+        try await PamStack.build()
+        for argument in ["flow=browser", "timeout=0", "helper=relative/path", "colour=blue"] {
+            let stack = try PamStack(arguments: [argument], socket: "/nonexistent/broker.sock")
+            defer { stack.remove() }
+            let result = try await stack.pamtester(Self.worker)
+            #expect(result.status != 0, "\(argument)")
+            #expect(result.stderr.contains("Error in service module"), "\(argument): \(result.stderr)")
+        }
+    }
+
+    /// A helper that hangs is killed at the module's cap (`timeout=`) and reaped: the host process gets
+    /// PAM_AUTHINFO_UNAVAIL with a message, has one thread, no child left (no zombie), and the helper's
+    /// process is gone.
+    @Test func aHangingHelperIsKilledAndReapedAndNoThreadIsLeft() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pidFile = directory.appendingPathComponent("helper.pid").path
+        let helper = directory.appendingPathComponent("hanging-helper").path
+        try "#!/bin/sh\necho $$ > \(pidFile)\nexec sleep 3600\n".write(
+            toFile: helper,
+            atomically: true,
+            encoding: .utf8
+        )
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: helper)
+        let stack = try PamStack(arguments: ["timeout=1"], socket: "/nonexistent/broker.sock", helper: helper)
+        defer { stack.remove() }
+
+        let result = try await stack.host(Self.worker, answer: "unused")
+        try #require(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("result \(Self.authInfoUnavailable)"), "\(lines)")
+        #expect(lines.contains { $0.contains("took longer than 1 seconds") }, "\(lines)")
+        #expect(lines.contains("threads 1"), "\(lines)")
+        #expect(lines.contains("children none"), "\(lines)")
+        let pid = try #require(
+            pid_t(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        )
+        #expect(kill(pid, 0) != 0 && errno == ESRCH, "the hanging helper \(pid) still runs")
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import ProcessTestSupport
+import Testing
+
+/// The PAM module as the tests use it: built by tools/build-pam, its helper the built product, a PAM
+/// service of the test's own in /etc/pam.d (a unique name, removed by `remove()`), and pamtester or
+/// Tests/PamHost's host program run against it.
+struct PamStack {
+    static let packageRoot = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// Where the tests build the module and the host program.
+    static let buildDirectory = packageRoot.appendingPathComponent(".build/pam-tests")
+    static var module: String { buildDirectory.appendingPathComponent("pam_sharedmode.so").path }
+    static var host: String { buildDirectory.appendingPathComponent("pam-host").path }
+    static var helper: String { ChildProcess.productsDirectory.appendingPathComponent("sharedmode-pam-helper").path }
+
+    /// Builds the module with tools/build-pam (which also checks its links and exports) and the host.
+    static func build() async throws {
+        let module = try await Command.run(
+            URL(fileURLWithPath: "/bin/bash"),
+            [packageRoot.appendingPathComponent("tools/build-pam").path, Self.module]
+        )
+        try #require(module.status == 0, "tools/build-pam failed: \(module.stderr)")
+        let host = try await Command.run(
+            URL(fileURLWithPath: "/usr/bin/cc"),
+            [
+                "-Wall", "-Werror", packageRoot.appendingPathComponent("Tests/PamHost/pam-host.c").path, "-o",
+                Self.host,
+                "-lpam",
+            ]
+        )
+        try #require(host.status == 0, "cannot build the PAM host: \(host.stderr)")
+    }
+
+    /// The service's name (its file in /etc/pam.d).
+    let service: String
+    var file: String { "/etc/pam.d/\(service)" }
+
+    /// Writes a service whose auth phase is pam_sharedmode (with `arguments`, and `socket=`/`helper=`
+    /// unless given) falling through to `rest` for local accounts.
+    init(arguments: [String], socket: String?, helper: String = PamStack.helper, rest: [String] = []) throws {
+        service = "sharedmode-test-\(UUID().uuidString.prefix(8).lowercased())"
+        var moduleArguments = arguments
+        if let socket { moduleArguments.append("socket=\(socket)") }
+        moduleArguments.append("helper=\(helper)")
+        let lines =
+            [
+                "auth [success=done user_unknown=ignore ignore=ignore default=die] \(Self.module) "
+                    + moduleArguments.joined(separator: " ")
+            ] + rest + [
+                "account required pam_permit.so",
+                "session required \(Self.module) " + moduleArguments.joined(separator: " "),
+            ]
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: "/etc/pam.d/\(service)",
+            atomically: true,
+            encoding: .utf8
+        )
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: file) }
+
+    /// `pamtester SERVICE USER OPERATIONS…` with `stdin` answering its prompts.
+    func pamtester(
+        _ user: String,
+        _ operations: [String] = ["authenticate"],
+        stdin: String = ""
+    ) async throws
+        -> Command.Result
+    {
+        try await Command.run(URL(fileURLWithPath: "/usr/bin/pamtester"), [service, user] + operations, stdin: stdin)
+    }
+
+    /// Tests/PamHost's program: authenticates `user`, answering every prompt with `answer`.
+    func host(_ user: String, answer: String) async throws -> Command.Result {
+        try await Command.run(URL(fileURLWithPath: Self.host), [service, user, answer])
+    }
+}

@@ -1,0 +1,64 @@
+/*
+ * A PAM application for PamModuleTests: pam-host SERVICE USER ANSWER authenticates USER through SERVICE,
+ * answering every prompt with ANSWER, then reports what a host process must see after the module ran:
+ *   message STYLE TEXT      every message of the conversation
+ *   result TEXT             pam_strerror of pam_authenticate's result
+ *   threads N               the threads of this process (1: the module left none)
+ *   children none|left      whether a child of this process is left (running or a zombie)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <security/pam_appl.h>
+
+static int conversation(int count, const struct pam_message **messages, struct pam_response **responses,
+                        void *answer) {
+    struct pam_response *replies = calloc((size_t)count, sizeof(*replies));
+    if (replies == NULL) return PAM_BUF_ERR;
+    for (int index = 0; index < count; index++) {
+        const struct pam_message *message = messages[index];
+        printf("message %d %s\n", message->msg_style, message->msg);
+        if (message->msg_style == PAM_PROMPT_ECHO_OFF || message->msg_style == PAM_PROMPT_ECHO_ON)
+            replies[index].resp = strdup(answer);
+    }
+    fflush(stdout);
+    *responses = replies;
+    return PAM_SUCCESS;
+}
+
+static int threads(void) {
+    FILE *status = fopen("/proc/self/status", "r");
+    char line[256];
+    int count = -1;
+    while (status != NULL && fgets(line, sizeof(line), status) != NULL) {
+        if (sscanf(line, "Threads: %d", &count) == 1) break;
+    }
+    if (status != NULL) fclose(status);
+    return count;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: pam-host SERVICE USER ANSWER\n");
+        return 64;
+    }
+    struct pam_conv conv = {conversation, argv[3]};
+    pam_handle_t *handle = NULL;
+    int status = pam_start(argv[1], argv[2], &conv, &handle);
+    if (status != PAM_SUCCESS) {
+        fprintf(stderr, "pam_start: %d\n", status);
+        return 70;
+    }
+    status = pam_authenticate(handle, 0);
+    printf("result %s\n", pam_strerror(handle, status));
+    printf("threads %d\n", threads());
+    int child;
+    pid_t left = waitpid(-1, &child, WNOHANG);
+    printf("children %s\n", left < 0 && errno == ECHILD ? "none" : "left");
+    pam_end(handle, status);
+    return 0;
+}
