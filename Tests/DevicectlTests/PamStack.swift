@@ -37,8 +37,15 @@ struct PamStack {
     var file: String { "/etc/pam.d/\(service)" }
 
     /// Writes a service whose auth phase is pam_sharedmode (with `arguments`, and `socket=`/`helper=`
-    /// unless given) falling through to `rest` for local accounts.
-    init(arguments: [String], socket: String?, helper: String = PamStack.helper, rest: [String] = []) throws {
+    /// unless given) falling through to `rest` for local accounts; `session` runs before the module's
+    /// session line (where pam_systemd would).
+    init(
+        arguments: [String],
+        socket: String?,
+        helper: String = PamStack.helper,
+        rest: [String] = [],
+        session: [String] = []
+    ) throws {
         service = "sharedmode-test-\(UUID().uuidString.prefix(8).lowercased())"
         var moduleArguments = arguments
         if let socket { moduleArguments.append("socket=\(socket)") }
@@ -48,8 +55,9 @@ struct PamStack {
                 "auth [success=done user_unknown=ignore ignore=ignore default=die] \(Self.module) "
                     + moduleArguments.joined(separator: " ")
             ] + rest + [
-                "account required pam_permit.so",
-                "session required \(Self.module) " + moduleArguments.joined(separator: " "),
+                "account required pam_permit.so"
+            ] + session + [
+                "session required \(Self.module) " + moduleArguments.joined(separator: " ")
             ]
         try (lines.joined(separator: "\n") + "\n").write(
             toFile: "/etc/pam.d/\(service)",

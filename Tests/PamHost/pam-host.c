@@ -3,6 +3,7 @@
  * answering every prompt with ANSWER, then reports what a host process must see after the module ran:
  *   message STYLE TEXT      every message of the conversation
  *   result TEXT             pam_strerror of pam_authenticate's result
+ *   user NAME               PAM_USER afterwards (the session's user once a worker signed in)
  *   threads N               the threads of this process (1: the module left none)
  *   children none|left      whether a child of this process is left (running or a zombie)
  */
@@ -55,6 +56,9 @@ int main(int argc, char **argv) {
     }
     status = pam_authenticate(handle, 0);
     printf("result %s\n", pam_strerror(handle, status));
+    const void *user = NULL;
+    pam_get_item(handle, PAM_USER, &user);
+    printf("user %s\n", user == NULL ? "(none)" : (const char *)user);
     printf("threads %d\n", threads());
     int child;
     pid_t left = waitpid(-1, &child, WNOHANG);
