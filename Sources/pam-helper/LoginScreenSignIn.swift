@@ -54,7 +54,7 @@ struct LoginScreenSignIn {
         -> Broker1.LoginScreenSignIn
     {
         guard var answer = channel.ask(prompt, echo: false) else {
-            throw PamFailure(.abort, nil)
+            throw PamFailure(.conversationError, nil)
         }
         defer { ModuleChannel.wipe(&answer) }
         let secret = String(decoding: answer, as: UTF8.self)

@@ -8,6 +8,7 @@ enum PamCode: String, Sendable {
     case maxTries = "PAM_MAXTRIES"
     case sessionError = "PAM_SESSION_ERR"
     case serviceError = "PAM_SERVICE_ERR"
+    case conversationError = "PAM_CONV_ERR"
     case abort = "PAM_ABORT"
 }
 

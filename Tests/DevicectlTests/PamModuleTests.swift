@@ -169,4 +169,89 @@ import Glibc
         )
         #expect(kill(pid, 0) != 0 && errno == ESRCH, "the hanging helper \(pid) still runs")
     }
+
+    /// Writes an executable helper script into `directory`.
+    static func script(_ body: String, in directory: URL) throws -> String {
+        let path = directory.appendingPathComponent("helper-\(UUID().uuidString.prefix(6))").path
+        try "#!/bin/sh\n\(body)\n".write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        return path
+    }
+
+    /// The module's side of the line protocol, against a helper scripted in sh: the prompt relayed to the
+    /// application's conversation and its answer sent back, the info and error messages shown, PAM_USER
+    /// set to the session's user, the helper started with a clean environment and its arguments.
+    @Test func theConversationIsRelayedAndTheSessionsUserSet() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let helper = try Self.script(
+            """
+            echo "prompt-echo-off Password: " >&3
+            read -r answer <&3
+            [ "$answer" = "response s3cret word" ] && echo "info answer received" >&3 || echo "info wrong: $answer" >&3
+            echo "info args: $*" >&3
+            echo "info environment: $(env | grep -v '^PWD=' | sort | tr '\\n' ' ')" >&3
+            echo "error shown as an error" >&3
+            echo "set-user kiosk-session-user" >&3
+            echo "set-worker worker1" >&3
+            echo "set-correlation c-1" >&3
+            echo "result PAM_SUCCESS" >&3
+            """,
+            in: directory
+        )
+        let stack = try PamStack(arguments: ["app=com.contoso.kiosk.scanner"], socket: "/run/x.sock", helper: helper)
+        defer { stack.remove() }
+        let result = try await stack.host(Self.worker, answer: "s3cret word")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("message 1 Password: "), "\(lines)")
+        #expect(lines.contains("message 4 answer received"), "\(lines)")
+        #expect(
+            lines.contains(
+                "message 4 args: authenticate --socket /run/x.sock --service \(stack.service) --user \(Self.worker) "
+                    + "--app com.contoso.kiosk.scanner"
+            ),
+            "\(lines)"
+        )
+        #expect(
+            lines.contains {
+                $0.hasPrefix("message 4 environment: LC_ALL=C.UTF-8 PATH=/usr/sbin:/usr/bin:/sbin:/bin ")
+            },
+            "\(lines)"
+        )
+        #expect(lines.contains("message 3 shown as an error"), "\(lines)")
+        #expect(lines.contains("result Success"), "\(lines)")
+        #expect(lines.contains("user kiosk-session-user"), "\(lines)")
+        #expect(lines.contains("threads 1") && lines.contains("children none"), "\(lines)")
+    }
+
+    /// A helper that breaks the protocol is not believed: a success without the session's user, an
+    /// unknown line, a line over the limit, an exit without a result, a program that cannot run.
+    @Test func aHelperThatBreaksTheProtocolFailsTheSignIn() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let longLine = String(repeating: "x", count: 5000)
+        let cases: [(body: String, message: String?)] = [
+            ("echo 'result PAM_SUCCESS' >&3", nil),
+            ("echo 'set-user kiosk' >&3; echo 'grant everything' >&3; echo 'result PAM_SUCCESS' >&3", nil),
+            ("echo 'info \(longLine)' >&3; echo 'result PAM_SUCCESS' >&3", nil),
+            ("exit 3", "stopped unexpectedly"),
+        ]
+        for (body, message) in cases {
+            let helper = try Self.script(body, in: directory)
+            let stack = try PamStack(arguments: [], socket: nil, helper: helper)
+            defer { stack.remove() }
+            let result = try await stack.host(Self.worker, answer: "unused")
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains("result \(Self.authInfoUnavailable)"), "\(body.prefix(80)): \(lines)")
+            #expect(lines.contains("user \(Self.worker)"), "\(lines)")
+            #expect(lines.contains("children none"), "\(lines)")
+            if let message { #expect(lines.contains { $0.contains(message) }, "\(lines)") }
+        }
+        let missing = try PamStack(arguments: [], socket: nil, helper: directory.appendingPathComponent("none").path)
+        defer { missing.remove() }
+        let result = try await missing.host(Self.worker, answer: "unused")
+        #expect(result.stdout.contains("result \(Self.authInfoUnavailable)"), "\(result.stdout)")
+    }
 }
