@@ -303,6 +303,7 @@ let package = Package(
                 "BrokerAPIPageSupport",
                 "BrokerContract",
                 "BrokerServer",
+                "LoginSessions",
                 "VarlinkServer",
                 "ProcessTestSupport",
                 "TestTags",

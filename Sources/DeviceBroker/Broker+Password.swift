@@ -48,17 +48,19 @@ extension Broker {
     /// Runs a sign-in of `username` that takes a password or code the worker typed (`body`) under the
     /// throttle: refused without asking the provider while the back-off of the calling app or of the username
     /// runs, or while another such sign-in of the app or for the username does; a refused password or code
-    /// counts toward both. (The engine refuses a flow the policy does not list.)
+    /// counts toward both. (The engine refuses a flow the policy does not list.) `countingCaller` false: the
+    /// caller is the login screen (an administrator, not an app), counted by the username only.
     func withPasswordThrottle<T>(
         _ caller: BrokerCaller,
         username: String,
         method: String = "SignInWithPassword",
+        countingCaller: Bool = true,
         _ body: () async throws(SharedDeviceError) -> T
     ) async throws(BrokerFailure) -> T {
         let limits = self.limits
         let attempt: PasswordThrottle.Attempt
         do {
-            attempt = try passwordThrottle.begin(username: username, uid: caller.uid)
+            attempt = try passwordThrottle.begin(username: username, uid: countingCaller ? caller.uid : 0)
         } catch {
             throw refusal(error, caller: caller, method: method)
         }

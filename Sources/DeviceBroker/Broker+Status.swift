@@ -45,7 +45,8 @@ extension Broker {
                 idle: idleState(),
                 connections: connections,
                 msalClients: msalClientsStatus,
-                diskReserve: hasDiskReserve
+                diskReserve: hasDiskReserve,
+                shiftSession: shiftSessionStatus
             )
         )
     }

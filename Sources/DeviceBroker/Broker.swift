@@ -3,6 +3,7 @@ public import Foundation
 public import IdentityClient
 import KeychainStore
 public import Logging
+public import LoginSessions
 public import SharedDevice
 import Synchronization
 public import Varlink
@@ -33,6 +34,14 @@ public final class Broker: Sendable {
     let passwordThrottle: PasswordThrottle
     /// Native sign-ins waiting for the worker's password or code.
     let nativeSignIns = NativeSignIns()
+    /// Login-screen sign-ins waiting for the worker's password, code or device-code approval.
+    let loginScreenSignIns: LoginScreenSignIns
+    /// logind, through which the shift's login session is ended.
+    let loginSessions: any LoginSessionControl
+    /// The time the login session's graces run on (tests inject one).
+    let sessionClock: any IdleClock
+    /// The shift's login session, recorded in the state directory, and the sign-ins waiting for theirs.
+    let shiftSessions: ShiftSessions
     /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
     let pendingSignIns = Mutex<[UInt32: Int]>([:])
     /// Browser sign-ins in progress (each holds a loopback listener's thread), per uid, bounded over every
@@ -62,6 +71,9 @@ public final class Broker: Sendable {
     ///   - browserSignInsInTotal: the most browser sign-ins pending over every app (each holds a thread
     ///     while it listens for the browser); an app with none pending may still start one beyond it.
     ///   - connections: who is connected (the server's registry, for `GetStatus`); none by default.
+    ///   - loginSessions: logind, to end the shift's login session at a sign-out; by default one that
+    ///     cannot be reached (every call fails: "logind is not available").
+    ///   - sessionClock: the time the login screen's sign-ins and the session's graces run on.
     public init(
         device: ManagedDevice,
         transport: any HTTPTransport = CurlTransport(),
@@ -69,9 +81,14 @@ public final class Broker: Sendable {
         passwordClock: @escaping @Sendable () -> Date = Date.init,
         browserSignInsInTotal: Int = Broker.defaultBrowserSignInsInTotal,
         connections: any BrokerConnections = NoBrokerConnections(),
+        loginSessions: any LoginSessionControl = UnavailableLoginSessions(),
+        sessionClock: any IdleClock = SystemIdleClock(),
         logger: Logger = Logger.current
     ) {
         self.device = device
+        self.loginSessions = loginSessions
+        self.sessionClock = sessionClock
+        loginScreenSignIns = LoginScreenSignIns(clock: { sessionClock.now() })
         self.connections = connections
         self.browserSignInsInTotal = max(browserSignInsInTotal, 1)
         self.transport = transport
@@ -84,6 +101,7 @@ public final class Broker: Sendable {
         self.events = events
         refusals = RefusalAudit(device: device)
         let stateDirectory = device.store.databaseURL.deletingLastPathComponent()
+        shiftSessions = ShiftSessions(file: ShiftSessionFile(directory: stateDirectory, logger: logger))
         passwordThrottle = PasswordThrottle(
             file: PasswordThrottleFile(directory: stateDirectory, logger: logger),
             clock: passwordClock
@@ -104,9 +122,14 @@ public final class Broker: Sendable {
         try accounts.moveTokenCacheIntoNamespace()
     }
 
-    /// Runs the policy's idle sign-out until the task is cancelled (the daemon runs it beside its server).
+    /// Runs the broker's background work until the task is cancelled (the daemon runs it beside its
+    /// server): the policy's idle sign-out, and the watch of the shift's login session
+    /// (`startLoginSessionWatch`).
     public func runIdleMonitor() async {
+        let watch = startLoginSessionWatch()
         await idle.run()
+        watch.cancel()
+        await watch.value
     }
 
     /// Calls that last as long as their connection (the account-change subscription).
@@ -219,6 +242,17 @@ public final class Broker: Sendable {
             throw .callerNotInPolicy(caller, provisioned: record != nil)
         }
         let authority = try Self.callAuthority(requested, policy: policy)
+        return try application(of: app, authority: authority, record: record, policy: policy)
+    }
+
+    /// The engine of the policy's `app` at `authority` (nil: the policy's issuer), one per app and authority
+    /// for each policy revision.
+    func application(
+        of app: DevicePolicy.App,
+        authority: String? = nil,
+        record: DeviceRecord,
+        policy: DevicePolicy
+    ) throws(BrokerFailure) -> ApplicationEngine {
         let key = authority.map { "\(app.id) \($0)" } ?? app.id
         if let cached = applications.withLock({ $0[key] }), cached.policySHA == record.policySHA256 {
             return cached.application

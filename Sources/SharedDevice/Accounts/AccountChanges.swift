@@ -103,7 +103,8 @@ extension AccountManager {
             kind: kind,
             account: event.account,
             sequence: event.sequence,
-            reason: kind == .signedOutGlobally ? event.reason.flatMap(SignOutReason.init(rawValue:)) : nil
+            reason: kind == .signedOutGlobally ? event.reason.flatMap(SignOutReason.init(rawValue:)) : nil,
+            correlationID: event.correlationID
         )
     }
 }

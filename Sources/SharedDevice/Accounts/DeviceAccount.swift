@@ -44,7 +44,7 @@ public struct DeviceAccount: Sendable, Hashable, Codable {
     var cacheAccountAttribute: String { "\(homeAccountID)-\(environment)".lowercased() }
 
     /// How the audit log names the account.
-    var auditName: String { username ?? homeAccountID }
+    public var auditName: String { username ?? homeAccountID }
 
     init(_ cached: CachedAccount) {
         self.init(
@@ -141,6 +141,9 @@ public enum SignOutReason: String, Sendable, Codable, CaseIterable {
     case idle
     /// An administrator signed the worker out.
     case admin
+    /// The shift's login session ended (the worker signed in at the login screen and the session closed,
+    /// was removed, or never opened).
+    case sessionEnd = "session-end"
 }
 
 /// An account the device knows, with its sign-in state (`devicectl accounts`). No secrets.
@@ -176,4 +179,7 @@ public struct AccountChange: Sendable, Equatable {
     public var sequence: Int64
     /// Why the worker was signed out (`signedOutGlobally` only).
     public var reason: SignOutReason? = nil
+    /// The audit event's correlation id (a switch's sign-out, sign-in and switch share one); nil when
+    /// the change was not read from the audit log.
+    public var correlationID: String? = nil
 }

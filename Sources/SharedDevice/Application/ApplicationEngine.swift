@@ -58,7 +58,7 @@ public final class ApplicationEngine: Sendable {
     private let authority: Authority
     /// The authority's discovery document and keys, for the application's lifetime.
     private let discoveryCache = DiscoveryCache()
-    private let logger: Logger
+    let logger: Logger
 
     /// Creates the app's client.
     ///
@@ -260,16 +260,20 @@ public final class ApplicationEngine: Sendable {
     }
 
     /// The interactive part of a sign-in: the grant from the identity provider and its decoded response.
-    /// Nothing is cached here.
-    private func interactiveGrant(
+    /// Nothing is cached here. `nextWorker`: the sign-in may be another worker's than the one signed in
+    /// (the login screen's, which switches or refuses when the grant is in), so no login hint is forced.
+    func interactiveGrant(
         _ parameters: InteractiveTokenParameters,
+        nextWorker: Bool = false,
         logger: Logger
     ) async throws(SharedDeviceError) -> (TokenGrant, TokenResponse) {
         // Like MSAL's `extraScopesToConsent`: one sign-in consents to every API the device's apps call.
         let scopes = requestScopes(parameters.scopes + configuration.defaultScopes)
         try checkAllowed(parameters.flow.policyFlow)
         var parameters = parameters
-        if case .password(let username, _) = parameters.flow {
+        if nextWorker {
+            // The grant decides who signs in; the completion switches or refuses.
+        } else if case .password(let username, _) = parameters.flow {
             // The worker the password is for: in shared mode with a worker signed in, no one else.
             parameters.loginHint = try loginHint(for: username)
         } else {
@@ -668,7 +672,39 @@ extension ApplicationEngine {
         return (step, try accountManager.beginSwitch(app: app, reason: reason))
     }
 
-    private func nativeSignInStep(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
+    /// The grant of a native sign-in's password or code; nothing is cached. A wrong password is audited.
+    func nativeGrant(
+        _ step: NativeSignInStep,
+        credential: NativeSignInCredential,
+        scopes: [String],
+        msalClientID: String?
+    ) async throws(SharedDeviceError) -> TokenGrant {
+        let requested = requestScopes(scopes + configuration.defaultScopes)
+        let grant: TokenGrant
+        do {
+            switch credential {
+            case .password(let password):
+                grant = try await identity.submitNativeSignInPassword(step, password: password, scopes: requested)
+            case .code(let code): grant = try await identity.submitNativeSignInCode(step, code: code, scopes: requested)
+            }
+        } catch {
+            if error.code == .invalidCredentials {
+                auditFailedSignIn(username: step.username, flow: .nativeAuth, msalClientID: msalClientID)
+            }
+            throw SharedDeviceError(error)
+        }
+        if Task.isCancelled {
+            throw SharedDeviceError(
+                IdentityError(
+                    .userCanceled,
+                    "the sign-in was canceled before it finished; nothing was cached — sign in again"
+                )
+            )
+        }
+        return grant
+    }
+
+    func nativeSignInStep(username: String) async throws(SharedDeviceError) -> NativeSignInStep {
         do {
             return try await identity.startNativeSignIn(username: username)
         } catch {
@@ -697,28 +733,7 @@ extension ApplicationEngine {
         msalClientID: String? = nil,
         shift: AccountManager.ShiftSwitch? = nil
     ) async throws(SharedDeviceError) -> AuthenticationResult {
-        let requested = requestScopes(scopes + configuration.defaultScopes)
-        let grant: TokenGrant
-        do {
-            switch credential {
-            case .password(let password):
-                grant = try await identity.submitNativeSignInPassword(step, password: password, scopes: requested)
-            case .code(let code): grant = try await identity.submitNativeSignInCode(step, code: code, scopes: requested)
-            }
-        } catch {
-            if error.code == .invalidCredentials {
-                auditFailedSignIn(username: step.username, flow: .nativeAuth, msalClientID: msalClientID)
-            }
-            throw SharedDeviceError(error)
-        }
-        if Task.isCancelled {
-            throw SharedDeviceError(
-                IdentityError(
-                    .userCanceled,
-                    "the sign-in was canceled before it finished; nothing was cached — sign in again"
-                )
-            )
-        }
+        let grant = try await nativeGrant(step, credential: credential, scopes: scopes, msalClientID: msalClientID)
         if let shift {
             do throws(SharedDeviceError) {
                 let account = try accountManager.completeSwitch(

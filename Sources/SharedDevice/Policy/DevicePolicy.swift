@@ -76,12 +76,56 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         public var msalClientIds: [String]?
     }
 
-    /// Idle sign-out.
+    /// The worker's session: the idle sign-out, and the login screen's keys (a worker signs in at the kiosk's
+    /// login prompt and the shift becomes the login session of `user`).
     public struct Session: Sendable, Equatable, Encodable {
         /// Seconds of inactivity before the worker is signed out; 0 disables idle sign-out.
         public var idleSignOutSeconds: Int
         /// Seconds of warning shown before an idle sign-out.
         public var warningSeconds: Int
+        /// The kiosk's local account whose login session a worker signed in at the login screen gets
+        /// (policy key `session.user`); nil: the login screen is not configured.
+        public var user: String? = nil
+        /// `user`'s uid in the system's user database (never root's, never an app's).
+        public var userUID: UInt32? = nil
+        /// The app the login screen's sign-ins sign in for (policy key `session.app`); nil: the first app.
+        public var app: String? = nil
+        /// What a global sign-out does to the shift's login session (policy key `session.onSignOut`).
+        public var onSignOut: SessionEndAction = .terminate
+        /// What a login-screen sign-in does while another worker is signed in (`session.workerSignedIn`).
+        public var workerSignedIn: WorkerSignedIn = .switch
+        /// Whether the session user gets a fresh home at each session (policy key `session.resetHome`).
+        public var resetHome: Bool = false
+        /// Seconds a worker signed in at the login screen may wait for their session to open before the
+        /// broker signs them out again (policy key `session.openGraceSeconds`, 5 to 3600, default 60).
+        public var openGraceSeconds: Int = 60
+        /// Seconds between logind's TerminateSession and KillSession with SIGKILL at a sign-out (policy key
+        /// `session.terminateGraceSeconds`, 1 to 300, default 5).
+        public var terminateGraceSeconds: Int = 5
+    }
+
+    /// What a global sign-out does to the shift's login session (`session.onSignOut`).
+    public enum SessionEndAction: String, Sendable, Equatable, Codable, CaseIterable {
+        /// logind's TerminateSession, then KillSession with SIGKILL after `terminateGraceSeconds`.
+        case terminate
+        /// logind's LockSession: the weaker choice; the session's processes keep running.
+        case lock
+        /// Nothing: the session outlives the sign-out (apps hear the account change as before).
+        case none
+    }
+
+    /// What a login-screen sign-in does while another worker is signed in (`session.workerSignedIn`).
+    public enum WorkerSignedIn: String, Sendable, Equatable, Encodable, CaseIterable {
+        /// A shift switch: the other worker is signed out when the sign-in completes.
+        case `switch`
+        /// The sign-in is refused (`accountAlreadySignedIn`).
+        case refuse
+    }
+
+    /// The app the login screen's sign-ins sign in for: `session.app`, else the first app.
+    public var loginScreenApp: App? {
+        guard let id = session.app else { return apps.first }
+        return app(id)
     }
 
     /// What one app (or a local user the policy does not list) may take of the broker and the store, so

@@ -74,13 +74,14 @@ private struct PolicyReader {
             )
         }
         let id = try fields["id"].map { v throws(PolicyError) in try policyID(v, at: path.key("id")) }
+        let apps = try apps(fields["apps"]!, at: path.key("apps"))
         return DevicePolicy(
             version: version,
             id: id,
             device: try device(fields["device"]!, at: path.key("device")),
             authority: try authority(fields["authority"]!, at: path.key("authority")),
-            apps: try apps(fields["apps"]!, at: path.key("apps")),
-            session: try session(fields["session"], at: path.key("session")),
+            apps: apps,
+            session: try session(fields["session"], at: path.key("session"), apps: apps),
             audit: try audit(fields["audit"], at: path.key("audit")),
             administratorsGroup: try fields["administratorsGroup"].map { v throws(PolicyError) in
                 try unixName(v, at: path.key("administratorsGroup"), what: "group")
@@ -345,9 +346,21 @@ private struct PolicyReader {
         return name
     }
 
-    private func session(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Session {
+    private func session(
+        _ value: JSONValue?,
+        at path: JSONPath,
+        apps: [DevicePolicy.App]
+    ) throws(PolicyError) -> DevicePolicy.Session {
         guard let value else { return .init(idleSignOutSeconds: 0, warningSeconds: 0) }
-        let fields = try object(value, at: path, required: [], optional: ["idleSignOutSeconds", "warningSeconds"])
+        let fields = try object(
+            value,
+            at: path,
+            required: [],
+            optional: [
+                "idleSignOutSeconds", "warningSeconds", "user", "app", "onSignOut", "workerSignedIn", "resetHome",
+                "openGraceSeconds", "terminateGraceSeconds",
+            ]
+        )
         let idle =
             try fields["idleSignOutSeconds"].map { v throws(PolicyError) in
                 try integer(v, at: path.key("idleSignOutSeconds"), in: 0...86_400 * 7)
@@ -369,7 +382,88 @@ private struct PolicyReader {
                 "expected fewer warning seconds than idleSignOutSeconds (\(idle))"
             )
         }
-        return .init(idleSignOutSeconds: idle, warningSeconds: warning)
+        var session = DevicePolicy.Session(idleSignOutSeconds: idle, warningSeconds: warning)
+        try loginScreen(fields, at: path, apps: apps, into: &session)
+        return session
+    }
+
+    /// The login screen's keys of `session`: `user`, `app`, `onSignOut`, `workerSignedIn`, `resetHome`,
+    /// `openGraceSeconds`, `terminateGraceSeconds`.
+    private func loginScreen(
+        _ fields: [String: JSONValue],
+        at path: JSONPath,
+        apps: [DevicePolicy.App],
+        into session: inout DevicePolicy.Session
+    ) throws(PolicyError) {
+        if let value = fields["user"] {
+            let user = try unixName(value, at: path.key("user"), what: "user")
+            guard let uid = UserDatabase.uid(ofUser: user) else {
+                throw PolicyError(
+                    path.key("user"),
+                    "no user \"\(user)\" in the system's user database; create the kiosk's local account (useradd --create-home \(user))"
+                )
+            }
+            guard uid != 0 else {
+                throw PolicyError(
+                    path.key("user"),
+                    "\(user) is root; the workers' sessions run as a local account of their own (such as kiosk)"
+                )
+            }
+            if let app = apps.first(where: { $0.uid == uid }) {
+                throw PolicyError(
+                    path.key("user"),
+                    "\(user) (uid \(uid)) is app \(app.id)'s user; the workers' sessions need a local account no app runs as"
+                )
+            }
+            session.user = user
+            session.userUID = uid
+        }
+        if let value = fields["app"] {
+            let id = try string(value, at: path.key("app"))
+            guard apps.contains(where: { $0.id == id }) else {
+                throw PolicyError(
+                    path.key("app"),
+                    "no app \"\(id)\" in apps; name one of: \(apps.map(\.id).joined(separator: ", "))"
+                )
+            }
+            session.app = id
+        }
+        if let value = fields["onSignOut"] {
+            session.onSignOut = try choice(value, at: path.key("onSignOut"), of: DevicePolicy.SessionEndAction.self)
+        }
+        if let value = fields["workerSignedIn"] {
+            session.workerSignedIn = try choice(
+                value,
+                at: path.key("workerSignedIn"),
+                of: DevicePolicy.WorkerSignedIn.self
+            )
+        }
+        if let value = fields["resetHome"] {
+            guard case .bool(let flag) = value else {
+                throw PolicyError(path.key("resetHome"), "expected true or false, found \(value.kind)")
+            }
+            session.resetHome = flag
+        }
+        if let value = fields["openGraceSeconds"] {
+            session.openGraceSeconds = try integer(value, at: path.key("openGraceSeconds"), in: 5...3600)
+        }
+        if let value = fields["terminateGraceSeconds"] {
+            session.terminateGraceSeconds = try integer(value, at: path.key("terminateGraceSeconds"), in: 1...300)
+        }
+    }
+
+    /// One of an enumeration's raw values.
+    private func choice<T: RawRepresentable & CaseIterable>(
+        _ value: JSONValue,
+        at path: JSONPath,
+        of type: T.Type
+    ) throws(PolicyError) -> T where T.RawValue == String {
+        let name = try string(value, at: path)
+        guard let found = T(rawValue: name) else {
+            let names = T.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            throw PolicyError(path, "unknown value \"\(name)\"; expected one of \(names)")
+        }
+        return found
     }
 
     private func audit(_ value: JSONValue?, at path: JSONPath) throws(PolicyError) -> DevicePolicy.Audit {

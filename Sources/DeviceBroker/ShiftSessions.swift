@@ -1,0 +1,67 @@
+import Foundation
+import SharedDevice
+import Synchronization
+
+/// The shift's login session the broker keeps: the recorded one (also in `ShiftSessionFile`) and the
+/// workers signed in at the login screen whose session has not opened yet, each until its grace ends.
+final class ShiftSessions: Sendable {
+    /// A worker signed in at the login screen, waiting for OpenLoginSession.
+    struct Expected: Sendable {
+        var account: DeviceAccount
+        var deadline: Date
+    }
+
+    private struct State {
+        var record: ShiftSessionRecord?
+        var expected: [String: Expected] = [:]
+    }
+
+    private let state: Mutex<State>
+    private let file: ShiftSessionFile?
+
+    /// The sessions kept in `file` (nil: in memory only).
+    init(file: ShiftSessionFile?) {
+        self.file = file
+        state = Mutex(State(record: file?.load()))
+    }
+
+    /// The recorded session.
+    var record: ShiftSessionRecord? { state.withLock { $0.record } }
+
+    /// Records `record` as the shift's session (the worker's expectation ends).
+    func open(_ record: ShiftSessionRecord) {
+        state.withLock { state in
+            state.record = record
+            state.expected[record.correlationID] = nil
+            file?.save(record)
+        }
+    }
+
+    /// Clears the record and returns it when `matches` holds for it; nil otherwise (nothing changes).
+    func take(where matches: (ShiftSessionRecord) -> Bool) -> ShiftSessionRecord? {
+        state.withLock { state in
+            guard let record = state.record, matches(record) else { return nil }
+            state.record = nil
+            file?.save(nil)
+            return record
+        }
+    }
+
+    /// The worker signed in with `correlationID` is to open their session by `deadline`.
+    func expect(_ correlationID: String, account: DeviceAccount, deadline: Date) {
+        state.withLock { state in
+            state.expected = state.expected.filter { $0.value.deadline > deadline.addingTimeInterval(-3600) }
+            state.expected[correlationID] = Expected(account: account, deadline: deadline)
+        }
+    }
+
+    /// The expectation of `correlationID`, if it is still open.
+    func expected(_ correlationID: String) -> Expected? {
+        state.withLock { $0.expected[correlationID] }
+    }
+
+    /// Ends the expectation of `correlationID` and returns it, if it was still open.
+    func takeExpected(_ correlationID: String) -> Expected? {
+        state.withLock { $0.expected.removeValue(forKey: correlationID) }
+    }
+}
