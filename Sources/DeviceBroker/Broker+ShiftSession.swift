@@ -21,7 +21,7 @@ extension Broker {
         let deadline = sessionClock.now().addingTimeInterval(TimeInterval(policy.session.openGraceSeconds))
         shiftSessions.expect(outcome.correlationID, account: outcome.account, deadline: deadline)
         let correlationID = outcome.correlationID
-        Task { [self] in
+        let grace = Task { [self] in
             do {
                 try await sessionClock.sleep(until: deadline)
             } catch {
@@ -29,6 +29,13 @@ extension Broker {
             }
             openGraceEnded(correlationID)
         }
+        shiftSessions.keepGrace(correlationID, grace)
+    }
+
+    /// Waits until every grace kept so far has been acted on (tests move the session clock past them all,
+    /// then wait here before they look).
+    @_spi(Testing) public func settleLoginSessionGraces() async {
+        await shiftSessions.settleGraces()
     }
 
     /// The grace of the sign-in `correlationID` ended: a worker whose session never opened is signed out.
@@ -153,6 +160,11 @@ extension Broker {
             terminateGraceSeconds: policy.session.terminateGraceSeconds,
             openedSequence: opened?.sequence ?? 0
         )
+        // One shift session at a time: an earlier one (the previous worker's, whose sign-out the watch has
+        // not reached yet; or this worker's before) ends as a sign-out would end it.
+        if let earlier = shiftSessions.take(where: { $0.sessionId != sessionID }) {
+            Task { [self] in await endSession(earlier, correlationID: parameters.correlationId) }
+        }
         shiftSessions.open(record)
         return Broker1.OpenLoginSession.Reply(session: shiftSession(record), resetHome: policy.session.resetHome)
     }

@@ -14,6 +14,7 @@ final class ShiftSessions: Sendable {
     private struct State {
         var record: ShiftSessionRecord?
         var expected: [String: Expected] = [:]
+        var graces: [String: Task<Void, Never>] = [:]
     }
 
     private let state: Mutex<State>
@@ -53,6 +54,20 @@ final class ShiftSessions: Sendable {
             state.expected = state.expected.filter { $0.value.deadline > deadline.addingTimeInterval(-3600) }
             state.expected[correlationID] = Expected(account: account, deadline: deadline)
         }
+    }
+
+    /// The task that ends the grace of `correlationID` (replacing any earlier one of it).
+    func keepGrace(_ correlationID: String, _ task: Task<Void, Never>) {
+        state.withLock { $0.graces[correlationID] = task }
+    }
+
+    /// Waits for every grace task kept so far to return (their clock moved past them, or cancelled).
+    func settleGraces() async {
+        let tasks = state.withLock { state in
+            defer { state.graces = [:] }
+            return Array(state.graces.values)
+        }
+        for task in tasks { await task.value }
     }
 
     /// The expectation of `correlationID`, if it is still open.

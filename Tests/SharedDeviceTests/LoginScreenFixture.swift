@@ -77,6 +77,66 @@ final class LoginScreenKiosk: @unchecked Sendable {
         ).signIn
     }
 
+    /// `nobody`'s uid: the user the kiosk's sessions run as.
+    static var sessionUID: UInt32 { UserDatabase.uid(ofUser: sessionUser)! }
+
+    /// Signs `username` in at the login screen and opens their logind session `sessionID` (which logind
+    /// then has, as `nobody`; `lingering`: it outlives TerminateSession).
+    @discardableResult
+    func signInAndOpen(
+        _ username: String = "worker1",
+        password: String = LoginScreenKiosk.password1,
+        session sessionID: String,
+        lingering: Bool = false
+    ) async throws -> (signIn: Broker1.LoginScreenSignIn, opened: Broker1.OpenLoginSession.Reply) {
+        let signIn = try await self.signIn(username, password: password)
+        sessions.add(sessionID, uid: Self.sessionUID, lingering: lingering)
+        let opened = try await open(sessionID, signIn.correlationId)
+        return (signIn, opened)
+    }
+
+    func open(
+        _ sessionID: String,
+        _ correlationID: String
+    ) async throws(BrokerFailure)
+        -> Broker1.OpenLoginSession.Reply
+    {
+        try await broker.openLoginSession(
+            .init(sessionId: sessionID, correlationId: correlationID, loginScreen: Self.place),
+            context: Self.root
+        )
+    }
+
+    func close(_ sessionID: String) async throws(BrokerFailure) -> Broker1.CloseLoginSession.Reply {
+        try await broker.closeLoginSession(.init(sessionId: sessionID), context: Self.root)
+    }
+
+    /// The shift's session as GetStatus reports it.
+    func shiftSession() throws -> Broker1.ShiftSession? {
+        try broker.getStatus(.init(), context: Self.root).status.shiftSession
+    }
+
+    /// Whether `condition` holds within two minutes (a hang, never a speed: a busy machine gets there sooner).
+    func eventually(_ condition: () throws -> Bool) async rethrows -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(120)
+        while try !condition() {
+            guard clock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    /// The first audit event of `type` after sequence `after`, once it is there (nil after two minutes).
+    func event(_ type: String, after: Int64 = 0) async throws -> AuditEvent? {
+        var found: AuditEvent?
+        _ = try await eventually {
+            found = try events(after: after).first { $0.type.rawValue == type }
+            return found != nil
+        }
+        return found
+    }
+
     /// The device's current worker's username, nil when nobody is signed in.
     func currentWorker() throws -> String? {
         try broker.getStatus(.init(), context: Self.root).status.current?.username
