@@ -254,4 +254,45 @@ import Glibc
         let result = try await missing.host(Self.worker, answer: "unused")
         #expect(result.stdout.contains("result \(Self.authInfoUnavailable)"), "\(result.stdout)")
     }
+
+    /// The session phase's side of the protocol: open_session and close_session run the helper with the
+    /// logind session id (pam_env standing in for pam_systemd), the sign-in's correlation id and the
+    /// session's user, only after this module authenticated; an administrator's session is not the module's.
+    @Test func theSessionPhasePassesTheSessionAndTheSignInToTheHelper() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let helper = try Self.script(
+            """
+            if [ "$1" = authenticate ]; then
+              printf 'set-user kiosk-session-user\\nset-worker worker1\\nset-correlation c-42\\nresult PAM_SUCCESS\\n' >&3
+            else
+              echo "info $*" >&3; echo "result PAM_SUCCESS" >&3
+            fi
+            """,
+            in: directory
+        )
+        let environment = try PamStack.sessionEnvironment("s-7")
+        defer { try? FileManager.default.removeItem(at: environment.file) }
+        let stack = try PamStack(arguments: [], socket: nil, helper: helper, session: [environment.line])
+        defer { stack.remove() }
+        let result = try await stack.pamtester(Self.worker, ["authenticate", "open_session", "close_session"])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(
+            result.stdout.contains(
+                "open-session --service \(stack.service) --session-id s-7 --correlation-id c-42 --user kiosk-session-user"
+            ),
+            "\(result.stdout)"
+        )
+        #expect(
+            result.stdout.contains(
+                "close-session --service \(stack.service) --session-id s-7 --user kiosk-session-user"
+            ),
+            "\(result.stdout)"
+        )
+        // Without the module's sign-in (an administrator's login) the session phase does not call the helper.
+        let alone = try await stack.pamtester(Self.worker, ["open_session", "close_session"])
+        #expect(alone.status == 0, "\(alone.stderr)")
+        #expect(!alone.stdout.contains("open-session"), "\(alone.stdout)")
+    }
 }

@@ -14,22 +14,32 @@ struct PamStack {
     static var host: String { buildDirectory.appendingPathComponent("pam-host").path }
     static var helper: String { ChildProcess.productsDirectory.appendingPathComponent("sharedmode-pam-helper").path }
 
-    /// Builds the module with tools/build-pam (which also checks its links and exports) and the host.
+    /// Builds the module with tools/build-pam (which also checks its links and exports) and the host,
+    /// once per test run (the suites run in parallel).
     static func build() async throws {
-        let module = try await Command.run(
-            URL(fileURLWithPath: "/bin/bash"),
-            [packageRoot.appendingPathComponent("tools/build-pam").path, Self.module]
-        )
-        try #require(module.status == 0, "tools/build-pam failed: \(module.stderr)")
-        let host = try await Command.run(
-            URL(fileURLWithPath: "/usr/bin/cc"),
-            [
-                "-Wall", "-Werror", packageRoot.appendingPathComponent("Tests/PamHost/pam-host.c").path, "-o",
-                Self.host,
-                "-lpam",
-            ]
-        )
-        try #require(host.status == 0, "cannot build the PAM host: \(host.stderr)")
+        let failure = await built.value
+        try #require(failure == nil, "\(failure ?? "")")
+    }
+
+    /// The build's failure, nil once both are built.
+    private static let built = Task<String?, Never> {
+        do {
+            let module = try await Command.run(
+                URL(fileURLWithPath: "/bin/bash"),
+                [packageRoot.appendingPathComponent("tools/build-pam").path, Self.module]
+            )
+            guard module.status == 0 else { return "tools/build-pam failed: \(module.stderr)" }
+            let host = try await Command.run(
+                URL(fileURLWithPath: "/usr/bin/cc"),
+                [
+                    "-Wall", "-Werror", packageRoot.appendingPathComponent("Tests/PamHost/pam-host.c").path, "-o",
+                    Self.host, "-lpam",
+                ]
+            )
+            return host.status == 0 ? nil : "cannot build the PAM host: \(host.stderr)"
+        } catch {
+            return "cannot build the PAM module: \(error)"
+        }
     }
 
     /// The service's name (its file in /etc/pam.d).
@@ -82,5 +92,13 @@ struct PamStack {
     /// Tests/PamHost's program: authenticates `user`, answering every prompt with `answer`.
     func host(_ user: String, answer: String) async throws -> Command.Result {
         try await Command.run(URL(fileURLWithPath: Self.host), [service, user, answer])
+    }
+
+    /// pam_env in pam_systemd's place (no logind on this host): XDG_SESSION_ID for the module's
+    /// open_session, from a file of the test's (the caller removes it).
+    static func sessionEnvironment(_ sessionID: String) throws -> (line: String, file: URL) {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pam-env-\(UUID().uuidString).conf")
+        try "XDG_SESSION_ID DEFAULT=\(sessionID)\n".write(to: file, atomically: true, encoding: .utf8)
+        return ("session required pam_env.so readenv=0 user_readenv=0 conffile=\(file.path)", file)
     }
 }

@@ -1,0 +1,169 @@
+import Foundation
+import ProcessTestSupport
+import TestTags
+import Testing
+
+/// Workers sign in at the login screen through the PAM module, against a real deviced (its login-screen
+/// methods) and the local provider's password grant: policies/kiosk-password.json with the test
+/// provider's issuer and `session.user`, a local account the test creates (the kiosk user).
+@Suite(.serialized, .tags(.integration, .needsRoot, .needsIdentityProvider)) struct PamSignInTests {
+    typealias Daemon = BrokerDaemon
+    typealias Provider = IdentityCLITests.Provider
+
+    static let password1 = "worker1-password"
+
+    /// A kiosk user (a local account with a home), removed by `remove`.
+    struct KioskUser {
+        let name = "kiosk\(UInt32.random(in: 10000...99999))"
+
+        static func create() async throws -> KioskUser {
+            let user = KioskUser()
+            let added = try await Command.run(
+                URL(fileURLWithPath: "/usr/sbin/useradd"),
+                // A uid of its own: the policy's apps run as 1001 and 1002, which useradd would hand out next.
+                ["-m", "-s", "/bin/sh", "-K", "UID_MIN=20000", "-K", "GID_MIN=20000", user.name]
+            )
+            try #require(added.status == 0, "useradd failed: \(added.stderr)")
+            return user
+        }
+
+        func remove() {
+            _ = try? Process.run(URL(fileURLWithPath: "/usr/sbin/userdel"), arguments: ["-r", name]).waitUntilExit()
+        }
+    }
+
+    /// A daemon on the password policy with `session.user`, its issuer the test provider's (or `issuer`).
+    static func daemon(kioskUser: String, issuer: String? = nil) async throws -> Daemon {
+        let provider = try await Provider.shared()
+        var policy = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: DevicectlRunner.policy("kiosk-password.json")))
+            ) as? [String: Any]
+        )
+        var authority = try #require(policy["authority"] as? [String: Any])
+        authority["issuer"] = issuer ?? provider.issuer
+        policy["authority"] = authority
+        var session = try #require(policy["session"] as? [String: Any])
+        session["user"] = kioskUser
+        policy["session"] = session
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pam-policy-\(UUID().uuidString).json")
+        try JSONSerialization.data(withJSONObject: policy).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let daemon = try await Daemon(policy: file.path)
+        try await daemon.start(["--log-level", "trace"] + (try daemon.clockArguments()))
+        return daemon
+    }
+
+    /// Root's `devicectl status --json` through the daemon.
+    static func status(_ daemon: Daemon) async throws -> String {
+        let status = try await daemon.devicectl(as: 0, ["status", "--json"])
+        try #require(status.status == 0, "\(status.stderr)")
+        return status.stdout
+    }
+
+    @Test func aWorkerSignsInWithTheirPasswordAndTheSessionUserIsTheKioskUser() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+
+        let result = try await stack.host("worker1", answer: Self.password1)
+        try #require(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("result Success"), "\(lines) \(daemon.logTail())")
+        #expect(lines.contains("message 1 Password: "), "\(lines)")
+        #expect(lines.contains("user \(kiosk.name)"), "\(lines)")
+        #expect(lines.contains("threads 1") && lines.contains("children none"), "\(lines)")
+        #expect(try await Self.status(daemon).contains("\"worker1\""), "the worker is not the device's account")
+        // The sign-in's audit event names the PAM service; the password is in no audit entry or log line.
+        let events = try await daemon.auditEvents()
+        let named = events.filter { event in
+            (try? JSONSerialization.data(withJSONObject: event)).map { String(decoding: $0, as: UTF8.self) }?
+                .contains(stack.service) == true
+        }
+        #expect(!named.isEmpty, "no audit event names the PAM service \(stack.service): \(events)")
+        let audit = try await daemon.cli.run(["audit", "--json"])
+        #expect(!audit.stdout.contains(Self.password1) && !daemon.logTail(Int.max).contains(Self.password1))
+        await daemon.cleanUp()
+    }
+
+    @Test func aWrongPasswordIsAnAuthErrorAndSignsNobodyIn() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+
+        let result = try await stack.pamtester("worker1", stdin: "not-the-password\n")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("Authentication failure"), "\(result.stderr) \(daemon.logTail())")
+        #expect(result.stderr.contains("Wrong name or password."), "\(result.stderr)")
+        #expect(!(try await Self.status(daemon).contains("\"worker1\"")), "a wrong password signed the worker in")
+        await daemon.cleanUp()
+    }
+
+    @Test func theProviderDownIsAuthInfoUnavailable() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name, issuer: "http://127.0.0.1:1/api/oidc")
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+
+        let result = try await stack.pamtester("worker1", stdin: Self.password1 + "\n")
+        #expect(result.status != 0)
+        #expect(result.stderr.contains(PamModuleTests.authInfoUnavailable), "\(result.stderr) \(daemon.logTail())")
+        #expect(!(try await Self.status(daemon).contains("\"worker1\"")))
+        await daemon.cleanUp()
+    }
+}
+
+extension PamSignInTests {
+    @Test func openSessionIsRefusedWhenLogindCannotConfirmTheSession() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let sessionID = "pam\(UInt32.random(in: 1000...9999))"
+        let environment = try PamStack.sessionEnvironment(sessionID)
+        defer { try? FileManager.default.removeItem(at: environment.file) }
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath, session: [environment.line])
+        defer { stack.remove() }
+
+        let result = try await stack.pamtester(
+            "worker1",
+            ["authenticate", "open_session"],
+            stdin: Self.password1 + "\n"
+        )
+        #expect(result.status != 0)
+        #expect(result.stdout.contains("successfully authenticated"), "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("logind is not available to the broker"), "\(result.stderr)")
+        #expect(result.stderr.contains("Cannot make/remove an entry for the specified session"), "\(result.stderr)")
+        let events = try await daemon.auditEvents()
+        #expect(!events.contains { $0["type"] as? String == "session.opened" }, "\(events)")
+        await daemon.cleanUp()
+    }
+
+    @Test func withoutLogindsSessionOpenSessionSaysPamSystemdMustComeFirst() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+
+        let result = try await stack.pamtester(
+            "worker1",
+            ["authenticate", "open_session"],
+            stdin: Self.password1 + "\n"
+        )
+        #expect(result.status != 0)
+        #expect(result.stdout.contains("successfully authenticated"), "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("pam_systemd must come before pam_sharedmode"), "\(result.stderr)")
+        await daemon.cleanUp()
+    }
+}
