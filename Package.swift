@@ -265,9 +265,14 @@ let package = Package(
         ),
         // The module's helper: the PAM conversation relayed from the module, varlink to deviced (the blocking
         // client only: no NIO, no store).
+        // A session user's fresh home (emptied without following a link, filled from /etc/skel), for the helper.
+        .target(
+            name: "PamHomeReset",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "sharedmode-pam-helper",
-            dependencies: ["BrokerContract", "Varlink"],
+            dependencies: ["BrokerContract", "PamHomeReset", "Varlink"],
             path: "Sources/pam-helper",
             swiftSettings: strictSettings
         ),
@@ -511,6 +516,11 @@ let package = Package(
         .testTarget(
             name: "VarlinkTests",
             dependencies: ["Varlink"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PamHomeResetTests",
+            dependencies: ["PamHomeReset", "TestTags"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,4 +1,5 @@
 import BrokerContract
+import PamHomeReset
 
 /// pam_sm_open_session's and pam_sm_close_session's half: the shift's logind session recorded in deviced
 /// (OpenLoginSession), and its end (CloseLoginSession, which signs the worker out of every app). Where the

@@ -1,5 +1,3 @@
-import Foundation
-
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,20 +6,21 @@ import Glibc
 /// the account. The account's processes (the kiosk user's) may have planted symlinks anywhere in it, so
 /// every step goes by descriptor from the home's own (`openat`/`unlinkat` with `O_NOFOLLOW`): nothing
 /// outside the home is ever followed, removed or chowned.
-enum HomeReset {
+public enum HomeReset {
     /// The skeleton copied into the fresh home.
-    static let skeleton = "/etc/skel"
+    public static let defaultSkeleton = "/etc/skel"
     /// How deep a home's directories may nest before the reset gives up.
     static let maximumDepth = 64
 
     /// Why a home was not reset.
-    struct Failure: Error, Sendable {
-        var message: String
+    public struct Failure: Error, Sendable {
+        /// What failed, naming the path; never a secret.
+        public var message: String
     }
 
     /// Resets the home of `user`, which must be a local account other than root with an absolute home
-    /// that is not `/` and that the account or root owns.
-    static func reset(user: String) throws(Failure) {
+    /// that is not `/` and that the account or root owns, from `skeleton` (default /etc/skel).
+    public static func reset(user: String, skeleton: String = defaultSkeleton) throws(Failure) {
         guard let entry = getpwnam(user) else { throw Failure(message: "no local account \(user)") }
         let uid = entry.pointee.pw_uid
         let gid = entry.pointee.pw_gid
@@ -37,10 +36,10 @@ enum HomeReset {
             throw Failure(message: "\(home) belongs to neither \(user) nor root")
         }
         try empty(directory, depth: 0)
-        let skeleton = open(Self.skeleton, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if skeleton >= 0 {
-            defer { close(skeleton) }
-            try copy(from: skeleton, to: directory, uid: uid, gid: gid, depth: 0)
+        let skeletonDirectory = open(skeleton, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if skeletonDirectory >= 0 {
+            defer { close(skeletonDirectory) }
+            try copy(from: skeletonDirectory, to: directory, uid: uid, gid: gid, depth: 0)
         }
         guard fchown(directory, uid, gid) == 0 else {
             throw Failure(message: "cannot chown \(home): \(describe(errno))")
@@ -90,7 +89,7 @@ enum HomeReset {
 
     /// Copies the skeleton directory open at `source` into `target`, every copy the account's.
     private static func copy(from source: Int32, to target: Int32, uid: uid_t, gid: gid_t, depth: Int) throws(Failure) {
-        guard depth < maximumDepth else { throw Failure(message: "\(skeleton) nests deeper than \(maximumDepth)") }
+        guard depth < maximumDepth else { throw Failure(message: "the skeleton nests deeper than \(maximumDepth)") }
         for name in try names(in: source) {
             var status = stat()
             guard fstatat(source, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
