@@ -97,9 +97,10 @@ struct LoginScreenSignIn {
         while true {
             let (reply, continues) = try broker.next(Broker1.AwaitLoginScreenDeviceCode.self)
             if let verification = reply.verification {
+                // devicectl's words, whatever the authority's own message says: the worker reads it at the
+                // login screen and types the code on another device.
                 channel.info(
-                    verification.message
-                        ?? "To sign in, open \(verification.verificationUri) and enter the code \(verification.userCode)"
+                    "To sign in, open \(verification.verificationUri) and enter the code \(verification.userCode)"
                 )
             }
             if let signIn = reply.signIn { return signIn }

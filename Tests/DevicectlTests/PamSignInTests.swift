@@ -166,4 +166,57 @@ extension PamSignInTests {
         #expect(result.stderr.contains("pam_systemd must come before pam_sharedmode"), "\(result.stderr)")
         await daemon.cleanUp()
     }
+
+    /// The password throttle applies to the login screen: after the policy's failures the next attempt,
+    /// the right password included, is PAM_AUTH_ERR with the broker's message saying when to try again.
+    @Test func aThrottledUsernameIsAnAuthErrorSayingWhenToRetry() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+        for attempt in 1...3 {
+            let wrong = try await stack.pamtester("worker1", stdin: "wrong-\(attempt)\n")
+            #expect(wrong.stderr.contains("Wrong name or password."), "\(attempt): \(wrong.stderr)")
+        }
+        let throttled = try await stack.pamtester("worker1", stdin: Self.password1 + "\n")
+        #expect(throttled.status != 0)
+        #expect(throttled.stderr.contains("Authentication failure"), "\(throttled.stderr)")
+        #expect(!throttled.stderr.contains("Wrong name or password."), "\(throttled.stderr)")
+        #expect(throttled.stderr.contains("try again in 30 s"), "no word of when to retry: \(throttled.stderr)")
+        #expect(!(try await Self.status(daemon).contains("\"worker1\"")))
+        await daemon.cleanUp()
+    }
+
+    /// The device code at the login screen (`flow=deviceCode`): the verification shown as an information
+    /// message while the module waits, the worker approving it at the provider from another device.
+    @Test func theDeviceCodeIsShownWhileTheModuleWaits() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: ["flow=deviceCode"], socket: daemon.socketPath)
+        defer { stack.remove() }
+
+        let lock = try await IdentityCLITests.ProviderLock.acquire(timeout: 120)
+        let host = try ChildProcess(URL(fileURLWithPath: PamStack.host), [stack.service, "worker1", "unused"])
+        defer { _ = host.killIfRunning() }
+        let shown = await host.waitForLine(timeout: ChildProcess.shortestWait) { $0.contains("enter the code ") }
+        let code = try #require(
+            shown.flatMap { IdentityCLITests.Device.userCode(in: $0 + "\n") },
+            "no code shown: \(host.standardOutput) \(daemon.logTail())"
+        )
+        #expect(shown?.hasPrefix("message 4 To sign in, open http://127.0.0.1:") == true, "\(shown ?? "")")
+        let approval = try await IdentityCLITests.Provider.tool([
+            "approve", "--port", "\(IdentityCLITests.port)", "--code", code, "--user", "worker1", "--plugin", "oidc",
+        ])
+        lock.release()
+        try #require(approval.status == 0, "tools/idp approve failed: \(approval.stderr)")
+        #expect(await host.waitForExit(timeout: ChildProcess.shortestWait), "\(host.standardOutput)")
+        #expect(host.lines.contains("result Success"), "\(host.lines) \(daemon.logTail())")
+        #expect(host.lines.contains("user \(kiosk.name)"), "\(host.lines)")
+        #expect(try await Self.status(daemon).contains("\"worker1\""))
+        await daemon.cleanUp()
+    }
 }
