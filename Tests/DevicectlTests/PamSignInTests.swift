@@ -33,7 +33,14 @@ import Testing
     }
 
     /// A daemon on the password policy with `session.user`, its issuer the test provider's (or `issuer`).
-    static func daemon(kioskUser: String, issuer: String? = nil) async throws -> Daemon {
+    /// `session` adds keys to the policy's `session`.
+    static func daemon(
+        kioskUser: String,
+        issuer: String? = nil,
+        session extra: [String: Any] = [:]
+    ) async throws
+        -> Daemon
+    {
         let provider = try await Provider.shared()
         var policy = try #require(
             try JSONSerialization.jsonObject(
@@ -45,6 +52,7 @@ import Testing
         policy["authority"] = authority
         var session = try #require(policy["session"] as? [String: Any])
         session["user"] = kioskUser
+        session.merge(extra) { $1 }
         policy["session"] = session
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("pam-policy-\(UUID().uuidString).json")
         try JSONSerialization.data(withJSONObject: policy).write(to: file)
@@ -217,6 +225,43 @@ extension PamSignInTests {
         #expect(host.lines.contains("result Success"), "\(host.lines) \(daemon.logTail())")
         #expect(host.lines.contains("user \(kiosk.name)"), "\(host.lines)")
         #expect(try await Self.status(daemon).contains("\"worker1\""))
+        await daemon.cleanUp()
+    }
+
+    /// A flow the policy does not list (`flow=nativeAuth`; kiosk-password.json lists deviceCode, browser
+    /// and password) is PAM_AUTHINFO_UNAVAIL with the broker's message, and nothing is asked.
+    @Test func aFlowThePolicyDoesNotAllowIsAuthInfoUnavailable() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(arguments: ["flow=nativeAuth"], socket: daemon.socketPath)
+        defer { stack.remove() }
+        let result = try await stack.host("worker1", answer: Self.password1)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("result \(PamModuleTests.authInfoUnavailable)"), "\(lines) \(daemon.logTail())")
+        #expect(!lines.contains { $0.hasPrefix("message 1 ") }, "a prompt was shown: \(lines)")
+        #expect(lines.contains { $0.hasPrefix("message 3 ") && $0.contains("nativeAuth") }, "\(lines)")
+        await daemon.cleanUp()
+    }
+
+    /// `session.workerSignedIn` `refuse`: a second worker at the login screen while one is signed in is
+    /// PAM_AUTH_ERR with a message, and the first stays the device's worker.
+    @Test func aSecondWorkerIsRefusedWhenThePolicySaysSo() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let daemon = try await Self.daemon(kioskUser: kiosk.name, session: ["workerSignedIn": "refuse"])
+        let stack = try PamStack(arguments: [], socket: daemon.socketPath)
+        defer { stack.remove() }
+        let first = try await stack.pamtester("worker1", stdin: Self.password1 + "\n")
+        try #require(first.status == 0, "\(first.stderr) \(daemon.logTail())")
+        let second = try await stack.pamtester("worker2", stdin: "worker2-password\n")
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("Authentication failure"), "\(second.stderr)")
+        #expect(second.stderr.contains("Another worker is signed in on this device"), "\(second.stderr)")
+        let status = try await Self.status(daemon)
+        #expect(status.contains("\"worker1\"") && !status.contains("\"worker2\""), "\(status)")
         await daemon.cleanUp()
     }
 }
