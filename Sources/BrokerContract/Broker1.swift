@@ -3776,8 +3776,11 @@ extension Broker1 {
     /// `msalClientId` is not in the app's `msalClientIds`), noIdToken (the call names an `msalClientId` but the
     /// provider issued no ID token for the account), authorityNotAllowed (the call's `authority` is neither the
     /// policy's issuer nor one of its knownAuthorities), localAccount (a login-screen sign-in for the name of a
-    /// local account), signInNotFound (a sign-in id that is not, or no longer, the caller's), …; a store
-    /// failure is KeychainError).
+    /// local account), loginScreenNotConfigured (a login-screen method on a policy without `session.user`, or
+    /// on a private device: set `session.user`), sessionNotFound (OpenLoginSession: logind has no such
+    /// session), sessionUserMismatch (OpenLoginSession: the session does not run as `session.user`),
+    /// loginSessionsUnavailable (logind could not be asked), signInNotFound (a sign-in id that is not, or no
+    /// longer, the caller's), …; a store failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's

@@ -48,6 +48,8 @@ struct Status: AsyncParsableCommand {
         var lastAuditSequence: Int64
         /// The idle sign-out clock (the broker keeps it; null without one).
         var idle: IdleState?
+        /// The login session the worker's shift runs in (the broker keeps it; null without one).
+        var shiftSession: BrokerStatus.ShiftSession?
     }
 
     func run() async throws {
@@ -77,7 +79,8 @@ struct Status: AsyncParsableCommand {
                     current: status.current,
                     signedInAt: status.signedInAt,
                     lastAuditSequence: status.lastAuditSequence,
-                    idle: status.idle
+                    idle: status.idle,
+                    shiftSession: status.shiftSession
                 )
             } else {
                 summary = try storeSummary(socket: path)
@@ -185,6 +188,12 @@ struct Status: AsyncParsableCommand {
                 if idle.warning { line += " (warning shown)" }
             }
             lines.append(line)
+        }
+        if let session = summary.shiftSession {
+            let place = [session.service, session.tty, session.seat, session.remoteHost].compactMap { $0 }
+            lines.append(
+                "shift session: \(session.sessionId.forTerminal) as \(session.user.forTerminal) (\(place.joined(separator: ", ").forTerminal)), opened \(time.string(from: session.openedAt)); a sign-out will \(session.onSignOut == "none" ? "leave it running" : session.onSignOut.forTerminal + " it")"
+            )
         }
         lines.append("audit: last sequence \(summary.lastAuditSequence)")
         return lines.joined(separator: "\n")

@@ -168,4 +168,71 @@ import Varlink
         }
         #expect(try kiosk.currentWorker() == "worker1")
     }
+
+    @Test func failuresAreCountedByTheUsernameNotAgainstRootAsAnApp() async throws {
+        let kiosk = try await Kiosk()
+        // The policy's limits: 3 failures, then a back-off of 30 s for that username.
+        for _ in 0..<3 {
+            let challenge = try await kiosk.start("worker2")
+            await #expect(throws: BrokerFailure.self) {
+                try await kiosk.broker.submitLoginScreenSignIn(
+                    .init(signInId: challenge.signInId, password: "wrong"),
+                    context: Kiosk.root
+                )
+            }
+        }
+        let held = try await kiosk.start("worker2")
+        do {
+            _ = try await kiosk.broker.submitLoginScreenSignIn(
+                .init(signInId: held.signInId, password: Kiosk.password2),
+                context: Kiosk.root
+            )
+            Issue.record("a username past its back-off was tried")
+        } catch {
+            #expect(error.reply.error == Broker1.LimitExceeded.qualifiedName)
+            #expect(error.reply.parameters["message"]?.string?.contains("for this username") == true, "\(error.reply)")
+        }
+        // Root is no app that backs off: another worker signs in at once.
+        let other = try await kiosk.signIn("worker1", password: Kiosk.password1)
+        #expect(other.account.username == "worker1")
+    }
+
+    @Test func aDeviceCodeSignInAtTheLoginScreenShowsTheCodeThenSignsTheWorkerIn() async throws {
+        let kiosk = try await Kiosk()
+        let challenge = try await kiosk.start("worker1", flow: .deviceCode)
+        #expect(challenge.challenge == .deviceCode)
+        do {
+            _ = try await kiosk.broker.submitLoginScreenSignIn(
+                .init(signInId: challenge.signInId, password: Kiosk.password1),
+                context: Kiosk.root
+            )
+            Issue.record("a device-code sign-in took a password")
+        } catch {
+            #expect(accountErrorCode(error) == "flowNotAllowed")
+        }
+        let (replies, continuation) = AsyncStream.makeStream(of: VarlinkReply.self)
+        let broker = kiosk.broker
+        let call = Task {
+            try await broker.awaitLoginScreenDeviceCode(
+                .init(signInId: challenge.signInId),
+                context: Kiosk.root,
+                replies: VarlinkReplyStream { reply in
+                    continuation.yield(reply)
+                    return true
+                }
+            )
+        }
+        var iterator = replies.makeAsyncIterator()
+        let first = try #require(await iterator.next())
+        let code = try #require(first.parameters["verification"]?.object?["userCode"]?.string, "\(first)")
+        try await LocalIdentityProvider.shared().approve(code: code, user: "worker1")
+        let last = try #require(await iterator.next())
+        let signIn = try #require(last.parameters["signIn"]?.object, "\(last)")
+        #expect(signIn["account"]?.object?["username"]?.string == "worker1")
+        #expect(signIn["sessionUser"]?.string == Kiosk.sessionUser)
+        #expect(last.parameters["accessToken"] == nil)
+        try await call.value
+        continuation.finish()
+        #expect(try kiosk.events().last { $0.type.rawValue == "account.signed_in" }?.details["flow"] == "deviceCode")
+    }
 }

@@ -153,7 +153,20 @@ extension BrokerStatus {
                     lastCall: Date(timeIntervalSince1970: client.lastCall)
                 )
             },
-            diskReserve: status.diskReserve
+            diskReserve: status.diskReserve,
+            shiftSession: status.shiftSession.map { session in
+                ShiftSession(
+                    sessionId: session.sessionId,
+                    user: session.user,
+                    account: session.account.map(DeviceAccount.init),
+                    openedAt: Date(timeIntervalSince1970: session.openedAt),
+                    onSignOut: session.onSignOut.rawValue,
+                    service: session.loginScreen.service,
+                    tty: session.loginScreen.tty,
+                    seat: session.loginScreen.seat,
+                    remoteHost: session.loginScreen.remoteHost
+                )
+            }
         )
     }
 }

@@ -34,6 +34,23 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
         }
     }
 
+    /// The login session the worker's shift runs in (a worker signed in at the login screen).
+    struct ShiftSession: Sendable, Equatable, Encodable {
+        /// logind's session id.
+        var sessionId: String
+        /// The local account it runs as (the policy's `session.user`).
+        var user: String
+        var account: DeviceAccount?
+        var openedAt: Date
+        /// What a sign-out does to it: `terminate`, `lock` or `none`.
+        var onSignOut: String
+        /// The PAM service, and the terminal or seat.
+        var service: String
+        var tty: String?
+        var seat: String?
+        var remoteHost: String?
+    }
+
     var version: String
     var startedAt: Date
     var provisioned: Bool
@@ -52,12 +69,14 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     var msalClients: [MSALClient]
     /// Whether the space kept for sign-outs on a full disk is in place (nil: the broker does not say).
     var diskReserve: Bool?
+    /// The shift's login session (nil: none, or the broker does not say).
+    var shiftSession: ShiftSession? = nil
 
     enum CodingKeys: String, CodingKey {
         case version, startedAt, provisioned, mode
         case policyID = "policyId"
         case policySHA256 = "policySha256"
         case current, signedInAt
-        case lastAuditSequence, idle, connections, msalClients, diskReserve
+        case lastAuditSequence, idle, connections, msalClients, diskReserve, shiftSession
     }
 }
