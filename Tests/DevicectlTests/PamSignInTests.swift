@@ -264,4 +264,37 @@ extension PamSignInTests {
         #expect(status.contains("\"worker1\"") && !status.contains("\"worker2\""), "\(status)")
         await daemon.cleanUp()
     }
+
+    /// The shipped stack with Debian's common-auth: a worker signs in through pam_sharedmode and becomes
+    /// the kiosk user; a local account (the kiosk user's own name, with a password) goes to pam_unix,
+    /// whose wrong password fails; a worker's wrong password does not fall through to pam_unix.
+    @Test func theShippedStackSignsAWorkerInAndLetsALocalAccountThrough() async throws {
+        try await PamStack.build()
+        let kiosk = try await KioskUser.create()
+        defer { kiosk.remove() }
+        let localPassword = "Local-\(UUID().uuidString.prefix(12))"
+        let changed = try await Command.run(
+            URL(fileURLWithPath: "/usr/sbin/chpasswd"),
+            [],
+            stdin: "\(kiosk.name):\(localPassword)\n"
+        )
+        try #require(changed.status == 0, "\(changed.stderr)")
+        let daemon = try await Self.daemon(kioskUser: kiosk.name)
+        let stack = try PamStack(shippedWith: ["socket=\(daemon.socketPath)", "helper=\(PamStack.helper)"])
+        defer { stack.remove() }
+
+        let wrong = try await stack.host("worker1", answer: "not-the-password")
+        #expect(wrong.stdout.contains("result Authentication failure"), "\(wrong.stdout)")
+        #expect(!wrong.stdout.contains("message 1 Password: \nmessage 1 Password: "), "asked twice: \(wrong.stdout)")
+        let local = try await stack.pamtester(kiosk.name, stdin: localPassword + "\n")
+        #expect(local.status == 0, "\(local.stdout) \(local.stderr)")
+        let localWrong = try await stack.pamtester(kiosk.name, stdin: "not-\(localPassword)\n")
+        #expect(localWrong.status != 0, "\(localWrong.stdout)")
+        #expect(!(try await Self.status(daemon).contains("\"worker1\"")))
+        let worker = try await stack.host("worker1", answer: Self.password1)
+        let lines = worker.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("result Success") && lines.contains("user \(kiosk.name)"), "\(lines)")
+        #expect(try await Self.status(daemon).contains("\"worker1\""))
+        await daemon.cleanUp()
+    }
 }

@@ -101,4 +101,23 @@ struct PamStack {
         try "XDG_SESSION_ID DEFAULT=\(sessionID)\n".write(to: file, atomically: true, encoding: .utf8)
         return ("session required pam_env.so readenv=0 user_readenv=0 conffile=\(file.path)", file)
     }
+
+    /// The shipped stack (pam/sharedmode-kiosk) as a service of the test's own, pam_sharedmode.so named by
+    /// the built module's path with `arguments` (`socket=`, `helper=`): Debian's common-* files as they are.
+    init(shippedWith arguments: [String]) throws {
+        service = "sharedmode-test-\(UUID().uuidString.prefix(8).lowercased())"
+        let shipped = try String(
+            contentsOf: Self.packageRoot.appendingPathComponent("pam/sharedmode-kiosk"),
+            encoding: .utf8
+        )
+        let lines = shipped.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("#")
+                ? String(line)
+                : line.replacingOccurrences(
+                    of: "pam_sharedmode.so",
+                    with: ([Self.module] + arguments).joined(separator: " ")
+                )
+        }
+        try lines.joined(separator: "\n").write(toFile: "/etc/pam.d/\(service)", atomically: true, encoding: .utf8)
+    }
 }
