@@ -163,7 +163,7 @@ import Glibc
         #expect(lines.contains("result \(Self.authInfoUnavailable)"), "\(lines)")
         #expect(lines.contains { $0.contains("took longer than 1 seconds") }, "\(lines)")
         #expect(lines.contains("threads 1"), "\(lines)")
-        #expect(lines.contains("children none"), "\(lines)")
+        #expect(lines.contains("children none") && lines.contains("descriptors kept"), "\(lines)")
         let pid = try #require(
             pid_t(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
         )
@@ -223,6 +223,7 @@ import Glibc
         #expect(lines.contains("result Success"), "\(lines)")
         #expect(lines.contains("user kiosk-session-user"), "\(lines)")
         #expect(lines.contains("threads 1") && lines.contains("children none"), "\(lines)")
+        #expect(lines.contains("descriptors kept"), "\(lines)")
     }
 
     /// A helper that breaks the protocol is not believed: a success without the session's user, an
@@ -246,7 +247,7 @@ import Glibc
             let lines = result.stdout.split(separator: "\n").map(String.init)
             #expect(lines.contains("result \(Self.authInfoUnavailable)"), "\(body.prefix(80)): \(lines)")
             #expect(lines.contains("user \(Self.worker)"), "\(lines)")
-            #expect(lines.contains("children none"), "\(lines)")
+            #expect(lines.contains("children none") && lines.contains("descriptors kept"), "\(lines)")
             if let message { #expect(lines.contains { $0.contains(message) }, "\(lines)") }
         }
         let missing = try PamStack(arguments: [], socket: nil, helper: directory.appendingPathComponent("none").path)

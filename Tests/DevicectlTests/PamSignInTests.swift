@@ -85,6 +85,7 @@ import Testing
         #expect(lines.contains("message 1 Password: "), "\(lines)")
         #expect(lines.contains("user \(kiosk.name)"), "\(lines)")
         #expect(lines.contains("threads 1") && lines.contains("children none"), "\(lines)")
+        #expect(lines.contains("descriptors kept"), "\(lines)")
         #expect(try await Self.status(daemon).contains("\"worker1\""), "the worker is not the device's account")
         // The sign-in's audit event names the PAM service; the password is in no audit entry or log line.
         let events = try await daemon.auditEvents()

@@ -6,12 +6,14 @@
  *   user NAME               PAM_USER afterwards (the session's user once a worker signed in)
  *   threads N               the threads of this process (1: the module left none)
  *   children none|left      whether a child of this process is left (running or a zombie)
+ *   descriptors kept|leaked whether pam_authenticate left a descriptor open
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <security/pam_appl.h>
@@ -42,6 +44,14 @@ static int threads(void) {
     return count;
 }
 
+static int descriptors(void) {
+    DIR *directory = opendir("/proc/self/fd");
+    int count = 0;
+    while (directory != NULL && readdir(directory) != NULL) count++;
+    if (directory != NULL) closedir(directory);
+    return count;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: pam-host SERVICE USER ANSWER\n");
@@ -54,7 +64,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pam_start: %d\n", status);
         return 70;
     }
+    int before = descriptors();
     status = pam_authenticate(handle, 0);
+    int after = descriptors();
     printf("result %s\n", pam_strerror(handle, status));
     const void *user = NULL;
     pam_get_item(handle, PAM_USER, &user);
@@ -63,6 +75,7 @@ int main(int argc, char **argv) {
     int child;
     pid_t left = waitpid(-1, &child, WNOHANG);
     printf("children %s\n", left < 0 && errno == ECHILD ? "none" : "left");
+    printf("descriptors %s\n", before == after ? "kept" : "leaked");
     pam_end(handle, status);
     return 0;
 }
