@@ -78,7 +78,7 @@ import Testing
         let stack = try PamStack(arguments: [], socket: daemon.socketPath)
         defer { stack.remove() }
 
-        let result = try await stack.host("worker1", answer: Self.password1)
+        let result = try await stack.host("worker1", answer: Self.password1, tty: "tty7")
         try #require(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.contains("result Success"), "\(lines) \(daemon.logTail())")
@@ -94,6 +94,8 @@ import Testing
                 .contains(stack.service) == true
         }
         #expect(!named.isEmpty, "no audit event names the PAM service \(stack.service): \(events)")
+        let details = named.compactMap { $0["details"] as? [String: Any] }
+        #expect(details.contains { $0["tty"] as? String == "tty7" }, "the terminal is not in \(named)")
         let audit = try await daemon.cli.run(["audit", "--json"])
         #expect(!audit.stdout.contains(Self.password1) && !daemon.logTail(Int.max).contains(Self.password1))
         await daemon.cleanUp()

@@ -89,9 +89,9 @@ struct PamStack {
         try await Command.run(URL(fileURLWithPath: "/usr/bin/pamtester"), [service, user] + operations, stdin: stdin)
     }
 
-    /// Tests/PamHost's program: authenticates `user`, answering every prompt with `answer`.
-    func host(_ user: String, answer: String) async throws -> Command.Result {
-        try await Command.run(URL(fileURLWithPath: Self.host), [service, user, answer])
+    /// Tests/PamHost's program: authenticates `user` (on terminal `tty`), answering every prompt with `answer`.
+    func host(_ user: String, answer: String, tty: String? = nil) async throws -> Command.Result {
+        try await Command.run(URL(fileURLWithPath: Self.host), [service, user, answer] + (tty.map { [$0] } ?? []))
     }
 
     /// pam_env in pam_systemd's place (no logind on this host): XDG_SESSION_ID for the module's

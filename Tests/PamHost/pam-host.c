@@ -1,6 +1,6 @@
 /*
- * A PAM application for PamModuleTests: pam-host SERVICE USER ANSWER authenticates USER through SERVICE,
- * answering every prompt with ANSWER, then reports what a host process must see after the module ran:
+ * A PAM application for PamModuleTests: pam-host SERVICE USER ANSWER [TTY] authenticates USER through
+ * SERVICE (on terminal TTY, PAM_TTY, when given), answering every prompt with ANSWER, then reports what a host process must see after the module ran:
  *   message STYLE TEXT      every message of the conversation
  *   result TEXT             pam_strerror of pam_authenticate's result
  *   user NAME               PAM_USER afterwards (the session's user once a worker signed in)
@@ -53,8 +53,8 @@ static int descriptors(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: pam-host SERVICE USER ANSWER\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: pam-host SERVICE USER ANSWER [TTY]\n");
         return 64;
     }
     struct pam_conv conv = {conversation, argv[3]};
@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pam_start: %d\n", status);
         return 70;
     }
+    if (argc == 5) pam_set_item(handle, PAM_TTY, argv[4]);
     int before = descriptors();
     status = pam_authenticate(handle, 0);
     int after = descriptors();
