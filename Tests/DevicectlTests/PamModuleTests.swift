@@ -296,4 +296,46 @@ import Glibc
         #expect(alone.status == 0, "\(alone.stderr)")
         #expect(!alone.stdout.contains("open-session"), "\(alone.stdout)")
     }
+
+    /// The password the module relays leaves no copy in the host process: the conversation's answer is
+    /// wiped before it is freed, and so are the module's line buffers (the host wipes its own). The scan
+    /// reads the host's writable memory, freed heap chunks included, after pam_end.
+    @Test func theRelayedPasswordLeavesNoCopyInTheHostProcess() async throws {
+        try await PamStack.build()
+        let directory = try Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let password = "pam-memory-\(UUID().uuidString)"
+        let answerFile = directory.appendingPathComponent("answer")
+        try (password + "\n").write(to: answerFile, atomically: true, encoding: .utf8)
+        let helper = try Self.script(
+            """
+            echo "prompt-echo-off Password: " >&3
+            read -r answer <&3
+            [ "$answer" = "response \(password)" ] && echo "info received" >&3
+            printf 'set-user kiosk\\nset-correlation c-1\\nresult PAM_SUCCESS\\n' >&3
+            """,
+            in: directory
+        )
+        let stack = try PamStack(arguments: [], socket: nil, helper: helper)
+        defer { stack.remove() }
+        let host = try ChildProcess(
+            URL(fileURLWithPath: PamStack.host),
+            [stack.service, Self.worker, "@" + answerFile.path],
+            environment: ["PAM_HOST_PAUSE": "1"]
+        )
+        defer { _ = host.killIfRunning() }
+        try #require(
+            await host.waitForLine(timeout: ChildProcess.shortestWait) { $0 == "paused" } != nil,
+            "\(host.standardOutput) \(host.standardError)"
+        )
+        #expect(host.lines.contains("message 4 received"), "the helper did not get the password: \(host.lines)")
+        #expect(host.lines.contains("result Success"), "\(host.lines)")
+        let scan = try ProcessMemory.occurrences(
+            // The password's tail: a freed chunk's first 16 bytes hold the allocator's own pointers.
+            of: [Data(password.utf8.suffix(28)), Data(Self.worker.utf8)],
+            inWritableMemoryOf: host.pid
+        )
+        #expect(scan.counts[1] > 0, "the scan found not even the user's name: \(scan)")
+        #expect(scan.counts[0] == 0, "the password is in the host's memory \(scan.counts[0]) times")
+    }
 }

@@ -7,6 +7,8 @@
  *   threads N               the threads of this process (1: the module left none)
  *   children none|left      whether a child of this process is left (running or a zombie)
  *   descriptors kept|leaked whether pam_authenticate left a descriptor open
+ * ANSWER `@FILE` reads the answer from FILE (then removed) and wipes it after pam_authenticate; with
+ * PAM_HOST_PAUSE set it then prints `paused` and waits for a signal, for a scan of its memory.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <security/pam_appl.h>
@@ -57,7 +62,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: pam-host SERVICE USER ANSWER [TTY]\n");
         return 64;
     }
-    struct pam_conv conv = {conversation, argv[3]};
+    static char answer[256];
+    if (argv[3][0] == '@') {
+        int file = open(argv[3] + 1, O_RDONLY);
+        ssize_t length = file < 0 ? -1 : read(file, answer, sizeof(answer) - 1);
+        if (file >= 0) close(file);
+        unlink(argv[3] + 1);
+        if (length < 0) return 66;
+        answer[length] = '\0';
+        answer[strcspn(answer, "\n")] = '\0';
+    } else {
+        snprintf(answer, sizeof(answer), "%s", argv[3]);
+    }
+    struct pam_conv conv = {conversation, answer};
     pam_handle_t *handle = NULL;
     int status = pam_start(argv[1], argv[2], &conv, &handle);
     if (status != PAM_SUCCESS) {
@@ -68,6 +85,7 @@ int main(int argc, char **argv) {
     int before = descriptors();
     status = pam_authenticate(handle, 0);
     int after = descriptors();
+    explicit_bzero(answer, sizeof(answer));
     printf("result %s\n", pam_strerror(handle, status));
     const void *user = NULL;
     pam_get_item(handle, PAM_USER, &user);
@@ -78,5 +96,10 @@ int main(int argc, char **argv) {
     printf("children %s\n", left < 0 && errno == ECHILD ? "none" : "left");
     printf("descriptors %s\n", before == after ? "kept" : "leaked");
     pam_end(handle, status);
+    if (getenv("PAM_HOST_PAUSE") != NULL) {
+        printf("paused\n");
+        fflush(stdout);
+        pause();
+    }
     return 0;
 }
