@@ -207,18 +207,20 @@ extension Broker {
     func loginScreenPolicy() throws(BrokerFailure) -> (record: DeviceRecord, policy: DevicePolicy) {
         let (record, policy) = try currentPolicy()
         guard let record, let policy, policy.device.mode == .shared, policy.session.user != nil else {
-            throw BrokerFailure(
-                Broker1.AccountError(
-                    code: "loginScreenNotConfigured",
-                    message:
-                        "the login screen is not configured on this device: provision a shared-mode policy whose session.user names the kiosk's local account (see policies/kiosk-login.json)",
-                    msalStatus: nil,
-                    identityCode: nil
-                )
-            )
+            throw Self.loginScreenNotConfigured
         }
         return (record, policy)
     }
+
+    static let loginScreenNotConfigured = BrokerFailure(
+        Broker1.AccountError(
+            code: "loginScreenNotConfigured",
+            message:
+                "the login screen is not configured on this device: provision a shared-mode policy whose session.user names the kiosk's local account (see policies/kiosk-login.json)",
+            msalStatus: nil,
+            identityCode: nil
+        )
+    )
 
     /// A local account's name (an administrator's, root) is never a worker's.
     static func refuseLocalAccount(_ username: String) throws(BrokerFailure) {

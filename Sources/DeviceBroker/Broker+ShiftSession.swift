@@ -22,6 +22,7 @@ extension Broker {
         shiftSessions.expect(outcome.correlationID, account: outcome.account, deadline: deadline)
         let correlationID = outcome.correlationID
         let grace = Task { [self] in
+            defer { shiftSessions.graceEnded(correlationID) }
             do {
                 try await sessionClock.sleep(until: deadline)
             } catch {
@@ -77,7 +78,9 @@ extension Broker {
         let sessionID = try ParameterCheck.sessionID(parameters.sessionId)
         guard parameters.correlationId.count <= 128 else { throw .invalidParameter("correlationId") }
         let place = try ParameterCheck.loginScreen(parameters.loginScreen)
-        guard let user = policy.session.user, let uid = policy.session.userUID else { throw .invalidParameter("") }
+        guard let user = policy.session.user, let uid = policy.session.userUID else {
+            throw Self.loginScreenNotConfigured
+        }
         if let record = shiftSessions.record, record.sessionId == sessionID,
             record.correlationID == parameters.correlationId
         {

@@ -50,15 +50,17 @@ final class ShiftSessions: Sendable {
 
     /// The worker signed in with `correlationID` is to open their session by `deadline`.
     func expect(_ correlationID: String, account: DeviceAccount, deadline: Date) {
-        state.withLock { state in
-            state.expected = state.expected.filter { $0.value.deadline > deadline.addingTimeInterval(-3600) }
-            state.expected[correlationID] = Expected(account: account, deadline: deadline)
-        }
+        state.withLock { $0.expected[correlationID] = Expected(account: account, deadline: deadline) }
     }
 
     /// The task that ends the grace of `correlationID` (replacing any earlier one of it).
     func keepGrace(_ correlationID: String, _ task: Task<Void, Never>) {
         state.withLock { $0.graces[correlationID] = task }
+    }
+
+    /// The grace of `correlationID` has been acted on: its task is forgotten.
+    func graceEnded(_ correlationID: String) {
+        _ = state.withLock { $0.graces.removeValue(forKey: correlationID) }
     }
 
     /// Waits for every grace task kept so far to return (their clock moved past them, or cancelled).

@@ -43,8 +43,9 @@ final class LoginScreenKiosk: @unchecked Sendable {
         broker = Self.broker(fixture.device, sessions: sessions, clock: clock)
     }
 
+    /// The broker: its idle sign-out and the session's graces run on `clock`.
     static func broker(_ device: ManagedDevice, sessions: RecordingLoginSessions, clock: ManualIdleClock) -> Broker {
-        Broker(device: device, loginSessions: sessions, sessionClock: clock, logger: quiet)
+        Broker(device: device, idleClock: clock, loginSessions: sessions, sessionClock: clock, logger: quiet)
     }
 
     /// A new broker on the same state directory (the daemon restarted).

@@ -2,6 +2,7 @@ import BrokerContract
 @_spi(Testing) import DeviceBroker
 import Foundation
 import SharedDevice
+import StoreTestSupport
 import TestTags
 import Testing
 import Varlink
@@ -93,6 +94,42 @@ import Glibc
         let closed = try await kiosk.close("c1")
         #expect(closed.account == nil)
         #expect(try kiosk.events(after: before).filter { $0.type.rawValue == "account.signed_out" }.count == 1)
+    }
+
+    @Test func rootsSignOutOnTheStoreWhileTheBrokerRunsEndsTheSessionToo() async throws {
+        let kiosk = try await Kiosk(session: ["onSignOut": "lock"])
+        let watch = kiosk.broker.startLoginSessionWatch()
+        defer { watch.cancel() }
+        try await kiosk.signInAndOpen(session: "c3")
+        // Another process (root's `devicectl signout` on the store): the broker hears it through the state
+        // directory's change signal, not through its own account manager.
+        let other = try kiosk.fixture.secondDevice()
+        let outcome = try AccountManager(device: other).signOut(app: nil, reason: .admin)
+        #expect(outcome.account?.username == "worker1")
+        let ended = try #require(try await kiosk.event("session.terminated"))
+        #expect(kiosk.sessions.calls == [.lock("c3")])
+        let signedOut = try #require(try kiosk.events().last { $0.type.rawValue == "account.signed_out" })
+        #expect(ended.correlationID == signedOut.correlationID)
+    }
+
+    @Test func theIdleSignOutEndsTheSessionAsTheDaemonRunsIt() async throws {
+        let kiosk = try await Kiosk(session: ["idleSignOutSeconds": 30, "warningSeconds": 10, "onSignOut": "lock"])
+        // What deviced runs beside its server: the idle sign-out and the session's watch.
+        let background = Task { await kiosk.broker.runIdleMonitor() }
+        defer { background.cancel() }
+        try await kiosk.signInAndOpen(session: "c14")
+        // The idle clock runs from the sign-in once the monitor has heard of it.
+        #expect(
+            await kiosk.eventually {
+                (try? kiosk.broker.getStatus(.init(), context: Kiosk.root))?.status.idle?.signOutIn == 30
+            }
+        )
+        kiosk.clock.advance(by: 30)
+        let ended = try #require(try await kiosk.event("session.terminated"))
+        let signedOut = try #require(try kiosk.events().last { $0.type.rawValue == "account.signed_out" })
+        #expect(signedOut.reason == "idle")
+        #expect(ended.correlationID == signedOut.correlationID)
+        #expect(kiosk.sessions.calls == [.lock("c14")])
     }
 
     @Test func aSessionThatEndsAtSIGTERMIsNotKilled() async throws {
@@ -192,6 +229,13 @@ import Glibc
     @Test func theRecordSurvivesARestartAndASessionGoneMeanwhileSignsItsWorkerOutAtStart() async throws {
         let kiosk = try await Kiosk()
         try await kiosk.signInAndOpen(session: "c10")
+        // Kept in the state directory, the owner's alone, naming no secret.
+        let file = kiosk.fixture.directory.url.appendingPathComponent("shift-session.json").path
+        let attributes = try FileManager.default.attributesOfItem(atPath: file)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let kept = try String(contentsOfFile: file, encoding: .utf8)
+        #expect(kept.contains("\"sessionId\":\"c10\""))
+        #expect(!kept.contains(Kiosk.password1))
         kiosk.restartBroker()
         #expect(try kiosk.shiftSession()?.sessionId == "c10")
         // Still there at start: nothing changes.
@@ -207,6 +251,7 @@ import Glibc
         #expect(try kiosk.events().last { $0.type.rawValue == "account.signed_out" }?.reason == "session-end")
         kiosk.restartBroker()
         #expect(try kiosk.shiftSession() == nil)
+        #expect(!FileManager.default.fileExists(atPath: file))
     }
 
     @Test func aSignOutWhileTheBrokerWasDownEndsTheSessionAtStart() async throws {
