@@ -43,12 +43,13 @@ import Glibc
         try await PamStack.build()
         let user = "pamtest\(UInt32.random(in: 10000...99999))"
         let password = "Local-\(UUID().uuidString.prefix(12))"
-        let added = try await Command.run(
-            URL(fileURLWithPath: "/usr/sbin/useradd"),
-            ["-M", "-s", "/usr/sbin/nologin", user]
+        // A uid of its own: the policies' apps run as 1001 and 1002, which useradd would hand out next.
+        let added = PamStack.accountTool(
+            "/usr/sbin/useradd",
+            ["-M", "-s", "/usr/sbin/nologin", "-K", "UID_MIN=20000", "-K", "GID_MIN=20000", user]
         )
-        try #require(added.status == 0, "useradd failed: \(added.stderr)")
-        defer { _ = try? Process.run(URL(fileURLWithPath: "/usr/sbin/userdel"), arguments: [user]).waitUntilExit() }
+        try #require(added == 0, "useradd exited \(added)")
+        defer { PamStack.accountTool("/usr/sbin/userdel", [user]) }
         let changed = try await Command.run(
             URL(fileURLWithPath: "/usr/sbin/chpasswd"),
             [],

@@ -18,17 +18,17 @@ import Testing
 
         static func create() async throws -> KioskUser {
             let user = KioskUser()
-            let added = try await Command.run(
-                URL(fileURLWithPath: "/usr/sbin/useradd"),
-                // A uid of its own: the policy's apps run as 1001 and 1002, which useradd would hand out next.
+            // A uid of its own: the policy's apps run as 1001 and 1002, which useradd would hand out next.
+            let added = PamStack.accountTool(
+                "/usr/sbin/useradd",
                 ["-m", "-s", "/bin/sh", "-K", "UID_MIN=20000", "-K", "GID_MIN=20000", user.name]
             )
-            try #require(added.status == 0, "useradd failed: \(added.stderr)")
+            try #require(added == 0, "useradd exited \(added)")
             return user
         }
 
         func remove() {
-            _ = try? Process.run(URL(fileURLWithPath: "/usr/sbin/userdel"), arguments: ["-r", name]).waitUntilExit()
+            PamStack.accountTool("/usr/sbin/userdel", ["-r", name])
         }
     }
 

@@ -120,4 +120,22 @@ struct PamStack {
         }
         try lines.joined(separator: "\n").write(toFile: "/etc/pam.d/\(service)", atomically: true, encoding: .utf8)
     }
+
+    /// Runs useradd or userdel until it succeeds: the suites run in parallel and each holds the password
+    /// file's lock a moment (useradd and userdel then fail rather than wait). userdel's 6 (no such user) is
+    /// success enough. Returns the last exit status.
+    @discardableResult
+    static func accountTool(_ tool: String, _ arguments: [String]) -> Int32 {
+        var status: Int32 = -1
+        for _ in 0..<100 {
+            guard let process = try? Process.run(URL(fileURLWithPath: tool), arguments: arguments) else { return -1 }
+            process.waitUntilExit()
+            status = process.terminationStatus
+            if status == 0 || (tool.hasSuffix("userdel") && status == 6) { return status }
+            // useradd's 9 (the name is taken) and 3 (a bad argument) do not pass with time.
+            if tool.hasSuffix("useradd") && (status == 9 || status == 3 || status == 4) { return status }
+            usleep(100_000)
+        }
+        return status
+    }
 }

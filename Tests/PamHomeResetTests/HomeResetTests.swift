@@ -29,10 +29,19 @@ import Testing
             try? FileManager.default.removeItem(at: scratch)
         }
 
+        /// Runs useradd or userdel until it succeeds: suites running in parallel hold the password file's
+        /// lock a moment, and the tools then fail rather than wait (6, no such user, and 9, the name taken, do
+        /// not pass).
         static func run(_ tool: String, _ arguments: [String]) throws {
-            let process = try Process.run(URL(fileURLWithPath: tool), arguments: arguments)
-            process.waitUntilExit()
-            try #require(process.terminationStatus == 0, "\(tool) \(arguments) exited \(process.terminationStatus)")
+            var status: Int32 = -1
+            for _ in 0..<100 {
+                let process = try Process.run(URL(fileURLWithPath: tool), arguments: arguments)
+                process.waitUntilExit()
+                status = process.terminationStatus
+                if status == 0 || status == 6 || status == 9 { break }
+                usleep(100_000)
+            }
+            try #require(status == 0, "\(tool) \(arguments) exited \(status)")
         }
     }
 
