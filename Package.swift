@@ -25,6 +25,8 @@ let package = Package(
         .executable(name: "devicectl", targets: ["devicectl"]),
         .executable(name: "deviced", targets: ["deviced"]),
         .executable(name: "msal-bridge", targets: ["msal-bridge"]),
+        // The PAM module's helper, installed as /usr/libexec/sharedmode/pam-helper.
+        .executable(name: "sharedmode-pam-helper", targets: ["sharedmode-pam-helper"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
@@ -252,6 +254,26 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        // The PAM module pam_sharedmode (C, loaded into greeters: no Swift runtime, no threads). SwiftPM
+        // compiles it here as a check; the module itself is built by tools/build-pam (cc -shared).
+        .target(
+            name: "PamSharedMode",
+            path: "Sources/PamSharedMode",
+            linkerSettings: [.linkedLibrary("pam")]
+        ),
+        // The module's helper: the PAM conversation relayed from the module, varlink to deviced (the blocking
+        // client only: no NIO, no store).
+        // A session user's fresh home (emptied without following a link, filled from /etc/skel), for the helper.
+        .target(
+            name: "PamHomeReset",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "sharedmode-pam-helper",
+            dependencies: ["BrokerContract", "PamHomeReset", "Varlink"],
+            path: "Sources/pam-helper",
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -494,6 +516,11 @@ let package = Package(
         .testTarget(
             name: "VarlinkTests",
             dependencies: ["Varlink"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PamHomeResetTests",
+            dependencies: ["PamHomeReset", "TestTags"],
             swiftSettings: strictSettings
         ),
         .testTarget(
