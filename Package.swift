@@ -216,6 +216,7 @@ let package = Package(
                 "CProcessControl",
                 "PathSafety",
                 "DeviceBroker",
+                "LoginSessions",
                 "DeviceLocations",
                 "BrokerContract",
                 "VarlinkServer",
@@ -476,6 +477,12 @@ let package = Package(
         .testTarget(
             name: "PathSafetyTests",
             dependencies: ["PathSafety", "TestTags", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strictSettings
+        ),
+        // logind's client: a missing system bus fails clearly; in a booted systemd, the real logind.
+        .testTarget(
+            name: "LoginSessionsTests",
+            dependencies: ["LoginSessions", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -178,6 +178,9 @@ struct Deviced: AsyncParsableCommand {
             FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
             throw ExitCode(64)
         }
+        // logind, through which the broker ends (or locks) the shift's login session at a sign-out.
+        let loginSessions = LoginManager.connect(logger: logger)
+        _ = loginSessions  // handed to the broker once it takes one (issue 34)
         // The server's connection registry first, so that the broker is made knowing who is connected.
         let connections = VarlinkConnectionRegistry()
         let broker = Broker(
