@@ -179,8 +179,7 @@ struct Deviced: AsyncParsableCommand {
             throw ExitCode(64)
         }
         // logind, through which the broker ends (or locks) the shift's login session at a sign-out.
-        let loginSessions = LoginManager.connect(logger: logger)
-        _ = loginSessions  // handed to the broker once it takes one (issue 34)
+        let loginSessions = LoginManager.connect(logger: logger) ?? UnavailableLoginSessions()
         // The server's connection registry first, so that the broker is made knowing who is connected.
         let connections = VarlinkConnectionRegistry()
         let broker = Broker(
@@ -188,6 +187,8 @@ struct Deviced: AsyncParsableCommand {
             idleClock: clock,
             passwordClock: { clock.now() },
             connections: BrokerServerConnections(connections),
+            loginSessions: loginSessions,
+            sessionClock: clock,
             logger: logger
         )
         // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
