@@ -4,7 +4,8 @@
 /// The daemon hands the broker logind's (`Logind`); the broker's tests hand it one that records what it
 /// was asked (there is no logind outside a booted systemd), and the system test runs the real one.
 public protocol LoginSessionControl: Sendable {
-    /// Whether logind has the session `id` (and it is not closing).
+    /// Whether logind still has the session `id`, in any state: a session closing after TerminateSession
+    /// whose processes have not all exited yet still counts (its scope goes once the last one has).
     /// - Throws: `LoginSessionError` when logind cannot be asked (no system bus, no logind).
     func sessionExists(_ id: String) async throws(LoginSessionError) -> Bool
 

@@ -38,9 +38,10 @@ public final class Logind: LoginSessionControl {
 
     public func sessionExists(_ id: String) async throws(LoginSessionError) -> Bool {
         try await run { bus throws(LoginSessionError) in
+            // A closing session (TerminateSession sent SIGTERM) whose processes have not all exited is still
+            // there: the broker's SIGKILL after the grace is for exactly those.
             guard let path = try Self.sessionPath(bus, id) else { return false }
-            guard let state = try Self.stringProperty(bus, path, "State") else { return false }
-            return state != "closing"
+            return try Self.stringProperty(bus, path, "State") != nil
         }
     }
 
