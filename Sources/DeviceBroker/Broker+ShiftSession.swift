@@ -20,7 +20,11 @@ extension Broker {
     func expectLoginSession(_ outcome: LoginScreenSignInOutcome, policy: DevicePolicy) {
         let deadline = sessionClock.now().addingTimeInterval(TimeInterval(policy.session.openGraceSeconds))
         shiftSessions.expect(outcome.correlationID, account: outcome.account, deadline: deadline)
-        let correlationID = outcome.correlationID
+        armOpenGrace(outcome.correlationID, deadline: deadline)
+    }
+
+    /// Starts the wait for the grace of the sign-in `correlationID`, which ends at `deadline`.
+    private func armOpenGrace(_ correlationID: String, deadline: Date) {
         let grace = Task { [self] in
             defer { shiftSessions.graceEnded(correlationID) }
             do {
@@ -31,6 +35,11 @@ extension Broker {
             openGraceEnded(correlationID)
         }
         shiftSessions.keepGrace(correlationID, grace)
+    }
+
+    /// Stops every grace this broker waits on, as the daemon's end does (tests of a restart).
+    @_spi(Testing) public func stopLoginSessionGraces() {
+        shiftSessions.cancelGraces()
     }
 
     /// Waits until every grace kept so far has been acted on (tests move the session clock past them all,
@@ -272,8 +281,14 @@ extension Broker {
     }
 
     /// At start: a recorded session that is gone signs its worker out; a worker no longer signed in (a
-    /// sign-out while the broker was down) has their session ended. Either way the record is cleared.
+    /// sign-out while the broker was down) has their session ended. Either way the record is cleared. A
+    /// worker signed in at the login screen whose session had not opened gets the rest of their grace.
     public func reconcileLoginSession() async {
+        // The graces of workers signed in before a restart whose session had not opened yet run on (one
+        // already past its deadline ends at once).
+        for (correlationID, expected) in shiftSessions.allExpected {
+            armOpenGrace(correlationID, deadline: expected.deadline)
+        }
         guard let record = shiftSessions.record else { return }
         let exists: Bool
         do {

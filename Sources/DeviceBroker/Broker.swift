@@ -101,7 +101,10 @@ public final class Broker: Sendable {
         self.events = events
         refusals = RefusalAudit(device: device)
         let stateDirectory = device.store.databaseURL.deletingLastPathComponent()
-        shiftSessions = ShiftSessions(file: ShiftSessionFile(directory: stateDirectory, logger: logger))
+        shiftSessions = ShiftSessions(
+            file: ShiftSessionFile(directory: stateDirectory, fileName: "shift-session.json", logger: logger),
+            pendingFile: ShiftSessionFile(directory: stateDirectory, fileName: "login-pending.json", logger: logger)
+        )
         passwordThrottle = PasswordThrottle(
             file: PasswordThrottleFile(directory: stateDirectory, logger: logger),
             clock: passwordClock

@@ -25,20 +25,23 @@ struct ShiftSessionRecord: Codable, Equatable, Sendable {
     var openedSequence: Int64
 }
 
-/// Where the shift's session is kept across restarts: `shift-session.json` in the state directory (mode
-/// 0600), reached through the state directory held once (`SafeDirectory`: every component checked, files
-/// opened with `O_NOFOLLOW`) and written whole to a new file renamed over the old one, so a crash leaves
-/// the old record or the new one and no symlink is ever followed.
-struct ShiftSessionFile: Sendable {
-    static let fileName = "shift-session.json"
-    static let maximumBytes = 64 << 10
+/// Where the shift's session is kept across restarts: a file of the state directory (mode 0600;
+/// `shift-session.json` for the recorded session, `login-pending.json` for the workers whose session has
+/// not opened yet), reached through the state directory held once (`SafeDirectory`: every component
+/// checked, files opened with `O_NOFOLLOW`) and written whole to a new file renamed over the old one, so a
+/// crash leaves the old value or the new one and no symlink is ever followed.
+struct ShiftSessionFile<Value: Codable & Sendable>: Sendable {
+    static var maximumBytes: Int { 64 << 10 }
 
+    /// The file's name in the state directory.
+    let fileName: String
     private let directory: SafeDirectory
     private let logger: Logger
 
-    /// The record file of the state directory `directory`; nil (kept in memory only, logged) when the
+    /// The file `fileName` of the state directory `directory`; nil (kept in memory only, logged) when the
     /// directory cannot be reached safely.
-    init?(directory: URL, logger: Logger) {
+    init?(directory: URL, fileName: String, logger: Logger) {
+        self.fileName = fileName
         do {
             self.directory = try SafeDirectory.open(
                 directory.path,
@@ -55,38 +58,38 @@ struct ShiftSessionFile: Sendable {
         self.logger = logger
     }
 
-    /// The record kept, nil when there is none (an unreadable or malformed file is logged and ignored).
-    func load() -> ShiftSessionRecord? {
+    /// The value kept, nil when there is none (an unreadable or malformed file is logged and ignored).
+    func load() -> Value? {
         let bytes: [UInt8]?
         do throws(Errno) {
-            bytes = try directory.contents(of: Self.fileName, limit: Self.maximumBytes)
+            bytes = try directory.contents(of: fileName, limit: Self.maximumBytes)
         } catch {
             logger.warning(
                 "shift session: cannot read its record",
-                metadata: ["file": "\(Self.fileName)", "errno": "\(error)"]
+                metadata: ["file": "\(fileName)", "errno": "\(error)"]
             )
             return nil
         }
         guard let bytes else { return nil }
-        guard let record = try? Self.decoder.decode(ShiftSessionRecord.self, from: Data(bytes)) else {
-            logger.warning("shift session: its record is malformed; ignored", metadata: ["file": "\(Self.fileName)"])
+        guard let value = try? Self.decoder.decode(Value.self, from: Data(bytes)) else {
+            logger.warning("shift session: its record is malformed; ignored", metadata: ["file": "\(fileName)"])
             return nil
         }
-        return record
+        return value
     }
 
-    /// Replaces the record with `record`, or removes it (nil). A failure is logged: the record holds in memory.
-    func save(_ record: ShiftSessionRecord?) {
+    /// Replaces the value with `value`, or removes it (nil). A failure is logged: the value holds in memory.
+    func save(_ value: Value?) {
         do {
-            if let record {
-                try directory.replace(Self.fileName, with: Array(try Self.encoder.encode(record)))
-            } else if (try? directory.status(of: Self.fileName)) != nil {
-                try directory.remove(Self.fileName)
+            if let value {
+                try directory.replace(fileName, with: Array(try Self.encoder.encode(value)))
+            } else if (try? directory.status(of: fileName)) != nil {
+                try directory.remove(fileName)
             }
         } catch {
             logger.warning(
                 "shift session: cannot keep its record on disk; it holds until the daemon stops",
-                metadata: ["file": "\(Self.fileName)", "error": "\(error)"]
+                metadata: ["file": "\(fileName)", "error": "\(error)"]
             )
         }
     }

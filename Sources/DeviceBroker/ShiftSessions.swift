@@ -6,7 +6,7 @@ import Synchronization
 /// workers signed in at the login screen whose session has not opened yet, each until its grace ends.
 final class ShiftSessions: Sendable {
     /// A worker signed in at the login screen, waiting for OpenLoginSession.
-    struct Expected: Sendable {
+    struct Expected: Codable, Sendable {
         var account: DeviceAccount
         var deadline: Date
     }
@@ -18,13 +18,20 @@ final class ShiftSessions: Sendable {
     }
 
     private let state: Mutex<State>
-    private let file: ShiftSessionFile?
+    private let file: ShiftSessionFile<ShiftSessionRecord>?
+    private let pendingFile: ShiftSessionFile<[String: Expected]>?
 
-    /// The sessions kept in `file` (nil: in memory only).
-    init(file: ShiftSessionFile?) {
+    /// The recorded session kept in `file`, the expected ones in `pendingFile` (nil: in memory only), so
+    /// that a restart of the daemon neither forgets the shift's session nor a worker's grace.
+    init(file: ShiftSessionFile<ShiftSessionRecord>?, pendingFile: ShiftSessionFile<[String: Expected]>?) {
         self.file = file
-        state = Mutex(State(record: file?.load()))
+        self.pendingFile = pendingFile
+        state = Mutex(State(record: file?.load(), expected: pendingFile?.load() ?? [:]))
     }
+
+    /// The workers expected to open their session, by the correlation id of their sign-in (those kept
+    /// from before a restart included).
+    var allExpected: [String: Expected] { state.withLock { $0.expected } }
 
     /// The recorded session.
     var record: ShiftSessionRecord? { state.withLock { $0.record } }
@@ -33,7 +40,7 @@ final class ShiftSessions: Sendable {
     func open(_ record: ShiftSessionRecord) {
         state.withLock { state in
             state.record = record
-            state.expected[record.correlationID] = nil
+            if state.expected.removeValue(forKey: record.correlationID) != nil { keep(state.expected) }
             file?.save(record)
         }
     }
@@ -50,7 +57,10 @@ final class ShiftSessions: Sendable {
 
     /// The worker signed in with `correlationID` is to open their session by `deadline`.
     func expect(_ correlationID: String, account: DeviceAccount, deadline: Date) {
-        state.withLock { $0.expected[correlationID] = Expected(account: account, deadline: deadline) }
+        state.withLock { state in
+            state.expected[correlationID] = Expected(account: account, deadline: deadline)
+            keep(state.expected)
+        }
     }
 
     /// The task that ends the grace of `correlationID` (replacing any earlier one of it).
@@ -61,6 +71,15 @@ final class ShiftSessions: Sendable {
     /// The grace of `correlationID` has been acted on: its task is forgotten.
     func graceEnded(_ correlationID: String) {
         _ = state.withLock { $0.graces.removeValue(forKey: correlationID) }
+    }
+
+    /// Cancels every grace task kept so far (the expectations stay): what the daemon's end does to them.
+    func cancelGraces() {
+        let tasks = state.withLock { state in
+            defer { state.graces = [:] }
+            return Array(state.graces.values)
+        }
+        for task in tasks { task.cancel() }
     }
 
     /// Waits for every grace task kept so far to return (their clock moved past them, or cancelled).
@@ -79,6 +98,15 @@ final class ShiftSessions: Sendable {
 
     /// Ends the expectation of `correlationID` and returns it, if it was still open.
     func takeExpected(_ correlationID: String) -> Expected? {
-        state.withLock { $0.expected.removeValue(forKey: correlationID) }
+        state.withLock { state in
+            let expected = state.expected.removeValue(forKey: correlationID)
+            if expected != nil { keep(state.expected) }
+            return expected
+        }
+    }
+
+    /// Writes the expected workers to their file (removed once there are none).
+    private func keep(_ expected: [String: Expected]) {
+        pendingFile?.save(expected.isEmpty ? nil : expected)
     }
 }

@@ -204,6 +204,25 @@ import Glibc
         }
     }
 
+    @Test func aWorkersGraceOutlivesARestartOfTheDaemon() async throws {
+        let kiosk = try await Kiosk(session: ["openGraceSeconds": 30])
+        _ = try await kiosk.signIn("worker1", password: Kiosk.password1)
+        let pending = kiosk.fixture.directory.url.appendingPathComponent("login-pending.json").path
+        #expect(FileManager.default.fileExists(atPath: pending))
+        #expect(!(try String(contentsOfFile: pending, encoding: .utf8)).contains(Kiosk.password1))
+        // The daemon stops (its waits end with it) and starts again before the worker's session opens.
+        kiosk.broker.stopLoginSessionGraces()
+        kiosk.restartBroker()
+        await kiosk.broker.reconcileLoginSession()
+        kiosk.clock.advance(by: 29)
+        #expect(try kiosk.currentWorker() == "worker1")
+        kiosk.clock.advance(by: 1)
+        await kiosk.broker.settleLoginSessionGraces()
+        #expect(try kiosk.currentWorker() == nil)
+        #expect(try kiosk.events().last { $0.type.rawValue == "account.signed_out" }?.reason == "session-end")
+        #expect(!FileManager.default.fileExists(atPath: pending))
+    }
+
     @Test func aSessionOpenedWithinTheGraceKeepsTheWorkerSignedIn() async throws {
         let kiosk = try await Kiosk(session: ["openGraceSeconds": 30])
         try await kiosk.signInAndOpen(session: "c7")
