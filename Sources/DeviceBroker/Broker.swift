@@ -102,8 +102,18 @@ public final class Broker: Sendable {
         refusals = RefusalAudit(device: device)
         let stateDirectory = device.store.databaseURL.deletingLastPathComponent()
         shiftSessions = ShiftSessions(
-            file: ShiftSessionFile(directory: stateDirectory, fileName: "shift-session.json", logger: logger),
-            pendingFile: ShiftSessionFile(directory: stateDirectory, fileName: "login-pending.json", logger: logger)
+            file: StateFile(
+                directory: stateDirectory,
+                fileName: "shift-session.json",
+                subject: "the shift's session",
+                logger: logger
+            ),
+            pendingFile: StateFile(
+                directory: stateDirectory,
+                fileName: "login-pending.json",
+                subject: "the workers whose session has not opened",
+                logger: logger
+            )
         )
         passwordThrottle = PasswordThrottle(
             file: PasswordThrottleFile(directory: stateDirectory, logger: logger),

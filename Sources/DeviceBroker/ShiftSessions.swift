@@ -2,6 +2,27 @@ import Foundation
 import SharedDevice
 import Synchronization
 
+/// The shift's login session as the broker recorded it at OpenLoginSession: the logind session, its user,
+/// the worker, when and where it opened, and what a sign-out does to it. Never a secret.
+struct ShiftSessionRecord: Codable, Equatable, Sendable {
+    /// logind's session id.
+    var sessionId: String
+    /// The local account the session runs as, and its uid.
+    var user: String
+    var uid: UInt32
+    /// The worker whose shift it is.
+    var account: DeviceAccount
+    /// The correlation id of the worker's sign-in.
+    var correlationID: String
+    var openedAt: Date
+    var place: LoginScreenPlace
+    var onSignOut: DevicePolicy.SessionEndAction
+    /// Seconds between TerminateSession and KillSession with SIGKILL.
+    var terminateGraceSeconds: Int
+    /// The audit sequence of the `session.opened` event: only sign-outs after it end this session.
+    var openedSequence: Int64
+}
+
 /// The shift's login session the broker keeps: the recorded one (also in `ShiftSessionFile`) and the
 /// workers signed in at the login screen whose session has not opened yet, each until its grace ends.
 final class ShiftSessions: Sendable {
@@ -18,12 +39,12 @@ final class ShiftSessions: Sendable {
     }
 
     private let state: Mutex<State>
-    private let file: ShiftSessionFile<ShiftSessionRecord>?
-    private let pendingFile: ShiftSessionFile<[String: Expected]>?
+    private let file: StateFile<ShiftSessionRecord>?
+    private let pendingFile: StateFile<[String: Expected]>?
 
     /// The recorded session kept in `file`, the expected ones in `pendingFile` (nil: in memory only), so
     /// that a restart of the daemon neither forgets the shift's session nor a worker's grace.
-    init(file: ShiftSessionFile<ShiftSessionRecord>?, pendingFile: ShiftSessionFile<[String: Expected]>?) {
+    init(file: StateFile<ShiftSessionRecord>?, pendingFile: StateFile<[String: Expected]>?) {
         self.file = file
         self.pendingFile = pendingFile
         state = Mutex(State(record: file?.load(), expected: pendingFile?.load() ?? [:]))
