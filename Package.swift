@@ -60,6 +60,9 @@ let package = Package(
             dependencies: [.product(name: "SystemPackage", package: "swift-system")],
             swiftSettings: strictSettings
         ),
+        // Which app of its user a process is: the Flatpak sandbox it runs in, read from its root and pinned
+        // to it by a pidfd (xdg-desktop-portal's rule).
+        .target(name: "ProcessSandbox", swiftSettings: strictSettings),
         .target(
             name: "KeychainStore",
             dependencies: [
@@ -98,6 +101,7 @@ let package = Package(
                 "KeychainStore",
                 "PathSafety",
                 "IdentityClient",
+                "ProcessSandbox",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -173,6 +177,7 @@ let package = Package(
             name: "VarlinkServer",
             dependencies: [
                 "Varlink",
+                "ProcessSandbox",
                 "VarlinkNIO",
                 "PathSafety",
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -195,6 +200,7 @@ let package = Package(
                 "IdentityClient",
                 "SharedDevice",
                 "LoginSessions",
+                "ProcessSandbox",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -217,6 +223,7 @@ let package = Package(
                 "PathSafety",
                 "DeviceBroker",
                 "LoginSessions",
+                "ProcessSandbox",
                 "DeviceLocations",
                 "BrokerContract",
                 "VarlinkServer",
@@ -238,6 +245,8 @@ let package = Package(
             name: "MSALBridge",
             dependencies: [
                 "CSystemd",
+                "CProcessControl",
+                "ProcessSandbox",
                 "SharedDeviceClient",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -9,6 +9,8 @@ extension Broker1.TooManyConnections {
         switch scope {
         case .user?:
             "the broker refused this connection: this user already holds \(limit) connections to it (the policy's limits); close some or try again later"
+        case .app?:
+            "the broker refused this connection: this app already holds \(limit) connections to it (the policy's limits, per app of a user); close some or try again later"
         case .reserved?:
             "the broker refused this connection: its last free connections are kept for administrators; try again later"
         case .server?, .unknown?, nil:

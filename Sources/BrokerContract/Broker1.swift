@@ -6,11 +6,13 @@ public import Varlink
 /// The shared-device broker (deviced): the one process that opens the device's keychain store and
 /// token cache. Apps in any language call it over its Unix socket (default /run/devicectl/broker.sock).
 ///
-/// The caller is the app that the device policy lists with the caller's Unix uid. The broker reads the
-/// uid from the kernel (SO_PEERCRED) when it accepts the connection; no parameter names the caller, so no
-/// parameter lets an app act as another. A uid the policy does not list gets CallerNotInPolicy from every
-/// method except GetDeviceInformation and GetCaller, and the refusal is written to the audit log (once per
-/// connection).
+/// The caller is the app that the device policy lists with the caller's Unix uid and sandbox. The broker
+/// reads the uid from the kernel (SO_PEERCRED) when it accepts the connection, and the sandbox from the
+/// caller's root (a Flatpak app's /.flatpak-info, pinned to the process by SO_PEERPIDFD): a host process
+/// is its uid's host app, a Flatpak app the uid's entry with its Flatpak app id. No parameter names the
+/// caller, so no parameter lets an app act as another. A caller the policy does not list (or whose sandbox
+/// could not be read) gets CallerNotInPolicy from every method except GetDeviceInformation and GetCaller,
+/// and the refusal is written to the audit log (once per connection).
 ///
 /// Secrets travel base64-encoded (standard alphabet, with padding). Times are Unix seconds.
 public enum Broker1 {
@@ -644,23 +646,83 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// A connection open to the broker.
+    /// Which app of its uid a caller is, by the sandbox it runs in: `host` (not sandboxed), `flatpak` (a
+    /// Flatpak app, `flatpakAppId` names it), `unpinned` (this kernel cannot pin a process to its socket, so
+    /// sandboxes are not told apart and every process of the uid is its host app), `unidentified` (the
+    /// sandbox could not be read: the process exited first, or its root was unreadable; no app at all).
+    public enum SandboxKind: VarlinkEnum, CustomStringConvertible {
+        case host
+        case flatpak
+        case unpinned
+        case unidentified
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.host, .flatpak, .unpinned, .unidentified]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "host": self = .host
+            case "flatpak": self = .flatpak
+            case "unpinned": self = .unpinned
+            case "unidentified": self = .unidentified
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .host: "host"
+            case .flatpak: "flatpak"
+            case .unpinned: "unpinned"
+            case .unidentified: "unidentified"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
+    /// A connection open to the broker: the caller's uid and pid, its sandbox, and the policy's app it is.
     public struct Connection: VarlinkStruct, Hashable {
         public var uid: Int
         public var pid: Int
         public var appId: String?
+        public var sandbox: SandboxKind?
+        public var flatpakAppId: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(uid: Int, pid: Int, appId: String? = nil) {
+        public init(
+            uid: Int,
+            pid: Int,
+            appId: String? = nil,
+            sandbox: SandboxKind? = nil,
+            flatpakAppId: String? = nil
+        ) {
             self.uid = uid
             self.pid = pid
             self.appId = appId
+            self.sandbox = sandbox
+            self.flatpakAppId = flatpakAppId
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             uid = try VarlinkField.int(fields, "uid", path)
             pid = try VarlinkField.int(fields, "pid", path)
             appId = VarlinkField.isAbsent(fields, "appId") ? nil : try VarlinkField.string(fields, "appId", path)
+            sandbox =
+                VarlinkField.isAbsent(fields, "sandbox")
+                ? nil : try VarlinkField.enumeration(fields, "sandbox", path, as: SandboxKind.self)
+            flatpakAppId =
+                VarlinkField.isAbsent(fields, "flatpakAppId")
+                ? nil : try VarlinkField.string(fields, "flatpakAppId", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -673,7 +735,24 @@ extension Broker1 {
             } else if !omittingAbsent {
                 fields["appId"] = .null
             }
+            if let sandbox = self.sandbox {
+                fields["sandbox"] = .string(sandbox.rawValue)
+            } else if !omittingAbsent {
+                fields["sandbox"] = .null
+            }
+            if let flatpakAppId = self.flatpakAppId {
+                fields["flatpakAppId"] = .string(flatpakAppId)
+            } else if !omittingAbsent {
+                fields["flatpakAppId"] = .null
+            }
             return fields
+        }
+
+        public func firstUndeclaredEnumValue(path: String) -> String? {
+            if let element = self.sandbox {
+                if !element.isKnown { return VarlinkField.path(path, "sandbox") }
+            }
+            return nil
         }
     }
 }
@@ -753,6 +832,9 @@ extension Broker1 {
         /// The login session the worker's shift runs in (a worker signed in at the login screen), when there is
         /// one. Null from a broker that does not say.
         public var shiftSession: ShiftSession?
+        /// Why the policy's Flatpak apps are refused on this device (a kernel before Linux 6.5 cannot pin a
+        /// caller to its process); null when they are served (or the broker does not say).
+        public var flatpakUnavailable: String?
 
         /// A value with every field given (optional ones default to nil).
         public init(
@@ -769,7 +851,8 @@ extension Broker1 {
             connections: [Connection],
             msalClients: [MsalClient],
             diskReserve: Bool? = nil,
-            shiftSession: ShiftSession? = nil
+            shiftSession: ShiftSession? = nil,
+            flatpakUnavailable: String? = nil
         ) {
             self.version = version
             self.startedAt = startedAt
@@ -785,6 +868,7 @@ extension Broker1 {
             self.msalClients = msalClients
             self.diskReserve = diskReserve
             self.shiftSession = shiftSession
+            self.flatpakUnavailable = flatpakUnavailable
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -819,6 +903,9 @@ extension Broker1 {
             shiftSession =
                 VarlinkField.isAbsent(fields, "shiftSession")
                 ? nil : try VarlinkField.struct(fields, "shiftSession", path, as: ShiftSession.self)
+            flatpakUnavailable =
+                VarlinkField.isAbsent(fields, "flatpakUnavailable")
+                ? nil : try VarlinkField.string(fields, "flatpakUnavailable", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -866,11 +953,21 @@ extension Broker1 {
             } else if !omittingAbsent {
                 fields["shiftSession"] = .null
             }
+            if let flatpakUnavailable = self.flatpakUnavailable {
+                fields["flatpakUnavailable"] = .string(flatpakUnavailable)
+            } else if !omittingAbsent {
+                fields["flatpakUnavailable"] = .null
+            }
             return fields
         }
 
         public func firstUndeclaredEnumValue(path: String) -> String? {
             if !self.mode.isKnown { return VarlinkField.path(path, "mode") }
+            for element in self.connections {
+                if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "connections")) {
+                    return field
+                }
+            }
             if let element = self.shiftSession {
                 if let field = element.firstUndeclaredEnumValue(path: VarlinkField.path(path, "shiftSession")) {
                     return field
@@ -882,9 +979,10 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// Who the broker takes the caller to be: the kernel's uid, the policy's app for it, and whether it is an
-    /// administrator (root, or a member of the policy's administratorsGroup); and the state directory whose
-    /// store the broker serves (a client given another one refuses to act through this broker).
+    /// Who the broker takes the caller to be: the kernel's uid, its sandbox (and Flatpak app id), the policy's
+    /// app for them, and whether it is an administrator (root, or a member of the policy's
+    /// administratorsGroup); and the state directory whose store the broker serves (a client given another
+    /// one refuses to act through this broker).
     public enum GetCaller: VarlinkMethod {
         public static let qualifiedName = "org.sharedmode.Broker1.GetCaller"
 
@@ -910,6 +1008,8 @@ extension Broker1 {
             public var accessGroups: [String]
             public var administrator: Bool
             public var stateDirectory: String?
+            public var sandbox: SandboxKind?
+            public var flatpakAppId: String?
 
             /// A value with every field given (optional ones default to nil).
             public init(
@@ -917,13 +1017,17 @@ extension Broker1 {
                 appId: String? = nil,
                 accessGroups: [String],
                 administrator: Bool,
-                stateDirectory: String? = nil
+                stateDirectory: String? = nil,
+                sandbox: SandboxKind? = nil,
+                flatpakAppId: String? = nil
             ) {
                 self.uid = uid
                 self.appId = appId
                 self.accessGroups = accessGroups
                 self.administrator = administrator
                 self.stateDirectory = stateDirectory
+                self.sandbox = sandbox
+                self.flatpakAppId = flatpakAppId
             }
 
             public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
@@ -937,6 +1041,12 @@ extension Broker1 {
                 stateDirectory =
                     VarlinkField.isAbsent(fields, "stateDirectory")
                     ? nil : try VarlinkField.string(fields, "stateDirectory", path)
+                sandbox =
+                    VarlinkField.isAbsent(fields, "sandbox")
+                    ? nil : try VarlinkField.enumeration(fields, "sandbox", path, as: SandboxKind.self)
+                flatpakAppId =
+                    VarlinkField.isAbsent(fields, "flatpakAppId")
+                    ? nil : try VarlinkField.string(fields, "flatpakAppId", path)
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
@@ -955,7 +1065,24 @@ extension Broker1 {
                 } else if !omittingAbsent {
                     fields["stateDirectory"] = .null
                 }
+                if let sandbox = self.sandbox {
+                    fields["sandbox"] = .string(sandbox.rawValue)
+                } else if !omittingAbsent {
+                    fields["sandbox"] = .null
+                }
+                if let flatpakAppId = self.flatpakAppId {
+                    fields["flatpakAppId"] = .string(flatpakAppId)
+                } else if !omittingAbsent {
+                    fields["flatpakAppId"] = .null
+                }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.sandbox {
+                    if !element.isKnown { return VarlinkField.path(path, "sandbox") }
+                }
+                return nil
             }
         }
     }
@@ -3672,30 +3799,41 @@ extension Broker1 {
 }
 
 extension Broker1 {
-    /// The caller's uid is not listed in the device policy (or the device is not provisioned).
+    /// The caller's uid (and sandbox) is not listed in the device policy, or the device is not provisioned.
+    /// `flatpakAppId` names the caller's Flatpak app when it is one.
     public struct CallerNotInPolicy: VarlinkInterfaceError, Hashable {
         public static let qualifiedName = "org.sharedmode.Broker1.CallerNotInPolicy"
 
         public var uid: Int
         public var message: String
+        public var flatpakAppId: String?
 
         /// A value with every field given (optional ones default to nil).
-        public init(uid: Int, message: String) {
+        public init(uid: Int, message: String, flatpakAppId: String? = nil) {
             self.uid = uid
             self.message = message
+            self.flatpakAppId = flatpakAppId
         }
 
         public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
             uid = try VarlinkField.int(fields, "uid", path)
             message = try VarlinkField.string(fields, "message", path)
+            flatpakAppId =
+                VarlinkField.isAbsent(fields, "flatpakAppId")
+                ? nil : try VarlinkField.string(fields, "flatpakAppId", path)
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            _ = omittingAbsent
-            return [
+            var fields: [String: VarlinkValue] = [
                 "uid": .int(Int64(uid)),
                 "message": .string(message),
             ]
+            if let flatpakAppId = self.flatpakAppId {
+                fields["flatpakAppId"] = .string(flatpakAppId)
+            } else if !omittingAbsent {
+                fields["flatpakAppId"] = .null
+            }
+            return fields
         }
     }
 }
@@ -3834,24 +3972,28 @@ extension Broker1 {
 
 extension Broker1 {
     /// Which connections TooManyConnections counted: `server` (every slot is taken), `reserved` (the slots left
-    /// are kept for administrators: the policy's limits.administratorConnections) or `user` (the caller's uid
-    /// holds limits.connectionsPerApp, or for a uid the policy does not list limits.connectionsPerOtherUser,
-    /// connections already).
+    /// are kept for administrators: the policy's limits.administratorConnections), `user` (the caller's uid
+    /// holds its total already: limits.connectionsPerApp times the apps the policy lists for it, or for a uid
+    /// the policy does not list limits.connectionsPerOtherUser) or `app` (the caller's app, its uid and
+    /// sandbox, holds limits.connectionsPerApp connections already, or an unlisted sandbox
+    /// limits.connectionsPerOtherUser).
     public enum ConnectionScope: VarlinkEnum, CustomStringConvertible {
         case server
         case reserved
         case user
+        case app
         /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
         case unknown(String)
 
         /// The values the interface declares.
-        public static let knownCases: [Self] = [.server, .reserved, .user]
+        public static let knownCases: [Self] = [.server, .reserved, .user, .app]
 
         public init(rawValue: String) {
             switch rawValue {
             case "server": self = .server
             case "reserved": self = .reserved
             case "user": self = .user
+            case "app": self = .app
             default: self = .unknown(rawValue)
             }
         }
@@ -3861,6 +4003,7 @@ extension Broker1 {
             case .server: "server"
             case .reserved: "reserved"
             case .user: "user"
+            case .app: "app"
             case .unknown(let value): value
             }
         }
@@ -4163,9 +4306,10 @@ extension Broker1 {
         /// The error the methods throw, and the one `dispatch` makes for a streaming call without `more`.
         associatedtype Failure: VarlinkServiceError
 
-        /// Who the broker takes the caller to be: the kernel's uid, the policy's app for it, and whether it is an
-        /// administrator (root, or a member of the policy's administratorsGroup); and the state directory whose
-        /// store the broker serves (a client given another one refuses to act through this broker).
+        /// Who the broker takes the caller to be: the kernel's uid, its sandbox (and Flatpak app id), the policy's
+        /// app for them, and whether it is an administrator (root, or a member of the policy's
+        /// administratorsGroup); and the state directory whose store the broker serves (a client given another
+        /// one refuses to act through this broker).
         func getCaller(_ parameters: GetCaller.Parameters, context: Context) async throws(Failure) -> GetCaller.Reply
 
         /// The broker's state (`devicectl status`): administrators only (root, or the policy's

@@ -12,9 +12,10 @@ public struct BrokerAdmission: VarlinkConnectionAdmission {
     }
 
     public func allowance(for peer: PeerCredentials) async -> VarlinkConnectionAllowance {
-        let share = broker.connectionShare(uid: peer.uid, gid: peer.gid, pid: peer.pid)
+        let share = broker.connectionShare(uid: peer.uid, gid: peer.gid, pid: peer.pid, sandbox: peer.sandbox)
         return VarlinkConnectionAllowance(
             connectionsPerUser: share.connectionsPerUser,
+            connectionsPerApp: share.connectionsPerApp,
             privileged: share.administrator,
             reservedConnections: share.administratorConnections
         )

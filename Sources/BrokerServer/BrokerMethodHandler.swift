@@ -25,6 +25,13 @@ public struct BrokerMethodHandler: VarlinkMethodHandler {
 extension BrokerCaller {
     /// The caller on connection `connectionID`, who the server says `peer` is.
     init(_ peer: PeerCredentials, connectionID: UInt64) {
-        self.init(uid: peer.uid, gid: peer.gid, pid: peer.pid, executable: peer.executable, connectionID: connectionID)
+        self.init(
+            uid: peer.uid,
+            gid: peer.gid,
+            pid: peer.pid,
+            executable: peer.executable,
+            sandbox: peer.sandbox,
+            connectionID: connectionID
+        )
     }
 }

@@ -80,7 +80,7 @@ extension Broker {
         let reason = try ParameterCheck.reason(parameters.reason, default: .user, allowed: [.user, .shiftEnd, .admin])
         // An administrator (root, or a member of the policy's administratorsGroup) ends the shift for every
         // app: with reason `admin`, or with any reason when it is no app itself (root's `devicectl signout`).
-        let isApp = (try? currentPolicy())?.policy?.app(uid: caller.uid) != nil
+        let isApp = (try? currentPolicy())?.policy?.app(uid: caller.uid, sandbox: caller.sandbox) != nil
         if reason == .admin || (!isApp && isAdministrator(caller)) {
             return try administratorSignOut(caller, reason: reason)
         }
@@ -99,7 +99,12 @@ extension Broker {
     ) throws(BrokerFailure) -> Broker1.SignOut.Reply {
         guard isAdministrator(caller) else {
             refusals.refused(
-                RefusalAudit.Kind(uid: caller.uid, method: "SignOut", reason: "not an administrator"),
+                RefusalAudit.Kind(
+                    uid: caller.uid,
+                    method: "SignOut",
+                    reason: "not an administrator",
+                    app: caller.appKey
+                ),
                 AuditEntry(
                     type: .keychainAccessDenied,
                     actor: caller.actor,

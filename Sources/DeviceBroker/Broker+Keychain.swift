@@ -203,7 +203,7 @@ extension Broker {
                 details["type"] = type.map { "\($0)" }
                 details["executable"] = caller.executable
                 refusals.refused(
-                    RefusalAudit.Kind(uid: caller.uid, method: "keychain", reason: reason),
+                    RefusalAudit.Kind(uid: caller.uid, method: "keychain", reason: reason, app: caller.appKey),
                     AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details)
                 )
             }

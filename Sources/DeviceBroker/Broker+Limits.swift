@@ -1,12 +1,15 @@
 import BrokerContract
+public import ProcessSandbox
 import SharedDevice
 import Synchronization
 import Varlink
 
 /// How many connections a caller may hold (the policy's `limits`), as `deviced` hands it to its server.
 public struct BrokerConnectionShare: Sendable, Equatable {
-    /// Connections the caller's uid may hold at once.
+    /// Connections the caller's uid may hold at once, over all its apps.
     public var connectionsPerUser: Int
+    /// Connections the caller's app (its uid and sandbox) may hold at once; nil: no limit but the uid's.
+    public var connectionsPerApp: Int?
     /// Root or a member of the policy's `administratorsGroup`: may take the slots kept for administrators.
     public var administrator: Bool
     /// Slots that only administrators may take.
@@ -22,19 +25,32 @@ extension Broker {
 
     /// The connections the kernel's `uid`/`gid` may hold: an administrator any number (and the kept
     /// slots), an app of the policy `limits.connectionsPerApp`, anyone else `limits.connectionsPerOtherUser`.
-    public func connectionShare(uid: UInt32, gid: UInt32, pid: Int32) -> BrokerConnectionShare {
+    ///
+    /// An app's uid may hold `limits.connectionsPerApp` for each app the policy lists for it (its host app and
+    /// its Flatpak apps), and each of those apps (its uid and sandbox) `limits.connectionsPerApp`; a sandbox
+    /// the policy does not list `limits.connectionsPerOtherUser`, within its uid's total.
+    public func connectionShare(
+        uid: UInt32,
+        gid: UInt32,
+        pid: Int32,
+        sandbox: PeerSandbox = .host
+    ) -> BrokerConnectionShare {
         let limits = self.limits
-        let caller = BrokerCaller(uid: uid, gid: gid, pid: pid, connectionID: 0)
+        let caller = BrokerCaller(uid: uid, gid: gid, pid: pid, sandbox: sandbox, connectionID: 0)
         if isAdministrator(caller) {
             return BrokerConnectionShare(
                 connectionsPerUser: .max,
+                connectionsPerApp: nil,
                 administrator: true,
                 administratorConnections: limits.administratorConnections
             )
         }
-        let isApp = (try? currentPolicy())?.policy?.app(uid: uid) != nil
+        let policy = (try? currentPolicy())?.policy
+        let apps = policy?.appCount(uid: uid) ?? 0
+        let isApp = policy?.app(uid: uid, sandbox: sandbox) != nil
         return BrokerConnectionShare(
-            connectionsPerUser: isApp ? limits.connectionsPerApp : limits.connectionsPerOtherUser,
+            connectionsPerUser: apps > 0 ? limits.connectionsPerApp * apps : limits.connectionsPerOtherUser,
+            connectionsPerApp: isApp ? limits.connectionsPerApp : limits.connectionsPerOtherUser,
             administrator: false,
             administratorConnections: limits.administratorConnections
         )
@@ -48,24 +64,22 @@ extension Broker {
         _ body: () async throws(BrokerFailure) -> T
     ) async throws(BrokerFailure) -> T {
         let maximum = limits.pendingSignInsPerApp
-        let taken = pendingSignIns.withLock { pending -> Bool in
-            guard pending[caller.uid, default: 0] < maximum else { return false }
-            pending[caller.uid, default: 0] += 1
-            return true
-        }
-        guard taken else {
-            throw .limitExceeded(
-                .pendingSignInsPerApp,
-                maximum: maximum,
-                "uid \(caller.uid) already has \(maximum) sign-ins pending (the policy's limits.pendingSignInsPerApp); finish or cancel one first"
-            )
-        }
-        defer {
-            pendingSignIns.withLock { pending in
-                let left = pending[caller.uid, default: 1] - 1
-                pending[caller.uid] = left > 0 ? left : nil
+        // The uid's total: its share for each app the policy lists for it, however many sandboxes it starts.
+        let total = maximum * max(1, (try? currentPolicy())?.policy?.appCount(uid: caller.uid) ?? 1)
+        let refusal = pendingSignIns.withLock { pending -> String? in
+            if pending.count(of: caller.appKey) >= maximum {
+                return
+                    "\(caller.actor) already has \(maximum) sign-ins pending (the policy's limits.pendingSignInsPerApp); finish or cancel one first"
             }
+            if pending.count(ofUID: caller.uid) >= total {
+                return
+                    "uid \(caller.uid) already has \(total) sign-ins pending over its apps (limits.pendingSignInsPerApp for each app the policy lists for it); finish or cancel one first"
+            }
+            pending.add(caller.appKey, uid: caller.uid)
+            return nil
         }
+        if let refusal { throw .limitExceeded(.pendingSignInsPerApp, maximum: maximum, refusal) }
+        defer { pendingSignIns.withLock { $0.remove(caller.appKey, uid: caller.uid) } }
         return try await body()
     }
 
@@ -114,5 +128,31 @@ extension Broker {
     /// `all`, when the daemon stops). The daemon calls this once a minute.
     public func flushRefusalAudit(all: Bool = false) {
         refusals.flush(all: all)
+    }
+}
+
+/// Interactive sign-ins pending, per app (`BrokerCaller.appKey`) and per uid (the total over its apps).
+struct PendingCounts: Sendable {
+    private var byApp: [String: Int] = [:]
+    private var byUID: [UInt32: Int] = [:]
+
+    /// The pending sign-ins of the app `appKey`.
+    func count(of appKey: String) -> Int { byApp[appKey, default: 0] }
+
+    /// The pending sign-ins of every app of `uid`.
+    func count(ofUID uid: UInt32) -> Int { byUID[uid, default: 0] }
+
+    /// One more of the app `appKey` of `uid`.
+    mutating func add(_ appKey: String, uid: UInt32) {
+        byApp[appKey, default: 0] += 1
+        byUID[uid, default: 0] += 1
+    }
+
+    /// One fewer of the app `appKey` of `uid`.
+    mutating func remove(_ appKey: String, uid: UInt32) {
+        let app = byApp[appKey, default: 1] - 1
+        byApp[appKey] = app > 0 ? app : nil
+        let all = byUID[uid, default: 1] - 1
+        byUID[uid] = all > 0 ? all : nil
     }
 }

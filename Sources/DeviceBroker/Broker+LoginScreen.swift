@@ -191,7 +191,7 @@ extension Broker {
     func requireAdministrator(_ caller: BrokerCaller, method: String) throws(BrokerFailure) {
         guard !isAdministrator(caller) else { return }
         refusals.refused(
-            RefusalAudit.Kind(uid: caller.uid, method: method, reason: "not an administrator"),
+            RefusalAudit.Kind(uid: caller.uid, method: method, reason: "not an administrator", app: caller.appKey),
             AuditEntry(
                 type: .keychainAccessDenied,
                 actor: caller.actor,

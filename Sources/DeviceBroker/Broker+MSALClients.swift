@@ -28,7 +28,7 @@ extension Broker {
             throw .invalidParameter("msalClientId")
         }
         let appID = application.app.appID
-        let listed = (try? currentPolicy())?.policy?.app(uid: caller.uid)?.msalClientIds ?? []
+        let listed = (try? currentPolicy())?.policy?.app(uid: caller.uid, sandbox: caller.sandbox)?.msalClientIds ?? []
         let allowed = listed.contains { $0.caseInsensitiveCompare(msalClientID) == .orderedSame }
         msalClients.record(uid: caller.uid, appID: appID, clientID: msalClientID, allowed: allowed)
         guard allowed else {
@@ -38,7 +38,12 @@ extension Broker {
                 metadata: ["peer.uid": "\(caller.uid)", "msal.client_id": "\(msalClientID)"]
             )
             refusals.refused(
-                RefusalAudit.Kind(uid: caller.uid, method: method, reason: "\(reason): \(msalClientID.lowercased())"),
+                RefusalAudit.Kind(
+                    uid: caller.uid,
+                    method: method,
+                    reason: "\(reason): \(msalClientID.lowercased())",
+                    app: caller.appKey
+                ),
                 AuditEntry(
                     type: .keychainAccessDenied,
                     actor: appID,

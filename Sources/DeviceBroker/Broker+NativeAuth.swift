@@ -23,7 +23,9 @@ extension Broker {
             try ParameterCheck.reason(reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
         }
         let maximum = limits.pendingSignInsPerApp
-        guard nativeSignIns.openCount(uid: caller.uid) < maximum else {
+        let uidMaximum = maximum * max(1, (try? currentPolicy())?.policy?.appCount(uid: caller.uid) ?? 1)
+        let open = nativeSignIns.openCount(owner: caller.appKey, uid: caller.uid)
+        guard open.app < maximum, open.uid < uidMaximum else {
             throw Self.tooManyNativeSignIns(caller, maximum: maximum)
         }
         let step: NativeSignInStep
@@ -46,10 +48,12 @@ extension Broker {
         guard
             let id = nativeSignIns.open(
                 step,
+                owner: caller.appKey,
                 uid: caller.uid,
                 msalClientID: parameters.msalClientId,
                 shift: shift,
-                maximum: maximum
+                maximum: maximum,
+                uidMaximum: uidMaximum
             )
         else {
             throw Self.tooManyNativeSignIns(caller, maximum: maximum)
@@ -61,7 +65,7 @@ extension Broker {
         .limitExceeded(
             .pendingSignInsPerApp,
             maximum: maximum,
-            "uid \(caller.uid) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp); finish one or wait 10 minutes"
+            "\(caller.actor) already has \(maximum) sign-ins open (the policy's limits.pendingSignInsPerApp, for each app of its uid); finish one or wait 10 minutes"
         )
     }
 
@@ -128,7 +132,7 @@ extension Broker {
     }
 
     private func openSignIn(_ id: String, caller: BrokerCaller) throws(BrokerFailure) -> NativeSignIns.Entry {
-        guard let entry = nativeSignIns.entry(id, uid: caller.uid) else {
+        guard let entry = nativeSignIns.entry(id, owner: caller.appKey) else {
             throw BrokerFailure(
                 Broker1.AccountError(
                     code: "signInNotFound",

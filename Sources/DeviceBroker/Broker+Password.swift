@@ -60,7 +60,10 @@ extension Broker {
         let limits = self.limits
         let attempt: PasswordThrottle.Attempt
         do {
-            attempt = try passwordThrottle.begin(username: username, uid: countingCaller ? caller.uid : 0)
+            attempt = try passwordThrottle.begin(
+                username: username,
+                app: countingCaller && caller.uid != 0 ? caller.appKey : nil
+            )
         } catch {
             throw refusal(error, caller: caller, method: method)
         }
@@ -85,7 +88,7 @@ extension Broker {
         switch refusal {
         case .backoff(let scope, let secondsLeft, let failures):
             refusals.refused(
-                RefusalAudit.Kind(uid: caller.uid, method: method, reason: "password back-off"),
+                RefusalAudit.Kind(uid: caller.uid, method: method, reason: "password back-off", app: caller.appKey),
                 AuditEntry(
                     type: .keychainAccessDenied,
                     actor: caller.actor,

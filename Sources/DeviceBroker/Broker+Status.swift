@@ -1,6 +1,7 @@
 public import BrokerContract
 import Foundation
 import KeychainStore
+import ProcessSandbox
 import SharedDevice
 import Varlink
 
@@ -28,7 +29,9 @@ extension Broker {
             Broker1.Connection(
                 uid: Int(connected.uid),
                 pid: Int(connected.pid),
-                appId: policy?.app(uid: connected.uid)?.id
+                appId: policy?.app(uid: connected.uid, sandbox: connected.sandbox)?.id,
+                sandbox: Broker1.SandboxKind(connected.sandbox),
+                flatpakAppId: connected.sandbox.flatpakAppID
             )
         }
         return Broker1.GetStatus.Reply(
@@ -46,7 +49,8 @@ extension Broker {
                 connections: connections,
                 msalClients: msalClientsStatus,
                 diskReserve: hasDiskReserve,
-                shiftSession: shiftSessionStatus
+                shiftSession: shiftSessionStatus,
+                flatpakUnavailable: policy?.hasFlatpakApps == true ? flatpakUnavailableReason : nil
             )
         )
     }

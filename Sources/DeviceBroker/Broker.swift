@@ -4,6 +4,7 @@ public import IdentityClient
 import KeychainStore
 public import Logging
 public import LoginSessions
+public import ProcessSandbox
 public import SharedDevice
 import Synchronization
 public import Varlink
@@ -42,8 +43,8 @@ public final class Broker: Sendable {
     let sessionClock: any IdleClock
     /// The shift's login session, recorded in the state directory, and the sign-ins waiting for theirs.
     let shiftSessions: ShiftSessions
-    /// Interactive sign-ins in progress, per uid (`limits.pendingSignInsPerApp`).
-    let pendingSignIns = Mutex<[UInt32: Int]>([:])
+    /// Interactive sign-ins in progress, per app and per uid (`limits.pendingSignInsPerApp`).
+    let pendingSignIns = Mutex<PendingCounts>(PendingCounts())
     /// Browser sign-ins in progress (each holds a loopback listener's thread), per uid, bounded over every
     /// uid by `browserSignInsInTotal`.
     let pendingBrowserSignIns = Mutex<[UInt32: Int]>([:])
@@ -58,6 +59,8 @@ public final class Broker: Sendable {
     let startedAt = Date()
     /// Who is connected, as the server in front of the broker knows them.
     private let connections: any BrokerConnections
+    /// Why the policy's Flatpak apps cannot be served (the server in front does not read sandboxes), or nil.
+    let flatpakUnavailableReason: String?
 
     /// The callers connected now.
     var connectedCallers: [BrokerCaller] { connections.connectedCallers() }
@@ -74,6 +77,9 @@ public final class Broker: Sendable {
     ///   - loginSessions: logind, to end the shift's login session at a sign-out; by default one that
     ///     cannot be reached (every call fails: "logind is not available").
     ///   - sessionClock: the time the login screen's sign-ins and the session's graces run on.
+    ///   - identifiesSandboxes: whether the server in front reads its callers' sandboxes (as
+    ///     `VarlinkServerConfiguration.identifiesSandboxes`); without, the policy's Flatpak apps are refused
+    ///     and `GetStatus` says why.
     public init(
         device: ManagedDevice,
         transport: any HTTPTransport = CurlTransport(),
@@ -83,9 +89,15 @@ public final class Broker: Sendable {
         connections: any BrokerConnections = NoBrokerConnections(),
         loginSessions: any LoginSessionControl = UnavailableLoginSessions(),
         sessionClock: any IdleClock = SystemIdleClock(),
+        identifiesSandboxes: Bool = PeerPIDFD.kernelSupports,
         logger: Logger = Logger.current
     ) {
         self.device = device
+        flatpakUnavailableReason =
+            identifiesSandboxes
+            ? nil
+            : PeerPIDFD.unsupportedReason
+                ?? "deviced was started with --without-peer-pidfd, as on a kernel before Linux 6.5, so it does not tell sandboxed apps apart"
         self.loginSessions = loginSessions
         self.sessionClock = sessionClock
         loginScreenSignIns = LoginScreenSignIns(clock: { sessionClock.now() })
@@ -250,7 +262,7 @@ public final class Broker: Sendable {
         authority requested: String? = nil
     ) throws(BrokerFailure) -> ApplicationEngine {
         let (record, policy) = try currentPolicy()
-        guard let record, let policy, let app = policy.app(uid: caller.uid) else {
+        guard let record, let policy, let app = policy.app(uid: caller.uid, sandbox: caller.sandbox) else {
             if audit { auditRefusal(of: caller, provisioned: record != nil) }
             throw .callerNotInPolicy(caller, provisioned: record != nil)
         }
@@ -314,12 +326,20 @@ public final class Broker: Sendable {
 
     private func auditRefusal(of caller: BrokerCaller, provisioned: Bool) {
         guard provisioned else { return }
-        var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"]
+        var details = ["pid": "\(caller.pid)", "gid": "\(caller.gid)"].merging(caller.sandboxDetails) { $1 }
         details["executable"] = caller.executable
-        logger.debug("caller not in device policy refused", metadata: ["peer.uid": "\(caller.uid)"])
-        let reason = "uid not in device policy"
+        logger.debug(
+            "caller not in device policy refused",
+            metadata: ["peer.uid": "\(caller.uid)", "peer.sandbox": "\(caller.sandbox)"]
+        )
+        let reason: String
+        switch caller.sandbox {
+        case .host, .unpinned: reason = "uid not in device policy"
+        case .flatpak: reason = "Flatpak app not in device policy"
+        case .unidentified: reason = "caller's sandbox could not be identified"
+        }
         refusals.refused(
-            RefusalAudit.Kind(uid: caller.uid, method: "", reason: reason),
+            RefusalAudit.Kind(uid: caller.uid, method: "", reason: reason, app: caller.appKey),
             AuditEntry(type: .keychainAccessDenied, actor: caller.actor, reason: reason, details: details)
         )
     }
@@ -335,7 +355,9 @@ public final class Broker: Sendable {
             appId: application?.app.appID,
             accessGroups: application?.app.accessGroups ?? [],
             administrator: isAdministrator(caller),
-            stateDirectory: device.store.databaseURL.deletingLastPathComponent().path
+            stateDirectory: device.store.databaseURL.deletingLastPathComponent().path,
+            sandbox: Broker1.SandboxKind(caller.sandbox),
+            flatpakAppId: caller.sandbox.flatpakAppID
         )
     }
 

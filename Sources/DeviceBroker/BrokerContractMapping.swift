@@ -2,6 +2,7 @@ import BrokerContract
 import Foundation
 import IdentityClient
 import KeychainStore
+public import ProcessSandbox
 import SharedDevice
 import Varlink
 
@@ -150,5 +151,16 @@ enum ParameterCheck {
             throw .invalidParameter("reason")
         }
         return reason
+    }
+}
+
+extension Broker1.SandboxKind {
+    init(_ sandbox: PeerSandbox) {
+        switch sandbox {
+        case .host: self = .host
+        case .flatpak: self = .flatpak
+        case .unpinned: self = .unpinned
+        case .unidentified: self = .unidentified
+        }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// The MSAL client ids apps used through Microsoft's broker protocol (the MSAL bridge) since the broker
-/// started, for `GetStatus`: per uid and client id, how many calls, how many refused, and the last call.
+/// started, for `GetStatus`: per uid, app and client id, how many calls, how many refused, and the last call.
 /// Bounded: beyond `maximumEntries` the entry whose last call is oldest goes.
 final class MSALClientLedger: Sendable {
     struct Entry: Sendable {
@@ -16,6 +16,8 @@ final class MSALClientLedger: Sendable {
 
     private struct Key: Hashable {
         var uid: UInt32
+        /// The policy's app: two Flatpak apps of one uid are counted apart.
+        var appID: String?
         var clientID: String
     }
 
@@ -25,7 +27,7 @@ final class MSALClientLedger: Sendable {
 
     /// Counts one call of `clientID` by `uid` (the policy's app `appID`), refused unless `allowed`.
     func record(uid: UInt32, appID: String?, clientID: String, allowed: Bool, at now: Date = Date()) {
-        let key = Key(uid: uid, clientID: clientID.lowercased())
+        let key = Key(uid: uid, appID: appID, clientID: clientID.lowercased())
         entries.withLock { entries in
             var entry =
                 entries[key] ?? Entry(uid: uid, appID: appID, clientID: clientID, calls: 0, refused: 0, lastCall: now)

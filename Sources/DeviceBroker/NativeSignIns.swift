@@ -3,10 +3,13 @@ import IdentityClient
 import SharedDevice
 import Synchronization
 
-/// Native sign-ins waiting for the worker's password or code, each bound to the uid that started it and
-/// its app's MSAL client id, for at most `lifetime`. Bounded per uid by the caller (`limits.pendingSignInsPerApp`).
+/// Native sign-ins waiting for the worker's password or code, each bound to the app that started it (its
+/// uid and sandbox: `BrokerCaller.appKey`) and its MSAL client id, for at most `lifetime`. Bounded per app
+/// and per uid by the caller (`limits.pendingSignInsPerApp`).
 final class NativeSignIns: Sendable {
     struct Entry: Sendable {
+        /// The app that started it (`BrokerCaller.appKey`): only that app may continue it.
+        var owner: String
         var uid: UInt32
         var step: NativeSignInStep
         var msalClientID: String?
@@ -25,20 +28,26 @@ final class NativeSignIns: Sendable {
         self.clock = clock
     }
 
-    /// Keeps `step` for `uid` unless it already has `maximum` open; returns its id, or nil when full.
+    /// Keeps `step` for the app `owner` of `uid` unless the app already has `maximum` open, or its uid
+    /// `uidMaximum` over all its apps; returns its id, or nil when full.
     func open(
         _ step: NativeSignInStep,
+        owner: String,
         uid: UInt32,
         msalClientID: String?,
         shift: AccountManager.ShiftSwitch? = nil,
-        maximum: Int
+        maximum: Int,
+        uidMaximum: Int
     ) -> String? {
         let now = clock()
         return entries.withLock { entries -> String? in
             entries = entries.filter { $0.value.expires > now }
-            guard entries.values.filter({ $0.uid == uid }).count < maximum else { return nil }
+            guard entries.values.count(where: { $0.owner == owner }) < maximum,
+                entries.values.count(where: { $0.uid == uid }) < uidMaximum
+            else { return nil }
             let id = UUID().uuidString.lowercased()
             entries[id] = Entry(
+                owner: owner,
                 uid: uid,
                 step: step,
                 msalClientID: msalClientID,
@@ -49,17 +58,20 @@ final class NativeSignIns: Sendable {
         }
     }
 
-    /// How many unexpired sign-ins `uid` has open.
-    func openCount(uid: UInt32) -> Int {
-        let now = clock()
-        return entries.withLock { entries in entries.values.filter { $0.uid == uid && $0.expires > now }.count }
-    }
-
-    /// The open sign-in `id` of `uid`, or nil (unknown, another uid's, or expired).
-    func entry(_ id: String, uid: UInt32) -> Entry? {
+    /// How many unexpired sign-ins the app `owner` has open, and its uid over all its apps.
+    func openCount(owner: String, uid: UInt32) -> (app: Int, uid: Int) {
         let now = clock()
         return entries.withLock { entries in
-            guard let entry = entries[id], entry.uid == uid else { return nil }
+            let open = entries.values.filter { $0.expires > now }
+            return (open.count { $0.owner == owner }, open.count { $0.uid == uid })
+        }
+    }
+
+    /// The open sign-in `id` of the app `owner`, or nil (unknown, another app's, or expired).
+    func entry(_ id: String, owner: String) -> Entry? {
+        let now = clock()
+        return entries.withLock { entries in
+            guard let entry = entries[id], entry.owner == owner else { return nil }
             guard entry.expires > now else {
                 entries[id] = nil
                 return nil

@@ -4,8 +4,10 @@ import Synchronization
 
 /// The brake on password guessing (policy `limits.passwordFailuresBeforeBackoff` and
 /// `limits.passwordBackoffSeconds`), counted twice: per **target username** (in canonical form: trimmed,
-/// compatibility-normalized, case-folded) and per **calling app** (its uid; root, the login screen, is
-/// counted per username only, never as one app).
+/// compatibility-normalized, case-folded) and per **calling app** (its uid, and its Flatpak app id for a
+/// sandboxed app: `BrokerCaller.appKey`; root, the login screen, is counted per username only, never as one
+/// app). Only apps the policy lists sign in, so a user's share is what the policy gives its apps, however
+/// many sandboxes it starts.
 ///
 /// After that many failures of a username, or of an app, its password sign-ins are refused for the
 /// back-off, which doubles with each further failure: up to an hour for the app (the one that fails backs
@@ -53,7 +55,7 @@ final class PasswordThrottle: Sendable {
     /// An attempt under way, from `begin` to `end`.
     struct Attempt: Sendable {
         let username: String
-        let app: UInt32?
+        let app: String?
     }
 
     /// Recent failures of one username or app.
@@ -83,7 +85,7 @@ final class PasswordThrottle: Sendable {
         }
     }
 
-    /// What is kept across restarts: the counts by username digest and by app uid.
+    /// What is kept across restarts: the counts by username digest and by app (`uid`, or `uid/FLATPAK-ID`).
     struct Counts: Codable, Equatable, Sendable {
         var usernames: [String: Count] = [:]
         var apps: [String: Count] = [:]
@@ -92,7 +94,7 @@ final class PasswordThrottle: Sendable {
     private struct State {
         var counts = Counts()
         var runningUsernames = Set<String>()
-        var runningApps = Set<UInt32>()
+        var runningApps = Set<String>()
     }
 
     private let state: Mutex<State>
@@ -113,14 +115,14 @@ final class PasswordThrottle: Sendable {
             .folding(options: [.caseInsensitive], locale: nil)
     }
 
-    /// Starts an attempt of `uid` (0: root, counted per username only) for `username`, or says why it may not start.
-    func begin(username: String, uid: UInt32) throws(Refusal) -> Attempt {
+    /// Starts an attempt of the app `app` (`BrokerCaller.appKey`; nil: root, counted per username only) for
+    /// `username`, or says why it may not start.
+    func begin(username: String, app: String?) throws(Refusal) -> Attempt {
         let now = clock()
         let key = PasswordThrottleFile.digest(Self.canonical(username))
-        let app: UInt32? = uid == 0 ? nil : uid
         return try state.withLock { (state: inout State) throws(Refusal) -> Attempt in
             var refusals: [Refusal] = []
-            if let app, let count = state.counts.apps[String(app)], let until = count.blockedUntil, until > now {
+            if let app, let count = state.counts.apps[app], let until = count.blockedUntil, until > now {
                 refusals.append(
                     .backoff(
                         scope: .app,
@@ -178,7 +180,7 @@ final class PasswordThrottle: Sendable {
                     longest = max(
                         longest,
                         Self.fail(
-                            &state.counts.apps[String(app)],
+                            &state.counts.apps[app],
                             at: now,
                             limits: limits,
                             maximum: Self.appMaximumBackoff

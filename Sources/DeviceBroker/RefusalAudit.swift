@@ -3,7 +3,7 @@ import SharedDevice
 import Synchronization
 
 /// Writes the broker's refusals to the audit log without letting a caller flood it. The first refusal of
-/// a kind (a uid, a method, a reason) is written at once, in full; the same refusal again within
+/// a kind (an app: its uid and sandbox; a method, a reason) is written at once, in full; the same refusal again within
 /// `interval` is only counted, and the count is written as one event (details `repeated`: N, `window`)
 /// when the interval is over (at the next refusal of that kind, or at the next `flush`). So 2,000
 /// refused reads in four seconds are two events, not 2,000, and the auditor still sees how many there were.
@@ -13,6 +13,9 @@ final class RefusalAudit: Sendable {
         var uid: UInt32
         var method: String
         var reason: String
+        /// The caller's app (`BrokerCaller.appKey`), so that one sandboxed app's refusals are not folded
+        /// into another's of the same uid.
+        var app: String? = nil
     }
 
     private struct Window {

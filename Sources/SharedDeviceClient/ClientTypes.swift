@@ -400,6 +400,9 @@ public struct CallerIdentity: Sendable, Hashable {
     public var administrator: Bool
     /// The state directory (the store) the broker serves, when it says.
     public var stateDirectory: String?
+    /// The Flatpak app id of this process's sandbox, when it runs in one (the broker read it from the
+    /// sandbox, which the app cannot change); nil for a process on the host.
+    public var flatpakAppID: String? = nil
 }
 
 /// A native sign-in waiting for the worker (Microsoft Entra External ID native authentication through the

@@ -77,7 +77,8 @@ public final class PublicClientApplication: Sendable {
                 appID: reply.appId,
                 accessGroups: reply.accessGroups,
                 administrator: reply.administrator,
-                stateDirectory: reply.stateDirectory
+                stateDirectory: reply.stateDirectory,
+                flatpakAppID: reply.flatpakAppId
             )
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+public import ProcessSandbox
 import Varlink
 
 #if canImport(Glibc)
@@ -19,24 +20,27 @@ public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// The peer's executable (`/proc/PID/exe` through a pidfd where the kernel offers SO_PEERPIDFD, so the
     /// pid cannot have been reused); `nil` when unknown. For the record only: never required.
     public var executable: String?
+    /// Which app of its uid the peer is: the sandbox it runs in, read from its root at accept and pinned
+    /// to the process by its pidfd (`SandboxReader`), or `unpinned` where the kernel gives no pidfd.
+    public var sandbox: PeerSandbox
 
     /// Credentials as given.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String? = nil) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String? = nil, sandbox: PeerSandbox = .host) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.executable = executable
+        self.sandbox = sandbox
     }
 
-    public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
+    public var description: String { "pid \(pid) uid \(uid) gid \(gid) \(sandbox)" }
 }
 
-/// SO_PEERPIDFD (Linux ≥ 6.5), absent from older headers.
-private let peerPIDFDOption: Int32 = 77
-
 extension PeerCredentials {
-    /// Reads the credentials of an accepted Unix-domain channel.
-    static func read(from channel: any Channel) -> EventLoopFuture<PeerCredentials> {
+    /// Reads the credentials of an accepted Unix-domain channel and, when `identifySandboxes`, the sandbox
+    /// of the peer (any failure to pin or read it leaves the peer `unidentified`, never `host`); without,
+    /// the peer is `unpinned` (known by its uid only).
+    static func read(from channel: any Channel, identifySandboxes: Bool) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
         }
@@ -48,7 +52,7 @@ extension PeerCredentials {
         return credentials.flatMap { ucred in
             let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
                 level: SocketOptionLevel(SOL_SOCKET),
-                name: SocketOptionName(peerPIDFDOption)
+                name: SocketOptionName(PeerPIDFD.socketOption)
             )
             return pidfd.map { descriptor -> PeerCredentials in
                 defer { _ = close(descriptor) }
@@ -56,10 +60,17 @@ extension PeerCredentials {
                     pid: ucred.pid,
                     uid: ucred.uid,
                     gid: ucred.gid,
-                    executable: Self.executable(pidfd: descriptor, pid: ucred.pid)
+                    executable: Self.executable(pidfd: descriptor, pid: ucred.pid),
+                    sandbox: identifySandboxes
+                        ? SandboxReader.sandbox(ofProcess: ucred.pid, pidfd: descriptor) : .unpinned
                 )
-            }.recover { _ in
-                PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid)
+            }.recover { error in
+                // No pidfd: the kernel has none to give (ENOPROTOOPT before Linux 6.5), or the peer is gone.
+                let unsupported = (error as? IOError)?.errnoCode == ENOPROTOOPT
+                let sandbox: PeerSandbox =
+                    !identifySandboxes || unsupported
+                    ? .unpinned : .unidentified(reason: "the process exited before it could be identified")
+                return PeerCredentials(pid: ucred.pid, uid: ucred.uid, gid: ucred.gid, sandbox: sandbox)
             }
         }
     }
@@ -70,9 +81,6 @@ extension PeerCredentials {
         guard pid > 0, let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe") else {
             return nil
         }
-        // A pidfd polls readable once its process has exited.
-        var entry = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
-        let stillAlive = poll(&entry, 1, 0) == 0
-        return stillAlive ? path : nil
+        return SandboxReader.isAlive(pidfd: pidfd) ? path : nil
     }
 }

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import ProcessSandbox
 import Synchronization
 import Varlink
 
@@ -57,7 +58,8 @@ extension VarlinkServer {
     /// the async channel its task reads from).
     func accept(_ channel: any Channel) -> EventLoopFuture<AcceptedConnection> {
         let id = connections.makeID()
-        return PeerCredentials.read(from: channel).map { [callerIdentity = configuration.callerIdentity] peer in
+        return PeerCredentials.read(from: channel, identifySandboxes: configuration.identifiesSandboxes).map {
+            [callerIdentity = configuration.callerIdentity] peer in
             callerIdentity?(peer) ?? peer
         }.flatMap { [self] peer in
             allowance(for: peer, on: channel.eventLoop).flatMapThrowing { [self] allowance -> AcceptedConnection in
@@ -177,8 +179,13 @@ extension VarlinkServer {
             // At most a quarter of the slots are kept: a small server still serves apps.
             let unreserved = maximum - min(allowance.reservedConnections, maximum / 4)
             if !allowance.privileged && open.count >= unreserved { return (unreserved, "reserved") }
-            let mine = open.values.reduce(0) { $0 + ($1.peer.uid == peer.uid ? 1 : 0) }
-            if mine >= allowance.connectionsPerUser { return (allowance.connectionsPerUser, "user") }
+            let mine = open.values.filter { $0.peer.uid == peer.uid }
+            if mine.count >= allowance.connectionsPerUser { return (allowance.connectionsPerUser, "user") }
+            if let perApp = allowance.connectionsPerApp,
+                mine.count(where: { $0.peer.sandbox.isSameApp(as: peer.sandbox) }) >= perApp
+            {
+                return (perApp, "app")
+            }
             open[id] = OpenConnection(channel: channel, peer: peer)
             return nil
         }

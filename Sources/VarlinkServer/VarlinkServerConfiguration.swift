@@ -1,4 +1,5 @@
 public import NIOCore
+import ProcessSandbox
 
 /// The limits and names a `VarlinkServer` works with. Every limit bounds what one peer can make the
 /// server hold, so that a hostile peer cannot starve the others.
@@ -58,7 +59,7 @@ public struct VarlinkServerConfiguration: Sendable {
     /// How long a graceful shutdown waits for calls in progress (subscriptions excepted). Default 10 s.
     public var shutdownGracePeriod: TimeAmount = .seconds(10)
     /// The qualified error sent to a connection over a connection limit (parameters: `limit`, and
-    /// `scope`: `server`, `user` or `reserved`).
+    /// `scope`: `server`, `user`, `app` or `reserved`).
     public var tooManyConnectionsError: String
     /// The qualified error sent before closing a connection whose bytes are not a varlink call, or that
     /// queued more than it may (parameters: `reason`).
@@ -69,6 +70,11 @@ public struct VarlinkServerConfiguration: Sendable {
     /// Decides, per peer, how many connections it may hold and whether it may take the slots kept for
     /// administrators. Without one every peer may take every slot.
     public var admission: (any VarlinkConnectionAdmission)?
+    /// Whether the server reads each peer's sandbox at accept (`PeerCredentials.sandbox`), which takes a
+    /// kernel that gives a peer's pidfd (`SO_PEERPIDFD`, Linux 6.5) and, for peers of other uids, ptrace
+    /// access to their `/proc/PID/root`. Off (or on an older kernel) every peer is `unpinned`: known by
+    /// its uid only.
+    public var identifiesSandboxes: Bool = PeerPIDFD.kernelSupports
     /// Who the server takes each peer for, given the kernel's credentials (`nil`: the kernel's, as they are):
     /// for tests only, which serve in their own process and need their callers to be an app's uid without
     /// running as one.
@@ -91,16 +97,20 @@ public struct VarlinkServerConfiguration: Sendable {
 
 /// How many connections a peer may hold (`VarlinkConnectionAdmission`).
 public struct VarlinkConnectionAllowance: Sendable, Equatable {
-    /// Connections this peer's uid may hold at once.
+    /// Connections this peer's uid may hold at once, over all its apps (the uid's total).
     public var connectionsPerUser: Int
+    /// Connections this peer's app may hold at once (the connections of the peer's uid and sandbox,
+    /// `PeerCredentials.sandbox`); nil: only the uid's total counts.
+    public var connectionsPerApp: Int?
     /// Whether the peer may take the slots kept for administrators (`reservedConnections`).
     public var privileged: Bool
     /// Slots of `maximumConnections` that only privileged peers may take (at most a quarter of them are kept).
     public var reservedConnections: Int
 
     /// An allowance as given.
-    public init(connectionsPerUser: Int, privileged: Bool, reservedConnections: Int) {
+    public init(connectionsPerUser: Int, connectionsPerApp: Int? = nil, privileged: Bool, reservedConnections: Int) {
         self.connectionsPerUser = connectionsPerUser
+        self.connectionsPerApp = connectionsPerApp
         self.privileged = privileged
         self.reservedConnections = reservedConnections
     }

@@ -37,6 +37,8 @@ struct Status: AsyncParsableCommand {
             var msalClients: [BrokerStatus.MSALClient]
             /// Whether the broker's disk reserve for sign-outs on a full disk is in place (null: not running).
             var diskReserve: Bool? = nil
+            /// Why the policy's Flatpak apps are refused on this device (null: served, none listed, or not running).
+            var flatpakUnavailable: String? = nil
         }
         var broker: Broker
         var provisioned: Bool
@@ -70,7 +72,8 @@ struct Status: AsyncParsableCommand {
                         startedAt: status.startedAt,
                         connections: status.connections,
                         msalClients: status.msalClients,
-                        diskReserve: status.diskReserve
+                        diskReserve: status.diskReserve,
+                        flatpakUnavailable: status.flatpakUnavailable
                     ),
                     provisioned: status.provisioned,
                     mode: status.mode,
@@ -139,8 +142,16 @@ struct Status: AsyncParsableCommand {
             )
             lines.append("connections: \(summary.broker.connections.count)")
             for connection in summary.broker.connections {
+                let sandbox =
+                    connection.flatpakAppID.map { " (flatpak \($0.forTerminal))" }
+                    ?? (connection.sandbox == "unidentified" ? " (sandbox unidentified)" : "")
                 lines.append(
-                    "  uid \(connection.uid) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)"
+                    "  uid \(connection.uid)\(sandbox) \(connection.appID?.forTerminal ?? "(no app)") pid \(connection.pid)"
+                )
+            }
+            if let reason = summary.broker.flatpakUnavailable {
+                lines.append(
+                    "Flatpak apps: REFUSED: \(reason.forTerminal); the policy's uid-only apps are served as before"
                 )
             }
             lines.append("MSAL clients (through the MSAL bridge): \(summary.broker.msalClients.count)")

@@ -7,6 +7,7 @@ import KeychainStore
 public import Logging
 import NIOCore
 import NIOPosix
+import ProcessSandbox
 import ServiceLifecycle
 import SharedDevice
 import UnixSignals
@@ -98,6 +99,10 @@ struct Deviced: AsyncParsableCommand {
     /// wall clock (time stands still until the file changes): for tests only.
     @Option(help: .hidden) var clockFile: String?
 
+    /// Tells no sandboxed apps apart, as on a kernel before Linux 6.5 (no SO_PEERPIDFD): every caller is
+    /// known by its uid only and the policy's Flatpak apps are refused. For the tests of that path only.
+    @Flag(help: .hidden) var withoutPeerPidfd = false
+
     /// Runs without the allocator's wiping of freed memory (`MemoryHygiene`): for the benchmark of its cost only.
     @Flag(help: .hidden) var keepFreedMemory = false
 
@@ -178,6 +183,8 @@ struct Deviced: AsyncParsableCommand {
             FileHandle.standardError.write(Data("deviced: error: \(error)\n".utf8))
             throw ExitCode(64)
         }
+        // Apps of one uid are told apart by their sandbox where the kernel pins a socket's peer (Linux 6.5).
+        let identifiesSandboxes = PeerPIDFD.kernelSupports && !withoutPeerPidfd
         // logind, through which the broker ends (or locks) the shift's login session at a sign-out.
         let loginSessions = LoginManager.connect(logger: logger) ?? UnavailableLoginSessions()
         // The server's connection registry first, so that the broker is made knowing who is connected.
@@ -189,6 +196,7 @@ struct Deviced: AsyncParsableCommand {
             connections: BrokerServerConnections(connections),
             loginSessions: loginSessions,
             sessionClock: clock,
+            identifiesSandboxes: identifiesSandboxes,
             logger: logger
         )
         // A store of 0.3.0 kept the token cache beside apps' items: move it into its namespace before serving.
@@ -216,6 +224,7 @@ struct Deviced: AsyncParsableCommand {
         configuration.idleTimeout = .seconds(Int64(idleTimeout))
         configuration.messageTimeout = .seconds(Int64(messageTimeout))
         configuration.replyTimeout = .seconds(Int64(replyTimeout))
+        configuration.identifiesSandboxes = identifiesSandboxes
         // The store's blocking work (every call's, the admissions', the audit journal's, the idle sign-out's,
         // the refusal counts') runs on these few threads, never on Swift's cooperative pool, which the server's
         // connections keep (its threads end with the process).

@@ -31,7 +31,7 @@ import Testing
         _ outcome: PasswordThrottle.Outcome
     ) -> PasswordThrottle.Refusal? {
         do {
-            let attempt = try throttle.begin(username: username, uid: uid)
+            let attempt = try throttle.begin(username: username, app: uid == 0 ? nil : String(uid))
             throttle.end(attempt, outcome, limits: limits)
             return nil
         } catch {

@@ -25,9 +25,14 @@ final class BrokerDaemon: @unchecked Sendable {
     private(set) var mounted = false
 
     /// Provisions a scratch device from `policy` (as root, straight to the store), its state directory
-    /// on a tmpfs of its own when `mount` gives the tmpfs options (e.g. `size=24m`).
-    init(policy: String = DevicectlRunner.policy("kiosk.json"), mount: String? = nil) async throws {
-        publicDirectory = URL(fileURLWithPath: "/tmp/broker-test-\(UUID().uuidString.prefix(8))")
+    /// on a tmpfs of its own when `mount` gives the tmpfs options (e.g. `size=24m`), its socket and public
+    /// copies in a scratch directory under `parent` (`/run` for a socket a Flatpak sandbox reaches).
+    init(
+        policy: String = DevicectlRunner.policy("kiosk.json"),
+        mount: String? = nil,
+        parent: String = "/tmp"
+    ) async throws {
+        publicDirectory = URL(fileURLWithPath: "\(parent)/broker-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(
             at: publicDirectory,
             withIntermediateDirectories: true,

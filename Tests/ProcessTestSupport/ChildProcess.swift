@@ -29,6 +29,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// The command line, for messages.
     public let label: String
     private let process = Process()
+    /// The write end of the child's standard input, when the test writes to it.
+    private let input: FileHandle?
     private let output = SharedOutput()
 
     /// The directory the package's executables are built into (the test bundle's neighbours).
@@ -47,9 +49,15 @@ public final class ChildProcess: @unchecked Sendable {
         try self.init(Self.productsDirectory.appendingPathComponent(product), arguments, environment: environment)
     }
 
-    /// Starts `executable` with `arguments`, standard input from `/dev/null`, in this process's
-    /// environment with `environment` added (or overriding).
-    public init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable` with `arguments`, standard input from `/dev/null` (or, with `writableInput`, a
+    /// pipe the test writes to with `writeLine`), in this process's environment with `environment` added
+    /// (or overriding).
+    public init(
+        _ executable: URL,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        writableInput: Bool = false
+    ) throws {
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
             throw ChildProcessError(
                 message: "\(executable.path) is missing; build the package with `swift build --build-tests`"
@@ -63,7 +71,14 @@ public final class ChildProcess: @unchecked Sendable {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        process.standardInput = FileHandle.nullDevice
+        if writableInput {
+            let stdinPipe = Pipe()
+            process.standardInput = stdinPipe
+            input = stdinPipe.fileHandleForWriting
+        } else {
+            process.standardInput = FileHandle.nullDevice
+            input = nil
+        }
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         // The watchdog hears of the child before it hears that the child was reaped: the termination handler
@@ -264,6 +279,19 @@ public final class ChildProcess: @unchecked Sendable {
     public var reasonDescription: String {
         guard isFinished else { return "still running" }
         return process.terminationReason == .exit ? "exit status" : "signal"
+    }
+
+    /// Writes `line` and a newline to the child's standard input (started with `writableInput`); false when
+    /// it has none or the child is gone.
+    @discardableResult
+    public func writeLine(_ line: String) -> Bool {
+        guard let input else { return false }
+        do {
+            try input.write(contentsOf: Data((line + "\n").utf8))
+            return true
+        } catch {
+            return false
+        }
     }
 
     /// Sends SIGKILL unless the child has already exited (for `defer`). - Returns: whether it was sent.

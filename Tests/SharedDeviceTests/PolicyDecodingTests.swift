@@ -1,5 +1,6 @@
 import Foundation
 import KeychainStore
+import ProcessSandbox
 import SharedDevice
 import Testing
 
@@ -139,7 +140,7 @@ struct PolicyDecodingTests {
 
         #expect(try Self.error(after: apps { $0[1]["uid"] = 1001 })?.path == "apps[1].uid")
         #expect(
-            try Self.error(after: apps { $0[1]["uid"] = 1001 })?.problem.contains("one uid is one principal") == true
+            try Self.error(after: apps { $0[1]["uid"] = 1001 })?.problem.contains("one uid is one host app") == true
         )
         #expect(try Self.error(after: apps { $0[0]["uid"] = 0 })?.path == "apps[0].uid")
         #expect(
@@ -399,5 +400,65 @@ struct PolicyDecodingTests {
 
     @Test func malformedJSONIsAnErrorOnTheDocument() {
         #expect(throws: PolicyError.self) { try DevicePolicy.decode(Data("{\"version\": 1,".utf8)) }
+    }
+
+    /// One uid is one host app plus its Flatpak apps: a desktop user's sandboxed apps are told apart by the
+    /// app id their sandbox carries, and a process outside any sandbox is the uid's host app only.
+    @Test func aUidHasOneHostAppAndFlatpakAppsEachFoundOnlyByItsOwnSandbox() throws {
+        let policy = try DevicePolicy.load(
+            contentsOf: Self.policiesDirectory.appendingPathComponent("kiosk-desktop.json")
+        )
+        let scanner = PeerSandbox.flatpak(FlatpakApp(appID: "com.contoso.Scanner", instanceID: "123"))
+        let timeclock = PeerSandbox.flatpak(FlatpakApp(appID: "com.contoso.Timeclock"))
+        #expect(policy.app(uid: 1000, sandbox: scanner)?.id == "com.contoso.kiosk.scanner")
+        #expect(policy.app(uid: 1000, sandbox: timeclock)?.id == "com.contoso.kiosk.timeclock")
+        #expect(policy.app(uid: 1000, sandbox: .host)?.id == "com.contoso.kiosk.launcher")
+        // Where the kernel cannot pin a process, every process of the uid is its host app, as before.
+        #expect(policy.app(uid: 1000, sandbox: .unpinned)?.id == "com.contoso.kiosk.launcher")
+        #expect(policy.app(uid: 1000, sandbox: .unidentified(reason: "gone")) == nil)
+        #expect(policy.app(uid: 1000, sandbox: .flatpak(FlatpakApp(appID: "com.contoso.Other"))) == nil)
+        // The same sandboxed app run by another user is not this user's app.
+        #expect(policy.app(uid: 1001, sandbox: scanner) == nil)
+        #expect(policy.appCount(uid: 1000) == 3 && policy.hasFlatpakApps)
+        #expect(policy.apps[0].flatpak == "com.contoso.Scanner")
+
+        func flatpakError(_ edit: @escaping (inout [[String: Any]]) -> Void) throws -> PolicyError? {
+            try Self.error { document in
+                var apps = document["apps"] as! [[String: Any]]
+                apps[0]["flatpak"] = "com.contoso.Scanner"
+                apps[1]["flatpak"] = "com.contoso.Timeclock"
+                apps[1]["uid"] = apps[0]["uid"]
+                edit(&apps)
+                document["apps"] = apps
+            }
+        }
+        #expect(try flatpakError { _ in } == nil)
+        // Each Flatpak app once per uid; the same id under another uid is another app.
+        let duplicate = try flatpakError { $0[1]["flatpak"] = "com.contoso.Scanner" }
+        #expect(duplicate?.path == "apps[1].flatpak")
+        #expect(duplicate?.problem.contains("also apps[0]") == true)
+        #expect(
+            try flatpakError {
+                $0[1]["flatpak"] = "com.contoso.Scanner"
+                $0[1]["uid"] = 1002
+            } == nil
+        )
+        // At most one host entry per uid.
+        let twoHosts = try flatpakError {
+            $0[0]["flatpak"] = nil
+            $0[1]["flatpak"] = nil
+        }
+        #expect(twoHosts?.path == "apps[1].uid")
+        for malformed in [
+            "Scanner", "com.contoso", "com..contoso.Scanner", "com.contoso.9Scanner", "com.contoso-x.Scanner",
+            "com.contoso.Scan ner", "com.contoso.Scanner.", String(repeating: "a.", count: 128) + "b", "",
+        ] {
+            let error = try flatpakError { $0[0]["flatpak"] = malformed }
+            #expect(error?.path == "apps[0].flatpak", "\(malformed)")
+            #expect(error?.problem.contains("malformed Flatpak app id") == true, "\(malformed)")
+        }
+        #expect(try flatpakError { $0[0]["flatpak"] = 7 }?.path == "apps[0].flatpak")
+        // Dashes in the last element are Flatpak's too.
+        #expect(try flatpakError { $0[0]["flatpak"] = "com.contoso.scanner-beta" } == nil)
     }
 }

@@ -184,7 +184,7 @@ public final class ApplicationEngine: Sendable {
     ) throws(SharedDeviceError) -> AuthenticationResult {
         let account: DeviceAccount
         do {
-            var details = ["flow": flow.rawValue]
+            var details = ["flow": flow.rawValue].merging(sandboxAuditDetails) { $1 }
             details["msalClientId"] = msalClientID
             account = try accountManager.signIn(
                 response,
@@ -243,7 +243,7 @@ public final class ApplicationEngine: Sendable {
                 context: context(scopes: grant.scopes),
                 app: app,
                 accessGroup: tokenGroup,
-                auditDetails: ["flow": parameters.flow.policyFlow.rawValue]
+                auditDetails: ["flow": parameters.flow.policyFlow.rawValue].merging(sandboxAuditDetails) { $1 }
             )
             return AuthenticationResult(
                 accessToken: grant.accessToken,
@@ -545,7 +545,7 @@ public final class ApplicationEngine: Sendable {
     /// Audits a password sign-in the provider refused (`account.sign_in_failed`): the username as typed
     /// (at most 256 characters), never the password.
     func auditFailedSignIn(username: String, flow: DevicePolicy.SignInFlow, msalClientID: String?) {
-        var details = ["flow": flow.rawValue]
+        var details = ["flow": flow.rawValue].merging(sandboxAuditDetails) { $1 }
         details["msalClientId"] = msalClientID
         let entry = AuditEntry(
             type: .accountSignInFailed,
@@ -742,7 +742,9 @@ extension ApplicationEngine {
                     context: context(scopes: grant.scopes),
                     app: app,
                     accessGroup: tokenGroup,
-                    auditDetails: ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue]
+                    auditDetails: ["flow": DevicePolicy.SignInFlow.nativeAuth.rawValue].merging(
+                        sandboxAuditDetails
+                    ) { $1 }
                 )
                 return AuthenticationResult(
                     accessToken: grant.accessToken,
@@ -768,5 +770,14 @@ extension ApplicationEngine {
             correlationID: correlationID,
             logger: logger
         )
+    }
+}
+
+extension ApplicationEngine {
+    /// What the app's audit events say of its sandbox: for a Flatpak app of the policy (which the broker
+    /// serves only to a caller in that sandbox), `sandboxed` and its `flatpakAppId`; nothing for a host app.
+    var sandboxAuditDetails: [String: String] {
+        guard let flatpak = configuration.flatpakAppID else { return [:] }
+        return ["sandboxed": "true", "flatpakAppId": flatpak]
     }
 }

@@ -25,6 +25,9 @@ public struct ApplicationEngineConfiguration: Sendable {
     /// The client secret of a confidential client (the policy's `authority.clientSecret`); nil for a public
     /// client, as MSAL apps are.
     public var clientSecret: String?
+    /// The Flatpak app id of the policy's entry for `appID` (its key `flatpak`), when the app is a sandboxed
+    /// app: named in its audit events with `sandboxed`.
+    public var flatpakAppID: String?
 
     public init(
         clientID: String,
@@ -56,6 +59,7 @@ public struct ApplicationEngineConfiguration: Sendable {
         )
         allowedFlows = policy.authority.flows
         clientSecret = policy.authority.clientSecret
+        flatpakAppID = policy.app(appID)?.flatpak
     }
 }
 

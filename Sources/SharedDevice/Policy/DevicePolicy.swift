@@ -1,5 +1,6 @@
 public import Foundation
 public import KeychainStore
+public import ProcessSandbox
 
 /// A device policy: what an administrator provisions a kiosk or personal device with.
 /// Decoded strictly from JSON by `DevicePolicy.decode(_:)`; see `policies/README.md` for every key.
@@ -64,9 +65,14 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
         /// Its keychain access groups, first one the default (the `keychain-access-groups` entitlement).
         public var accessGroups: [String]
         /// The Unix user the app runs as: the broker daemon takes a caller with this uid (from the kernel)
-        /// to be this app. Unique across the policy (one uid is one principal) and never 0 (root is the
-        /// device administrator).
+        /// to be this app, never 0 (root is the device administrator). One uid is one host app (`flatpak`
+        /// nil) plus its Flatpak apps: the uid is the boundary between users, the sandbox between the apps
+        /// of one user.
         public var uid: UInt32
+        /// The Flatpak app id (policy key `flatpak`, e.g. `com.contoso.Scanner`) when the app is the
+        /// sandboxed app of that id run by `uid`; nil for the uid's host (non-sandboxed) app. The broker
+        /// reads a caller's id from its sandbox (`/.flatpak-info`), which the app cannot change.
+        public var flatpak: String? = nil
         /// The app's Unix user by name (policy key `user`), when the policy named it so; `uid` is then
         /// that user's uid in the system's user database.
         public var user: String?
@@ -221,6 +227,24 @@ public struct DevicePolicy: Sendable, Equatable, Encodable {
     /// The app with `id`, if the policy allows it on the device.
     public func app(_ id: String) -> App? { apps.first { $0.id == id } }
 
-    /// The app that runs as `uid`, if the policy lists one.
-    public func app(uid: UInt32) -> App? { apps.first { $0.uid == uid } }
+    /// The host (non-sandboxed) app that runs as `uid`, if the policy lists one.
+    public func app(uid: UInt32) -> App? { apps.first { $0.uid == uid && $0.flatpak == nil } }
+
+    /// The app a caller of `uid` in `sandbox` is: the uid's host app for a host process (or for any process
+    /// of the uid where sandboxes are not told apart: `unpinned`), the Flatpak entry of the uid with the
+    /// sandbox's app id for a Flatpak app, and none for a caller whose sandbox could not be read.
+    public func app(uid: UInt32, sandbox: PeerSandbox) -> App? {
+        switch sandbox {
+        case .host, .unpinned: app(uid: uid)
+        case .flatpak(let flatpak): apps.first { $0.uid == uid && $0.flatpak == flatpak.appID }
+        case .unidentified: nil
+        }
+    }
+
+    /// How many apps the policy lists for `uid` (its host app and its Flatpak apps): the uid's share of a
+    /// per-app limit is this many times the limit, whatever number of sandboxes it starts.
+    public func appCount(uid: UInt32) -> Int { apps.count { $0.uid == uid } }
+
+    /// Whether the policy tells apps apart by their Flatpak sandbox.
+    public var hasFlatpakApps: Bool { apps.contains { $0.flatpak != nil } }
 }

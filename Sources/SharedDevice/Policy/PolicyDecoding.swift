@@ -1,6 +1,7 @@
 public import Foundation
 import IdentityClient
 import KeychainStore
+import ProcessSandbox
 
 extension DevicePolicy {
     /// The access group reserved for the device itself (its policy, id and audit signing key); no app
@@ -235,16 +236,29 @@ private struct PolicyReader {
             }
             seen[app.id] = position
         }
-        // One uid is one principal: the broker could not tell two apps with one uid apart.
-        var uids: [UInt32: Int] = [:]
+        // One uid is one host app plus its Flatpak apps: the broker tells the apps of one uid apart by their
+        // sandbox only, so a uid may have one entry without `flatpak` and each Flatpak id once.
+        var hosts: [UInt32: Int] = [:]
+        var flatpaks: [String: Int] = [:]
         for (position, app) in apps.enumerated() {
-            if let first = uids[app.uid] {
-                throw PolicyError(
-                    path.index(position).key(app.user == nil ? "uid" : "user"),
-                    "uid \(app.uid) is also apps[\(first)]'s; each app needs a Unix user of its own (one uid is one principal to the broker)"
-                )
+            if let flatpak = app.flatpak {
+                let key = "\(app.uid) \(flatpak)"
+                if let first = flatpaks[key] {
+                    throw PolicyError(
+                        path.index(position).key("flatpak"),
+                        "Flatpak app \(flatpak) of uid \(app.uid) is also apps[\(first)]; list each sandboxed app once per uid"
+                    )
+                }
+                flatpaks[key] = position
+            } else {
+                if let first = hosts[app.uid] {
+                    throw PolicyError(
+                        path.index(position).key(app.user == nil ? "uid" : "user"),
+                        "uid \(app.uid) is also apps[\(first)]'s; one uid is one host app (plus Flatpak apps, each named by \"flatpak\"), so give this app a Unix user of its own or its Flatpak app id"
+                    )
+                }
+                hosts[app.uid] = position
             }
-            uids[app.uid] = position
         }
         return apps
     }
@@ -254,7 +268,7 @@ private struct PolicyReader {
             value,
             at: path,
             required: ["id", "accessGroups"],
-            optional: ["uid", "user", "msalClientIds"]
+            optional: ["uid", "user", "flatpak", "msalClientIds"]
         )
         let id = try boundedName(fields["id"]!, at: path.key("id"), what: "an app id")
         guard id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else {
@@ -301,7 +315,29 @@ private struct PolicyReader {
         let clientIDs = try fields["msalClientIds"].map { v throws(PolicyError) in
             try msalClientIDs(v, at: path.key("msalClientIds"))
         }
-        return .init(id: id, accessGroups: groups, uid: resolved, user: user, msalClientIds: clientIDs)
+        let flatpak = try fields["flatpak"].map { v throws(PolicyError) in
+            try flatpakAppID(v, at: path.key("flatpak"))
+        }
+        return .init(
+            id: id,
+            accessGroups: groups,
+            uid: resolved,
+            flatpak: flatpak,
+            user: user,
+            msalClientIds: clientIDs
+        )
+    }
+
+    /// `apps[].flatpak`: a Flatpak application id (reverse DNS, at least three elements).
+    private func flatpakAppID(_ value: JSONValue, at path: JSONPath) throws(PolicyError) -> String {
+        let id = try string(value, at: path)
+        guard FlatpakAppID.isValid(id) else {
+            throw PolicyError(
+                path,
+                "malformed Flatpak app id \"\(id.prefix(80))\"; expected the app's reverse-DNS id as `flatpak list --app` shows it (at least three elements of letters, digits and '_', '-' in the last only; e.g. com.contoso.Scanner)"
+            )
+        }
+        return id
     }
 
     /// `apps[].msalClientIds`: at most `InputLimits.msalClientIDsPerApp` distinct client ids, each a bounded
@@ -409,10 +445,12 @@ private struct PolicyReader {
                     "\(user) is root; the workers' sessions run as a local account of their own (such as kiosk)"
                 )
             }
-            if let app = apps.first(where: { $0.uid == uid }) {
+            // The session's Flatpak apps may run as it (the sandbox tells them apart); a host app may not, or
+            // every process of the worker's session would be that app.
+            if let app = apps.first(where: { $0.uid == uid && $0.flatpak == nil }) {
                 throw PolicyError(
                     path.key("user"),
-                    "\(user) (uid \(uid)) is app \(app.id)'s user; the workers' sessions need a local account no app runs as"
+                    "\(user) (uid \(uid)) is app \(app.id)'s user; the workers' sessions need a local account no host app runs as (its Flatpak apps, named by \"flatpak\", may)"
                 )
             }
             session.user = user

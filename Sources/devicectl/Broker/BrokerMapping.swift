@@ -141,7 +141,13 @@ extension BrokerStatus {
             lastAuditSequence: Int64(status.lastAuditSequence),
             idle: status.idle.map(SharedDevice.IdleState.init),
             connections: status.connections.map {
-                Connection(uid: UInt32(clamping: $0.uid), pid: Int32(clamping: $0.pid), appID: $0.appId)
+                Connection(
+                    uid: UInt32(clamping: $0.uid),
+                    pid: Int32(clamping: $0.pid),
+                    appID: $0.appId,
+                    sandbox: $0.sandbox?.rawValue,
+                    flatpakAppID: $0.flatpakAppId
+                )
             },
             msalClients: status.msalClients.map { client in
                 MSALClient(
@@ -166,7 +172,8 @@ extension BrokerStatus {
                     seat: session.loginScreen.seat,
                     remoteHost: session.loginScreen.remoteHost
                 )
-            }
+            },
+            flatpakUnavailable: status.flatpakUnavailable
         )
     }
 }

@@ -7,12 +7,19 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     struct Connection: Sendable, Equatable, Encodable {
         var uid: UInt32
         var pid: Int32
-        /// The policy's app for `uid`, if any.
+        /// The policy's app for `uid` and `sandbox`, if any.
         var appID: String?
+        /// Which app of its uid the peer is: `host`, `flatpak`, `unpinned` or `unidentified` (nil: the
+        /// broker does not say).
+        var sandbox: String? = nil
+        /// The peer's Flatpak app id, when it runs in a Flatpak sandbox.
+        var flatpakAppID: String? = nil
 
         enum CodingKeys: String, CodingKey {
             case uid, pid
             case appID = "appId"
+            case sandbox
+            case flatpakAppID = "flatpakAppId"
         }
     }
 
@@ -71,12 +78,14 @@ struct BrokerStatus: Sendable, Equatable, Encodable {
     var diskReserve: Bool?
     /// The shift's login session (nil: none, or the broker does not say).
     var shiftSession: ShiftSession? = nil
+    /// Why the policy's Flatpak apps are refused on this device (nil: they are served, or none are listed).
+    var flatpakUnavailable: String? = nil
 
     enum CodingKeys: String, CodingKey {
         case version, startedAt, provisioned, mode
         case policyID = "policyId"
         case policySHA256 = "policySha256"
         case current, signedInAt
-        case lastAuditSequence, idle, connections, msalClients, diskReserve, shiftSession
+        case lastAuditSequence, idle, connections, msalClients, diskReserve, shiftSession, flatpakUnavailable
     }
 }
