@@ -4,10 +4,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 int process_control_set_dumpable(int dumpable) {
     return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL);
+}
+
+int process_control_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 /// The parent-death signal of the main thread when the process started (a thread attribute: the Swift code

@@ -1,5 +1,6 @@
 public import Foundation
 public import Logging
+public import ProcessSandbox
 public import SharedDeviceClient
 
 /// Answers the methods of Microsoft's Linux broker protocol (`com.microsoft.identity.Broker1`) from the
@@ -54,6 +55,26 @@ public final class BrokerProtocolHandler: Sendable {
         self.interactiveDeadline = interactiveDeadline
         self.now = now
         self.logger = logger
+    }
+
+    /// The refusal of a caller the bridge may not serve as its user's host app: one in a Flatpak sandbox
+    /// (deviced would take the bridge's call for the host app, not the sandboxed one), or one whose sandbox
+    /// could not be read (fail closed); nil for a host process.
+    public static func sandboxRefusal(_ sandbox: PeerSandbox) -> String? {
+        switch sandbox {
+        case .host, .unpinned:
+            return nil
+        case .flatpak(let app):
+            return BrokerProtocolMessages.errorReply(
+                .accountUnusable,
+                "\(app.appID) runs in a Flatpak sandbox, and this device's MSAL bridge serves host apps only (deviced would take it for its user's host app); use the device's broker socket (org.sharedmode.Broker1, with --filesystem=/run/devicectl), where deviced tells Flatpak apps apart"
+            )
+        case .unidentified(let reason):
+            return BrokerProtocolMessages.errorReply(
+                .accountUnusable,
+                "the MSAL bridge could not tell which app is calling (\(reason)), so it does not serve it; call again from the app's own process"
+            )
+        }
     }
 
     /// The JSON reply to `method` with the JSON `request` (the third argument of every call).

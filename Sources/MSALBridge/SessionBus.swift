@@ -1,5 +1,7 @@
+import CProcessControl
 import CSystemd
 public import Logging
+public import ProcessSandbox
 import Synchronization
 
 #if canImport(Glibc)
@@ -21,6 +23,9 @@ public struct BusMethodCall: Sendable {
     public var correlationID: String
     /// The JSON request.
     public var request: String
+    /// The sandbox of the calling process (`SessionBus.callerSandbox`): the bridge speaks to deviced as its
+    /// own user, so a caller in a sandbox must not be served as that user's host app.
+    public var callerSandbox: PeerSandbox = .host
 }
 
 /// A service on the user's session bus through sd-bus: one object whose interface's methods all take
@@ -188,13 +193,47 @@ public final class SessionBus: @unchecked Sendable {
             member: String(cString: member),
             protocolVersion: strings[0],
             correlationID: strings[1],
-            request: strings[2]
+            request: strings[2],
+            callerSandbox: callerSandbox(message)
         )
         Task.detached {
             let answer = await handler(call)
             self.enqueue { self.replyPending(id, answer) }
         }
         return 1
+    }
+
+    /// The sandbox of the process that sent `message`: its pid from the bus (dbus 1.14 gives a
+    /// `ProcessID` but no `ProcessFD`), a pidfd of it taken at once, the pid asked of the bus again (the
+    /// connection still belongs to that process), then its root read as deviced reads a socket peer's.
+    /// The race left: the pid reused by another process between the bus's first answer and `pidfd_open`
+    /// whose connection then sent nothing; the second answer (the connection's pid unchanged) narrows it to
+    /// a pid reused within that window by a process that the same connection now belongs to.
+    private func callerSandbox(_ message: OpaquePointer) -> PeerSandbox {
+        guard let pid = senderPID(message) else {
+            return .unidentified(reason: "the bus gave no process id of the caller")
+        }
+        let pidfd = process_control_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            return errno == ENOSYS ? .unpinned : .unidentified(reason: "the caller's process is gone")
+        }
+        defer { close(pidfd) }
+        guard senderPID(message) == pid else {
+            return .unidentified(reason: "the caller's connection no longer belongs to its process")
+        }
+        return SandboxReader.sandbox(ofProcess: pid, pidfd: pidfd)
+    }
+
+    /// The pid of `message`'s sender as the bus says now (GetConnectionCredentials).
+    private func senderPID(_ message: OpaquePointer) -> Int32? {
+        var creds: OpaquePointer?
+        guard sd_bus_query_sender_creds(message, UInt64(SD_BUS_CREDS_PID), &creds) >= 0, let creds else {
+            return nil
+        }
+        defer { sd_bus_creds_unref(creds) }
+        var pid: pid_t = 0
+        guard sd_bus_creds_get_pid(creds, &pid) >= 0, pid > 0 else { return nil }
+        return pid
     }
 
     private func replyPending(_ id: UInt64, _ answer: String) {

@@ -89,7 +89,15 @@ struct MSALBridgeCommand: ParsableCommand {
                     "the bridge has too many calls in progress; try again"
                 )
             ) { call in
-                await handler.handle(method: call.member, correlationID: call.correlationID, request: call.request)
+                // The bridge calls deviced as its own user, which deviced takes for that user's host app: a
+                // sandboxed caller would get the host app's tokens and items. Refused until the bridge hands
+                // deviced the caller's pidfd.
+                if let refusal = BrokerProtocolHandler.sandboxRefusal(call.callerSandbox) { return refusal }
+                return await handler.handle(
+                    method: call.member,
+                    correlationID: call.correlationID,
+                    request: call.request
+                )
             }
         } catch {
             logger.error("\(error)")

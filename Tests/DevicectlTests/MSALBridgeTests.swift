@@ -166,6 +166,26 @@ import Testing
         await daemon.cleanUp()
     }
 
+    /// The bridge calls deviced as its own user, which deviced takes for that user's host app: an MSAL app in
+    /// a Flatpak sandbox of the same user must not get the host app's worker and tokens through it.
+    @Test func aCallerInAFlatpakSandboxIsRefusedByTheBridgeWhileTheHostAppIsServed() async throws {
+        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+        try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        let request = #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#
+        let host = try parseJSON(try await scanner.callBroker("getAccounts", request)) as? [String: Any]
+        #expect(
+            (host?["accounts"] as? [Any])?.count == 1,
+            "the host app's bridge lost the worker: \(String(describing: host))"
+        )
+        let sandboxed = try await scanner.callBrokerFromSandbox(appID: "com.contoso.Scanner", "getAccounts", request)
+        let refused = try #require(try parseJSON(sandboxed) as? [String: Any], "\(sandboxed)")
+        #expect(refused["accounts"] == nil, "a sandboxed caller got the host app's accounts: \(sandboxed)")
+        #expect(sandboxed.contains("com.contoso.Scanner runs in a Flatpak sandbox"), "\(sandboxed)")
+        await scanner.stop()
+        await daemon.cleanUp()
+    }
+
     @Test func theRestOfTheProtocolAnswersInJSONAndBadRequestsGetAReadableError() async throws {
         let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
         try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")

@@ -103,6 +103,31 @@ final class MSALSession: @unchecked Sendable {
         return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
     }
 
+    /// Calls `method` as `callBroker` does, from a process of the session's uid in a sandbox that says it is
+    /// the Flatpak app `appID` (Tests/Flatpak/fake-sandbox), over the session bus's socket in the host's /tmp.
+    func callBrokerFromSandbox(appID: String, _ method: String, _ request: String) async throws -> String {
+        let addresses = try String(contentsOf: directory.appendingPathComponent("bus-address"), encoding: .utf8)
+        let hostSocket = try #require(
+            addresses.split(separator: ";").first { $0.hasPrefix("unix:path=/tmp/") },
+            "the session bus has no socket in /tmp: \(addresses)"
+        )
+        let fakeSandbox = Self.script.deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Flatpak/fake-sandbox")
+        let result = try await Command.run(
+            fakeSandbox,
+            [
+                appID, "\(uid)",
+                "DBUS_SESSION_BUS_ADDRESS=\(hostSocket.trimmingCharacters(in: .whitespacesAndNewlines))",
+                "--", "/usr/bin/busctl", "--user", "--json=short", "call",
+                "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
+                "com.microsoft.identity.Broker1", method, "sss", "0.0", UUID().uuidString, request,
+            ]
+        )
+        try #require(result.status == 0, "busctl \(method) from a sandbox failed: \(result.stderr)")
+        let reply = try #require(try parseJSON(result.stdout) as? [String: Any], "\(result.stdout)")
+        return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
+    }
+
     /// The items of pymsalruntime's schema (`com.microsoft.identity.secret`) in the uid's Secret Service.
     func keyringItems() async throws -> Int {
         let result = try await Command.run(

@@ -6,6 +6,11 @@
 /// (prctl is variadic, which Swift cannot call.)
 int process_control_set_dumpable(int dumpable);
 
+/// pidfd_open(pid, 0) (Linux 5.3): a descriptor of process `pid` that stays that process's, whatever the pid
+/// becomes later. Returns it, or -1 with errno set (ESRCH: no such process; ENOSYS: an older kernel).
+/// (syscall is variadic, which Swift cannot call.)
+int process_control_pidfd_open(int pid);
+
 /// The environment variable that carries the parent-death signal across the daemon's restart of itself
 /// ("SIGNAL:PARENT_PID"): the kernel keeps it per thread, and the restart's execve runs on a thread of the
 /// Swift runtime, not on the main thread a `setpriv --pdeathsig` or PR_SET_PDEATHSIG gave it to.
