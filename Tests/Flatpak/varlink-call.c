@@ -1,7 +1,7 @@
 /*
  * varlink-call: the smallest varlink client, for the Flatpak tests (Tests/Flatpak/README.md).
  *
- *   varlink-call [--handoff | --wait-stdin] SOCKET_PATH [JSON_CALL...]
+ *   varlink-call [--handoff | --wait-stdin | --repeat N] SOCKET_PATH [JSON_CALL...]
  *
  * Connects to the Unix socket SOCKET_PATH and sends each JSON_CALL as one NUL-terminated message, then
  * prints each reply (its bytes, then '\n') to stdout. A reply with "continues": true is followed by more
@@ -15,6 +15,11 @@
  *   waits until that pidfd says the parent is gone, prints "handed-off", reads one line from stdin, then
  *   sends. This is the peer whose SO_PEERCRED pid (and SO_PEERPIDFD) is dead while the connection lives.
  *
+ * --repeat N: connect, make the calls and close, N times; print no replies but one line
+ *   "repeat N p50_us P p90_us Q" (each from before connect() to the last reply read): the cost of a new
+ *   connection to its first replies, which is what the server's identification of a caller adds to (the
+ *   benchmark of issue 35, tools/bench-flatpak). A reply that is an error ends it with status 1.
+ *
  * Built static (gcc -static -O2 varlink-call.c) so it runs inside a sandbox whose runtime has no libc.
  */
 #define _GNU_SOURCE
@@ -26,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
@@ -35,7 +41,7 @@
 static const char *socket_path;
 
 static void usage(void) {
-    fputs("usage: varlink-call [--handoff | --wait-stdin] SOCKET_PATH [JSON_CALL...]\n", stderr);
+    fputs("usage: varlink-call [--handoff | --wait-stdin | --repeat N] SOCKET_PATH [JSON_CALL...]\n", stderr);
     exit(2);
 }
 
@@ -157,15 +163,53 @@ static int call_all(int fd, char **calls, int count) {
     return 0;
 }
 
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* --repeat: N connections, each making the calls (replies read, not printed), timed one by one. */
+static int repeat_calls(const struct sockaddr_un *address, int times, char **calls, int count) {
+    double *took = calloc((size_t)times, sizeof *took);
+    if (!took) return 1;
+    for (int n = 0; n < times; n++) {
+        double start = now_us();
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) socket_failure("socket", errno);
+        if (connect(fd, (const struct sockaddr *)address, sizeof *address) < 0) socket_failure("connect", errno);
+        for (int i = 0; i < count; i++) {
+            send_all(fd, calls[i], strlen(calls[i]) + 1);
+            char *reply = read_reply(fd);
+            if (strstr(reply, "\"error\"")) {
+                fprintf(stderr, "varlink-call: %s: an error reply: %s\n", socket_path, reply);
+                return 1;
+            }
+            free(reply);
+        }
+        took[n] = now_us() - start;
+        close(fd);
+    }
+    qsort(took, (size_t)times, sizeof *took, compare_doubles);
+    printf("repeat %d p50_us %.1f p90_us %.1f\n", times, took[times / 2], took[times * 9 / 10]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int handoff = 0, wait_stdin = 0, i = 1;
+    int handoff = 0, wait_stdin = 0, repeat = 0, i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--handoff") == 0) handoff = 1;
         else if (strcmp(argv[i], "--wait-stdin") == 0) wait_stdin = 1;
+        else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc && atoi(argv[i + 1]) > 0) repeat = atoi(argv[++i]);
         else if (strcmp(argv[i], "--") == 0) { i++; break; }
         else usage();
     }
-    if (i >= argc || (handoff && wait_stdin)) usage();
+    if (i >= argc || handoff + wait_stdin + (repeat > 0) > 1) usage();
     socket_path = argv[i++];
 
     struct sockaddr_un address = { .sun_family = AF_UNIX };
@@ -174,6 +218,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     strcpy(address.sun_path, socket_path);
+    if (repeat) return repeat_calls(&address, repeat, argv + i, argc - i);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) socket_failure("socket", errno);
     if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0) socket_failure("connect", errno);
