@@ -78,6 +78,8 @@ public struct HandedProcess: Sendable, Hashable {
             }
         }
         let process = ProcessHandle(adopting: copy)
+        // `copy` is read below by number: the handle (which closes it) must live until the end.
+        defer { withExtendedLifetime(process) {} }
         guard let pid = pidOfPidfd(copy) else {
             throw Refusal("descriptor \(target) is not a pidfd: pass a pidfd of the process (pidfd_open)")
         }
