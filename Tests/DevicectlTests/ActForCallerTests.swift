@@ -126,7 +126,40 @@ import Testing
         #expect(Self.refusal(host[0])?.contains("-1 is not a descriptor number") == true, "\(host[0])")
         #expect(Self.parameters(host[1])["appId"] as? String == FlatpakAppTests.launcher, "\(host[1])")
         #expect(Self.parameters(host[1])["sandbox"] as? String == "host", "\(host[1])")
+
+        // deviced keeps the pidfd of a connection's peer while the connection is open (and none of the
+        // handed one: what it read of it is kept), and closes it with the connection.
+        let deviced = try #require(daemon.process?.pid)
+        let holding = try ChildProcess(
+            Daemon.setpriv,
+            Daemon.asUser(Self.user) + [
+                "/usr/bin/python3", try Self.helper(daemon), daemon.socketPath, "pid", "\(scanner.pid)", "wait",
+            ],
+            writableInput: true
+        )
+        defer { _ = holding.killIfRunning() }
+        try #require(
+            await holding.waitForLine(timeout: 30) { $0 == "waiting" } != nil,
+            "\(holding.lines) \(holding.standardError)"
+        )
+        #expect(Self.pidfds(of: deviced) == 1, "deviced holds \(Self.pidfds(of: deviced)) pidfds for one connection")
+        _ = holding.writeLine("done")
+        #expect(await holding.waitForExit(timeout: 30), "\(holding.standardError)")
+        #expect(
+            try await MSALBridgeTests.eventually { Self.pidfds(of: deviced) == 0 },
+            "deviced still holds \(Self.pidfds(of: deviced)) pidfds after its connections closed"
+        )
         await daemon.cleanUp()
+    }
+
+    /// How many pidfds process `pid` holds.
+    static func pidfds(of pid: Int32) -> Int {
+        let directory = "/proc/\(pid)/fd"
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return entries.count {
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\($0)")) ?? ""
+            return target == "anon_inode:[pidfd]" || target.hasPrefix("pidfd:")
+        }
     }
 
     @Test func aFlatpakAppThePolicyDoesNotListIsRefusedAsItselfAndAudited() async throws {

@@ -10,6 +10,8 @@ JSON line. What it hands over (HANDOVER):
   exited      a pidfd of a child that has exited and been reaped
   number N    the number N, no descriptor behind it
 
+A CALL `wait` prints `waiting` and keeps the connection open until a line comes on standard input.
+
 Raw sockets and the standard library only (os.pidfd_open, Python 3.9), so it runs as any uid.
 """
 import json
@@ -60,6 +62,10 @@ def main():
     act = {"method": "org.sharedmode.Broker1.ActForCaller", "parameters": {"callerPidfd": descriptor}}
     buffer = exchange(connection, b"", json.dumps(act))
     for call in calls:
+        if call == "wait":
+            print("waiting", flush=True)
+            sys.stdin.readline()
+            continue
         buffer = exchange(connection, buffer, call)
     connection.close()
 
