@@ -6,8 +6,8 @@ import Testing
 /// `ActForCaller`, the MSAL bridge's hand-over of its D-Bus caller to deviced, with real processes against
 /// the real daemon: a host process of the scanner's uid (`Tests/Python/act_for_caller.py`) holds a pidfd of
 /// another process and hands its number over; deviced copies it with pidfd_getfd and identifies the process
-/// itself. The processes in a sandbox run in a root-made one (`Tests/Flatpak/fake-sandbox`), which is what
-/// deviced reads of a real Flatpak app too (FlatpakAppTests).
+/// itself. The process handed over is a real Flatpak app (the fixture of FlatpakAppTests, `flatpak run`)
+/// or one in a root-made sandbox (`Tests/Flatpak/fake-sandbox`, whose pid the test knows at once).
 @Suite(.serialized, .tags(.integration, .needsRoot)) struct ActForCallerTests {
     typealias Daemon = BrokerDaemon
 
@@ -159,6 +159,51 @@ import Testing
         return entries.count {
             let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\($0)")) ?? ""
             return target == "anon_inode:[pidfd]" || target.hasPrefix("pidfd:")
+        }
+    }
+
+    @Test func aHostProcessHandingARealFlatpakAppsPidfdIsServedAsThatApp() async throws {
+        try await FlatpakAppTests.ensureFixture()
+        let policy = try FlatpakAppTests.desktopPolicy()
+        defer { try? FileManager.default.removeItem(atPath: policy) }
+        let daemon = try await Daemon(policy: policy, parent: "/run")
+        try await daemon.start()
+        // The timeclock, run with `flatpak run`, connected and waiting (its own connection is its business).
+        let timeclock = try FlatpakAppTests.sandboxed(
+            "com.contoso.Timeclock",
+            daemon,
+            ["--wait-stdin", daemon.socketPath],
+            writableInput: true
+        )
+        defer { _ = timeclock.killIfRunning() }
+        try #require(
+            await timeclock.waitForLine(timeout: 60) { $0 == "connected" } != nil,
+            "\(timeclock.lines) \(timeclock.standardError)"
+        )
+        let pid = try #require(Self.process(named: "varlink-call", uid: Self.user, app: "com.contoso.Timeclock"))
+        let replies = try await Self.act(daemon, ["pid", "\(pid)"], [try FlatpakAppTests.call("GetCaller")])
+        try #require(replies.count == 2, "\(replies) \(daemon.logTail())")
+        #expect(Self.parameters(replies[0])["appId"] as? String == Daemon.timeclock, "\(replies[0])")
+        let caller = Self.parameters(replies[1])
+        #expect(
+            caller["appId"] as? String == Daemon.timeclock
+                && caller["flatpakAppId"] as? String == "com.contoso.Timeclock",
+            "\(caller)"
+        )
+        #expect(caller["accessGroups"] as? [String] == [FlatpakAppTests.timeclockGroup, "com.microsoft.adalcache"])
+        _ = timeclock.writeLine("go")
+        #expect(await timeclock.waitForExit(timeout: 60), "\(timeclock.standardError)")
+        await daemon.cleanUp()
+    }
+
+    /// The pid of the process named `name` (its comm) that runs as `uid` in the Flatpak sandbox of `app`.
+    static func process(named name: String, uid: UInt32, app: String) -> Int32? {
+        let pids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }
+        return pids.first { pid in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+            let info = (try? String(contentsOfFile: "/proc/\(pid)/root/.flatpak-info", encoding: .utf8)) ?? ""
+            return status.contains("Name:\t\(name)\n") && status.contains("Uid:\t\(uid)\t\(uid)\t")
+                && info.contains("name=\(app)\n")
         }
     }
 
