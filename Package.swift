@@ -61,8 +61,8 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Which app of its user a process is: the Flatpak sandbox it runs in, read from its root and pinned
-        // to it by a pidfd (xdg-desktop-portal's rule).
-        .target(name: "ProcessSandbox", swiftSettings: strictSettings),
+        // to it by a pidfd (xdg-desktop-portal's rule); a process handed over by pidfd (the MSAL bridge's caller).
+        .target(name: "ProcessSandbox", dependencies: ["CProcessControl"], swiftSettings: strictSettings),
         .target(
             name: "KeychainStore",
             dependencies: [
@@ -77,7 +77,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // prctl (variadic in C) for deviced's memory hygiene.
+        // prctl and syscall (variadic in C): deviced's memory hygiene, pidfd_open and pidfd_getfd.
         .target(name: "CProcessControl"),
         // libcurl behind dlopen, for IdentityClient's CurlTransport: nothing loads it until a request goes out.
         .target(

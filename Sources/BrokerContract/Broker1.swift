@@ -10,9 +10,10 @@ public import Varlink
 /// reads the uid from the kernel (SO_PEERCRED) when it accepts the connection, and the sandbox from the
 /// caller's root (a Flatpak app's /.flatpak-info, pinned to the process by SO_PEERPIDFD): a host process
 /// is its uid's host app, a Flatpak app the uid's entry with its Flatpak app id. No parameter names the
-/// caller, so no parameter lets an app act as another. A caller the policy does not list (or whose sandbox
-/// could not be read) gets CallerNotInPolicy from every method except GetDeviceInformation and GetCaller,
-/// and the refusal is written to the audit log (once per connection).
+/// caller, so no parameter lets an app act as another (ActForCaller hands the broker a process of the
+/// caller's own uid, which the broker identifies itself). A caller the policy does not list (or whose
+/// sandbox could not be read) gets CallerNotInPolicy from every method except GetDeviceInformation,
+/// GetCaller and ActForCaller, and the refusal is written to the audit log (once per connection).
 ///
 /// Secrets travel base64-encoded (standard alphabet, with padding). Times are Unix seconds.
 public enum Broker1 {
@@ -1064,6 +1065,102 @@ extension Broker1 {
                     fields["stateDirectory"] = .string(stateDirectory)
                 } else if !omittingAbsent {
                     fields["stateDirectory"] = .null
+                }
+                if let sandbox = self.sandbox {
+                    fields["sandbox"] = .string(sandbox.rawValue)
+                } else if !omittingAbsent {
+                    fields["sandbox"] = .null
+                }
+                if let flatpakAppId = self.flatpakAppId {
+                    fields["flatpakAppId"] = .string(flatpakAppId)
+                } else if !omittingAbsent {
+                    fields["flatpakAppId"] = .null
+                }
+                return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.sandbox {
+                    if !element.isKnown { return VarlinkField.path(path, "sandbox") }
+                }
+                return nil
+            }
+        }
+    }
+}
+
+extension Broker1 {
+    /// For the MSAL bridge (a host process serving the apps of its own user on their session bus): from now
+    /// on, serve every call on THIS connection as the process whose pidfd is descriptor `callerPidfd` of the
+    /// calling process. The broker takes its own copy with pidfd_getfd(2) through the pidfd of the
+    /// connection's peer it took at accept (SO_PEERPIDFD), so the descriptor is the caller's indeed; checks it
+    /// is a pidfd, that the process runs as the connection's uid (real and effective), and reads its sandbox
+    /// as it reads a peer's (its root, the pidfd checked alive after). The reply is who the connection now is.
+    /// Nothing else the caller says is believed. Refused with AccountError `actForCallerRefused` (the
+    /// message says why and what to do) for a number that is not an open descriptor of the caller, a
+    /// descriptor that is not a pidfd, a process of another uid, one that exited or could not be identified,
+    /// a caller that is not a host process (a Flatpak app calls as itself: only a host process may act for
+    /// another) and a connection that acts for a process already (open another one); with
+    /// `actForCallerUnsupported` where the broker cannot pin processes (a kernel before Linux 6.5 or without
+    /// pidfd_getfd, or deviced --without-peer-pidfd).
+    public enum ActForCaller: VarlinkMethod {
+        public static let qualifiedName = "org.sharedmode.Broker1.ActForCaller"
+
+        /// The parameters of a call of ActForCaller.
+        public struct Parameters: VarlinkStruct, Hashable {
+            public var callerPidfd: Int
+
+            /// A value with every field given (optional ones default to nil).
+            public init(callerPidfd: Int) {
+                self.callerPidfd = callerPidfd
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                callerPidfd = try VarlinkField.int(fields, "callerPidfd", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                _ = omittingAbsent
+                return [
+                    "callerPidfd": .int(Int64(callerPidfd))
+                ]
+            }
+        }
+
+        /// A reply of ActForCaller.
+        public struct Reply: VarlinkStruct, Hashable {
+            public var uid: Int
+            public var appId: String?
+            public var sandbox: SandboxKind?
+            public var flatpakAppId: String?
+
+            /// A value with every field given (optional ones default to nil).
+            public init(uid: Int, appId: String? = nil, sandbox: SandboxKind? = nil, flatpakAppId: String? = nil) {
+                self.uid = uid
+                self.appId = appId
+                self.sandbox = sandbox
+                self.flatpakAppId = flatpakAppId
+            }
+
+            public init(varlinkFields fields: [String: VarlinkValue], path: String) throws(VarlinkFieldError) {
+                uid = try VarlinkField.int(fields, "uid", path)
+                appId = VarlinkField.isAbsent(fields, "appId") ? nil : try VarlinkField.string(fields, "appId", path)
+                sandbox =
+                    VarlinkField.isAbsent(fields, "sandbox")
+                    ? nil : try VarlinkField.enumeration(fields, "sandbox", path, as: SandboxKind.self)
+                flatpakAppId =
+                    VarlinkField.isAbsent(fields, "flatpakAppId")
+                    ? nil : try VarlinkField.string(fields, "flatpakAppId", path)
+            }
+
+            public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
+                var fields: [String: VarlinkValue] = [
+                    "uid": .int(Int64(uid))
+                ]
+                if let appId = self.appId {
+                    fields["appId"] = .string(appId)
+                } else if !omittingAbsent {
+                    fields["appId"] = .null
                 }
                 if let sandbox = self.sandbox {
                     fields["sandbox"] = .string(sandbox.rawValue)
@@ -3918,7 +4015,8 @@ extension Broker1 {
     /// on a private device: set `session.user`), sessionNotFound (OpenLoginSession: logind has no such
     /// session), sessionUserMismatch (OpenLoginSession: the session does not run as `session.user`),
     /// loginSessionsUnavailable (logind could not be asked), signInNotFound (a sign-in id that is not, or no
-    /// longer, the caller's), …; a store failure is KeychainError).
+    /// longer, the caller's), actForCallerRefused and actForCallerUnsupported (ActForCaller), …; a store
+    /// failure is KeychainError).
     /// For identity-provider failures (`code` identity) `msalStatus` is MSAL's code (-50002 interaction
     /// required, -50003 declined scopes, -50005 user canceled, -50006 server error, -50000 anything else:
     /// the authority unreachable, an invalid ID token, …) and `identityCode` the identity client's
@@ -4156,6 +4254,7 @@ extension Broker1 {
     /// A call of the interface with its parameters decoded: what a server switches on, exhaustively.
     public enum Call: Sendable, Hashable {
         case getCaller(GetCaller.Parameters)
+        case actForCaller(ActForCaller.Parameters)
         case getStatus(GetStatus.Parameters)
         case reportActivity(ReportActivity.Parameters)
         case getDeviceInformation(GetDeviceInformation.Parameters)
@@ -4188,6 +4287,7 @@ extension Broker1 {
         public init(_ call: VarlinkCall) throws(VarlinkCallDecodingError) {
             switch call.method {
             case GetCaller.qualifiedName: self = .getCaller(try VarlinkField.parameters(of: call))
+            case ActForCaller.qualifiedName: self = .actForCaller(try VarlinkField.parameters(of: call))
             case GetStatus.qualifiedName: self = .getStatus(try VarlinkField.parameters(of: call))
             case ReportActivity.qualifiedName: self = .reportActivity(try VarlinkField.parameters(of: call))
             case GetDeviceInformation.qualifiedName: self = .getDeviceInformation(try VarlinkField.parameters(of: call))
@@ -4228,6 +4328,7 @@ extension Broker1 {
         public var member: String {
             switch self {
             case .getCaller: "GetCaller"
+            case .actForCaller: "ActForCaller"
             case .getStatus: "GetStatus"
             case .reportActivity: "ReportActivity"
             case .getDeviceInformation: "GetDeviceInformation"
@@ -4311,6 +4412,24 @@ extension Broker1 {
         /// administratorsGroup); and the state directory whose store the broker serves (a client given another
         /// one refuses to act through this broker).
         func getCaller(_ parameters: GetCaller.Parameters, context: Context) async throws(Failure) -> GetCaller.Reply
+
+        /// For the MSAL bridge (a host process serving the apps of its own user on their session bus): from now
+        /// on, serve every call on THIS connection as the process whose pidfd is descriptor `callerPidfd` of the
+        /// calling process. The broker takes its own copy with pidfd_getfd(2) through the pidfd of the
+        /// connection's peer it took at accept (SO_PEERPIDFD), so the descriptor is the caller's indeed; checks it
+        /// is a pidfd, that the process runs as the connection's uid (real and effective), and reads its sandbox
+        /// as it reads a peer's (its root, the pidfd checked alive after). The reply is who the connection now is.
+        /// Nothing else the caller says is believed. Refused with AccountError `actForCallerRefused` (the
+        /// message says why and what to do) for a number that is not an open descriptor of the caller, a
+        /// descriptor that is not a pidfd, a process of another uid, one that exited or could not be identified,
+        /// a caller that is not a host process (a Flatpak app calls as itself: only a host process may act for
+        /// another) and a connection that acts for a process already (open another one); with
+        /// `actForCallerUnsupported` where the broker cannot pin processes (a kernel before Linux 6.5 or without
+        /// pidfd_getfd, or deviced --without-peer-pidfd).
+        func actForCaller(
+            _ parameters: ActForCaller.Parameters,
+            context: Context
+        ) async throws(Failure) -> ActForCaller.Reply
 
         /// The broker's state (`devicectl status`): administrators only (root, or the policy's
         /// administratorsGroup); anyone else gets org.varlink.service.PermissionDenied.
@@ -4551,6 +4670,9 @@ extension Broker1.Service {
         switch call {
         case .getCaller(let parameters):
             let answer = try await getCaller(parameters, context: context)
+            _ = await reply(VarlinkReply(answer))
+        case .actForCaller(let parameters):
+            let answer = try await actForCaller(parameters, context: context)
             _ = await reply(VarlinkReply(answer))
         case .getStatus(let parameters):
             let answer = try await getStatus(parameters, context: context)

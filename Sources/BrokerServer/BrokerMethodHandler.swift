@@ -31,7 +31,8 @@ extension BrokerCaller {
             pid: peer.pid,
             executable: peer.executable,
             sandbox: peer.sandbox,
-            connectionID: connectionID
+            connectionID: connectionID,
+            process: peer.process
         )
     }
 }

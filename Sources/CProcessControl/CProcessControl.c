@@ -10,6 +10,9 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
 
 int process_control_set_dumpable(int dumpable) {
     return prctl(PR_SET_DUMPABLE, (unsigned long)dumpable, 0UL, 0UL, 0UL);
@@ -17,6 +20,10 @@ int process_control_set_dumpable(int dumpable) {
 
 int process_control_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int process_control_pidfd_getfd(int pidfd, int targetfd) {
+    return (int)syscall(SYS_pidfd_getfd, pidfd, targetfd, 0);
 }
 
 /// The parent-death signal of the main thread when the process started (a thread attribute: the Swift code

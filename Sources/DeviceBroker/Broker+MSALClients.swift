@@ -50,7 +50,7 @@ extension Broker {
                     reason: reason,
                     details: [
                         "method": method, "msalClientId": msalClientID, "uid": "\(caller.uid)", "pid": "\(caller.pid)",
-                    ]
+                    ].merging(caller.sandboxDetails) { first, _ in first }
                 )
             )
             throw BrokerFailure(

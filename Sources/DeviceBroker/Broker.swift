@@ -62,8 +62,11 @@ public final class Broker: Sendable {
     /// Why the policy's Flatpak apps cannot be served (the server in front does not read sandboxes), or nil.
     let flatpakUnavailableReason: String?
 
-    /// The callers connected now.
-    var connectedCallers: [BrokerCaller] { connections.connectedCallers() }
+    /// The processes connections act for (`ActForCaller`: the MSAL bridge's callers).
+    let actingConnections = ActingConnections()
+
+    /// The callers connected now (as the process a connection acts for, where it does).
+    var connectedCallers: [BrokerCaller] { connections.connectedCallers().map(actingConnections.caller) }
 
     /// A broker for `device`.
     /// - Parameters:
@@ -163,15 +166,19 @@ public final class Broker: Sendable {
     }
 
     /// The connection `connectionID` closed: forget what the broker kept for it.
-    public func connectionClosed(_ connectionID: UInt64) {}
+    public func connectionClosed(_ connectionID: UInt64) {
+        actingConnections.remove(connectionID)
+    }
 
     /// Answers one call of `org.sharedmode.Broker1` from `caller`; `reply` sends a reply (and returns
     /// false once the caller is gone).
     public func handle(
         _ call: VarlinkCall,
-        caller: BrokerCaller,
+        caller connectionCaller: BrokerCaller,
         reply: @escaping @Sendable (VarlinkReply) async -> Bool
     ) async {
+        // A connection that acts for another process (ActForCaller) is that process from then on.
+        let caller = actingConnections.caller(connectionCaller)
         var logger = self.logger
         logger[metadataKey: "broker.method"] = "\(call.member)"
         logger[metadataKey: "peer.uid"] = "\(caller.uid)"
@@ -227,7 +234,8 @@ public final class Broker: Sendable {
             .addGenericPassword, .findGenericPassword, .updateGenericPassword, .deleteGenericPassword,
             .listGenericPasswords:
             true
-        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut, .subscribeAccountChanges,
+        case .getCaller, .actForCaller, .getStatus, .reportActivity, .getDeviceInformation, .signOut,
+            .subscribeAccountChanges,
             // The login screen's calls come from root's PAM stack, not from an app on the worker's behalf.
             .startLoginScreenSignIn, .submitLoginScreenSignIn, .awaitLoginScreenDeviceCode, .openLoginSession,
             .closeLoginSession:
@@ -241,8 +249,8 @@ public final class Broker: Sendable {
         case .signInWithDeviceCode, .signInWithBrowser, .signInWithPassword, .submitNativeSignIn, .startNativeSignIn,
             .signOut, .switchWorker, .submitLoginScreenSignIn, .awaitLoginScreenDeviceCode, .closeLoginSession:
             true
-        case .getCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount, .getAccounts,
-            .acquireTokenSilent,
+        case .getCaller, .actForCaller, .getStatus, .reportActivity, .getDeviceInformation, .getCurrentAccount,
+            .getAccounts, .acquireTokenSilent,
             .resendNativeSignInCode, .addGenericPassword, .findGenericPassword, .updateGenericPassword,
             .deleteGenericPassword,
             .listGenericPasswords, .subscribeAccountChanges, .startLoginScreenSignIn, .openLoginSession:

@@ -16,6 +16,11 @@ public struct BrokerCaller: Sendable, Hashable {
     public var sandbox: PeerSandbox
     /// The connection the call came on (unique for the broker's lifetime).
     public var connectionID: UInt64
+    /// The pidfd of the connection's peer from accept, for `ActForCaller`; nil where the server keeps none.
+    public var process: ProcessHandle?
+    /// The pid of the host process (the MSAL bridge) that handed this caller over on its connection
+    /// (`ActForCaller`); nil for a caller that connected itself. For the audit record.
+    public var handedOverBy: Int32?
 
     public init(
         uid: UInt32,
@@ -23,7 +28,8 @@ public struct BrokerCaller: Sendable, Hashable {
         pid: Int32,
         executable: String? = nil,
         sandbox: PeerSandbox = .host,
-        connectionID: UInt64
+        connectionID: UInt64,
+        process: ProcessHandle? = nil
     ) {
         self.connectionID = connectionID
         self.uid = uid
@@ -31,6 +37,7 @@ public struct BrokerCaller: Sendable, Hashable {
         self.pid = pid
         self.executable = executable
         self.sandbox = sandbox
+        self.process = process
     }
 
     /// The audit log's actor for the caller: `uid N`, and `flatpak ID` after it for a sandboxed app.
@@ -52,14 +59,17 @@ public struct BrokerCaller: Sendable, Hashable {
     /// What the audit record says of the caller's sandbox: `sandboxed` (true/false), the Flatpak app id and
     /// its instance, or why it could not be identified.
     var sandboxDetails: [String: String] {
-        switch sandbox {
-        case .host: ["sandboxed": "false"]
-        case .unpinned: ["sandboxed": "unknown"]
-        case .flatpak(let app):
-            ["sandboxed": "true", "flatpakAppId": app.appID].merging(
-                app.instanceID.map { ["flatpakInstanceId": $0] } ?? [:]
-            ) { first, _ in first }
-        case .unidentified(let reason): ["sandboxed": "unknown", "identityError": reason]
-        }
+        var details: [String: String] =
+            switch sandbox {
+            case .host: ["sandboxed": "false"]
+            case .unpinned: ["sandboxed": "unknown"]
+            case .flatpak(let app):
+                ["sandboxed": "true", "flatpakAppId": app.appID].merging(
+                    app.instanceID.map { ["flatpakInstanceId": $0] } ?? [:]
+                ) { first, _ in first }
+            case .unidentified(let reason): ["sandboxed": "unknown", "identityError": reason]
+            }
+        if let handedOverBy { details["handedOverByPid"] = "\(handedOverBy)" }
+        return details
     }
 }

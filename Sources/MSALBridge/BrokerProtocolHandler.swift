@@ -1,10 +1,12 @@
 public import Foundation
 public import Logging
 public import ProcessSandbox
-public import SharedDeviceClient
+@_spi(MSALBridge) public import SharedDeviceClient
 
 /// Answers the methods of Microsoft's Linux broker protocol (`com.microsoft.identity.Broker1`) from the
-/// device's broker (`deviced`), as the user the bridge runs as: the broker knows the app by that uid.
+/// device's broker (`deviced`), as the user the bridge runs as: the broker knows the app by that uid. A
+/// caller in a Flatpak sandbox is served on connections of its own that deviced acts on for that caller's
+/// process (`ActForCaller` with the caller's pidfd), so deviced serves it as its own policy entry.
 ///
 /// - `getAccounts`: the device's current worker, or none.
 /// - `acquireTokenSilently`: the broker's silent token for the app and the request's client id; status 2
@@ -57,17 +59,18 @@ public final class BrokerProtocolHandler: Sendable {
         self.logger = logger
     }
 
-    /// The refusal of a caller the bridge may not serve as its user's host app: one in a Flatpak sandbox
-    /// (deviced would take the bridge's call for the host app, not the sandboxed one), or one whose sandbox
-    /// could not be read (fail closed); nil for a host process.
-    public static func sandboxRefusal(_ sandbox: PeerSandbox) -> String? {
+    /// The refusal of a caller the bridge may not serve: one whose sandbox could not be read (fail closed),
+    /// or one in a Flatpak sandbox that the bridge holds no pidfd of (it could not hand deviced the
+    /// process); nil for a host process, and for a Flatpak app the bridge can hand over.
+    public static func sandboxRefusal(_ sandbox: PeerSandbox, process: ProcessHandle?) -> String? {
         switch sandbox {
         case .host, .unpinned:
             return nil
         case .flatpak(let app):
+            guard process == nil else { return nil }
             return BrokerProtocolMessages.errorReply(
                 .accountUnusable,
-                "\(app.appID) runs in a Flatpak sandbox, and this device's MSAL bridge serves host apps only (deviced would take it for its user's host app); use the device's broker socket (org.sharedmode.Broker1, with --filesystem=/run/devicectl), where deviced tells Flatpak apps apart"
+                "\(app.appID) runs in a Flatpak sandbox and the MSAL bridge could not pin its process to hand it to the device's broker; call again from the app's own process"
             )
         case .unidentified(let reason):
             return BrokerProtocolMessages.errorReply(
@@ -77,18 +80,63 @@ public final class BrokerProtocolHandler: Sendable {
         }
     }
 
-    /// The JSON reply to `method` with the JSON `request` (the third argument of every call).
-    public func handle(method: String, correlationID: String, request: String) async -> String {
+    /// The JSON reply to a call on the session bus: a host process's through the bridge's own connections
+    /// (deviced serves its user's host app), a Flatpak app's through connections that act for its process
+    /// (deviced serves that app's policy entry), a caller that could not be identified refused.
+    public func handle(_ call: BusMethodCall) async -> String {
+        if let refusal = Self.sandboxRefusal(call.callerSandbox, process: call.callerProcess) { return refusal }
+        guard call.callerSandbox.isSandboxed, let process = call.callerProcess else {
+            return await handle(method: call.member, correlationID: call.correlationID, request: call.request)
+        }
         var logger = self.logger
+        logger[metadataKey: "msal.flatpak_app_id"] = "\(call.callerSandbox.flatpakAppID ?? "")"
+        // Connections of this call only, each asking deviced first to act for the caller's process; the
+        // pidfd stays open until the answer is made.
+        let acting = PublicClientApplication(
+            endpoint: application.endpoint,
+            actingForCallerPidfd: process.pidfd,
+            logger: logger
+        )
+        let answer = await handle(
+            method: call.member,
+            correlationID: call.correlationID,
+            request: call.request,
+            application: acting,
+            logger: logger
+        )
+        withExtendedLifetime(process) {}
+        return answer
+    }
+
+    /// The JSON reply to `method` with the JSON `request` (the third argument of every call), from the
+    /// bridge's user's host app.
+    public func handle(method: String, correlationID: String, request: String) async -> String {
+        await handle(
+            method: method,
+            correlationID: correlationID,
+            request: request,
+            application: application,
+            logger: logger
+        )
+    }
+
+    private func handle(
+        method: String,
+        correlationID: String,
+        request: String,
+        application: PublicClientApplication,
+        logger: Logger
+    ) async -> String {
+        var logger = logger
         logger[metadataKey: "msal.method"] = "\(method)"
         logger[metadataKey: "correlation_id"] = "\(correlationID.prefix(64))"
         switch method {
         case "getAccounts":
-            return await accounts(request, logger: logger)
+            return await accounts(request, application: application, logger: logger)
         case "acquireTokenSilently":
-            return await token(request, interactive: false, logger: logger)
+            return await token(request, interactive: false, application: application, logger: logger)
         case "acquireTokenInteractively":
-            return await token(request, interactive: true, logger: logger)
+            return await token(request, interactive: true, application: application, logger: logger)
         case "getLinuxBrokerVersion":
             return #"{"linuxBrokerVersion":"\#(Self.version)"}"#
         case "removeAccount":
@@ -118,7 +166,7 @@ public final class BrokerProtocolHandler: Sendable {
 
     // MARK: - Methods
 
-    private func accounts(_ json: String, logger: Logger) async -> String {
+    private func accounts(_ json: String, application: PublicClientApplication, logger: Logger) async -> String {
         do {
             let clientID = try BrokerProtocolMessages.accountsRequestClientID(json)
             guard let current = try await application.currentAccount(msalClientID: clientID).current else {
@@ -140,7 +188,12 @@ public final class BrokerProtocolHandler: Sendable {
         }
     }
 
-    private func token(_ json: String, interactive: Bool, logger: Logger) async -> String {
+    private func token(
+        _ json: String,
+        interactive: Bool,
+        application: PublicClientApplication,
+        logger: Logger
+    ) async -> String {
         do throws(BridgeFailure) {
             let request: BrokerTokenRequest
             do {
@@ -148,7 +201,10 @@ public final class BrokerProtocolHandler: Sendable {
             } catch {
                 throw BridgeFailure(.accountUnusable, "the broker cannot read the request: \(error.message)")
             }
-            let result = try await interactive ? interactiveToken(request, logger: logger) : silentToken(request)
+            let result =
+                try await interactive
+                ? interactiveToken(request, application: application, logger: logger)
+                : silentToken(request, application: application)
             let reply = try tokenReply(result, request: request, checkAccount: !interactive)
             logger.debug(
                 "token answered",
@@ -161,7 +217,10 @@ public final class BrokerProtocolHandler: Sendable {
         }
     }
 
-    private func silentToken(_ request: BrokerTokenRequest) async throws(BridgeFailure) -> AuthenticationResult {
+    private func silentToken(
+        _ request: BrokerTokenRequest,
+        application: PublicClientApplication
+    ) async throws(BridgeFailure) -> AuthenticationResult {
         do {
             return try await application.acquireTokenSilent(scopes: request.scopes, msalClientID: request.clientID)
         } catch {
@@ -173,6 +232,7 @@ public final class BrokerProtocolHandler: Sendable {
     /// worker must sign in again.
     private func interactiveToken(
         _ request: BrokerTokenRequest,
+        application: PublicClientApplication,
         logger: Logger
     ) async throws(BridgeFailure) -> AuthenticationResult {
         do {
@@ -186,13 +246,13 @@ public final class BrokerProtocolHandler: Sendable {
             metadata: ["msal.client_id": "\(request.clientID)"]
         )
         try await signIns.run { () async -> BridgeFailure? in
-            await self.signIn(request)
+            await self.signIn(request, application: application)
         }
-        return try await silentToken(request)
+        return try await silentToken(request, application: application)
     }
 
     /// The device's interactive sign-in, within the deadline; nil when it succeeded.
-    private func signIn(_ request: BrokerTokenRequest) async -> BridgeFailure? {
+    private func signIn(_ request: BrokerTokenRequest, application: PublicClientApplication) async -> BridgeFailure? {
         let parameters: InteractiveTokenParameters
         switch flow {
         case .deviceCode(let show):
@@ -209,7 +269,6 @@ public final class BrokerProtocolHandler: Sendable {
                 msalClientID: request.clientID
             )
         }
-        let application = self.application
         let deadline = interactiveDeadline
         return await withTaskGroup(of: BridgeFailure?.self) { group in
             group.addTask {

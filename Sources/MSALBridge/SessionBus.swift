@@ -26,6 +26,10 @@ public struct BusMethodCall: Sendable {
     /// The sandbox of the calling process (`SessionBus.callerSandbox`): the bridge speaks to deviced as its
     /// own user, so a caller in a sandbox must not be served as that user's host app.
     public var callerSandbox: PeerSandbox = .host
+    /// A pidfd of the calling process, taken when the call came and kept open while the call is answered
+    /// (closed when the last copy of the call goes): what the bridge hands deviced for a sandboxed caller
+    /// (`ActForCaller`); nil when the caller could not be pinned.
+    public var callerProcess: ProcessHandle?
 }
 
 /// A service on the user's session bus through sd-bus: one object whose interface's methods all take
@@ -189,12 +193,14 @@ public final class SessionBus: @unchecked Sendable {
         let id = nextCallID
         nextCallID += 1
         pending[id] = sd_bus_message_ref(message)
+        let caller = callerProcess(message)
         let call = BusMethodCall(
             member: String(cString: member),
             protocolVersion: strings[0],
             correlationID: strings[1],
             request: strings[2],
-            callerSandbox: callerSandbox(message)
+            callerSandbox: caller.sandbox,
+            callerProcess: caller.process
         )
         Task.detached {
             let answer = await handler(call)
@@ -203,25 +209,27 @@ public final class SessionBus: @unchecked Sendable {
         return 1
     }
 
-    /// The sandbox of the process that sent `message`: its pid from the bus (dbus 1.14 gives a
+    /// The process that sent `message` and its sandbox: its pid from the bus (dbus 1.14 gives a
     /// `ProcessID` but no `ProcessFD`), a pidfd of it taken at once, the pid asked of the bus again (the
-    /// connection still belongs to that process), then its root read as deviced reads a socket peer's.
-    /// The race left: the pid reused by another process between the bus's first answer and `pidfd_open`
-    /// whose connection then sent nothing; the second answer (the connection's pid unchanged) narrows it to
-    /// a pid reused within that window by a process that the same connection now belongs to.
-    private func callerSandbox(_ message: OpaquePointer) -> PeerSandbox {
+    /// connection still belongs to that process), then its root read as deviced reads a socket peer's. The
+    /// pidfd is kept (for deviced, which identifies the process again from it). The race left: the pid
+    /// reused by another process between the bus's first answer and `pidfd_open` whose connection then sent
+    /// nothing; the second answer (the connection's pid unchanged) narrows it to a pid reused within that
+    /// window by a process that the same connection now belongs to.
+    private func callerProcess(_ message: OpaquePointer) -> (sandbox: PeerSandbox, process: ProcessHandle?) {
         guard let pid = senderPID(message) else {
-            return .unidentified(reason: "the bus gave no process id of the caller")
+            return (.unidentified(reason: "the bus gave no process id of the caller"), nil)
         }
         let pidfd = process_control_pidfd_open(pid)
         guard pidfd >= 0 else {
-            return errno == ENOSYS ? .unpinned : .unidentified(reason: "the caller's process is gone")
+            return (errno == ENOSYS ? .unpinned : .unidentified(reason: "the caller's process is gone"), nil)
         }
-        defer { close(pidfd) }
+        let process = ProcessHandle(adopting: pidfd)
         guard senderPID(message) == pid else {
-            return .unidentified(reason: "the caller's connection no longer belongs to its process")
+            return (.unidentified(reason: "the caller's connection no longer belongs to its process"), nil)
         }
-        return SandboxReader.sandbox(ofProcess: pid, pidfd: pidfd)
+        let sandbox = SandboxReader.sandbox(ofProcess: pid, pidfd: pidfd)
+        return (sandbox, process)
     }
 
     /// The pid of `message`'s sender as the bus says now (GetConnectionCredentials).

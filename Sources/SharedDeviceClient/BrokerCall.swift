@@ -14,11 +14,15 @@ import Glibc
 /// own: connect, check who listens (`SO_PEERCRED`), send, read replies until the handler has what it
 /// needs, close. A single-reply call runs on a pooled connection (checked the same way when opened),
 /// one call at a time on each. Cancelling the calling task closes the call's connection, which the
-/// broker takes as the app going away (a sign-in in progress stops).
+/// broker takes as the app going away (a sign-in in progress stops). With `callerPidfd` (the MSAL bridge
+/// serving a sandboxed caller) every connection first asks the broker to act for that process
+/// (`ActForCaller`), before any call of the app's.
 struct BrokerCall: Sendable {
     let endpoint: BrokerEndpoint
     let group: any EventLoopGroup
     let logger: Logger
+    /// A pidfd open in this process whose process every connection acts for; nil: this process's own calls.
+    var callerPidfd: Int32? = nil
     let pool = ConnectionPool()
 
     /// The largest reply read (the broker sends at most 4 MiB).
@@ -80,6 +84,16 @@ struct BrokerCall: Sendable {
             return try await channel.executeThenClose { inbound, outbound in
                 try await checkPeer(peer)
                 var messages = inbound.makeAsyncIterator()
+                if let callerPidfd {
+                    try await outbound.write(ByteBuffer(bytes: Self.actForCallerCall(callerPidfd)))
+                    guard let message = try await messages.next() else {
+                        throw SharedDeviceClientError.brokerUnavailable(
+                            "the broker at \(endpoint.socketPath) closed the connection during ActForCaller; try again",
+                            socketPath: endpoint.socketPath
+                        )
+                    }
+                    let _: (Broker1.ActForCaller.Reply, Bool) = try Self.decode(message, member: "ActForCaller")
+                }
                 do {
                     try await outbound.write(ByteBuffer(bytes: encoded))
                 } catch {
@@ -204,11 +218,29 @@ struct BrokerCall: Sendable {
         }
         do throws(SharedDeviceClientError) {
             try await checkPeer(connection.peer)
+            if let callerPidfd {
+                let message: ByteBuffer
+                do {
+                    message = try await connection.exchange(ByteBuffer(bytes: Self.actForCallerCall(callerPidfd)))
+                } catch {
+                    if Task.isCancelled { throw SharedDeviceClientError.cancelled }
+                    throw SharedDeviceClientError.brokerUnavailable(
+                        "the broker at \(endpoint.socketPath) went away during ActForCaller (\(error)); try again",
+                        socketPath: endpoint.socketPath
+                    )
+                }
+                let _: (Broker1.ActForCaller.Reply, Bool) = try Self.decode(message, member: "ActForCaller")
+            }
         } catch {
             connection.close()
             throw error
         }
         return connection
+    }
+
+    /// The `ActForCaller` call that makes a connection act for the process of `callerPidfd`.
+    static func actForCallerCall(_ callerPidfd: Int32) -> Data {
+        VarlinkCall(Broker1.ActForCaller.self, .init(callerPidfd: Int(callerPidfd))).encoded()
     }
 
     /// A connection of its own (for a call with more replies), and who listens on it.

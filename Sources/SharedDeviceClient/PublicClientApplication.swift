@@ -61,6 +61,33 @@ public final class PublicClientApplication: Sendable {
         )
     }
 
+    /// An application whose every call the broker serves as another process of this user: the process
+    /// whose pidfd `callerPidfd` is, open in this process (`pidfd_open`). For the MSAL bridge, which serves
+    /// the apps of its user on their session bus: a caller in a Flatpak sandbox is then served as its own
+    /// policy entry. Each connection asks the broker first (`ActForCaller`); the broker takes its own copy
+    /// of the pidfd through the kernel and identifies the process itself (its uid must be this process's),
+    /// so nothing this process says about it is believed. Keep `callerPidfd` open while the application is
+    /// used; only a host process may act for another.
+    ///
+    /// Every call can then also throw `actForCallerRefused` (not a pidfd, another user's process, one that
+    /// exited, …: the message says which) or `actForCallerUnsupported` (the broker cannot pin processes on
+    /// this kernel).
+    @_spi(MSALBridge)
+    public init(
+        endpoint: BrokerEndpoint,
+        actingForCallerPidfd callerPidfd: Int32,
+        logger: Logger = Logger.current,
+        eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
+        self.endpoint = endpoint
+        broker = BrokerCall(
+            endpoint: endpoint,
+            group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
+            logger: logger,
+            callerPidfd: callerPidfd
+        )
+    }
+
     // MARK: - Device and accounts
 
     /// Who the broker takes this process for (by its uid, from the kernel) and the access groups it has.

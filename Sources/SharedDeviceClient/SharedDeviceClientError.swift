@@ -76,6 +76,13 @@ public struct SharedDeviceClientError: Error, Sendable, Hashable, CustomStringCo
         public static let msalClientNotAllowed = Code(name: "msalClientNotAllowed")
         /// The device is not provisioned.
         public static let notProvisioned = Code(name: "notProvisioned")
+        /// The broker would not act for the process a connection handed it (the MSAL bridge's caller): not a
+        /// pidfd, another user's process, one that exited, or a caller that is not a host process; the
+        /// message says which.
+        public static let actForCallerRefused = Code(name: "actForCallerRefused")
+        /// The broker cannot act for a handed-over process here (a kernel without `SO_PEERPIDFD` or
+        /// `pidfd_getfd`, or deviced started with `--without-peer-pidfd`).
+        public static let actForCallerUnsupported = Code(name: "actForCallerUnsupported")
 
         /// Lets `catch SharedDeviceClientError.Code.itemNotFound { … }` match.
         public static func ~= (code: Code, error: any Error) -> Bool {

@@ -23,14 +23,26 @@ public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// Which app of its uid the peer is: the sandbox it runs in, read from its root at accept and pinned
     /// to the process by its pidfd (`SandboxReader`), or `unpinned` where the kernel gives no pidfd.
     public var sandbox: PeerSandbox
+    /// The peer's pidfd from accept (`SO_PEERPIDFD`), kept open while the connection (and anything holding
+    /// these credentials) lives, so that a service can act on that very process later (take a descriptor it
+    /// hands over, `HandedProcess`); nil where the kernel gives none or sandboxes are not identified.
+    public var process: ProcessHandle?
 
     /// Credentials as given.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String? = nil, sandbox: PeerSandbox = .host) {
+    public init(
+        pid: Int32,
+        uid: UInt32,
+        gid: UInt32,
+        executable: String? = nil,
+        sandbox: PeerSandbox = .host,
+        process: ProcessHandle? = nil
+    ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.executable = executable
         self.sandbox = sandbox
+        self.process = process
     }
 
     public var description: String { "pid \(pid) uid \(uid) gid \(gid) \(sandbox)" }
@@ -38,8 +50,8 @@ public struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
 
 extension PeerCredentials {
     /// Reads the credentials of an accepted Unix-domain channel and, when `identifySandboxes`, the sandbox
-    /// of the peer (any failure to pin or read it leaves the peer `unidentified`, never `host`); without,
-    /// the peer is `unpinned` (known by its uid only).
+    /// of the peer (any failure to pin or read it leaves the peer `unidentified`, never `host`) and its pidfd,
+    /// kept in `process`; without, the peer is `unpinned` (known by its uid only) and its pidfd is closed.
     static func read(from channel: any Channel, identifySandboxes: Bool) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
@@ -55,14 +67,16 @@ extension PeerCredentials {
                 name: SocketOptionName(PeerPIDFD.socketOption)
             )
             return pidfd.map { descriptor -> PeerCredentials in
-                defer { _ = close(descriptor) }
+                // Closed when the last holder of the credentials goes (the connection's end).
+                let process = ProcessHandle(adopting: descriptor)
                 return PeerCredentials(
                     pid: ucred.pid,
                     uid: ucred.uid,
                     gid: ucred.gid,
                     executable: Self.executable(pidfd: descriptor, pid: ucred.pid),
                     sandbox: identifySandboxes
-                        ? SandboxReader.sandbox(ofProcess: ucred.pid, pidfd: descriptor) : .unpinned
+                        ? SandboxReader.sandbox(ofProcess: ucred.pid, pidfd: descriptor) : .unpinned,
+                    process: identifySandboxes ? process : nil
                 )
             }.recover { error in
                 // No pidfd: the kernel has none to give (ENOPROTOOPT before Linux 6.5), or the peer is gone.

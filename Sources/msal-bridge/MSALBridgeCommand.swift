@@ -7,7 +7,8 @@ import SharedDeviceClient
 
 /// The MSAL bridge: owns `com.microsoft.identity.broker1` on the user's session bus (D-Bus activation
 /// starts it) and answers Microsoft's Linux broker protocol from `deviced`, as this user. It holds no
-/// token: every answer comes from the broker, which knows the app by this process's uid.
+/// token: every answer comes from the broker, which knows the app by this process's uid, or, for a caller
+/// in a Flatpak sandbox, by that caller's process, which the bridge hands it (`ActForCaller`).
 @main
 struct MSALBridgeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -89,15 +90,9 @@ struct MSALBridgeCommand: ParsableCommand {
                     "the bridge has too many calls in progress; try again"
                 )
             ) { call in
-                // The bridge calls deviced as its own user, which deviced takes for that user's host app: a
-                // sandboxed caller would get the host app's tokens and items. Refused until the bridge hands
-                // deviced the caller's pidfd.
-                if let refusal = BrokerProtocolHandler.sandboxRefusal(call.callerSandbox) { return refusal }
-                return await handler.handle(
-                    method: call.member,
-                    correlationID: call.correlationID,
-                    request: call.request
-                )
+                // The bridge calls deviced as its own user, which deviced takes for that user's host app; a
+                // sandboxed caller is handed to deviced by its pidfd (ActForCaller) and served as its own app.
+                await handler.handle(call)
             }
         } catch {
             logger.error("\(error)")

@@ -40,6 +40,7 @@ import Testing
         let lines = app.lines.filter { !$0.hasPrefix("code ") }
         let expected = [
             "GetCaller ok \(Daemon.scanner) administrator false",
+            "ActForCaller error AccountError actForCallerRefused",
             "GetStatus error org.varlink.service.PermissionDenied",
             "GetDeviceInformation ok shared",
             "GetCurrentAccount ok none",

@@ -166,22 +166,128 @@ import Testing
         await daemon.cleanUp()
     }
 
-    /// The bridge calls deviced as its own user, which deviced takes for that user's host app: an MSAL app in
-    /// a Flatpak sandbox of the same user must not get the host app's worker and tokens through it.
-    @Test func aCallerInAFlatpakSandboxIsRefusedByTheBridgeWhileTheHostAppIsServed() async throws {
-        let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
+    /// The Flatpak scanner's own policy entry (the scanner's uid), with an MSAL client id of its own.
+    static let flatpakScanner = "com.contoso.kiosk.scanner.flatpak",
+        flatpakScannerClientID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+
+    /// BrokerSignInTests.daemon's kiosk policy with the Flatpak app com.contoso.Scanner of the scanner's uid
+    /// as an entry of its own (`flatpakScanner`), sharing `com.microsoft.adalcache` (where the worker's
+    /// refresh token is kept) as the kiosk's apps do.
+    static func daemonWithAFlatpakScanner() async throws -> Daemon {
+        let provider = try await Provider.shared()
+        let scratch = DevicectlRunner()
+        defer { scratch.cleanUp() }
+        let kiosk = try Provider.kioskPolicy(issuer: provider.issuer, in: scratch)
+        var policy = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: kiosk))) as? [String: Any]
+        )
+        policy["apps"] =
+            (policy["apps"] as? [[String: Any]] ?? []) + [
+                [
+                    "id": flatpakScanner, "flatpak": "com.contoso.Scanner", "uid": Daemon.scannerUID,
+                    "accessGroups": [flatpakScanner, "com.microsoft.adalcache"],
+                    "msalClientIds": [flatpakScannerClientID],
+                ]
+            ]
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "broker-policy-flatpak-\(UUID().uuidString).json"
+        )
+        try JSONSerialization.data(withJSONObject: policy).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let daemon = try await Daemon(policy: file.path)
+        try await daemon.start(["--log-level", "debug"])
+        return daemon
+    }
+
+    /// The bridge calls deviced as its own user, which deviced takes for that user's host app; an MSAL app in
+    /// a Flatpak sandbox of the same user is handed to deviced by its pidfd (ActForCaller) and served as its
+    /// own policy entry: its own msalClientIds decide, its refusals name it, and a Flatpak app the policy
+    /// does not list gets nothing.
+    @Test func aCallerInAFlatpakSandboxIsServedThroughTheBridgeAsItsOwnPolicyEntry() async throws {
+        let daemon = try await Self.daemonWithAFlatpakScanner()
         try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
         let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
-        let request = #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#
-        let host = try parseJSON(try await scanner.callBroker("getAccounts", request)) as? [String: Any]
+        func accounts(_ clientID: String) -> String { #"{"clientId":"\#(clientID)","redirectUri":"x"}"# }
+        func silent(_ clientID: String) -> String {
+            #"{"authParameters":{"clientId":"\#(clientID)","requestedScopes":["User.Read"],"account":null}}"#
+        }
+        func error(_ reply: String) -> [String: Any]? {
+            ((try? parseJSON(reply)) as? [String: Any])?["brokerTokenResponse"].flatMap { $0 as? [String: Any] }?[
+                "error"
+            ] as? [String: Any]
+        }
+
+        // The host app (the scanner's uid outside a sandbox) through the bridge's own connections, as before.
+        let host = try parseJSON(try await scanner.callBroker("getAccounts", accounts(Self.scannerClientID)))
         #expect(
-            (host?["accounts"] as? [Any])?.count == 1,
-            "the host app's bridge lost the worker: \(String(describing: host))"
+            ((host as? [String: Any])?["accounts"] as? [Any])?.count == 1,
+            "the host app's bridge lost the worker: \(host)"
         )
-        let sandboxed = try await scanner.callBrokerFromSandbox(appID: "com.contoso.Scanner", "getAccounts", request)
-        let refused = try #require(try parseJSON(sandboxed) as? [String: Any], "\(sandboxed)")
-        #expect(refused["accounts"] == nil, "a sandboxed caller got the host app's accounts: \(sandboxed)")
-        #expect(sandboxed.contains("com.contoso.Scanner runs in a Flatpak sandbox"), "\(sandboxed)")
+        #expect(
+            try await scanner.callBroker("getAccounts", accounts(Self.flatpakScannerClientID)) == #"{"accounts":[]}"#,
+            "the host app was served with the Flatpak entry's client id"
+        )
+
+        // The Flatpak scanner: its entry's client id is served (the worker, a token) ...
+        let listed = try await scanner.callBrokerFromSandbox(
+            appID: "com.contoso.Scanner",
+            "getAccounts",
+            accounts(Self.flatpakScannerClientID)
+        )
+        let listedAccounts = (try parseJSON(listed) as? [String: Any])?["accounts"] as? [[String: Any]]
+        #expect(
+            listedAccounts?.count == 1 && listedAccounts?.first?["username"] as? String == "worker1",
+            "\(listed)\n\(scanner.bridgeLog)"
+        )
+        let token = try await scanner.callBrokerFromSandbox(
+            appID: "com.contoso.Scanner",
+            "acquireTokenSilently",
+            silent(Self.flatpakScannerClientID)
+        )
+        let response = (try parseJSON(token) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
+        #expect(response?["accessToken"] is String && response?["idToken"] is String, "\(token)")
+        // ... and the host app's is not: the Flatpak entry's msalClientIds decide, and the refusal names it.
+        let refused = error(
+            try await scanner.callBrokerFromSandbox(
+                appID: "com.contoso.Scanner",
+                "acquireTokenSilently",
+                silent(Self.scannerClientID)
+            )
+        )
+        #expect(
+            (refused?["context"] as? String)?.contains("app \(Self.flatpakScanner)'s msalClientIds") == true,
+            "\(String(describing: refused))"
+        )
+        let denials = try await daemon.auditEvents().filter {
+            $0["type"] as? String == "keychain.access_denied"
+                && ($0["details"] as? [String: String])?["msalClientId"] == Self.scannerClientID
+        }
+        #expect(denials.first?["actor"] as? String == Self.flatpakScanner, "\(denials)")
+        let details = denials.first?["details"] as? [String: String]
+        #expect(
+            details?["flatpakAppId"] == "com.contoso.Scanner" && details?["handedOverByPid"] != nil,
+            "\(denials)"
+        )
+
+        // A Flatpak app the policy does not list is no app at all: not the host app.
+        let stranger = error(
+            try await scanner.callBrokerFromSandbox(
+                appID: "com.contoso.Unlisted",
+                "acquireTokenSilently",
+                silent(Self.scannerClientID)
+            )
+        )
+        #expect(
+            (stranger?["context"] as? String)?.contains("Flatpak app com.contoso.Unlisted of uid") == true,
+            "\(String(describing: stranger))"
+        )
+        #expect(
+            try await scanner.callBrokerFromSandbox(
+                appID: "com.contoso.Unlisted",
+                "getAccounts",
+                accounts(Self.scannerClientID)
+            ) == #"{"accounts":[]}"#
+        )
         await scanner.stop()
         await daemon.cleanUp()
     }

@@ -94,7 +94,7 @@ import VarlinkGenerator
             case .type: break
             }
         }
-        #expect(methods.count == 26)
+        #expect(methods.count == 27)
         // Every method decodes through the method enum, which names it back.
         for method in methods {
             let call = VarlinkCall(
@@ -104,7 +104,7 @@ import VarlinkGenerator
                     "service": .string("s"), "account": .string("a"), "secret": .string(""),
                     "username": .string("u"), "password": .string("p"), "signInId": .string("i"),
                     "loginScreen": .object(["service": .string("login")]), "sessionId": .string("1"),
-                    "correlationId": .string("c"),
+                    "correlationId": .string("c"), "callerPidfd": .int(3),
                 ]
             )
             #expect(try Broker1.Call(call).member == method)

@@ -11,6 +11,13 @@ int process_control_set_dumpable(int dumpable);
 /// (syscall is variadic, which Swift cannot call.)
 int process_control_pidfd_open(int pid);
 
+/// pidfd_getfd(pidfd, targetfd, 0) (Linux 5.6): a copy, in this process and close-on-exec, of descriptor
+/// `targetfd` of the process `pidfd` names; the caller needs ptrace access to that process
+/// (PTRACE_MODE_ATTACH_REALCREDS: CAP_SYS_PTRACE for another user's). Returns it, or -1 with errno set
+/// (EBADF: no such descriptor there; EPERM: no ptrace access; ESRCH: the process is gone; ENOSYS: an older
+/// kernel). (syscall is variadic, which Swift cannot call.)
+int process_control_pidfd_getfd(int pidfd, int targetfd);
+
 /// The environment variable that carries the parent-death signal across the daemon's restart of itself
 /// ("SIGNAL:PARENT_PID"): the kernel keeps it per thread, and the restart's execve runs on a thread of the
 /// Swift runtime, not on the main thread a `setpriv --pdeathsig` or PR_SET_PDEATHSIG gave it to.

@@ -95,6 +95,12 @@ await step("GetCaller") { () async throws(SharedDeviceClientError) in
     let reply = try await broker.call(Broker1.GetCaller.self, .init())
     return "\(reply.appId ?? "-") administrator \(reply.administrator)"
 }
+// The MSAL bridge's hand-over, with a number that is no descriptor of this process: refused, and the
+// connection stays this app's.
+await step("ActForCaller") { () async throws(SharedDeviceClientError) in
+    _ = try await broker.call(Broker1.ActForCaller.self, .init(callerPidfd: 999))
+    return "-"
+}
 await step("GetStatus") { () async throws(SharedDeviceClientError) in
     _ = try await broker.call(Broker1.GetStatus.self, .init())
     return "-"
