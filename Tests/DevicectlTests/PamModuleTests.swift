@@ -174,8 +174,10 @@ import Glibc
     /// Writes an executable helper script into `directory`.
     static func script(_ body: String, in directory: URL) throws -> String {
         let path = directory.appendingPathComponent("helper-\(UUID().uuidString.prefix(6))").path
-        try "#!/bin/sh\n\(body)\n".write(toFile: path, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+        // Written here, executed as a copy a `cp` process made: a write descriptor of this process, inherited
+        // by a child another test forks meanwhile, would make the module's exec of the file fail (ETXTBSY).
+        try "#!/bin/sh\n\(body)\n".write(toFile: path + ".source", atomically: true, encoding: .utf8)
+        try ExecutableCopy.copy(from: path + ".source", to: path)
         return path
     }
 
