@@ -5,6 +5,7 @@ import IdentityClient
 import IdentityTestSupport
 import JWTKit
 import KeychainStore
+import ProcessSandbox
 import SharedDevice
 import StoreTestSupport
 import Testing
@@ -28,7 +29,9 @@ import Varlink
         let transport = ScriptedTransport()
         let broker: Broker
 
-        init(flows: [String] = ["deviceCode", "browser", "nativeAuth"]) throws {
+        /// - Parameter flatpakApps: the scanner and the timeclock are Flatpak apps (`com.contoso.Scanner`,
+        ///   `com.contoso.Timeclock`) of the scanner's uid instead of host apps of uids of their own.
+        init(flows: [String] = ["deviceCode", "browser", "nativeAuth"], flatpakApps: Bool = false) throws {
             fixture = try DeviceFixture()
             try fixture.provision(
                 try Policies.edited { document in
@@ -36,6 +39,13 @@ import Varlink
                     authority["issuer"] = "https://contoso.ciamlogin.com/\(NativeAuthBrokerTests.tenantID)"
                     authority["flows"] = flows
                     document["authority"] = authority
+                    if flatpakApps {
+                        var apps = document["apps"] as! [[String: Any]]
+                        apps[0]["flatpak"] = "com.contoso.Scanner"
+                        apps[1]["flatpak"] = "com.contoso.Timeclock"
+                        apps[1]["uid"] = NativeAuthBrokerTests.scannerUID
+                        document["apps"] = apps
+                    }
                 }
             )
             let tenant = NativeAuthBrokerTests.tenantID
@@ -190,6 +200,52 @@ import Varlink
         let signedIn = events.filter { $0.type == .accountSignedIn }
         #expect(signedIn.count == 1 && signedIn.first?.details["flow"] == "nativeAuth", "\(signedIn)")
         #expect(!events.contains { "\($0)".contains("22222222") || "\($0)".contains("ct-3") })
+    }
+
+    /// Two Flatpak apps of one uid: a native sign-in is the app's that started it (its sandbox, not its uid),
+    /// and each app has its own share of pending sign-ins; a host process of that uid is no app here.
+    @Test func aNativeSignInIsTheSandboxedAppsThatStartedItAndEachAppOfAUidHasItsOwnShare() async throws {
+        let kiosk = try Kiosk(flatpakApps: true)
+        func sandboxed(_ id: String) -> BrokerCaller {
+            BrokerCaller(
+                uid: Self.scannerUID,
+                gid: Self.scannerUID,
+                pid: 1,
+                sandbox: .flatpak(FlatpakApp(appID: id, instanceID: "1")),
+                connectionID: 1
+            )
+        }
+        let scanner = sandboxed("com.contoso.Scanner")
+        let timeclock = sandboxed("com.contoso.Timeclock")
+        for _ in 0..<3 {
+            kiosk.transport.enqueue(Self.initiatePath, .json(["continuation_token": "ct-1"]))
+            kiosk.transport.enqueue(Self.challengePath, .json(Self.codeSent))
+        }
+        let first = try await kiosk.broker.startNativeSignIn(.init(username: "ana@contoso.com"), context: scanner)
+        _ = try await kiosk.broker.startNativeSignIn(.init(username: "ben@contoso.com"), context: scanner)
+        // The scanner's share (limits.pendingSignInsPerApp, 2) is taken; the timeclock of the same uid has its own.
+        let full = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.startNativeSignIn(.init(username: "cy@contoso.com"), context: scanner)
+        }
+        #expect(full?.name == "org.sharedmode.Broker1.LimitExceeded", "\(String(describing: full))")
+        #expect(full?.reply.parameters["message"]?.string?.contains("flatpak com.contoso.Scanner") == true)
+        _ = try await kiosk.broker.startNativeSignIn(.init(username: "cy@contoso.com"), context: timeclock)
+        // The other app of the same uid cannot continue the scanner's sign-in, nor can a host process of it.
+        let stolen = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.submitNativeSignIn(
+                .init(signInId: first.next.signInId, scopes: [], code: "12345678"),
+                context: timeclock
+            )
+        }
+        #expect(stolen?.accountError?.code == "signInNotFound", "\(String(describing: stolen))")
+        let host = try await refusal { () async throws(BrokerFailure) in
+            try await kiosk.broker.resendNativeSignInCode(
+                .init(signInId: first.next.signInId),
+                context: kiosk.caller(Self.scannerUID)
+            )
+        }
+        #expect(host?.name == "org.sharedmode.Broker1.CallerNotInPolicy", "\(String(describing: host))")
+        #expect(kiosk.transport.requests(to: Self.tokenPath).isEmpty, "a refused caller reached the authority")
     }
 
     @Test func aWrongPasswordIsAuditedEndsTheSignInAndCachesNothing() async throws {
