@@ -211,7 +211,9 @@ let package = Package(
         // daemon serves them and the in-process client tests do.
         .target(
             name: "BrokerServer",
-            dependencies: ["BrokerContract", "DeviceBroker", "SharedDevice", "Varlink", "VarlinkServer"],
+            dependencies: [
+                "BrokerContract", "DeviceBroker", "ProcessSandbox", "SharedDevice", "Varlink", "VarlinkServer",
+            ],
             swiftSettings: strictSettings
         ),
         // The broker daemon: wires DeviceBroker to VarlinkServer, systemd readiness and graceful stop.

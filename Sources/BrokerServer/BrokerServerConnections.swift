@@ -1,4 +1,5 @@
 public import DeviceBroker
+public import ProcessSandbox
 public import VarlinkServer
 
 /// The broker's view of its server's connection registry: the callers connected now, as the server
@@ -9,6 +10,10 @@ public struct BrokerServerConnections: BrokerConnections {
     /// The callers of the connections in `registry` (the one the server is given).
     public init(_ registry: VarlinkConnectionRegistry) {
         self.registry = registry
+    }
+
+    public func connection(_ connectionID: UInt64, actsAs sandbox: PeerSandbox) {
+        registry.reassign(connectionID, to: sandbox)
     }
 
     public func connectedCallers() -> [BrokerCaller] {

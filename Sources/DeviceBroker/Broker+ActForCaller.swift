@@ -93,6 +93,8 @@ extension Broker {
         guard actingConnections.act(for: process, on: caller.connectionID) else {
             throw Self.actForCallerRefused("this connection acts for a process already; open another connection")
         }
+        // The connection's slot is the acting app's from now on (its per-app share, within the same uid's).
+        connections.connection(caller.connectionID, actsAs: process.sandbox)
         let acting = actingConnections.caller(caller)
         logger.debug(
             "connection acts for a caller process",

@@ -58,7 +58,7 @@ public final class Broker: Sendable {
     /// When the broker was made (for `GetStatus`).
     let startedAt = Date()
     /// Who is connected, as the server in front of the broker knows them.
-    private let connections: any BrokerConnections
+    let connections: any BrokerConnections
     /// Why the policy's Flatpak apps cannot be served (the server in front does not read sandboxes), or nil.
     let flatpakUnavailableReason: String?
 

@@ -1,4 +1,5 @@
 import NIOCore
+public import ProcessSandbox
 import Synchronization
 
 /// The connections one server holds open, by connection id, and who holds each (as the kernel said when it
@@ -26,6 +27,12 @@ public final class VarlinkConnectionRegistry: Sendable {
     /// Runs `body` on the open connections, under the registry's lock.
     func withOpen<Result>(_ body: (inout [UInt64: OpenConnection]) -> Result) -> Result {
         open.withLock { body(&$0) }
+    }
+
+    /// Connection `id` now counts as the app `sandbox` of its uid (the service learned it acts for another
+    /// process of that uid): later admissions count it against that app's connections, and `peers` show it so.
+    public func reassign(_ id: UInt64, to sandbox: PeerSandbox) {
+        open.withLock { $0[id]?.peer.sandbox = sandbox }
     }
 
     /// Forgets connection `id` (it closed).

@@ -152,6 +152,58 @@ import Testing
         await daemon.cleanUp()
     }
 
+    /// A connection that acts for a Flatpak app holds one of that app's connections from then on (not its
+    /// host app's): the app cannot multiply its share through the bridge.
+    @Test func aConnectionActingForAFlatpakAppCountsAgainstThatAppsConnections() async throws {
+        let policy = try FlatpakAppTests.desktopPolicy(limits: ["connectionsPerApp": 1])
+        defer { try? FileManager.default.removeItem(atPath: policy) }
+        let daemon = try await Daemon(policy: policy)
+        try await daemon.start()
+        let scanner = try await Self.sandboxedProcess("com.contoso.Scanner")
+        defer { _ = scanner.killIfRunning() }
+        let acting = try ChildProcess(
+            Daemon.setpriv,
+            Daemon.asUser(Self.user) + [
+                "/usr/bin/python3", try Self.helper(daemon), daemon.socketPath, "pid", "\(scanner.pid)", "wait",
+            ],
+            writableInput: true
+        )
+        defer { _ = acting.killIfRunning() }
+        try #require(
+            await acting.waitForLine(timeout: 30) { $0 == "waiting" } != nil,
+            "\(acting.lines) \(acting.standardError)"
+        )
+        // The scanner's one connection is the one acting for it: the scanner's own is refused, per app.
+        // (It only listens: a refused connection gets its refusal at once, and a call sent meanwhile could
+        // meet the closed socket first.)
+        let listen = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(sys.argv[1])
+            s.settimeout(30)
+            try:
+                print(s.recv(65536).rstrip(b"\\0").decode())
+            except socket.timeout:
+                print("admitted")
+            """
+        let own = try ChildProcess(
+            Self.fakeSandbox,
+            ["com.contoso.Scanner", "\(Self.user)", "--", "/usr/bin/python3", "-c", listen, daemon.socketPath]
+        )
+        #expect(await own.waitForExit(timeout: 30), "\(own.standardError)")
+        let refused = own.lines.compactMap { try? parseJSON($0) as? [String: Any] }.first
+        #expect(
+            refused?["error"] as? String == "org.sharedmode.Broker1.TooManyConnections"
+                && Self.parameters(refused)["scope"] as? String == "app",
+            "\(own.lines) \(own.standardError)"
+        )
+        // The uid's host app (the launcher) still has its own connection.
+        let host = try await Self.act(daemon, ["number", "-1"], [try FlatpakAppTests.call("GetCaller")])
+        #expect(Self.parameters(host.last)["appId"] as? String == FlatpakAppTests.launcher, "\(host)")
+        _ = acting.writeLine("done")
+        await daemon.cleanUp()
+    }
+
     /// How many pidfds process `pid` holds.
     static func pidfds(of pid: Int32) -> Int {
         let directory = "/proc/\(pid)/fd"

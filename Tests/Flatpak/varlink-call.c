@@ -100,12 +100,23 @@ static int top_level_true(const char *message, const char *key) {
     return 0;
 }
 
+static char *read_reply(int fd);
+
 static void send_all(int fd, const char *bytes, size_t length) {
     while (length > 0) {
         ssize_t n = send(fd, bytes, length, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
-            socket_failure("send", errno);
+            /* A server that refuses a connection (too many) answers it unasked and closes it: a call sent
+             * after the close fails, and the refusal is what the peer said. Print it if it came. */
+            int error = errno;
+            if (error == EPIPE || error == ECONNRESET) {
+                char *refusal = read_reply(fd);
+                printf("%s\n", refusal);
+                fflush(stdout);
+                exit(0);
+            }
+            socket_failure("send", error);
         }
         bytes += n;
         length -= (size_t)n;
