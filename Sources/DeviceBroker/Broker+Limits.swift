@@ -56,6 +56,12 @@ extension Broker {
         )
     }
 
+    /// A uid's total of a per-app limit: `perApp` for each app the policy lists for it (at least one), however
+    /// many sandboxes it starts.
+    func uidShare(of perApp: Int, uid: UInt32) -> Int {
+        perApp * max(1, (try? currentPolicy())?.policy?.appCount(uid: uid) ?? 1)
+    }
+
     /// Runs an interactive sign-in (`body`) in one of the caller's `limits.pendingSignInsPerApp` slots, so
     /// that one app cannot make the broker poll the identity provider for hundreds of pending sign-ins.
     /// - Throws: `LimitExceeded` (limit `pendingSignInsPerApp`) when every slot of the caller is taken.
@@ -65,7 +71,7 @@ extension Broker {
     ) async throws(BrokerFailure) -> T {
         let maximum = limits.pendingSignInsPerApp
         // The uid's total: its share for each app the policy lists for it, however many sandboxes it starts.
-        let total = maximum * max(1, (try? currentPolicy())?.policy?.appCount(uid: caller.uid) ?? 1)
+        let total = uidShare(of: maximum, uid: caller.uid)
         let refusal = pendingSignIns.withLock { pending -> String? in
             if pending.count(of: caller.appKey) >= maximum {
                 return

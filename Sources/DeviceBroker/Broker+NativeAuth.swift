@@ -23,7 +23,7 @@ extension Broker {
             try ParameterCheck.reason(reason, default: .shiftEnd, allowed: [.shiftEnd, .user])
         }
         let maximum = limits.pendingSignInsPerApp
-        let uidMaximum = maximum * max(1, (try? currentPolicy())?.policy?.appCount(uid: caller.uid) ?? 1)
+        let uidMaximum = uidShare(of: maximum, uid: caller.uid)
         let open = nativeSignIns.openCount(owner: caller.appKey, uid: caller.uid)
         guard open.app < maximum, open.uid < uidMaximum else {
             throw Self.tooManyNativeSignIns(caller, maximum: maximum)

@@ -48,17 +48,12 @@ public final class PublicClientApplication: Sendable {
     ///     enclosing swift-log `withLogger`, else swift-log's process-wide default), as the other libraries
     ///     take theirs: the client never makes a logger of its own.
     ///   - eventLoopGroup: runs the connections (nil: SwiftNIO's shared singleton group).
-    public init(
+    public convenience init(
         endpoint: BrokerEndpoint = BrokerEndpoint(),
         logger: Logger = Logger.current,
         eventLoopGroup: (any EventLoopGroup)? = nil
     ) {
-        self.endpoint = endpoint
-        broker = BrokerCall(
-            endpoint: endpoint,
-            group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton,
-            logger: logger
-        )
+        self.init(endpoint: endpoint, callerPidfd: nil, logger: logger, eventLoopGroup: eventLoopGroup)
     }
 
     /// An application whose every call the broker serves as another process of this user: the process
@@ -73,11 +68,21 @@ public final class PublicClientApplication: Sendable {
     /// exited, …: the message says which) or `actForCallerUnsupported` (the broker cannot pin processes on
     /// this kernel).
     @_spi(MSALBridge)
-    public init(
+    public convenience init(
         endpoint: BrokerEndpoint,
         actingForCallerPidfd callerPidfd: Int32,
         logger: Logger = Logger.current,
         eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
+        self.init(endpoint: endpoint, callerPidfd: callerPidfd, logger: logger, eventLoopGroup: eventLoopGroup)
+    }
+
+    /// The one initializer the public ones call: connections that act for `callerPidfd` when one is given.
+    private init(
+        endpoint: BrokerEndpoint,
+        callerPidfd: Int32?,
+        logger: Logger,
+        eventLoopGroup: (any EventLoopGroup)?
     ) {
         self.endpoint = endpoint
         broker = BrokerCall(

@@ -69,6 +69,23 @@ import Testing
         return try await FlatpakAppTests.replies(client)
     }
 
+    /// The helper as `user`, its connection acting for process `pid` and held open (until a line on its
+    /// standard input, or the test kills it), once it says so.
+    static func holdingConnection(_ daemon: Daemon, actingFor pid: Int32) async throws -> ChildProcess {
+        let holding = try ChildProcess(
+            Daemon.setpriv,
+            Daemon.asUser(user) + ["/usr/bin/python3", try helper(daemon), daemon.socketPath, "pid", "\(pid)", "wait"],
+            writableInput: true
+        )
+        guard await holding.waitForLine(timeout: 30, where: { $0 == "waiting" }) != nil else {
+            _ = holding.killIfRunning()
+            throw ChildProcessError(
+                message: "the acting connection was not held: \(holding.lines) \(holding.standardError)"
+            )
+        }
+        return holding
+    }
+
     static func parameters(_ reply: [String: Any]?) -> [String: Any] {
         FlatpakAppTests.parameters(reply ?? [:])
     }
@@ -130,18 +147,8 @@ import Testing
         // deviced keeps the pidfd of a connection's peer while the connection is open (and none of the
         // handed one: what it read of it is kept), and closes it with the connection.
         let deviced = try #require(daemon.process?.pid)
-        let holding = try ChildProcess(
-            Daemon.setpriv,
-            Daemon.asUser(Self.user) + [
-                "/usr/bin/python3", try Self.helper(daemon), daemon.socketPath, "pid", "\(scanner.pid)", "wait",
-            ],
-            writableInput: true
-        )
+        let holding = try await Self.holdingConnection(daemon, actingFor: scanner.pid)
         defer { _ = holding.killIfRunning() }
-        try #require(
-            await holding.waitForLine(timeout: 30) { $0 == "waiting" } != nil,
-            "\(holding.lines) \(holding.standardError)"
-        )
         #expect(Self.pidfds(of: deviced) == 1, "deviced holds \(Self.pidfds(of: deviced)) pidfds for one connection")
         _ = holding.writeLine("done")
         #expect(await holding.waitForExit(timeout: 30), "\(holding.standardError)")
@@ -161,18 +168,8 @@ import Testing
         try await daemon.start()
         let scanner = try await Self.sandboxedProcess("com.contoso.Scanner")
         defer { _ = scanner.killIfRunning() }
-        let acting = try ChildProcess(
-            Daemon.setpriv,
-            Daemon.asUser(Self.user) + [
-                "/usr/bin/python3", try Self.helper(daemon), daemon.socketPath, "pid", "\(scanner.pid)", "wait",
-            ],
-            writableInput: true
-        )
+        let acting = try await Self.holdingConnection(daemon, actingFor: scanner.pid)
         defer { _ = acting.killIfRunning() }
-        try #require(
-            await acting.waitForLine(timeout: 30) { $0 == "waiting" } != nil,
-            "\(acting.lines) \(acting.standardError)"
-        )
         // The scanner's one connection is the one acting for it: the scanner's own is refused, per app.
         // (It only listens: a refused connection gets its refusal at once, and a call sent meanwhile could
         // meet the closed socket first.)
