@@ -62,7 +62,12 @@ extension Broker {
         do {
             attempt = try passwordThrottle.begin(
                 username: username,
-                app: countingCaller && caller.uid != 0 ? caller.appKey : nil
+                app: countingCaller && caller.uid != 0
+                    ? PasswordThrottle.App(
+                        key: caller.appKey,
+                        uid: caller.uid,
+                        appsOfUID: (try? currentPolicy())?.policy?.appCount(uid: caller.uid) ?? 1
+                    ) : nil
             )
         } catch {
             throw refusal(error, caller: caller, method: method)
@@ -102,6 +107,7 @@ extension Broker {
                 switch scope {
                 case .app: "\(failures) password sign-ins by this app failed recently"
                 case .username: "\(failures) password sign-ins for this username failed recently"
+                case .user: "\(failures) password sign-ins by the apps of uid \(caller.uid) failed recently"
                 }
             return .limitExceeded(
                 .passwordBackoff,

@@ -6,8 +6,10 @@ import Synchronization
 /// `limits.passwordBackoffSeconds`), counted twice: per **target username** (in canonical form: trimmed,
 /// compatibility-normalized, case-folded) and per **calling app** (its uid, and its Flatpak app id for a
 /// sandboxed app: `BrokerCaller.appKey`; root, the login screen, is counted per username only, never as one
-/// app). Only apps the policy lists sign in, so a user's share is what the policy gives its apps, however
-/// many sandboxes it starts.
+/// app), and, for a uid the policy lists several apps for (a host app and its Flatpak apps), per **uid** as
+/// well: that count's share is the apps' together (the threshold and the failures forgotten per interval
+/// times the number of apps), so a user's apps together guess no faster than that many apps, however many
+/// sandboxes it starts.
 ///
 /// After that many failures of a username, or of an app, its password sign-ins are refused for the
 /// back-off, which doubles with each further failure: up to an hour for the app (the one that fails backs
@@ -32,6 +34,27 @@ final class PasswordThrottle: Sendable {
         case app
         /// The target username's.
         case username
+        /// The calling user's, over every app the policy lists for its uid.
+        case user
+    }
+
+    /// The calling app as the throttle counts it.
+    struct App: Sendable {
+        /// The app's key (`BrokerCaller.appKey`: `uid`, or `uid/FLATPAK-ID`).
+        let key: String
+        /// The uid that runs it.
+        let uid: UInt32
+        /// How many apps the policy lists for that uid (at least one).
+        let appsOfUID: Int
+
+        init(key: String, uid: UInt32, appsOfUID: Int = 1) {
+            self.key = key
+            self.uid = uid
+            self.appsOfUID = max(1, appsOfUID)
+        }
+
+        /// The key of the uid's count, kept only when the uid has several apps (else the app's count is it).
+        var userKey: String? { appsOfUID > 1 ? String(uid) : nil }
     }
 
     /// Why an attempt may not start now.
@@ -55,7 +78,7 @@ final class PasswordThrottle: Sendable {
     /// An attempt under way, from `begin` to `end`.
     struct Attempt: Sendable {
         let username: String
-        let app: String?
+        let app: App?
     }
 
     /// Recent failures of one username or app.
@@ -67,14 +90,17 @@ final class PasswordThrottle: Sendable {
         /// The end of the back-off, if one runs.
         var blockedUntil: Date?
 
-        /// The count at `now`: one failure forgotten for each whole `forgetInterval` since `updatedAt`.
-        func decayed(to now: Date) -> Count {
+        /// The count at `now`: `share` failures forgotten for each whole `forgetInterval` since `updatedAt`.
+        func decayed(to now: Date, share: Int = 1) -> Count {
             let intervals = max(0, now.timeIntervalSince(updatedAt)) / PasswordThrottle.forgetInterval
-            let forgotten = Int(min(intervals.rounded(.down), Double(Int32.max)))
-            guard forgotten < failures else { return Count(failures: 0, updatedAt: now, blockedUntil: blockedUntil) }
+            let elapsed = Int(min(intervals.rounded(.down), Double(Int32.max)))
+            let forgotten = elapsed.multipliedReportingOverflow(by: share)
+            guard !forgotten.overflow, forgotten.partialValue < failures else {
+                return Count(failures: 0, updatedAt: now, blockedUntil: blockedUntil)
+            }
             return Count(
-                failures: failures - forgotten,
-                updatedAt: updatedAt.addingTimeInterval(Double(forgotten) * PasswordThrottle.forgetInterval),
+                failures: failures - forgotten.partialValue,
+                updatedAt: updatedAt.addingTimeInterval(Double(elapsed) * PasswordThrottle.forgetInterval),
                 blockedUntil: blockedUntil
             )
         }
@@ -85,10 +111,22 @@ final class PasswordThrottle: Sendable {
         }
     }
 
-    /// What is kept across restarts: the counts by username digest and by app (`uid`, or `uid/FLATPAK-ID`).
+    /// What is kept across restarts: the counts by username digest, by app (`uid`, or `uid/FLATPAK-ID`) and by
+    /// uid (only for a uid with several apps).
     struct Counts: Codable, Equatable, Sendable {
         var usernames: [String: Count] = [:]
         var apps: [String: Count] = [:]
+        var users: [String: Count] = [:]
+
+        init() {}
+
+        /// Reads a file written before the uid counts existed as well (no `users`).
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            usernames = try container.decode([String: Count].self, forKey: .usernames)
+            apps = try container.decode([String: Count].self, forKey: .apps)
+            users = try container.decodeIfPresent([String: Count].self, forKey: .users) ?? [:]
+        }
     }
 
     private struct State {
@@ -115,36 +153,30 @@ final class PasswordThrottle: Sendable {
             .folding(options: [.caseInsensitive], locale: nil)
     }
 
-    /// Starts an attempt of the app `app` (`BrokerCaller.appKey`; nil: root, counted per username only) for
-    /// `username`, or says why it may not start.
-    func begin(username: String, app: String?) throws(Refusal) -> Attempt {
+    /// Starts an attempt of the app `app` (nil: root, counted per username only) for `username`, or says why
+    /// it may not start.
+    func begin(username: String, app: App?) throws(Refusal) -> Attempt {
         let now = clock()
         let key = PasswordThrottleFile.digest(Self.canonical(username))
         return try state.withLock { (state: inout State) throws(Refusal) -> Attempt in
-            var refusals: [Refusal] = []
-            if let app, let count = state.counts.apps[app], let until = count.blockedUntil, until > now {
-                refusals.append(
-                    .backoff(
-                        scope: .app,
-                        secondsLeft: Self.seconds(until.timeIntervalSince(now)),
-                        failures: count.decayed(to: now).failures
-                    )
-                )
-            }
-            if let count = state.counts.usernames[key], let until = count.blockedUntil, until > now {
-                refusals.append(
-                    .backoff(
-                        scope: .username,
-                        secondsLeft: Self.seconds(until.timeIntervalSince(now)),
-                        failures: count.decayed(to: now).failures
-                    )
+            let held: [(Scope, Count?, Int)] = [
+                (.app, app.flatMap { state.counts.apps[$0.key] }, 1),
+                (.user, app?.userKey.flatMap { state.counts.users[$0] }, app?.appsOfUID ?? 1),
+                (.username, state.counts.usernames[key], 1),
+            ]
+            let refusals = held.compactMap { scope, count, share -> Refusal? in
+                guard let count, let until = count.blockedUntil, until > now else { return nil }
+                return .backoff(
+                    scope: scope,
+                    secondsLeft: Self.seconds(until.timeIntervalSince(now)),
+                    failures: count.decayed(to: now, share: share).failures
                 )
             }
             // The longer wait is the one to name.
             if let longest = refusals.max(by: { Self.secondsLeft($0) < Self.secondsLeft($1) }) { throw longest }
-            if let app, state.runningApps.contains(app) { throw .inProgress(scope: .app) }
+            if let app, state.runningApps.contains(app.key) { throw .inProgress(scope: .app) }
             guard !state.runningUsernames.contains(key) else { throw .inProgress(scope: .username) }
-            if let app { state.runningApps.insert(app) }
+            if let app { state.runningApps.insert(app.key) }
             state.runningUsernames.insert(key)
             return Attempt(username: key, app: app)
         }
@@ -157,7 +189,7 @@ final class PasswordThrottle: Sendable {
         let now = clock()
         let (backoff, counts) = state.withLock { state -> (Int?, Counts?) in
             state.runningUsernames.remove(attempt.username)
-            if let app = attempt.app { state.runningApps.remove(app) }
+            if let app = attempt.app { state.runningApps.remove(app.key) }
             switch outcome {
             case .failed:
                 return (nil, nil)
@@ -180,12 +212,24 @@ final class PasswordThrottle: Sendable {
                     longest = max(
                         longest,
                         Self.fail(
-                            &state.counts.apps[app],
+                            &state.counts.apps[app.key],
                             at: now,
                             limits: limits,
                             maximum: Self.appMaximumBackoff
                         )
                     )
+                    if let user = app.userKey {
+                        longest = max(
+                            longest,
+                            Self.fail(
+                                &state.counts.users[user],
+                                at: now,
+                                limits: limits,
+                                maximum: Self.appMaximumBackoff,
+                                share: app.appsOfUID
+                            )
+                        )
+                    }
                 }
                 Self.forgetSpent(&state.counts, at: now)
                 return (longest > 0 ? Int(longest) : nil, state.counts)
@@ -198,16 +242,18 @@ final class PasswordThrottle: Sendable {
     /// The counts now (for tests and status).
     var counts: Counts { state.withLock { $0.counts } }
 
-    /// Counts one more failure in `count`; returns the back-off that starts (0: none).
+    /// Counts one more failure in `count`, of `share` apps' worth (the threshold and the forgetting scaled by
+    /// it); returns the back-off that starts (0: none).
     private static func fail(
         _ count: inout Count?,
         at now: Date,
         limits: DevicePolicy.Limits,
-        maximum: TimeInterval
+        maximum: TimeInterval,
+        share: Int = 1
     ) -> TimeInterval {
-        var updated = count?.decayed(to: now) ?? Count(failures: 0, updatedAt: now)
+        var updated = count?.decayed(to: now, share: share) ?? Count(failures: 0, updatedAt: now)
         updated.failures += 1
-        let beyond = updated.failures - limits.passwordFailuresBeforeBackoff
+        let beyond = updated.failures - limits.passwordFailuresBeforeBackoff * share
         var backoff: TimeInterval = 0
         if beyond >= 0 {
             backoff = min(Double(limits.passwordBackoffSeconds) * pow(2, Double(min(beyond, 20))), maximum)
@@ -221,6 +267,7 @@ final class PasswordThrottle: Sendable {
     private static func forgetSpent(_ counts: inout Counts, at now: Date) {
         counts.usernames = counts.usernames.filter { !$0.value.isSpent(at: now) }
         counts.apps = counts.apps.filter { !$0.value.isSpent(at: now) }
+        counts.users = counts.users.filter { !$0.value.isSpent(at: now) }
     }
 
     private static func seconds(_ interval: TimeInterval) -> Int { max(1, Int(interval.rounded(.up))) }

@@ -31,7 +31,10 @@ import Testing
         _ outcome: PasswordThrottle.Outcome
     ) -> PasswordThrottle.Refusal? {
         do {
-            let attempt = try throttle.begin(username: username, app: uid == 0 ? nil : String(uid))
+            let attempt = try throttle.begin(
+                username: username,
+                app: uid == 0 ? nil : PasswordThrottle.App(key: String(uid), uid: uid)
+            )
             throttle.end(attempt, outcome, limits: limits)
             return nil
         } catch {
@@ -123,6 +126,48 @@ import Testing
         )
         #expect(guesses <= 24 * 7, "\(guesses) guesses in 24 h")
         #expect(guesses >= 24 * 4, "the throttle held back more than its stated rate: \(guesses) in 24 h")
+    }
+
+    @Test func aUsersAppsTogetherGuessNoFasterThanTheAppsThePolicyGivesIt() {
+        // uid 1001 runs four sandboxes that reach the throttle as apps, while the policy lists two apps for it
+        // (a host app and one Flatpak app): the uid's count holds all four to two apps' pace.
+        let clock = FakeClock()
+        let throttle = PasswordThrottle(clock: clock.function)
+        let sandboxes = ["1001", "1001/com.contoso.Scanner", "1001/com.contoso.Extra1", "1001/com.contoso.Extra2"].map {
+            PasswordThrottle.App(key: $0, uid: Self.attacker, appsOfUID: 2)
+        }
+        var guesses = 0
+        var heldForTheUser = 0
+        for second in 0..<(24 * 3600) {
+            for (index, app) in sandboxes.enumerated() {
+                do {
+                    let attempt = try throttle.begin(username: "target\(second)-\(index)", app: app)
+                    throttle.end(attempt, .refused, limits: Self.limits)
+                    guesses += 1
+                } catch {
+                    if case .backoff(.user, _, _) = error { heldForTheUser += 1 }
+                }
+            }
+            clock.advance(1)
+        }
+        print(
+            "PasswordThrottleTests: four sandboxes of a uid with two apps, each trying every second for 24 h: \(guesses) guesses reached the provider (\(String(format: "%.2f", Double(guesses) / 24)) an hour)"
+        )
+        // One app's pace is 4 to 7 an hour (the test above): two apps' at most twice that.
+        #expect(guesses <= 2 * 24 * 7, "\(guesses) guesses in 24 h")
+        #expect(heldForTheUser > 0, "the uid's own count never held an attempt back")
+        // The counts name the uid once, beside its apps.
+        #expect(throttle.counts.users.keys.sorted() == ["1001"])
+    }
+
+    @Test func aUidWithOneAppKeepsNoCountOfItsOwnAndAnOldFileStillReads() throws {
+        let throttle = PasswordThrottle(clock: FakeClock().function)
+        Self.attempt(throttle, "worker1", uid: Self.attacker, .refused)
+        #expect(throttle.counts.users.isEmpty && throttle.counts.apps.keys.sorted() == ["1001"])
+        // A file written before the uid counts existed.
+        let old = #"{"usernames":{},"apps":{"1001":{"failures":2,"updatedAt":0}}}"#
+        let counts = try JSONDecoder().decode(PasswordThrottle.Counts.self, from: Data(old.utf8))
+        #expect(counts.apps["1001"]?.failures == 2 && counts.users.isEmpty)
     }
 
     @Test func theCountsSurviveARestartAndNameNobodyInClear() throws {
