@@ -292,6 +292,51 @@ import Testing
         await daemon.cleanUp()
     }
 
+    /// A real Flatpak app (Tests/Flatpak/fixture.bash's scanner, a D-Bus client run with `flatpak run`)
+    /// reaches the bridge through the xdg-dbus-proxy flatpak starts for it, only with
+    /// `--talk-name=com.microsoft.identity.broker1`; the bridge identifies it as xdg-desktop-portal does
+    /// (the bus's pid of the caller is the proxy's, whose root holds the app's `/.flatpak-info`), and deviced
+    /// serves it as the Flatpak entry: the worker and a token for that entry's client id, none for the host
+    /// app's.
+    @Test func aRealFlatpakAppReachesTheBridgeThroughFlatpaksDBusProxy() async throws {
+        try await FlatpakAppTests.ensureFixture()
+        let daemon = try await Self.daemonWithAFlatpakScanner()
+        try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")
+        let scanner = try await MSALSession(daemon, uid: Daemon.scannerUID)
+        let accounts = #"{"clientId":"\#(Self.flatpakScannerClientID)","redirectUri":"x"}"#
+
+        // Without --talk-name the proxy keeps the broker's name from the app.
+        let filtered = try await scanner.callBrokerFromFlatpak(
+            app: "com.contoso.Scanner",
+            talk: false,
+            "getAccounts",
+            accounts
+        )
+        #expect(filtered.status != 0, "the proxy let an app without --talk-name call the broker: \(filtered.reply)")
+
+        let listed = try await scanner.callBrokerFromFlatpak(app: "com.contoso.Scanner", "getAccounts", accounts)
+        try #require(listed.status == 0, "\(listed.reply)\n\(scanner.bridgeLog)")
+        let listedAccounts = (try parseJSON(listed.reply) as? [String: Any])?["accounts"] as? [[String: Any]]
+        #expect(
+            listedAccounts?.count == 1 && listedAccounts?.first?["username"] as? String == "worker1",
+            "\(listed.reply)\n\(scanner.bridgeLog)"
+        )
+        let silent =
+            #"{"authParameters":{"clientId":"\#(Self.flatpakScannerClientID)","requestedScopes":["User.Read"],"account":null}}"#
+        let token = try await scanner.callBrokerFromFlatpak(app: "com.contoso.Scanner", "acquireTokenSilently", silent)
+        let response = (try parseJSON(token.reply) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
+        #expect(response?["accessToken"] is String, "\(token.reply)")
+        // The host app's client id is not the Flatpak entry's: the app was not taken for its uid's host app.
+        let hostClient = #"{"clientId":"\#(Self.scannerClientID)","redirectUri":"x"}"#
+        let asHost = try await scanner.callBrokerFromFlatpak(app: "com.contoso.Scanner", "getAccounts", hostClient)
+        #expect(asHost.reply == #"{"accounts":[]}"#, "\(asHost.reply)")
+        // The timeclock, a Flatpak app the policy does not list here, is no app at all.
+        let stranger = try await scanner.callBrokerFromFlatpak(app: "com.contoso.Timeclock", "getAccounts", hostClient)
+        #expect(stranger.reply == #"{"accounts":[]}"#, "\(stranger.reply)")
+        await scanner.stop()
+        await daemon.cleanUp()
+    }
+
     @Test func theRestOfTheProtocolAnswersInJSONAndBadRequestsGetAReadableError() async throws {
         let daemon = try await BrokerSignInTests.daemon(logLevel: "debug")
         try await Self.signIn(daemon, as: Daemon.scannerUID, user: "worker1")

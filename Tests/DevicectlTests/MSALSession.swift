@@ -128,6 +128,48 @@ final class MSALSession: @unchecked Sendable {
         return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
     }
 
+    /// Calls `method` as `callBroker` does, from the real Flatpak app `app` (Tests/Flatpak/fixture.bash, its
+    /// gdbus) run by the session's uid with `flatpak run`: the app reaches the session bus through the
+    /// xdg-dbus-proxy flatpak starts, which lets it call the broker's name only with `talk` (the
+    /// `--talk-name` a Flatpak MSAL app needs). Returns gdbus's exit status, and the JSON string the bridge
+    /// answered or gdbus's error.
+    func callBrokerFromFlatpak(
+        app: String,
+        talk: Bool = true,
+        _ method: String,
+        _ request: String
+    ) async throws -> (status: Int32, reply: String) {
+        let addresses = try String(contentsOf: directory.appendingPathComponent("bus-address"), encoding: .utf8)
+        let hostSocket = try #require(
+            addresses.split(separator: ";").first { $0.hasPrefix("unix:path=/tmp/") },
+            "the session bus has no socket in /tmp: \(addresses)"
+        )
+        let fixture = Self.script.deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Flatpak/fixture.bash")
+        let result = try await Command.run(
+            URL(fileURLWithPath: "/bin/bash"),
+            [fixture.path, "run", "\(uid)", app, "--command=gdbus"]
+                + (talk ? ["--talk-name=com.microsoft.identity.broker1"] : [])
+                + [
+                    "--", "call", "--session", "--timeout", "120", "--dest", "com.microsoft.identity.broker1",
+                    "--object-path", "/com/microsoft/identity/broker1",
+                    "--method", "com.microsoft.identity.Broker1.\(method)",
+                ] + ["0.0", UUID().uuidString, request].map(Self.gvariantString),
+            environment: ["FIXTURE_SESSION_BUS": hostSocket.trimmingCharacters(in: .whitespacesAndNewlines)]
+        )
+        guard result.status == 0 else { return (result.status, result.stderr) }
+        // gdbus prints the reply as a GVariant tuple: ('JSON',) with ' and \ escaped.
+        var text = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(text.hasPrefix("('") && text.hasSuffix("',)"), "gdbus printed: \(text)")
+        text = String(text.dropFirst(2).dropLast(3))
+        return (0, text.replacingOccurrences(of: "\\'", with: "'").replacingOccurrences(of: "\\\\", with: "\\"))
+    }
+
+    /// `text` as a GVariant string literal, as gdbus parses its arguments (else "0.0" is a double).
+    static func gvariantString(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+    }
+
     /// The items of pymsalruntime's schema (`com.microsoft.identity.secret`) in the uid's Secret Service.
     func keyringItems() async throws -> Int {
         let result = try await Command.run(

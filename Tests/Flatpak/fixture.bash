@@ -4,13 +4,17 @@
 # fixture.bash ensure
 #     Builds (once) and installs system-wide (once): the runtime org.sharedmode.TestPlatform//1 (busybox),
 #     and the apps com.contoso.Scanner and com.contoso.Timeclock, whose command is the static varlink-call
-#     (Tests/Flatpak/varlink-call.c). Rebuilds and reinstalls the apps when that source changes. Quiet when
-#     all is in place. Needs root, flatpak, bubblewrap, busybox-static and gcc (tools/setup installs them);
+#     (Tests/Flatpak/varlink-call.c); each app also carries a D-Bus client, the host's gdbus with the
+#     libraries it loads (`--command=gdbus`: a real D-Bus app, which reaches the session bus through
+#     flatpak's xdg-dbus-proxy). Rebuilds and reinstalls the apps when either changes. Quiet when all is in
+#     place. Needs root, flatpak, bubblewrap, busybox-static, gcc and gdbus (tools/setup installs them);
 #     exits 77 when one is missing.
 # fixture.bash run UID APP [flatpak run options...] -- [varlink-call args...]
 #     Runs `flatpak run APP` as UID (group: the passwd entry's, else UID; no supplementary groups) with a
 #     HOME of its own in the cache and XDG_RUNTIME_DIR=/run/user/UID (made 0700 when missing) and no other
-#     environment; stdin and stdout pass through. A socket's directory is reached with
+#     environment but DBUS_SESSION_BUS_ADDRESS when FIXTURE_SESSION_BUS names a session bus (flatpak then
+#     gives the sandbox a filtered proxy of it: --talk-name=NAME among the options lets the app call NAME);
+#     stdin and stdout pass through. A socket's directory is reached with
 #     --filesystem=DIR among the options. The sandbox dies with this process (--die-with-parent), except
 #     under varlink-call --handoff, whose child must outlive the process that connected.
 # fixture.bash host UID -- [varlink-call args...]
@@ -44,7 +48,7 @@ installed_location() { flatpak --system info --show-location "$1" 2>/dev/null ||
 ensure() {
   need_root ensure
   local tool
-  for tool in flatpak bwrap gcc; do
+  for tool in flatpak bwrap gcc gdbus xdg-dbus-proxy; do
     command -v "$tool" >/dev/null || fail "ensure: $tool is missing (tools/setup installs it)" 77
   done
   # Debian's busybox (dynamic) installs /bin/busybox too; only busybox-static's runs in a runtime with no libc.
@@ -84,6 +88,26 @@ ensure() {
     flatpak build-export --runtime "$repo" "$dir" "$runtime_branch" >/dev/null
   fi
 
+  # The D-Bus client the apps carry: gdbus, the libraries it loads and the loader, run through a wrapper
+  # that names the loader and the library path (the runtime has no libc and no ld.so.cache).
+  local client="$cache/build/dbus-client" client_key
+  client_key="$(sha256sum /usr/bin/gdbus | cut -d' ' -f1)"
+  if [ "$(cat "$cache/dbus-client.sha256" 2>/dev/null)" != "$client_key" ]; then
+    echo "fixture: collecting gdbus and its libraries" >&2
+    rm -rf "$client"
+    mkdir -p "$client/lib/dbus-client" "$client/bin"
+    cp /usr/bin/gdbus "$client/lib/dbus-client/gdbus"
+    local library
+    for library in $(ldd /usr/bin/gdbus | grep -o '/[^ ]*\.so[^ ]*'); do
+      cp -L "$library" "$client/lib/dbus-client/$(basename "$library")"
+    done
+    printf '%s\n' '#!/usr/bin/sh' \
+      'exec /app/lib/dbus-client/ld-linux-x86-64.so.2 --library-path /app/lib/dbus-client /app/lib/dbus-client/gdbus "$@"' \
+      > "$client/bin/gdbus"
+    chmod 0755 "$client/bin/gdbus"
+    echo "$client_key" > "$cache/dbus-client.sha256"
+  fi
+
   # Always pointed at this cache's repository (an earlier cache may have been elsewhere).
   flatpak --system remote-add --if-not-exists --no-gpg-verify "$remote" "$repo"
   flatpak --system remote-modify --url="file://$repo" "$remote"
@@ -94,11 +118,12 @@ ensure() {
     flatpak --system install -y --noninteractive "$remote" "runtime/$runtime/x86_64/$runtime_branch" >/dev/null
   fi
 
-  # An app is up to date when its installed varlink-call is this build's.
+  # An app is up to date when its installed varlink-call and gdbus are this build's.
   local app location
   for app in "${apps[@]}"; do
     location="$(installed_location "app/$app/x86_64/master")"
-    if [ -n "$location" ] && cmp -s "$location/files/bin/varlink-call" "$binary"; then
+    if [ -n "$location" ] && cmp -s "$location/files/bin/varlink-call" "$binary" \
+      && cmp -s "$location/files/lib/dbus-client/gdbus" "$client/lib/dbus-client/gdbus"; then
       continue
     fi
     echo "fixture: building and installing $app" >&2
@@ -106,6 +131,8 @@ ensure() {
     rm -rf "$dir"
     flatpak build-init "$dir" "$app" "$runtime" "$runtime" "$runtime_branch" >/dev/null
     install -D -m 0755 "$binary" "$dir/files/bin/varlink-call"
+    cp -a "$client/bin/gdbus" "$dir/files/bin/gdbus"
+    cp -a "$client/lib" "$dir/files/"
     flatpak build-finish --command=varlink-call "$dir" >/dev/null
     flatpak build-export "$repo" "$dir" master >/dev/null
     # --reinstall: a changed binary replaces the installed one (a plain install refuses an installed ref).
@@ -129,11 +156,13 @@ prepare_user() {
 }
 
 # The user's command: its own uid and group, no supplementary groups, killed when the caller dies, and an
-# environment of just what flatpak needs (no session bus: flatpak run does not need one, and the caller's
-# would belong to another user).
+# environment of just what flatpak needs (no session bus unless FIXTURE_SESSION_BUS names one of the user's:
+# the caller's would belong to another user).
 as_user() {
+  local bus=()
+  if [ -n "${FIXTURE_SESSION_BUS:-}" ]; then bus=(DBUS_SESSION_BUS_ADDRESS="$FIXTURE_SESSION_BUS"); fi
   exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --pdeathsig KILL \
-    env -i HOME="$home" XDG_RUNTIME_DIR="/run/user/$uid" PATH=/usr/bin:/bin LANG=C.UTF-8 "$@"
+    env -i HOME="$home" XDG_RUNTIME_DIR="/run/user/$uid" PATH=/usr/bin:/bin LANG=C.UTF-8 "${bus[@]}" "$@"
 }
 
 run() {
