@@ -1567,10 +1567,53 @@ extension Broker1 {
 }
 
 extension Broker1 {
+    /// What the sign-in page asks of the worker (OpenID Connect's `prompt`): `login` (credentials again),
+    /// `select_account` (the account picker), `consent` (the consent page), `none` (nothing: fails when the
+    /// provider would have to ask).
+    public enum SignInPrompt: VarlinkEnum, CustomStringConvertible {
+        case login
+        case selectAccount
+        case consent
+        case none
+        /// A value the interface did not declare when this contract was generated (a newer peer's), as sent.
+        case unknown(String)
+
+        /// The values the interface declares.
+        public static let knownCases: [Self] = [.login, .selectAccount, .consent, .none]
+
+        public init(rawValue: String) {
+            switch rawValue {
+            case "login": self = .login
+            case "select_account": self = .selectAccount
+            case "consent": self = .consent
+            case "none": self = .none
+            default: self = .unknown(rawValue)
+            }
+        }
+
+        public var rawValue: String {
+            switch self {
+            case .login: "login"
+            case .selectAccount: "select_account"
+            case .consent: "consent"
+            case .none: "none"
+            case .unknown(let value): value
+            }
+        }
+
+        public var isKnown: Bool {
+            if case .unknown = self { false } else { true }
+        }
+
+        public var description: String { rawValue }
+    }
+}
+
+extension Broker1 {
     /// Signs a worker in through the browser; call with `more`. The broker listens on the caller's loopback
     /// `redirectUri` (http://127.0.0.1[:port]/path); the first reply carries `authorizationUrl` (open it in
-    /// the browser); the last carries `result` once the browser comes back. `prompt`: login,
-    /// select_account, consent or none. `timeout`: seconds to wait for the browser (default 300).
+    /// the browser); the last carries `result` once the browser comes back. `prompt`: what the
+    /// page asks (SignInPrompt; none sent when absent). `timeout`: seconds to wait for the browser (default 300).
     public enum SignInWithBrowser: VarlinkMethod {
         public static let qualifiedName = "org.sharedmode.Broker1.SignInWithBrowser"
 
@@ -1579,7 +1622,7 @@ extension Broker1 {
             public var scopes: [String]
             public var redirectUri: String
             public var loginHint: String?
-            public var prompt: String?
+            public var prompt: SignInPrompt?
             public var timeout: Int?
             public var msalClientId: String?
             public var authority: String?
@@ -1589,7 +1632,7 @@ extension Broker1 {
                 scopes: [String],
                 redirectUri: String,
                 loginHint: String? = nil,
-                prompt: String? = nil,
+                prompt: SignInPrompt? = nil,
                 timeout: Int? = nil,
                 msalClientId: String? = nil,
                 authority: String? = nil
@@ -1612,7 +1655,9 @@ extension Broker1 {
                 loginHint =
                     VarlinkField.isAbsent(fields, "loginHint")
                     ? nil : try VarlinkField.string(fields, "loginHint", path)
-                prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
+                prompt =
+                    VarlinkField.isAbsent(fields, "prompt")
+                    ? nil : try VarlinkField.enumeration(fields, "prompt", path, as: SignInPrompt.self)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
                 msalClientId =
                     VarlinkField.isAbsent(fields, "msalClientId")
@@ -1633,7 +1678,7 @@ extension Broker1 {
                     fields["loginHint"] = .null
                 }
                 if let prompt = self.prompt {
-                    fields["prompt"] = .string(prompt)
+                    fields["prompt"] = .string(prompt.rawValue)
                 } else if !omittingAbsent {
                     fields["prompt"] = .null
                 }
@@ -1653,6 +1698,13 @@ extension Broker1 {
                     fields["authority"] = .null
                 }
                 return fields
+            }
+
+            public func firstUndeclaredEnumValue(path: String) -> String? {
+                if let element = self.prompt {
+                    if !element.isKnown { return VarlinkField.path(path, "prompt") }
+                }
+                return nil
             }
         }
 
@@ -2231,7 +2283,7 @@ extension Broker1 {
             public var flow: SignInFlow?
             public var loginHint: String?
             public var redirectUri: String?
-            public var prompt: String?
+            public var prompt: SignInPrompt?
             public var timeout: Int?
             public var password: String?
 
@@ -2242,7 +2294,7 @@ extension Broker1 {
                 flow: SignInFlow? = nil,
                 loginHint: String? = nil,
                 redirectUri: String? = nil,
-                prompt: String? = nil,
+                prompt: SignInPrompt? = nil,
                 timeout: Int? = nil,
                 password: String? = nil
             ) {
@@ -2271,7 +2323,9 @@ extension Broker1 {
                 redirectUri =
                     VarlinkField.isAbsent(fields, "redirectUri")
                     ? nil : try VarlinkField.string(fields, "redirectUri", path)
-                prompt = VarlinkField.isAbsent(fields, "prompt") ? nil : try VarlinkField.string(fields, "prompt", path)
+                prompt =
+                    VarlinkField.isAbsent(fields, "prompt")
+                    ? nil : try VarlinkField.enumeration(fields, "prompt", path, as: SignInPrompt.self)
                 timeout = VarlinkField.isAbsent(fields, "timeout") ? nil : try VarlinkField.int(fields, "timeout", path)
                 password =
                     VarlinkField.isAbsent(fields, "password") ? nil : try VarlinkField.string(fields, "password", path)
@@ -2302,7 +2356,7 @@ extension Broker1 {
                     fields["redirectUri"] = .null
                 }
                 if let prompt = self.prompt {
-                    fields["prompt"] = .string(prompt)
+                    fields["prompt"] = .string(prompt.rawValue)
                 } else if !omittingAbsent {
                     fields["prompt"] = .null
                 }
@@ -2322,6 +2376,9 @@ extension Broker1 {
             public func firstUndeclaredEnumValue(path: String) -> String? {
                 if let element = self.flow {
                     if !element.isKnown { return VarlinkField.path(path, "flow") }
+                }
+                if let element = self.prompt {
+                    if !element.isKnown { return VarlinkField.path(path, "prompt") }
                 }
                 return nil
             }
@@ -4476,8 +4533,8 @@ extension Broker1 {
 
         /// Signs a worker in through the browser; call with `more`. The broker listens on the caller's loopback
         /// `redirectUri` (http://127.0.0.1[:port]/path); the first reply carries `authorizationUrl` (open it in
-        /// the browser); the last carries `result` once the browser comes back. `prompt`: login,
-        /// select_account, consent or none. `timeout`: seconds to wait for the browser (default 300).
+        /// the browser); the last carries `result` once the browser comes back. `prompt`: what the
+        /// page asks (SignInPrompt; none sent when absent). `timeout`: seconds to wait for the browser (default 300).
         ///
         /// Its replies go to `replies` (`dispatch` refuses a call without `more`).
         func signInWithBrowser(

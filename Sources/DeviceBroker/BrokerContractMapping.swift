@@ -134,9 +134,9 @@ enum ParameterCheck {
         return url
     }
 
-    static func prompt(_ name: String?) throws(BrokerFailure) -> Prompt? {
-        guard let name else { return nil }
-        guard let prompt = Prompt(rawValue: name) else { throw .invalidParameter("prompt") }
+    static func prompt(_ value: Broker1.SignInPrompt?) throws(BrokerFailure) -> Prompt? {
+        guard let value else { return nil }
+        guard value.isKnown, let prompt = Prompt(rawValue: value.rawValue) else { throw .invalidParameter("prompt") }
         return prompt
     }
 

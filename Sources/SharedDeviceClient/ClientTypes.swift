@@ -137,7 +137,9 @@ public enum InteractiveFlow: Sendable {
     /// Device code: `showCode` gets the code to show (the call then waits for the worker).
     case deviceCode(showCode: @Sendable (DeviceCodeVerification) async -> Void)
     /// Browser: the broker listens on the loopback `redirectURI` (a free port when it names none);
-    /// `openBrowser` gets the authorization URL to open; `timeout` seconds to wait for the browser.
+    /// `openBrowser` gets the authorization URL to open; `timeout` seconds to wait for the browser. `prompt`:
+    /// what the sign-in page asks (`login`, `select_account`, `consent` or `none`; the interface's
+    /// `SignInPrompt`); nil sends none, and any other value is refused as an invalid parameter.
     case browser(
         redirectURI: String = "http://127.0.0.1/",
         prompt: String? = nil,

@@ -265,7 +265,7 @@ public final class PublicClientApplication: Sendable {
                 scopes: parameters.scopes,
                 redirectUri: redirectURI,
                 loginHint: parameters.loginHint,
-                prompt: prompt,
+                prompt: prompt.map(Broker1.SignInPrompt.init(rawValue:)),
                 timeout: timeout,
                 msalClientId: parameters.msalClientID,
                 authority: parameters.authority
@@ -434,7 +434,7 @@ public final class PublicClientApplication: Sendable {
             (call.flow, showCode, openBrowser) = (.deviceCode, show, nil)
         case .browser(let redirectURI, let prompt, let timeout, let open):
             (call.flow, call.redirectUri, call.prompt, call.timeout, showCode, openBrowser) = (
-                .browser, redirectURI, prompt, timeout, nil, open
+                .browser, redirectURI, prompt.map(Broker1.SignInPrompt.init(rawValue:)), timeout, nil, open
             )
         case .password(let username, let password):
             (call.flow, call.loginHint, call.password, showCode, openBrowser) = (

@@ -102,6 +102,14 @@ import Varlink
             more: true
         )
         #expect(replies == [.invalidParameter("flow")], "\(replies)")
+        // The browser's prompt is a closed set too (SignInPrompt): OpenID Connect's four, nothing else.
+        let prompted = await fixture.call(
+            "SignInWithBrowser",
+            ["scopes": .array([]), "redirectUri": .string("http://127.0.0.1/"), "prompt": .string("always")],
+            as: Self.scannerUID,
+            more: true
+        )
+        #expect(prompted == [.invalidParameter("prompt")], "\(prompted)")
     }
 
     @Test func aMethodThatStreamsCalledWithoutMoreIsRefusedBeforeItTakesASignInSlot() async throws {

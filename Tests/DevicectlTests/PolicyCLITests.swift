@@ -24,7 +24,8 @@ struct PolicyCLITests {
     /// Every example policy, copied to a scratch file of mode 0600 (one holds a client secret).
     static func examples(in scratch: URL) throws -> [String] {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        return try ["kiosk.json", "kiosk-b2c.json", "kiosk-password.json", "personal.json"].map { name in
+        return try ["kiosk.json", "kiosk-b2c.json", "kiosk-password.json", "kiosk-desktop.json", "personal.json"].map {
+            name in
             let file = scratch.appendingPathComponent(name)
             try Data(contentsOf: policies.appendingPathComponent(name)).write(to: file)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)

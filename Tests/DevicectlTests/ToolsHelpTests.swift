@@ -37,7 +37,7 @@ import Testing
         for script in [
             "demo", "setup", "systemtest", "msal-python-setup", "bench-broker", "bench-msal", "bench-process",
             "bench-signin",
-            "bench-silent", "install", "package",
+            "bench-silent", "bench-flatpak", "build-pam", "install", "package",
         ] {
             let refused = try await Command.run(Self.tools.appendingPathComponent(script), ["--no-such-option"])
             #expect(

@@ -52,7 +52,7 @@ import VarlinkGenerator
         )
     }
 
-    /// What the formatter to come allows (swift-format at 120 columns); only the documentation the interface
+    /// What the formatter allows (`.swift-format`: 120 columns, checked by tools/test); only the documentation the interface
     /// file's comments give may be longer.
     @Test(arguments: ["Sources/BrokerContract/Broker1.swift", "Tests/VarlinkGeneratorTests/Shapes.swift"])
     func generatedCodeStaysWithin120Columns(generated: String) throws {
