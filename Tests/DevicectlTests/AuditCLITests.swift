@@ -250,7 +250,9 @@ struct AuditCLITests {
             let follower = try cli.start(["audit", "--jsonl", "--follow", "--cursor-file", cursor])
             defer { follower.killIfRunning() }
             // One event while it runs, then it stops (SIGTERM, as systemctl stop does) and one while it does not.
-            try await Task.sleep(for: .milliseconds(300))
+            // It runs once it has sent what it had not yet (the provisioning's events, then the event of the
+            // round before, made while it was stopped).
+            #expect(await follower.waitForLine(timeout: 120) { _ in true } != nil, "\(follower.standardError)")
             #expect(try await cli.run(["keychain", "list", "--app", "com.contoso.running\(round)"]).status == 77)
             let line = await follower.waitForLine(timeout: 15) { $0.contains("com.contoso.running\(round)") }
             #expect(line != nil, "round \(round): \(follower.standardOutput) \(follower.standardError)")

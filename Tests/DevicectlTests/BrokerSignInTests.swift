@@ -31,9 +31,9 @@ import Testing
     }
 
     /// The authorization URL the app's "browser" (`DEVICECTL_BROWSER` writing to `file`) was given, once it
-    /// was (within 30 s; empty if never).
+    /// was (within 120 s, a bound for a hang; empty if never).
     static func authorizationURL(in file: URL, of process: ChildProcess) async throws -> String {
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline && !process.hasExited {
             let url =
                 (try? String(contentsOf: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
@@ -45,7 +45,8 @@ import Testing
 
     /// Waits for the user code the sign-in shows (on standard error with --json).
     static func userCode(of process: ChildProcess) async -> String? {
-        let deadline = Date().addingTimeInterval(30)
+        // 120 s: a bound for a hang (the process exiting ends the wait at once).
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline && !process.hasExited {
             if let code = IdentityCLITests.Device.userCode(in: process.standardError + process.standardOutput) {
                 return code
