@@ -48,7 +48,11 @@ final class MSALSession: @unchecked Sendable {
         try Data(service.utf8).write(to: services.appendingPathComponent("com.microsoft.identity.broker1.service"))
         let start = try await Command.run(
             Self.script,
-            ["start", directory.path, "--uid", "\(uid)", "--service-dir", services.path]
+            [
+                "start", directory.path, "--uid", "\(uid)", "--service-dir", services.path,
+                // The sandbox ends with this test process, however it ends.
+                "--owner", "\(getpid())",
+            ]
         )
         try #require(start.status == 0, "msal-session start failed: \(start.stderr)")
     }
