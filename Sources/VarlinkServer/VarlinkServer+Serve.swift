@@ -23,7 +23,9 @@ extension VarlinkServer {
                     await withTaskGroup(of: Void.self) { group in
                         // The calls run on the handler's threads from the moment they come off the wire: no hop to
                         // and from the cooperative pool per call.
-                        group.addTask(executorPreference: executor) {
+                        let callExecutor: any TaskExecutor =
+                            configuration.runsCallsOnEventLoop ? EventLoopTaskExecutor(channel.eventLoop) : executor
+                        group.addTask(executorPreference: callExecutor) {
                             await self.runCalls(inbound, of: connection, writer: writer)
                         }
                         group.addTask { try? await channel.closeFuture.get() }

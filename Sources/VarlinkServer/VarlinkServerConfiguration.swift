@@ -75,6 +75,11 @@ public struct VarlinkServerConfiguration: Sendable {
     /// access to their `/proc/PID/root`. Off (or on an older kernel) every peer is `unpinned`: known by
     /// its uid only.
     public var identifiesSandboxes: Bool = PeerPIDFD.kernelSupports
+    /// Whether a connection's calls run on its event loop's thread instead of the handler's threads
+    /// (`VarlinkHandlerExecutor`): no hop between threads per call, but a handler that blocks (the store's
+    /// writes wait for the disk) holds up every connection of that loop. Off by default; for measuring what
+    /// the hop costs (deviced's hidden `--calls-on-event-loop`).
+    public var runsCallsOnEventLoop = false
     /// Who the server takes each peer for, given the kernel's credentials (`nil`: the kernel's, as they are):
     /// for tests only, which serve in their own process and need their callers to be an app's uid without
     /// running as one.

@@ -106,6 +106,10 @@ struct Deviced: AsyncParsableCommand {
     /// Runs without the allocator's wiping of freed memory (`MemoryHygiene`): for the benchmark of its cost only.
     @Flag(help: .hidden) var keepFreedMemory = false
 
+    /// Runs each connection's calls on the socket thread instead of the store's threads: for the benchmark
+    /// of the hop between them only (a store write would hold up every connection).
+    @Flag(help: .hidden) var callsOnEventLoop = false
+
     func validate() throws {
         guard (1...65_536).contains(maxConnections) else {
             throw ValidationError("--max-connections must be between 1 and 65536")
@@ -225,6 +229,7 @@ struct Deviced: AsyncParsableCommand {
         configuration.messageTimeout = .seconds(Int64(messageTimeout))
         configuration.replyTimeout = .seconds(Int64(replyTimeout))
         configuration.identifiesSandboxes = identifiesSandboxes
+        configuration.runsCallsOnEventLoop = callsOnEventLoop
         // The store's blocking work (every call's, the admissions', the audit journal's, the idle sign-out's,
         // the refusal counts') runs on these few threads, never on Swift's cooperative pool, which the server's
         // connections keep (its threads end with the process).

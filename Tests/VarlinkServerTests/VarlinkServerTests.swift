@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 import Varlink
@@ -196,6 +197,40 @@ import Glibc
             #expect(reply.error == nil && reply.parameters["text"]?.string == "hi")
             // The uid a caller sends is a parameter like any other; the server's is the kernel's.
             #expect(reply.parameters["uid"]?.int == Int64(getuid()))
+        }
+    }
+
+    /// Answers `org.example.Echo.Where` with whether the call runs on an event loop's thread.
+    struct WhereHandler: VarlinkMethodHandler {
+        func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
+            guard call.member == "Where" else {
+                return await EchoHandler().handle(call, context: context, replies: replies)
+            }
+            await replies.send(
+                VarlinkReply(parameters: ["onEventLoop": .bool(MultiThreadedEventLoopGroup.currentEventLoop != nil)])
+            )
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func callsRunOnTheHandlersThreadsUnlessTheConfigurationPutsThemOnTheEventLoop(onEventLoop: Bool) async throws {
+        try await Self.withServer(handler: WhereHandler(), configure: { $0.runsCallsOnEventLoop = onEventLoop }) {
+            socket in
+            let (place, indexes) = try await Self.blocking {
+                let connection = try VarlinkConnection(unixSocketPath: socket)
+                let place = try connection.call(VarlinkCall(method: "org.example.Echo.Where"))
+                var last = try connection.call(
+                    VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true)
+                )
+                var indexes = [last.parameters["index"]?.int]
+                while last.continues {
+                    last = try connection.nextReply(timeout: .seconds(120))
+                    indexes.append(last.parameters["index"]?.int)
+                }
+                return (place, indexes)
+            }
+            #expect(place.parameters["onEventLoop"]?.bool == onEventLoop, "\(place)")
+            #expect(indexes == [1, 2, 3])
         }
     }
 
