@@ -214,8 +214,10 @@ import Glibc
 
     @Test(arguments: [false, true])
     func callsRunOnTheHandlersThreadsUnlessTheConfigurationPutsThemOnTheEventLoop(onEventLoop: Bool) async throws {
-        try await Self.withServer(handler: WhereHandler(), configure: { $0.runsCallsOnEventLoop = onEventLoop }) {
-            socket in
+        func configure(_ configuration: inout VarlinkServerConfiguration) {
+            configuration.runsCallsOnEventLoop = onEventLoop
+        }
+        try await Self.withServer(handler: WhereHandler(), configure: configure) { socket in
             let (place, indexes) = try await Self.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
                 let place = try connection.call(VarlinkCall(method: "org.example.Echo.Where"))
