@@ -7,10 +7,11 @@ import Testing
 import Glibc
 #endif
 
-/// Native sign-in (StartNativeSignIn) attacked by real processes against a real deviced on a kiosk whose
-/// authority is a Microsoft Entra External ID tenant. deviced reaches that authority through `https_proxy`,
-/// here a listener of the test's on loopback: every exchange deviced starts with the authority shows as a
-/// connection to it, and none is ever answered.
+/// Native sign-in attacked by real processes under the apps' uids against a real deviced on a kiosk whose
+/// authority is a Microsoft Entra External ID tenant, reached through `https_proxy`: a listener of the test's
+/// that answers nothing (every exchange deviced starts shows as a connection to it), or
+/// Tests/Python/native_auth_standin.py, which stands in for the tenant over TLS (deviced trusts its CA in a
+/// mount namespace of its own).
 @Suite(.serialized, .tags(.integration, .needsRoot)) struct NativeSignInAttackTests {
     typealias Daemon = BrokerDaemon
     static let tenantID = "aaaabbbb-0000-cccc-1111-dddd2222eeee"
@@ -128,6 +129,125 @@ import Glibc
         let request = await proxy.waitForConnection()
         #expect(request?.contains("contoso.ciamlogin.com") == true, "\(String(describing: request))")
         #expect(await plain.waitForExit(timeout: ChildProcess.shortestWait), "\(plain.standardError)")
+        await daemon.cleanUp()
+    }
+
+    /// Tests/Python/native_auth_standin.py in `directory` with `script` (its answers per path), as root; its
+    /// port once it listens.
+    static func standIn(_ directory: URL, script: [String: [[String: Any]]]) async throws -> (ChildProcess, Int) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try JSONSerialization.data(withJSONObject: script).write(to: directory.appendingPathComponent("script.json"))
+        let program = VarlinkCallClient.source.deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Python/native_auth_standin.py")
+        let process = try ChildProcess(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [program.path, directory.path, tenantID]
+        )
+        let line = await process.waitForLine(timeout: ChildProcess.shortestWait) { $0.hasPrefix("port ") }
+        let port = try #require(line.flatMap { Int($0.dropFirst("port ".count)) }, "\(process.standardError)")
+        return (process, port)
+    }
+
+    /// The requests the stand-in got, by path.
+    static func requests(_ directory: URL) -> [String] {
+        let text = (try? String(contentsOf: directory.appendingPathComponent("requests.jsonl"), encoding: .utf8)) ?? ""
+        return VarlinkCallClient.replies(text).compactMap { $0["path"] as? String }
+    }
+
+    @Test func anotherAppsSubmitOrResendOfANativeSignInIsNotFoundAndTheSignInStillCompletes() async throws {
+        let policy = try Self.nativeAuthPolicy()
+        defer { try? FileManager.default.removeItem(at: policy) }
+        let daemon = try await Daemon(policy: policy.path)
+        let directory = daemon.publicDirectory.appendingPathComponent("standin")
+        let tenant = Self.tenantID
+        let oid = "00000000-0000-0000-66f3-3332eca7ea81"
+        let codeSent: [String: Any] = [
+            "continuation_token": "ct-2", "challenge_type": "oob", "binding_method": "prompt",
+            "challenge_channel": "email", "challenge_target_label": "a***@co**o.com", "code_length": 8,
+        ]
+        let clientInfo = Data("{\"uid\":\"\(oid)\",\"utid\":\"\(tenant)\"}".utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "")
+        let tokens: [String: Any] = [
+            "token_type": "Bearer", "scope": "User.Read Files.Read openid profile offline_access", "expires_in": 4783,
+            "access_token": "at-native", "refresh_token": "rt-native", "client_info": clientInfo,
+            "id_token": [
+                "claims": [
+                    "aud": "kiosk-apps", "iss": "https://login.microsoftonline.com/\(tenant)/v2.0",
+                    "name": "Ana Shift", "oid": oid, "preferred_username": "ana@contoso.com", "sub": "sub-of-\(oid)",
+                    "tid": tenant, "ver": "2.0",
+                ]
+            ],
+        ]
+        let (standIn, port) = try await Self.standIn(
+            directory,
+            script: [
+                "/\(tenant)/oauth2/v2.0/initiate": [["body": ["continuation_token": "ct-1"]]],
+                "/\(tenant)/oauth2/v2.0/challenge": [["body": codeSent]],
+                "/\(tenant)/oauth2/v2.0/token": [["body": tokens]],
+            ]
+        )
+        defer { _ = standIn.killIfRunning() }
+        // deviced trusts the stand-in's CA (in its own mount namespace, over the system's bundle) and reaches
+        // the tenant through it.
+        let bundle = directory.appendingPathComponent("bundle.pem")
+        let system = try Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))
+        try (system + Data(contentsOf: directory.appendingPathComponent("ca.pem"))).write(to: bundle)
+        try await daemon.start(
+            ["--log-level", "debug"],
+            environment: ["https_proxy": "http://127.0.0.1:\(port)", "no_proxy": "", "NO_PROXY": ""],
+            wrapper: [
+                "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                "mount --bind \"$0\" /etc/ssl/certs/ca-certificates.crt && exec \"$@\"", bundle.path,
+            ]
+        )
+        let client = daemon.publicDirectory.appendingPathComponent("varlink-call")
+        try VarlinkCallClient.build(at: client, scratch: daemon.publicDirectory)
+        func call(as uid: UInt32, _ method: String, _ parameters: [String: Any]) async throws -> [String: Any] {
+            let run = try await Command.run(
+                Daemon.setpriv,
+                Daemon.asUser(uid) + [client.path, daemon.socketPath, try VarlinkCallClient.call(method, parameters)]
+            )
+            return try #require(VarlinkCallClient.replies(run.stdout).first, "\(run.stderr) \(daemon.logTail())")
+        }
+
+        // The scanner starts a sign-in: the code went by mail.
+        let started = try await call(as: Daemon.scannerUID, "StartNativeSignIn", ["username": "ana@contoso.com"])
+        let next = try #require(
+            (started["parameters"] as? [String: Any])?["next"] as? [String: Any],
+            "\(started) \(daemon.logTail())"
+        )
+        let id = try #require(next["signInId"] as? String, "\(next)")
+        // The timeclock, a process under another app's uid, holding the id: neither its submit nor its resend
+        // finds the sign-in, and neither reaches the tenant.
+        let stolen = try await call(
+            as: Daemon.timeclockUID,
+            "SubmitNativeSignIn",
+            ["signInId": id, "scopes": ["User.Read"], "code": "12345678"]
+        )
+        let resent = try await call(as: Daemon.timeclockUID, "ResendNativeSignInCode", ["signInId": id])
+        for refused in [stolen, resent] {
+            #expect(refused["error"] as? String == "org.sharedmode.Broker1.AccountError", "\(refused)")
+            #expect((refused["parameters"] as? [String: Any])?["code"] as? String == "signInNotFound", "\(refused)")
+        }
+        #expect(
+            Self.requests(directory).filter { $0.hasSuffix("/challenge") || $0.hasSuffix("/token") }.count == 1,
+            "\(Self.requests(directory))"
+        )
+        #expect(try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }.isEmpty)
+
+        // The scanner finishes its own sign-in.
+        let done = try await call(
+            as: Daemon.scannerUID,
+            "SubmitNativeSignIn",
+            ["signInId": id, "scopes": ["User.Read"], "code": "22222222"]
+        )
+        let result = (done["parameters"] as? [String: Any])?["result"] as? [String: Any]
+        let account = result?["account"] as? [String: Any]
+        #expect(account?["username"] as? String == "ana@contoso.com", "\(done) \(daemon.logTail())")
+        let signedIn = try await daemon.auditEvents().filter { $0["type"] as? String == "account.signed_in" }
+        #expect(signedIn.count == 1, "\(signedIn)")
+        let exchanges = Self.requests(directory).filter { $0.contains("/oauth2/v2.0/") }
+        #expect(exchanges == ["initiate", "challenge", "token"].map { "/\(tenant)/oauth2/v2.0/\($0)" }, "\(exchanges)")
         await daemon.cleanUp()
     }
 }
