@@ -99,6 +99,10 @@ struct Deviced: AsyncParsableCommand {
     /// wall clock (time stands still until the file changes): for tests only.
     @Option(help: .hidden) var clockFile: String?
 
+    /// Checks the disk reserve every this many seconds instead of every 2; 0: only after account changes (so a
+    /// test can show what else does not make it). For tests only.
+    @Option(help: .hidden) var diskReserveCheckSeconds: Int?
+
     /// Tells no sandboxed apps apart, as on a kernel before Linux 6.5 (no SO_PEERPIDFD): every caller is
     /// known by its uid only and the policy's Flatpak apps are refused. For the tests of that path only.
     @Flag(help: .hidden) var withoutPeerPidfd = false
@@ -123,6 +127,22 @@ struct Deviced: AsyncParsableCommand {
         guard (1...3_600).contains(replyTimeout) else {
             throw ValidationError("--reply-timeout must be between 1 and 3600 seconds")
         }
+        guard (0...86_400).contains(diskReserveCheckSeconds ?? 2) else {
+            throw ValidationError("--disk-reserve-check-seconds must be between 0 and 86400")
+        }
+    }
+
+    /// The disk reserve for sign-outs on a full disk, made again on a timer once there is room (and by the
+    /// broker after every account change); none with `--disk-reserve-check-seconds 0`.
+    private func diskReserveKeeper(
+        _ broker: Broker,
+        executor: any TaskExecutor
+    ) -> [ServiceGroupConfiguration.ServiceConfiguration] {
+        let seconds = diskReserveCheckSeconds.map { Duration.seconds($0) } ?? Broker.diskReserveCheckInterval
+        guard seconds > .zero else { return [] }
+        return [
+            .init(service: StoreThreadLoop(executor: executor) { await broker.runDiskReserveKeeper(every: seconds) })
+        ]
     }
 
     func run() async throws {
@@ -267,10 +287,8 @@ struct Deviced: AsyncParsableCommand {
                     ),
                     // The policy's idle sign-out (the monitor persists the worker's last activity when it stops).
                     .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runIdleMonitor() }),
-                    // The disk reserve for sign-outs on a full disk, made again once there is room.
-                    .init(service: StoreThreadLoop(executor: storeThreads) { await broker.runDiskReserveKeeper() }),
                     .init(service: RefusalAuditFlush(broker: broker, executor: storeThreads)),
-                ],
+                ] + diskReserveKeeper(broker, executor: storeThreads),
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

@@ -62,13 +62,19 @@ final class BrokerDaemon: @unchecked Sendable {
         try #require(provision.status == 0, "provisioning failed: \(provision.stderr)")
     }
 
-    /// Starts the daemon and waits until its socket answers.
-    func start(_ extra: [String] = [], environment: [String: String] = [:]) async throws {
-        let daemon = try ChildProcess(
-            product: "deviced",
-            ["--state-dir", cli.stateDirectory.path, "--socket", socketPath] + extra,
-            environment: environment
-        )
+    /// Starts the daemon (under `wrapper`, a command that ends by running its arguments, when one is given)
+    /// and waits until its socket answers.
+    func start(_ extra: [String] = [], environment: [String: String] = [:], wrapper: [String] = []) async throws {
+        let arguments = ["--state-dir", cli.stateDirectory.path, "--socket", socketPath] + extra
+        let daemon =
+            try wrapper.first.map { command in
+                try ChildProcess(
+                    URL(fileURLWithPath: command),
+                    wrapper.dropFirst() + [ChildProcess.productsDirectory.appendingPathComponent("deviced").path]
+                        + arguments,
+                    environment: environment
+                )
+            } ?? ChildProcess(product: "deviced", arguments, environment: environment)
         process = daemon
         try #require(await Self.waitUntilReady(daemon), "deviced did not become ready: \(daemon.standardError)")
     }
