@@ -5,8 +5,8 @@ import PathSafety
 /// The signed-in worker's last activity, kept in the state directory (`idle-activity.json`) so that a
 /// daemon restart neither resets an idle worker's clock to zero nor signs out a worker who was active.
 /// It holds a time and the worker's home account id, no secret. Written atomically (a new file renamed
-/// over the old), at a bounded rate by the idle monitor; read and written relative to the state directory
-/// held by descriptor, never through a symbolic link.
+/// over the old), at a bounded rate by the idle monitor; read and written relative to the state directory,
+/// held by a descriptor opened once (every component checked), never through a symbolic link.
 struct IdleActivityFile: Sendable {
     /// What the file holds.
     struct Record: Codable, Equatable {
@@ -20,20 +20,24 @@ struct IdleActivityFile: Sendable {
 
     let url: URL
     let stateDirectory: URL
+    /// The state directory, reached safely once (`SafeDirectory.open`); nil when it could not be (then the
+    /// activity is kept in memory only, and the error is the one every use reports).
+    private let held: Result<SafeDirectory, any Error>
 
     init(stateDirectory: URL) {
         self.stateDirectory = stateDirectory
         url = stateDirectory.appendingPathComponent(Self.fileName)
+        held = Result {
+            try SafeDirectory.open(
+                stateDirectory.path,
+                purpose: "the state directory",
+                alternative: "choose another with --state-dir"
+            )
+        }
     }
 
-    /// The state directory, reached safely (`SafeDirectory.open`).
-    private func directory() throws -> SafeDirectory {
-        try SafeDirectory.open(
-            stateDirectory.path,
-            purpose: "the state directory",
-            alternative: "choose another with --state-dir"
-        )
-    }
+    /// The state directory held since the start.
+    private func directory() throws -> SafeDirectory { try held.get() }
 
     /// The record, or `nil` when there is none or it cannot be read (the clock then starts now).
     func read(logger: Logger) -> Record? {

@@ -30,13 +30,14 @@ struct AuditJournal: Service {
 
     func run() async {
         await withTaskExecutorPreference(executor) {
-            await copyEvents()
+            // The state directory is reached safely once, and held for every write of the cursor.
+            await copyEvents(cursorDirectory: try? Self.directory(stateDirectory))
         }
     }
 
-    private func copyEvents() async {
+    private func copyEvents(cursorDirectory: SafeDirectory?) async {
         await cancelWhenGracefulShutdown {
-            var last = startingSequence()
+            var last = startingSequence(cursorDirectory)
             var first = true
             while !Task.isCancelled {
                 // The events left from before the start at once; then every interval. Cancelled at a graceful
@@ -51,15 +52,15 @@ struct AuditJournal: Service {
                     if let journal, journal.send(Self.fields(of: event, deviceID: deviceID)) { continue }
                     logger.info("audit event", metadata: Self.metadata(of: event))
                 }
-                keepCursor(last)
+                keepCursor(last, in: cursorDirectory)
             }
         }
     }
 
     /// The sequence after which to copy: the cursor's, unless the log no longer reaches it (the state
     /// directory was restored or the log replaced: then everything), 0 without a cursor.
-    private func startingSequence() -> Int64 {
-        guard let bytes = try? Self.directory(stateDirectory).contents(of: Self.cursorFileName, limit: 64),
+    private func startingSequence(_ directory: SafeDirectory?) -> Int64 {
+        guard let bytes = try? directory?.contents(of: Self.cursorFileName, limit: 64),
             let cursor = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)),
             cursor >= 0
         else { return 0 }
@@ -69,9 +70,10 @@ struct AuditJournal: Service {
 
     /// Records `sequence` as the last event copied (a new file renamed over the old one, in the state
     /// directory held by descriptor: never written through a symbolic link).
-    private func keepCursor(_ sequence: Int64) {
+    private func keepCursor(_ sequence: Int64, in held: SafeDirectory?) {
         do {
-            try Self.directory(stateDirectory).replace(Self.cursorFileName, with: Array("\(sequence)\n".utf8))
+            let directory = try held ?? Self.directory(stateDirectory)
+            try directory.replace(Self.cursorFileName, with: Array("\(sequence)\n".utf8))
         } catch {
             logger.warning(
                 "deviced: cannot keep the audit journal's cursor; events may be copied again after a restart",
