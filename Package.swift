@@ -323,6 +323,7 @@ let package = Package(
                 "LoginSessions",
                 "VarlinkServer",
                 "ProcessTestSupport",
+                "PamTestSupport",
                 "TestTags",
                 "StoreTestSupport",
                 "SharedDevice",
@@ -361,6 +362,14 @@ let package = Package(
         .target(
             name: "TestTags",
             path: "Tests/TestTags",
+            swiftSettings: strictSettings
+        ),
+        // The PAM module as the tests drive it (built by tools/build-pam, a PAM service of the test's, pamtester
+        // or Tests/PamHost). Used by tests only.
+        .target(
+            name: "PamTestSupport",
+            dependencies: ["ProcessTestSupport"],
+            path: "Tests/PamTestSupport",
             swiftSettings: strictSettings
         ),
         // The child-process plumbing of the multi-process, SIGKILL and CLI tests. Used by tests only.
@@ -543,7 +552,9 @@ let package = Package(
         ),
         .testTarget(
             name: "DevicectlTests",
-            dependencies: ["ProcessTestSupport", "IdentityClient", "TestTags", "BrokerAPIPageSupport"],
+            dependencies: [
+                "ProcessTestSupport", "PamTestSupport", "IdentityClient", "TestTags", "BrokerAPIPageSupport",
+            ],
             exclude: ["Help"],  // golden `--help` files, read by HelpGoldenTests from the source tree
             swiftSettings: strictSettings
         ),

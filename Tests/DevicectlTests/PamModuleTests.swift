@@ -1,4 +1,5 @@
 import Foundation
+import PamTestSupport
 import ProcessTestSupport
 import TestTags
 import Testing

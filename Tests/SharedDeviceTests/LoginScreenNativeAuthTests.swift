@@ -1,10 +1,17 @@
 import BrokerContract
+import BrokerServer
 import DeviceBroker
 import Foundation
 import IdentityTestSupport
+import Logging
+import PamTestSupport
+import ProcessTestSupport
 import SharedDevice
+import StoreTestSupport
+import TestTags
 import Testing
 import Varlink
+import VarlinkServer
 
 /// The login screen's sign-in with native authentication (Microsoft Entra External ID), against the
 /// stand-in of Microsoft's native authentication API that NativeAuthBrokerTests scripts: the flow the
@@ -75,5 +82,66 @@ import Varlink
         #expect(event.details["via"] == "login-screen")
         #expect(event.details["service"] == "greetd")
         #expect(!"\(event)".contains("22222222"))
+    }
+
+    /// The same sign-in through the PAM module as a login screen runs it (pamtester; the module and its
+    /// helper as built), against this kiosk's broker served on a socket as deviced serves it: the code's
+    /// prompt comes after the name with where the code went, a wrong code is asked again, the right one
+    /// signs the worker in as the session's user.
+    @Test(.tags(.needsRoot)) func theModuleAsksForTheCodeAgainAfterAWrongOneAndTheRightOneSignsIn() async throws {
+        try await PamStack.build()
+        let kiosk = try Self.kiosk()
+        kiosk.transport.enqueue(Native.initiatePath, .json(["continuation_token": "ct-1"]))
+        kiosk.transport.enqueue(Native.challengePath, .json(Native.codeSent))
+        kiosk.transport.enqueue(
+            Native.tokenPath,
+            Native.error(
+                "invalid_grant",
+                codes: [50181],
+                suberror: "invalid_oob_value",
+                "Unable to validate the code."
+            ),
+            try await kiosk.tokens()
+        )
+        let directory = TemporaryStateDirectory("pam-native")
+        let socket = directory.url.appendingPathComponent("broker.sock").path
+        let stack = try PamStack(arguments: [], socket: socket)
+        defer { stack.remove() }
+        // The helper checks the broker's uid (root: this test's) as it checks deviced's.
+        let (running, started) = AsyncStream<Void>.makeStream()
+        let server = VarlinkServer(
+            listener: .path(socket),
+            configuration: .broker(kiosk.broker),
+            info: .broker,
+            handler: BrokerMethodHandler(broker: kiosk.broker),
+            onServerRunning: { started.yield() },
+            logger: .init(label: "pam-native", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        let result = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { started.finish() }
+                try await server.run()
+            }
+            var iterator = running.makeAsyncIterator()
+            try #require(await iterator.next() != nil, "the server ended before it served")
+            defer { server.shutdown() }
+            let result = try await stack.pamtester("ana@contoso.com", stdin: "11111111\n22222222\n")
+            server.shutdown()
+            try await group.waitForAll()
+            return result
+        }
+        let output = result.stdout + result.stderr
+        #expect(result.status == 0, "\(output)")
+        #expect(output.contains("successfully authenticated"), "\(output)")
+        #expect(output.contains("A code was sent to a***@co**o.com. Type it at the next prompt."), "\(output)")
+        #expect(output.components(separatedBy: "One-time code: ").count == 3, "not asked twice: \(output)")
+        #expect(output.contains("Wrong code. Try again."), "\(output)")
+        #expect(!output.contains("Password: "), "a password was asked: \(output)")
+        let codes = kiosk.transport.requests(to: Native.tokenPath).map { $0.form["oob"] ?? "" }
+        #expect(codes == ["11111111", "22222222"], "\(codes)")
+        let event = try #require(try kiosk.fixture.device.auditEvents().last { $0.type == .accountSignedIn })
+        #expect(event.account == "ana@contoso.com" && event.details["flow"] == "nativeAuth", "\(event)")
+        #expect(event.details["via"] == "login-screen" && event.details["service"] == stack.service, "\(event)")
+        #expect(!"\(try kiosk.fixture.device.auditEvents())".contains("22222222"))
     }
 }

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # tools/systemtest's kiosk session checks (issue 34), sourced by it once the container runs and the package
 # was purged (it installs, provisions and purges again, so the next section starts where it did): uses its
-# inside, as_app, check, wait_until, now_ms, $work, $pid1 and $deb; sets login_ms and session_end_ms.
+# inside, as_app, check, wait_until, now_ms, $work, $pid1 and $deb; sets login_ms, session_end_ms and
+# idle_end_ms.
 # Needs the identity provider's relay socket at /srv/sharedmode-idp/relay.sock inside the container.
 
 kiosk_worker=worker2
@@ -69,6 +70,9 @@ expect(b"Password: ")
 os.write(fd, password.encode() + b"\n")
 note("enter")
 expect(b"$ ", 300)  # the kiosk user's shell (what is typed before it runs is flushed)
+# What a worker leaves in the kiosk user's home (resetHome must take it away): a file, and a symlink to a
+# directory outside the home (the reset must not follow it).
+os.write(fd, b"echo left-by-the-worker > ~/notes-%s; ln -s /var/tmp/outside-home ~/outside-%s\n" % (name.encode(), name.encode()))
 # A process that ignores SIGTERM (and the SIGHUP systemd sends a session's scope too) and one that does
 # not, then the session's id.
 os.write(fd, b"sh -c \"trap '' TERM HUP; exec sleep 100000\" & sleep 100001 & echo SESSION=\"$XDG_SESSION_ID\".\n")
@@ -145,6 +149,49 @@ audit_field() {  # audit_field TYPE FIELD: FIELD of the last journal entry of au
     | python3 -c 'import json,sys; line=sys.stdin.read().strip(); print(json.loads(line).get(sys.argv[1], "") if line else "")' "$2"
 }
 
+audit_count() { inside journalctl --no-pager -q -o cat "SHAREDMODE_AUDIT_TYPE=$1" 2>/dev/null | wc -l; }
+# start_session_app MARK: an app (uid 1001) started in the session that gets the worker's token, then holds
+# it (sleep MARK); its status in /tmp/in-session-token-MARK.status. Sets session_app (nsenter's pid here).
+session_app=""
+start_session_app() {
+  # (Its end by the session's SIGTERM is expected: the subshell's "Terminated" notice is not shown.)
+  in_session 1001 sh -c "devicectl token --scopes User.Read >/tmp/in-session-token-$1.out 2>&1; echo \$? >/tmp/in-session-token-$1.status; exec sleep $1" 2>/dev/null &
+  session_app=$!
+  wait_until 120 inside test -s "/tmp/in-session-token-$1.status" || true
+  [ "$(inside cat "/tmp/in-session-token-$1.status" 2>/dev/null)" = 0 ]
+}
+stop_session_app() {  # (nsenter's half of the app on this side; gone with the app unless it outlived the session.)
+  kill -KILL "$session_app" 2>/dev/null || true
+  wait "$session_app" 2>/dev/null || true
+}
+# session_holds MARK PID...: among PIDs, the shell, the process ignoring SIGTERM (sleep 100000) and the app
+# holding a token (uid 1001, sleep MARK).
+session_holds() {
+  local mark="$1" list; shift
+  [ $# -ge 4 ] || return 1
+  list="$(inside ps -o uid=,args= -p "$(IFS=,; echo "$*")")"
+  grep -q 'sleep 100000$' <<<"$list" && grep -Eq "^ *1001 +sleep $mark\$" <<<"$list" && grep -q 'bash' <<<"$list"
+}
+# same_correlation: the last sign-out and the last session.terminated share a correlation id (set in
+# correlation_id).
+correlation_id=""
+same_correlation() {
+  local signed_out terminated
+  signed_out="$(audit_field account.signed_out SHAREDMODE_AUDIT_CORRELATION_ID)"
+  terminated="$(audit_field session.terminated SHAREDMODE_AUDIT_CORRELATION_ID)"
+  correlation_id="$terminated"
+  [ -n "$signed_out" ] && [ "$signed_out" = "$terminated" ]
+}
+kiosk_home=/home/kiosk
+home_left_by() { inside test -f "$kiosk_home/notes-$1" && inside test -L "$kiosk_home/outside-$1"; }
+# home_reset_of NAME: nothing NAME's session left in the kiosk user's home, /etc/skel's files there, and
+# the directory its symlink pointed at untouched.
+home_reset_of() {
+  ! inside test -e "$kiosk_home/notes-$1" && ! inside test -L "$kiosk_home/outside-$1" \
+    && inside test -f "$kiosk_home/.bashrc" && inside test -f /var/tmp/outside-home/keep \
+    && [ "$(inside stat -c %U "$kiosk_home")" = kiosk ]
+}
+
 # --- Install, the kiosk user, the relay, the login stack -------------------------------------------------------
 inside env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /root/sharedmode.deb >>"$work/install.log" 2>&1
 check "the package ships the PAM module, its helper and the stack (a conffile)" bash -c "
@@ -154,6 +201,9 @@ check "the package ships the PAM module, its helper and the stack (a conffile)" 
 inside useradd --uid 1010 --create-home --shell /bin/bash kiosk
 inside useradd --uid 1011 --create-home --shell /bin/bash admin
 inside sh -c 'echo admin:admin-password | chpasswd'
+# Where the sessions' symlinks point: root's, with a file the home's reset must leave alone.
+inside mkdir -p /var/tmp/outside-home
+inside touch /var/tmp/outside-home/keep
 inside systemd-run --quiet --unit=sharedmode-idp-relay socat TCP-LISTEN:4593,bind=127.0.0.1,fork,reuseaddr \
   UNIX-CONNECT:/srv/sharedmode-idp/relay.sock
 wait_until 120 inside bash -c 'exec 3<>/dev/tcp/127.0.0.1/4593' 2>/dev/null || true
@@ -181,36 +231,34 @@ check "no password in the journal" bash -c "! nsenter -t $pid1 -a journalctl --n
 check "a worker signs in through login on a pseudo-terminal" sign_in_at_login shift1
 login_ms="$kiosk_enter_ms"
 check "logind has the kiosk user's session (loginctl list-sessions)" session_is_kiosk_users
-in_session 1001 sh -c 'devicectl token --scopes User.Read >/tmp/in-session-token.out 2>&1; echo $? >/tmp/in-session-token.status; exec sleep 100002' &
-in_session_app=$!
-wait_until 120 inside test -s /tmp/in-session-token.status || true
-check "an app in the session gets the worker's token silently" [ "$(inside cat /tmp/in-session-token.status 2>/dev/null)" = 0 ]
+check "an app in the session gets the worker's token silently" start_session_app 100002
 check "an app user outside the session gets it too (single sign-on from the login prompt)" as_app 1002 devicectl token --scopes User.Read >/dev/null
+wait_until 120 home_left_by shift1 || true
+check "the session wrote into the kiosk user's home (a file and a symlink out of it)" home_left_by shift1
 cgroup="$(session_cgroup)"
 mapfile -t shift_pids < <(session_pids "$cgroup")
 check "the session runs the shell, a process ignoring SIGTERM and the app holding a token (${#shift_pids[@]} processes)" \
-  bash -c "[ ${#shift_pids[@]} -ge 4 ] && nsenter -t $pid1 -a pgrep -u 1001 -f 'sleep 100002' >/dev/null && nsenter -t $pid1 -a pgrep -f 'sleep 100000' >/dev/null"
+  session_holds 100002 "${shift_pids[@]}"
 signout_started=$(now_ms)
 check "root's sign-out" inside devicectl signout --reason shift-end >/dev/null
 wait_until 300 all_gone "${shift_pids[@]}" || true
 session_end_ms=$(( $(now_ms) - signout_started ))
-check "every process of the session is gone, the one ignoring SIGTERM included" all_gone "${shift_pids[@]}"
+check "every process of the session is gone, the one ignoring SIGTERM and the token holder included" all_gone "${shift_pids[@]}"
 check "within the grace plus a margin (${session_end_ms} ms; grace ${kiosk_grace} s + 10 s)" [ "$session_end_ms" -le $(( (kiosk_grace + 10) * 1000 )) ]
 wait_until 120 session_gone || true
 check "logind no longer has the session" session_gone
-wait_until 120 bash -c "nsenter -t $pid1 -a journalctl --no-pager -q SHAREDMODE_AUDIT_TYPE=session.terminated | grep -q ." || true
-signed_out_id="$(audit_field account.signed_out SHAREDMODE_AUDIT_CORRELATION_ID)"
-terminated_id="$(audit_field session.terminated SHAREDMODE_AUDIT_CORRELATION_ID)"
-check "the audit log has the sign-out and session.terminated under one correlation id ($terminated_id)" \
-  bash -c "[ -n '$signed_out_id' ] && [ '$signed_out_id' = '$terminated_id' ]"
-# (nsenter's half of the app on this side; gone with the app unless the session outlived the sign-out.)
-kill -KILL "$in_session_app" 2>/dev/null || true
-wait "$in_session_app" 2>/dev/null || true
+wait_until 120 same_correlation || true
+check "the audit log has the sign-out and session.terminated under one correlation id ($correlation_id)" same_correlation
+stop_session_app
 check "the app outside the session has no token after the sign-out (exit 49: nobody signed in)" \
   bash -c "nsenter -t $pid1 -a setpriv --reuid=1002 --regid=1002 --clear-groups devicectl token --scopes User.Read >/dev/null 2>&1; [ \$? = 49 ]"
 
 # --- Logging out signs the worker out ----------------------------------------------------------------------------------
 check "the worker signs in at login again" sign_in_at_login shift2
+check "resetHome: the next session starts in a fresh home (nothing the last one left, /etc/skel's files, the symlink's target kept)" \
+  home_reset_of shift1
+wait_until 120 home_left_by shift2 || true
+check "the second session wrote into the fresh home" home_left_by shift2
 inside touch /root/shift2.logout
 wait_until 120 driver_has shift2 ended || true
 wait_until 120 bash -c "nsenter -t $pid1 -a setpriv --reuid=1002 --regid=1002 --clear-groups devicectl token --scopes User.Read >/dev/null 2>&1; [ \$? = 49 ]" || true
@@ -220,14 +268,39 @@ check "logging out of the session signs the worker out of every app" \
 last_sign_out_was() { [ "$(audit_field account.signed_out SHAREDMODE_AUDIT_REASON)" = "$1" ]; }
 wait_until 120 last_sign_out_was session-end || true
 check "the audit log has the session's end as the sign-out's reason" last_sign_out_was session-end
+check "resetHome: logging out resets the kiosk user's home (what the session wrote is gone)" home_reset_of shift2
 
 # --- The idle sign-out ends the session -------------------------------------------------------------------------------
 check "devicectl provision (idleSignOutSeconds 30)" inside devicectl provision --policy /root/kiosk-login-idle.json >/dev/null
 check "the worker signs in at login for an idle shift" sign_in_at_login shift3
-wait_until 300 session_gone || true
+check "an app in the idle shift's session gets the worker's token" start_session_app 100003
+cgroup="$(session_cgroup)"
+mapfile -t shift_pids < <(session_pids "$cgroup")
+check "the idle shift's session runs the shell, a process ignoring SIGTERM and the app holding a token (${#shift_pids[@]} processes)" \
+  session_holds 100003 "${shift_pids[@]}"
+terminations_before="$(audit_count session.terminated)"
+# Nothing is done until the idle sign-out comes (idleSignOutSeconds 30 after the token call, the last activity).
+wait_until 300 all_gone "${shift_pids[@]}" || true
+idle_gone_ms=$(now_ms)
+check "the idle sign-out: every process of the session is gone, the one ignoring SIGTERM and the token holder included" \
+  all_gone "${shift_pids[@]}"
+wait_until 120 session_gone || true
 check "the idle sign-out ends the session" session_gone
 wait_until 120 last_sign_out_was idle || true
 check "the audit log has the idle sign-out" last_sign_out_was idle
+# From the sign-out's own time (the audit event's, ms; the host and the container share the clock).
+idle_signed_out_ms="$(audit_field account.signed_out SHAREDMODE_AUDIT_TIME | python3 -c '
+import datetime, sys
+text = sys.stdin.read().strip()
+print(round(datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000) if text else "")')"
+idle_end_ms=$(( idle_gone_ms - ${idle_signed_out_ms:-0} ))
+check "within the grace plus a margin of the idle sign-out (${idle_end_ms} ms; grace ${kiosk_grace} s + 10 s)" \
+  bash -c "[ -n '$idle_signed_out_ms' ] && [ $idle_end_ms -le $(( (kiosk_grace + 10) * 1000 )) ]"
+new_termination() { [ "$(audit_count session.terminated)" -gt "$terminations_before" ]; }
+idle_correlation() { new_termination && same_correlation; }
+wait_until 120 idle_correlation || true
+check "the audit log has the idle sign-out and its session.terminated under one correlation id ($correlation_id)" idle_correlation
+stop_session_app
 
 # Back to where the next section starts: the package purged with its state.
 inside mkdir -p /etc/sharedmode

@@ -1,22 +1,25 @@
-import Foundation
-import ProcessTestSupport
+public import Foundation
+public import ProcessTestSupport
 import Testing
 
 /// The PAM module as the tests use it: built by tools/build-pam, its helper the built product, a PAM
 /// service of the test's own in /etc/pam.d (a unique name, removed by `remove()`), and pamtester or
-/// Tests/PamHost's host program run against it.
-struct PamStack {
-    static let packageRoot = URL(fileURLWithPath: #filePath)
+/// Tests/PamHost's host program run against it. Shared by the suites that drive the module (DevicectlTests'
+/// against a real deviced, SharedDeviceTests' against the broker served in the test's process).
+public struct PamStack {
+    public static let packageRoot = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     /// Where the tests build the module and the host program.
-    static let buildDirectory = packageRoot.appendingPathComponent(".build/pam-tests")
-    static var module: String { buildDirectory.appendingPathComponent("pam_sharedmode.so").path }
-    static var host: String { buildDirectory.appendingPathComponent("pam-host").path }
-    static var helper: String { ChildProcess.productsDirectory.appendingPathComponent("sharedmode-pam-helper").path }
+    public static let buildDirectory = packageRoot.appendingPathComponent(".build/pam-tests")
+    public static var module: String { buildDirectory.appendingPathComponent("pam_sharedmode.so").path }
+    public static var host: String { buildDirectory.appendingPathComponent("pam-host").path }
+    public static var helper: String {
+        ChildProcess.productsDirectory.appendingPathComponent("sharedmode-pam-helper").path
+    }
 
     /// Builds the module with tools/build-pam (which also checks its links and exports) and the host,
     /// once per test run (the suites run in parallel).
-    static func build() async throws {
+    public static func build() async throws {
         let failure = await built.value
         try #require(failure == nil, "\(failure ?? "")")
     }
@@ -43,13 +46,13 @@ struct PamStack {
     }
 
     /// The service's name (its file in /etc/pam.d).
-    let service: String
-    var file: String { "/etc/pam.d/\(service)" }
+    public let service: String
+    public var file: String { "/etc/pam.d/\(service)" }
 
     /// Writes a service whose auth phase is pam_sharedmode (with `arguments`, and `socket=`/`helper=`
     /// unless given) falling through to `rest` for local accounts; `session` runs before the module's
     /// session line (where pam_systemd would).
-    init(
+    public init(
         arguments: [String],
         socket: String?,
         helper: String = PamStack.helper,
@@ -76,10 +79,10 @@ struct PamStack {
         )
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: file) }
+    public func remove() { try? FileManager.default.removeItem(atPath: file) }
 
     /// `pamtester SERVICE USER OPERATIONS…` with `stdin` answering its prompts.
-    func pamtester(
+    public func pamtester(
         _ user: String,
         _ operations: [String] = ["authenticate"],
         stdin: String = ""
@@ -90,13 +93,13 @@ struct PamStack {
     }
 
     /// Tests/PamHost's program: authenticates `user` (on terminal `tty`), answering every prompt with `answer`.
-    func host(_ user: String, answer: String, tty: String? = nil) async throws -> Command.Result {
+    public func host(_ user: String, answer: String, tty: String? = nil) async throws -> Command.Result {
         try await Command.run(URL(fileURLWithPath: Self.host), [service, user, answer] + (tty.map { [$0] } ?? []))
     }
 
     /// pam_env in pam_systemd's place (no logind on this host): XDG_SESSION_ID for the module's
     /// open_session, from a file of the test's (the caller removes it).
-    static func sessionEnvironment(_ sessionID: String) throws -> (line: String, file: URL) {
+    public static func sessionEnvironment(_ sessionID: String) throws -> (line: String, file: URL) {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("pam-env-\(UUID().uuidString).conf")
         try "XDG_SESSION_ID DEFAULT=\(sessionID)\n".write(to: file, atomically: true, encoding: .utf8)
         return ("session required pam_env.so readenv=0 user_readenv=0 conffile=\(file.path)", file)
@@ -104,7 +107,7 @@ struct PamStack {
 
     /// The shipped stack (pam/sharedmode-kiosk) as a service of the test's own, pam_sharedmode.so named by
     /// the built module's path with `arguments` (`socket=`, `helper=`): Debian's common-* files as they are.
-    init(shippedWith arguments: [String]) throws {
+    public init(shippedWith arguments: [String]) throws {
         service = "sharedmode-test-\(UUID().uuidString.prefix(8).lowercased())"
         let shipped = try String(
             contentsOf: Self.packageRoot.appendingPathComponent("pam/sharedmode-kiosk"),
@@ -125,7 +128,7 @@ struct PamStack {
     /// file's lock a moment (useradd and userdel then fail rather than wait). userdel's 6 (no such user) is
     /// success enough. Returns the last exit status.
     @discardableResult
-    static func accountTool(_ tool: String, _ arguments: [String]) -> Int32 {
+    public static func accountTool(_ tool: String, _ arguments: [String]) -> Int32 {
         var status: Int32 = -1
         for _ in 0..<100 {
             guard let process = try? Process.run(URL(fileURLWithPath: tool), arguments: arguments) else { return -1 }
