@@ -11,9 +11,11 @@ kiosk_grace=3
 
 # The login screen's policy with the kiosk user, the provider's password client and a short grace; a second
 # one with the shortest idle sign-out.
-python3 - policies/kiosk-login.json policies/kiosk-password.json "$work/root/root" "$kiosk_grace" <<'PY'
-import json, sys
+# A third signs workers in with a one-time code (native authentication) at the stand-in's tenant.
+python3 - policies/kiosk-login.json policies/kiosk-password.json "$work/root/root" "$kiosk_grace" "$standin_tenant" <<'PY'
+import copy, json, sys
 login, password, out, grace = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], int(sys.argv[4])
+native = copy.deepcopy(login)
 login["authority"] = password["authority"]
 if "password" not in login["authority"]["flows"]:
     login["authority"]["flows"].append("password")
@@ -26,16 +28,26 @@ session["idleSignOutSeconds"] = 30
 session["warningSeconds"] = 10
 login["id"] = login["id"] + "-idle"
 json.dump(login, open(out + "/kiosk-login-idle.json", "w"), indent=2)
+native["id"] = native["id"] + "-native"
+native["authority"] = {"issuer": "https://contoso.ciamlogin.com/" + sys.argv[5], "clientId": "kiosk-apps",
+                       "scopes": ["openid", "profile", "offline_access", "User.Read", "Files.Read"],
+                       "flows": ["nativeAuth"]}
+native["apps"] = json.load(open("policies/kiosk.json"))["apps"]
+native.setdefault("session", {}).update({"user": "kiosk", "onSignOut": "terminate", "terminateGraceSeconds": grace})
+native["session"].pop("app", None)
+json.dump(native, open(out + "/kiosk-login-native.json", "w"), indent=2)
 PY
 # They hold the provider's client secret: root's alone, as devicectl provision insists.
 chmod 600 "$work/root/root/kiosk-login.json" "$work/root/root/kiosk-login-idle.json"
 
-# Drives `login` on a pseudo-terminal as a person would: the worker's name, the password at the module's
-# prompt, then commands in the kiosk user's shell; records when Enter was pressed and the session's id;
-# types `exit` once /root/<name>.logout exists. Runs as a transient service (a cgroup of the container's).
+# Drives `login` on a pseudo-terminal as a person would: the worker's name, the password (or the one-time
+# code) at the module's prompt, then commands in the kiosk user's shell; records when Enter was pressed and
+# the session's id; types `exit` once /root/<name>.logout exists. Runs as a transient service (a cgroup of
+# the container's).
 cat > "$work/root/root/kiosk-login.py" <<'PY'
 import json, os, pty, select, sys, time
 user, password, name = sys.argv[1], sys.argv[2], sys.argv[3]
+prompt = sys.argv[4].encode() if len(sys.argv) > 4 else b"Password: "
 record, events, buffer = "/root/%s.json" % name, {}, b""
 def note(key, value=None):
     events[key] = time.monotonic() if value is None else value
@@ -66,7 +78,7 @@ def expect(pattern, timeout=300):
     return seen
 expect(b"login: ")
 os.write(fd, user.encode() + b"\n")
-expect(b"Password: ")
+expect(prompt)
 os.write(fd, password.encode() + b"\n")
 note("enter")
 expect(b"$ ", 300)  # the kiosk user's shell (what is typed before it runs is flushed)
@@ -102,8 +114,9 @@ while os.waitpid(pid, os.WNOHANG) == (0, 0):
 note("ended")
 PY
 
-# sign_in_at_login NAME: starts the driver; waits for the session; sets kiosk_session (its id) and
-# kiosk_enter_ms (the password's Enter to logind's session start).
+# sign_in_at_login NAME [USER SECRET PROMPT]: starts the driver (kiosk_worker and its password by default);
+# waits for the session; sets kiosk_session (its id) and kiosk_enter_ms (the secret's Enter to logind's
+# session start).
 kiosk_session=""
 kiosk_enter_ms=""
 driver_field() { inside python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "/root/$1.json" "$2" 2>/dev/null; }
@@ -113,7 +126,8 @@ sign_in_at_login() {
   local name="$1"
   kiosk_session=""
   kiosk_enter_ms=""
-  inside systemd-run --quiet --unit="sharedmode-$name" python3 /root/kiosk-login.py "$kiosk_worker" "$kiosk_password" "$name"
+  inside systemd-run --quiet --unit="sharedmode-$name" python3 /root/kiosk-login.py "${2:-$kiosk_worker}" \
+    "${3:-$kiosk_password}" "$name" "${4:-Password: }"
   wait_until 300 driver_done_signing_in "$name" || true
   kiosk_session="$(driver_field "$name" session)"
   [ -n "$kiosk_session" ] || { echo "systemtest: $name: $(driver_field "$name" error)$(driver_field "$name" transcript)" >&2; return 1; }
@@ -301,6 +315,38 @@ idle_correlation() { new_termination && same_correlation; }
 wait_until 120 idle_correlation || true
 check "the audit log has the idle sign-out and its session.terminated under one correlation id ($correlation_id)" idle_correlation
 stop_session_app
+
+# --- A one-time code at login (native authentication, against the tenant's stand-in) -----------------------------
+# deviced reaches the stand-in as its https_proxy (a drop-in of the unit) and trusts its CA (the container's
+# bundle); the module asks for the code the tenant sent instead of a password.
+if [ -s "$work/root/root/standin-ca.pem" ]; then
+  inside sh -c 'cat /root/standin-ca.pem >> /etc/ssl/certs/ca-certificates.crt'
+  inside systemd-run --quiet --unit=sharedmode-standin-relay socat TCP-LISTEN:4594,bind=127.0.0.1,fork,reuseaddr \
+    UNIX-CONNECT:/srv/sharedmode-standin/relay.sock
+  inside mkdir -p /etc/systemd/system/deviced.service.d
+  inside sh -c 'printf "[Service]\nEnvironment=https_proxy=http://127.0.0.1:4594\n" > /etc/systemd/system/deviced.service.d/standin.conf'
+  inside systemctl daemon-reload
+  inside systemctl stop deviced.service
+  check "devicectl provision (native authentication: flows nativeAuth at the stand-in's tenant)" \
+    inside devicectl provision --policy /root/kiosk-login-native.json >/dev/null
+  check "a worker signs in through login with the one-time code the tenant sent (no password asked)" \
+    sign_in_at_login shift4 ana@contoso.com 12345678 "One-time code: "
+  code_login_ms="$kiosk_enter_ms"
+  check "logind has the kiosk user's session after the one-time code" session_is_kiosk_users
+  signed_in_by_code() { audit_field account.signed_in SHAREDMODE_AUDIT_DETAILS | grep -q nativeAuth; }
+  wait_until 120 signed_in_by_code || true
+  check "the audit log has the sign-in by native authentication" signed_in_by_code
+  check "no one-time code in the journal" bash -c "! nsenter -t $pid1 -a journalctl --no-pager -q -o export | grep -q 12345678"
+  check "an app outside the session gets the code-signed worker's token" as_app 1002 devicectl token --scopes User.Read >/dev/null
+  check "root's sign-out ends the one-time code's session" inside devicectl signout --reason shift-end >/dev/null
+  wait_until 120 session_gone || true
+  check "logind no longer has it" session_gone
+  inside rm -f /etc/systemd/system/deviced.service.d/standin.conf
+  inside systemctl daemon-reload
+  inside systemctl stop sharedmode-standin-relay.service
+else
+  echo "systemtest: the one-time code at login is skipped: the native-auth stand-in did not start" >&2
+fi
 
 # Back to where the next section starts: the package purged with its state.
 inside mkdir -p /etc/sharedmode
