@@ -46,7 +46,11 @@ chmod 600 "$work/root/root/kiosk-login.json" "$work/root/root/kiosk-login-idle.j
 # the container's).
 cat > "$work/root/root/kiosk-login.py" <<'PY'
 import json, os, pty, select, sys, time
-user, password, name = sys.argv[1], sys.argv[2], sys.argv[3]
+# The secret comes in a file (root's, removed once read): a transient unit's command line is in the journal.
+user, name = sys.argv[1], sys.argv[3]
+with open(sys.argv[2]) as f:
+    password = f.read().rstrip("\n")
+os.unlink(sys.argv[2])
 prompt = sys.argv[4].encode() if len(sys.argv) > 4 else b"Password: "
 record, events, buffer = "/root/%s.json" % name, {}, b""
 def note(key, value=None):
@@ -126,8 +130,10 @@ sign_in_at_login() {
   local name="$1"
   kiosk_session=""
   kiosk_enter_ms=""
+  printf '%s\n' "${3:-$kiosk_password}" > "$work/root/root/$name.secret"
+  chmod 600 "$work/root/root/$name.secret"
   inside systemd-run --quiet --unit="sharedmode-$name" python3 /root/kiosk-login.py "${2:-$kiosk_worker}" \
-    "${3:-$kiosk_password}" "$name" "${4:-Password: }"
+    "/root/$name.secret" "$name" "${4:-Password: }"
   wait_until 300 driver_done_signing_in "$name" || true
   kiosk_session="$(driver_field "$name" session)"
   [ -n "$kiosk_session" ] || { echo "systemtest: $name: $(driver_field "$name" error)$(driver_field "$name" transcript)" >&2; return 1; }
@@ -336,7 +342,8 @@ if [ -s "$work/root/root/standin-ca.pem" ]; then
   signed_in_by_code() { audit_field account.signed_in SHAREDMODE_AUDIT_DETAILS | grep -q nativeAuth; }
   wait_until 120 signed_in_by_code || true
   check "the audit log has the sign-in by native authentication" signed_in_by_code
-  check "no one-time code in the journal" bash -c "! nsenter -t $pid1 -a journalctl --no-pager -q -o export | grep -q 12345678"
+  check "no one-time code, and no password of the shifts before, in the journal" \
+    bash -c "! nsenter -t $pid1 -a journalctl --no-pager -q -o export | grep -q '12345678\|$kiosk_password'"
   check "an app outside the session gets the code-signed worker's token" as_app 1002 devicectl token --scopes User.Read >/dev/null
   check "root's sign-out ends the one-time code's session" inside devicectl signout --reason shift-end >/dev/null
   wait_until 120 session_gone || true
