@@ -336,14 +336,14 @@ if [ -s "$work/root/root/standin-ca.pem" ]; then
   check "devicectl provision (native authentication: flows nativeAuth at the stand-in's tenant)" \
     inside devicectl provision --policy /root/kiosk-login-native.json >/dev/null
   check "a worker signs in through login with the one-time code the tenant sent (no password asked)" \
-    sign_in_at_login shift4 ana@contoso.com 12345678 "One-time code: "
+    sign_in_at_login shift4 ana@contoso.com 90417365 "One-time code: "
   code_login_ms="$kiosk_enter_ms"
   check "logind has the kiosk user's session after the one-time code" session_is_kiosk_users
   signed_in_by_code() { audit_field account.signed_in SHAREDMODE_AUDIT_DETAILS | grep -q nativeAuth; }
   wait_until 120 signed_in_by_code || true
   check "the audit log has the sign-in by native authentication" signed_in_by_code
   check "no one-time code, and no password of the shifts before, in the journal" \
-    bash -c "! nsenter -t $pid1 -a journalctl --no-pager -q -o export | grep -q '12345678\|$kiosk_password'"
+    bash -c "! nsenter -t $pid1 -a journalctl --no-pager -q -o export | grep -q '90417365\|$kiosk_password'"
   check "an app outside the session gets the code-signed worker's token" as_app 1002 devicectl token --scopes User.Read >/dev/null
   check "root's sign-out ends the one-time code's session" inside devicectl signout --reason shift-end >/dev/null
   wait_until 120 session_gone || true
