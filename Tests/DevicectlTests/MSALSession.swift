@@ -107,21 +107,28 @@ final class MSALSession: @unchecked Sendable {
         return try #require((reply["data"] as? [Any])?.first as? String, "\(result.stdout)")
     }
 
-    /// Calls `method` as `callBroker` does, from a process of the session's uid in a sandbox that says it is
-    /// the Flatpak app `appID` (Tests/Flatpak/fake-sandbox), over the session bus's socket in the host's /tmp.
-    func callBrokerFromSandbox(appID: String, _ method: String, _ request: String) async throws -> String {
+    /// The session bus's address on its socket in the host's /tmp (reachable from outside the sandbox's
+    /// mount namespace: a Flatpak sandbox or a root-made one).
+    func hostBusAddress() throws -> String {
         let addresses = try String(contentsOf: directory.appendingPathComponent("bus-address"), encoding: .utf8)
-        let hostSocket = try #require(
+        let address = try #require(
             addresses.split(separator: ";").first { $0.hasPrefix("unix:path=/tmp/") },
             "the session bus has no socket in /tmp: \(addresses)"
         )
+        return address.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Calls `method` as `callBroker` does, from a process of the session's uid in a sandbox that says it is
+    /// the Flatpak app `appID` (Tests/Flatpak/fake-sandbox), over the session bus's socket in the host's /tmp.
+    func callBrokerFromSandbox(appID: String, _ method: String, _ request: String) async throws -> String {
+        let hostSocket = try hostBusAddress()
         let fakeSandbox = Self.script.deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Flatpak/fake-sandbox")
         let result = try await Command.run(
             fakeSandbox,
             [
                 appID, "\(uid)",
-                "DBUS_SESSION_BUS_ADDRESS=\(hostSocket.trimmingCharacters(in: .whitespacesAndNewlines))",
+                "DBUS_SESSION_BUS_ADDRESS=\(hostSocket)",
                 "--", "/usr/bin/busctl", "--user", "--json=short", "call",
                 "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
                 "com.microsoft.identity.Broker1", method, "sss", "0.0", UUID().uuidString, request,
@@ -143,11 +150,7 @@ final class MSALSession: @unchecked Sendable {
         _ method: String,
         _ request: String
     ) async throws -> (status: Int32, reply: String) {
-        let addresses = try String(contentsOf: directory.appendingPathComponent("bus-address"), encoding: .utf8)
-        let hostSocket = try #require(
-            addresses.split(separator: ";").first { $0.hasPrefix("unix:path=/tmp/") },
-            "the session bus has no socket in /tmp: \(addresses)"
-        )
+        let hostSocket = try hostBusAddress()
         let fixture = Self.script.deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Flatpak/fixture.bash")
         let result = try await Command.run(
@@ -159,7 +162,7 @@ final class MSALSession: @unchecked Sendable {
                     "--object-path", "/com/microsoft/identity/broker1",
                     "--method", "com.microsoft.identity.Broker1.\(method)",
                 ] + ["0.0", UUID().uuidString, request].map(Self.gvariantString),
-            environment: ["FIXTURE_SESSION_BUS": hostSocket.trimmingCharacters(in: .whitespacesAndNewlines)]
+            environment: ["FIXTURE_SESSION_BUS": hostSocket]
         )
         guard result.status == 0 else { return (result.status, result.stderr) }
         // gdbus prints the reply as a GVariant tuple: ('JSON',) with ' and \ escaped.

@@ -37,8 +37,8 @@ import VarlinkServer
         return kiosk
     }
 
-    @Test func nativeAuthIsTheFirstChoiceAndAWrongCodeLeavesTheSignInOpen() async throws {
-        let kiosk = try Self.kiosk()
+    /// The tenant's answers to a sign-in whose first code is wrong: the code sent, a refusal, then the tokens.
+    static func scriptAWrongCodeThenTheRightOne(_ kiosk: Native.Kiosk) async throws {
         kiosk.transport.enqueue(Native.initiatePath, .json(["continuation_token": "ct-1"]))
         kiosk.transport.enqueue(Native.challengePath, .json(Native.codeSent))
         kiosk.transport.enqueue(
@@ -51,6 +51,11 @@ import VarlinkServer
             ),
             try await kiosk.tokens()
         )
+    }
+
+    @Test func nativeAuthIsTheFirstChoiceAndAWrongCodeLeavesTheSignInOpen() async throws {
+        let kiosk = try Self.kiosk()
+        try await Self.scriptAWrongCodeThenTheRightOne(kiosk)
         let next = try await kiosk.broker.startLoginScreenSignIn(
             .init(username: "ana@contoso.com", loginScreen: .init(service: "greetd", seat: "seat0")),
             context: Self.root
@@ -91,18 +96,7 @@ import VarlinkServer
     @Test(.tags(.needsRoot)) func theModuleAsksForTheCodeAgainAfterAWrongOneAndTheRightOneSignsIn() async throws {
         try await PamStack.build()
         let kiosk = try Self.kiosk()
-        kiosk.transport.enqueue(Native.initiatePath, .json(["continuation_token": "ct-1"]))
-        kiosk.transport.enqueue(Native.challengePath, .json(Native.codeSent))
-        kiosk.transport.enqueue(
-            Native.tokenPath,
-            Native.error(
-                "invalid_grant",
-                codes: [50181],
-                suberror: "invalid_oob_value",
-                "Unable to validate the code."
-            ),
-            try await kiosk.tokens()
-        )
+        try await Self.scriptAWrongCodeThenTheRightOne(kiosk)
         let directory = TemporaryStateDirectory("pam-native")
         let socket = directory.url.appendingPathComponent("broker.sock").path
         let stack = try PamStack(arguments: [], socket: socket)

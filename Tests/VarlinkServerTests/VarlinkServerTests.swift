@@ -200,6 +200,19 @@ import Glibc
         }
     }
 
+    /// `org.example.Echo.Count` to 3 with `more` on `connection`: the indexes of its replies, in order.
+    static func countToThree(on connection: VarlinkConnection) throws -> [Int64?] {
+        var last = try connection.call(
+            VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true)
+        )
+        var indexes = [last.parameters["index"]?.int]
+        while last.continues {
+            last = try connection.nextReply(timeout: .seconds(120))
+            indexes.append(last.parameters["index"]?.int)
+        }
+        return indexes
+    }
+
     /// Answers `org.example.Echo.Where` with whether the call runs on an event loop's thread.
     struct WhereHandler: VarlinkMethodHandler {
         func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async {
@@ -221,15 +234,7 @@ import Glibc
             let (place, indexes) = try await Self.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
                 let place = try connection.call(VarlinkCall(method: "org.example.Echo.Where"))
-                var last = try connection.call(
-                    VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true)
-                )
-                var indexes = [last.parameters["index"]?.int]
-                while last.continues {
-                    last = try connection.nextReply(timeout: .seconds(120))
-                    indexes.append(last.parameters["index"]?.int)
-                }
-                return (place, indexes)
+                return (place, try Self.countToThree(on: connection))
             }
             #expect(place.parameters["onEventLoop"]?.bool == onEventLoop, "\(place)")
             #expect(indexes == [1, 2, 3])
@@ -260,16 +265,7 @@ import Glibc
     @Test func aMoreCallStreamsItsRepliesInOrder() async throws {
         try await Self.withServer { socket in
             let indexes = try await Self.blocking {
-                let connection = try VarlinkConnection(unixSocketPath: socket)
-                var last = try connection.call(
-                    VarlinkCall(method: "org.example.Echo.Count", parameters: ["n": .int(3)], more: true)
-                )
-                var indexes = [last.parameters["index"]?.int]
-                while last.continues {
-                    last = try connection.nextReply(timeout: .seconds(120))
-                    indexes.append(last.parameters["index"]?.int)
-                }
-                return indexes
+                try Self.countToThree(on: VarlinkConnection(unixSocketPath: socket))
             }
             #expect(indexes == [1, 2, 3])
         }
