@@ -282,6 +282,25 @@ public final class Broker: Sendable {
         return try application(of: app, authority: authority, record: record, policy: policy)
     }
 
+    /// The engine for `caller` at `authority` as of the policy last read (nothing is read), and the store's change
+    /// stamp then; nil when no policy was read yet, or it lists no app for the caller or not the authority (the
+    /// caller then goes the way that reads the store, which refuses and audits as it should).
+    func applicationAsLastKnown(
+        for caller: BrokerCaller,
+        authority requested: String? = nil
+    ) -> (application: ApplicationEngine, stamp: StoreChangeStamp)? {
+        guard let known = policies.lastKnown(), let record = known.record, let policy = known.policy,
+            let app = policy.app(uid: caller.uid, sandbox: caller.sandbox)
+        else { return nil }
+        // (Not `try?`: the policy's issuer is a nil authority, which `try?` would take for a failure.)
+        do {
+            let authority = try Self.callAuthority(requested, policy: policy)
+            return (try application(of: app, authority: authority, record: record, policy: policy), known.stamp)
+        } catch {
+            return nil
+        }
+    }
+
     /// The engine of the policy's `app` at `authority` (nil: the policy's issuer), one per app and authority
     /// for each policy revision.
     func application(
@@ -401,6 +420,14 @@ extension Broker: Broker1.Service {
     )
         -> Broker1.GetDeviceInformation.Reply
     {
-        Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(device.information().information))
+        // From the record and policy the broker keeps decoded (decrypting the record and decoding its policy at
+        // every call cost more than the rest of the call); the store's answer when it cannot be read.
+        guard let (record, policy) = try? currentPolicy() else {
+            return Broker1.GetDeviceInformation.Reply(
+                information: Broker1.DeviceInformation(device.information().information)
+            )
+        }
+        let information = record.map { DeviceInformation(record: $0, policy: policy) } ?? .default
+        return Broker1.GetDeviceInformation.Reply(information: Broker1.DeviceInformation(information))
     }
 }

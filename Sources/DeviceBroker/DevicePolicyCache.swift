@@ -12,6 +12,13 @@ final class DevicePolicyCache: Sendable {
         self.device = device
     }
 
+    /// The device record and policy as of the last `current()`, with the store's change stamp then; nothing is
+    /// read. A caller holds its answer to the stamp in the transaction that acts on it
+    /// (`ApplicationEngine.acquireTokenSilent(…, ifStoreUnchangedSince:)`), or calls `current()`.
+    func lastKnown() -> (stamp: StoreChangeStamp, record: DeviceRecord?, policy: DevicePolicy?)? {
+        cached.withLock { $0 }
+    }
+
     /// The device record and policy now (`nil` when the device is not provisioned).
     func current() throws(BrokerFailure) -> (record: DeviceRecord?, policy: DevicePolicy?) {
         do {

@@ -29,10 +29,15 @@ public struct VarlinkCall: Sendable, Hashable {
     }
 
     /// The interface part of `method` (`org.varlink.service` of `org.varlink.service.GetInfo`).
-    public var interface: String { String(method[..<(method.lastIndex(of: ".") ?? method.startIndex)]) }
+    public var interface: String { String(method.utf8[..<memberDot]) ?? "" }
 
     /// The member part of `method` (`GetInfo`).
-    public var member: String { String(method[method.index(after: method.lastIndex(of: ".") ?? method.startIndex)...]) }
+    public var member: String {
+        method.isEmpty ? "" : String(method.utf8[method.utf8.index(after: memberDot)...]) ?? ""
+    }
+
+    /// Where the member's dot is in `method` (its start when there is none).
+    private var memberDot: String.Index { method.utf8.lastIndex(of: UInt8(ascii: ".")) ?? method.utf8.startIndex }
 
     /// Decodes one message (the bytes `VarlinkFrameDecoder` hands out). Unknown fields are ignored, as
     /// later versions of the protocol may add some.
@@ -95,15 +100,34 @@ enum VarlinkName {
     /// `iface.name.Member`: a reverse-domain interface (at least two dot-separated parts of letters, digits
     /// and `-`, starting with a letter) and a member starting with an upper-case letter.
     static func isQualifiedMethod(_ name: String) -> Bool {
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count >= 3, let member = parts.last, let first = member.first, first.isASCII, first.isUppercase,
-            member.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })
-        else { return false }
-        return parts.dropLast().allSatisfy { part in
-            guard let first = part.first, first.isASCII, first.isLetter else { return false }
-            return part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") } && part.last != "-"
+        // On the name's UTF-8 bytes (every call's method passes here): the grammar is ASCII, so any other byte
+        // refuses the name.
+        var name = name
+        return name.withUTF8 { bytes in
+            guard let lastDot = bytes.lastIndex(of: UInt8(ascii: ".")) else { return false }
+            let member = bytes[(lastDot + 1)...]
+            guard let first = member.first, isUpper(first), member.allSatisfy({ isLetter($0) || isDigit($0) })
+            else { return false }
+            var parts = 0
+            var partStart = bytes.startIndex
+            while partStart <= lastDot {
+                let end = bytes[partStart..<lastDot].firstIndex(of: UInt8(ascii: ".")) ?? lastDot
+                let part = bytes[partStart..<end]
+                guard let first = part.first, isLetter(first), part.last != UInt8(ascii: "-"),
+                    part.allSatisfy({ isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "-") })
+                else { return false }
+                parts += 1
+                partStart = end + 1
+            }
+            return parts >= 2
         }
     }
+
+    private static func isUpper(_ byte: UInt8) -> Bool { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) }
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        isUpper(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+    }
+    private static func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
 }
 
 /// Encoding and field access shared by calls and replies.

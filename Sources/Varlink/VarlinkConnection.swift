@@ -29,6 +29,8 @@ public final class VarlinkConnection {
     public let path: String
     private var descriptor: Int32
     private var decoder: VarlinkFrameDecoder
+    /// What each `recv` fills, kept for the connection's life (a reply's wait allocates nothing).
+    private var readBuffer = [UInt8](repeating: 0, count: 65_536)
 
     /// Connects to the service listening at `path`.
     /// - Parameter maximumReplyBytes: the largest reply accepted (default 16 MiB).
@@ -127,7 +129,6 @@ public final class VarlinkConnection {
     /// - Throws: `connectionLost` (the service closed the connection), `protocolViolation`, `timedOut`, `io`.
     public func nextReply(timeout: Duration? = nil) throws(VarlinkConnectionError) -> VarlinkReply {
         let deadline = timeout.map { ContinuousClock.now + $0 }
-        var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             do {
                 if let message = try decoder.nextMessage() { return try VarlinkReply.decode(message) }
@@ -153,7 +154,7 @@ public final class VarlinkConnection {
                 }
                 if ready <= 0 { continue }
             }
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            let count = readBuffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
             if count == 0 {
                 throw VarlinkConnectionError(.connectionLost, "the service at \(path) closed the connection")
             }
@@ -164,7 +165,7 @@ public final class VarlinkConnection {
                     ? VarlinkConnectionError(.connectionLost, "the service at \(path) closed the connection")
                     : VarlinkConnectionError(.io, "cannot read from \(path): \(Self.describe(code))")
             }
-            decoder.append(chunk[..<count])
+            decoder.append(readBuffer[..<count])
         }
     }
 

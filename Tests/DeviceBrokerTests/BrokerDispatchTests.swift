@@ -68,6 +68,80 @@ import Varlink
         )
     }
 
+    /// The policy file with the scanner's uid changed to `uid`.
+    static func kioskPolicy(scannerUID uid: Int? = nil) throws -> Data {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("policies/kiosk.json")
+        guard let uid else { return try Data(contentsOf: url) }
+        var policy = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        var apps = try #require(policy["apps"] as? [[String: Any]])
+        apps[0]["uid"] = uid
+        policy["apps"] = apps
+        return try JSONSerialization.data(withJSONObject: policy)
+    }
+
+    /// A token response for a worker of the policy's authority (built locally: no identity provider).
+    static func signInResponse() throws -> TokenResponse {
+        func part(_ object: [String: Any]) throws -> String {
+            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let idToken =
+            try part(["alg": "none"]) + "."
+            + part([
+                "iss": "http://127.0.0.1:4593/api/oidc", "sub": "worker", "oid": "worker", "tid": "contoso",
+                "aud": "kiosk-apps", "preferred_username": "worker@contoso.com", "name": "Worker",
+            ]) + ".sig"
+        let body: [String: Any] = [
+            "access_token": "at-dispatch", "refresh_token": "rt-dispatch", "id_token": idToken,
+            "client_info": try part(["uid": "worker", "utid": "contoso"]),
+            "scope": "openid profile offline_access User.Read",
+            "token_type": "Bearer", "expires_in": 86_400,
+        ]
+        return try TokenResponse.decode(JSONSerialization.data(withJSONObject: body))
+    }
+
+    @Test func theBrokersAnswersFollowWhatAnotherProcessCommitsBetweenCalls() async throws {
+        let fixture = try Fixture()
+        let device = fixture.broker.device
+        let policy = try #require(try device.record()?.policy())
+        let scanner = try #require(try device.appIdentity(policy.apps[0].id, actor: "test"))
+        try AccountManager(device: device).signIn(
+            try Self.signInResponse(),
+            context: TokenRequestContext(authority: policy.authority),
+            app: scanner
+        )
+        let silent: [String: VarlinkValue] = ["scopes": .array([.string("User.Read")])]
+        let first = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        #expect(first.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(first)")
+        // Another process (a connection of its own to the same store) commits something unrelated: still served.
+        let other = ManagedDevice(store: try KeychainStore(directory: fixture.directory.url))
+        _ = try other.store.add(
+            NewItem(service: "unrelated", account: "a", secret: Data("x".utf8)),
+            as: try #require(try other.appIdentity(policy.apps[1].id, actor: "test"))
+        )
+        let again = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        #expect(again.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(again)")
+        let current = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
+        #expect(current.first?.parameters["current"]?.object?["username"]?.string == "worker@contoso.com", "\(current)")
+        // It signs the worker out (root's sign-out, straight to the store): the broker's next answers say so.
+        try AccountManager(device: other).signOut(app: nil, reason: .admin)
+        let signedOut = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
+        #expect(signedOut.first?.error == nil && signedOut.first?.parameters["current"]?.object == nil, "\(signedOut)")
+        #expect(signedOut.first?.parameters["previous"]?.object?["username"]?.string == "worker@contoso.com")
+        let noToken = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        #expect(noToken.first?.error == "org.sharedmode.Broker1.AccountError", "\(noToken)")
+        #expect(noToken.first?.parameters["code"]?.string == "noCurrentAccount", "\(noToken)")
+        // It provisions a policy that gives the scanner's app another uid: the uid's next call is refused at once,
+        // though the broker answered it a moment ago from the policy it knew.
+        _ = try other.provision(policyDocument: try Self.kioskPolicy(scannerUID: 1005), actor: "test")
+        let refused = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
+        #expect(refused.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refused)")
+        let refusedToken = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        #expect(refusedToken.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refusedToken)")
+    }
+
     @Test func aUidThePolicyDoesNotListIsRefusedByName() async throws {
         let fixture = try Fixture()
         let replies = await fixture.call("GetCurrentAccount", as: Self.strangerUID)

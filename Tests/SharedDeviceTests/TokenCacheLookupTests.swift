@@ -39,6 +39,14 @@ struct TokenCacheLookupTests {
         #expect(try accessToken(["User.Read", "openid", "profile", "offline_access"])?.secret == "at-secret-1")
     }
 
+    @Test func grantedScopesSplitOnSpacesTabsAndNewlinesWithoutCuttingCharacters() throws {
+        var response = try F.response()
+        response.scope = "User.Read  Mail.Read\tFiles.Lire.Étendu\nopenid"
+        try cache.save(response, context: F.context(), as: F.scanner, in: fixture.store)
+        let item = try #require(try accessToken(["Files.Lire.Étendu"]))
+        #expect(item.scopes == ["Files.Lire.Étendu", "Mail.Read", "User.Read", "openid"])
+    }
+
     @Test func accessTokenIsNotFoundForASupersetOrAnotherClientOrRealm() throws {
         #expect(try accessToken(["User.Read", "Files.Read"]) == nil)
         #expect(try accessToken(["User.Read"], clientID: F.otherFamilyClientID) == nil)

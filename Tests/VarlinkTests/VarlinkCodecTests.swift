@@ -72,6 +72,14 @@ struct VarlinkCallTests {
         #expect(!call.more)
     }
 
+    @Test(arguments: ["org.varlink.service.GetInfo", "io.systemd-x.v2.Get2", "a.b.C", "Org.Example9.Method"])
+    func aQualifiedMethodNameIsAcceptedWithItsInterfaceAndMember(method: String) throws {
+        let call = try VarlinkCall.decode(Data(#"{"method":"\#(method)"}"#.utf8))
+        #expect(call.method == method)
+        #expect(call.interface + "." + call.member == method)
+        #expect(!call.member.contains("."))
+    }
+
     @Test(arguments: [
         (#"not json"#, VarlinkProtocolError.Code.malformedJSON),
         (#"[1,2]"#, .notAnObject),
@@ -81,6 +89,14 @@ struct VarlinkCallTests {
         (#"{"method":"GetInfo"}"#, .invalidField),
         (#"{"method":"org.varlink.service.getInfo"}"#, .invalidField),
         (#"{"method":"org..service.GetInfo"}"#, .invalidField),
+        (#"{"method":"org.GetInfo"}"#, .invalidField),
+        (#"{"method":".org.service.GetInfo"}"#, .invalidField),
+        (#"{"method":"org.service."}"#, .invalidField),
+        (#"{"method":"org.service-.GetInfo"}"#, .invalidField),
+        (#"{"method":"org.1service.GetInfo"}"#, .invalidField),
+        (#"{"method":"org.service.Get-Info"}"#, .invalidField),
+        (#"{"method":"org.sérvice.GetInfo"}"#, .invalidField),
+        (#"{"method":"org.service.GetÏnfo"}"#, .invalidField),
         (#"{"method":"org.varlink.service.GetInfo","parameters":[]}"#, .invalidField),
         (#"{"method":"org.varlink.service.GetInfo","more":"yes"}"#, .invalidField),
         (#"{"method":"org.varlink.service.GetInfo","oneway":1}"#, .invalidField),

@@ -11,9 +11,20 @@ extension AccountManager {
     /// last call (rebuilt from stored ids even after a global wipe); it is updated whenever the app sees
     /// a new account, never cleared.
     public func currentAccount(for app: AppIdentity) throws(SharedDeviceError) -> CurrentAccount {
-        let seen = try read { tx -> (CurrentAccount, Bool) in
-            // Nothing committed since the last answer for this app: the answer stands (no decryption).
+        // Without a stamp to hold to, the call always answers.
+        try currentAccount(for: app, ifUnchangedSince: nil)!
+    }
+
+    /// `currentAccount(for:)`, when nothing was committed to the store since `known` (when given; checked in
+    /// its read transaction first): `nil` when something was, and nothing else was read or written.
+    package func currentAccount(
+        for app: AppIdentity,
+        ifUnchangedSince known: StoreChangeStamp?
+    ) throws(SharedDeviceError) -> CurrentAccount? {
+        let read = try read { tx -> (CurrentAccount, Bool)? in
             let stamp = try tx.changeStamp()
+            if let known, stamp != known { return nil }
+            // Nothing committed since the last answer for this app: the answer stands (no decryption).
             if let cached = self.cache.withLock({ $0[app] }), cached.stamp == stamp { return (cached.answer, false) }
             let previous = try AccountRecords.principal(of: app.appID, in: tx)
             let current = try self.current(for: app, previous: previous, in: tx)
@@ -24,6 +35,7 @@ extension AccountManager {
             if !needsUpdate { self.cache.withLock { $0[app] = (stamp, answer) } }
             return (answer, needsUpdate)
         }
+        guard let seen = read else { return nil }
         if seen.1, let current = seen.0.current {
             try write { tx in try AccountRecords.setPrincipal(current, of: app.appID, in: tx) }
         }

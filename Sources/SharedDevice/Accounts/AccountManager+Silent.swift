@@ -60,6 +60,37 @@ extension AccountManager {
             account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?
         )
     {
+        // Without a stamp to hold to, the lookup always answers.
+        try silentCredentials(
+            for: app,
+            clientID: clientID,
+            scopes: scopes,
+            familyID: familyID,
+            account: requested,
+            skipAccessToken: skipAccessToken,
+            b2cPolicy: b2cPolicy,
+            ifUnchangedSince: nil
+        )!
+    }
+
+    /// `silentCredentials` in a read transaction that first checks that nothing was committed to the store since
+    /// `known` (when given): `nil` when something was, and nothing else was read. A caller that decided
+    /// something from the store as of `known` (the broker: the policy's app for the caller) learns in the same
+    /// transaction whether its decision still stands, and reads no stamp of its own.
+    package func silentCredentials(
+        for app: AppIdentity,
+        clientID: String,
+        scopes: [String],
+        familyID: String? = nil,
+        account requested: DeviceAccount? = nil,
+        skipAccessToken: Bool = false,
+        b2cPolicy: String? = nil,
+        ifUnchangedSince known: StoreChangeStamp?
+    )
+        throws(SharedDeviceError) -> (
+            account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?
+        )?
+    {
         let lookup = SilentLookup(
             app: app,
             clientID: clientID.lowercased(),
@@ -67,9 +98,10 @@ extension AccountManager {
             b2cPolicy: b2cPolicy?.lowercased()
         )
         let found = try read {
-            tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?) in
-            // Nothing committed since the last answer to this lookup, and its token still valid: it stands.
+            tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?)? in
             let stamp = try tx.changeStamp()
+            if let known, stamp != known { return nil }
+            // Nothing committed since the last answer to this lookup, and its token still valid: it stands.
             if !skipAccessToken, let known = self.silentCache.withLock({ $0[lookup] }), known.stamp == stamp,
                 requested.map({ $0.isSameAccount(as: known.account) }) ?? true,
                 !known.token.isExpired(at: tx.now, buffer: self.tokenCache.expirationBuffer)
@@ -115,6 +147,7 @@ extension AccountManager {
             }
             return (account, nil, refreshToken)
         }
+        guard let found else { return nil }
         logger.trace(
             "silent token lookup",
             metadata: [

@@ -131,6 +131,16 @@ public final class ApplicationEngine: Sendable {
         try accountManager.currentAccount(for: app)
     }
 
+    /// `currentAccount()`, when nothing was committed to the store since `known`: see
+    /// `acquireTokenSilent(…, ifStoreUnchangedSince:)`.
+    package func currentAccount(
+        ifStoreUnchangedSince known: StoreChangeStamp
+    ) throws(SharedDeviceError)
+        -> CurrentAccount?
+    {
+        try accountManager.currentAccount(for: app, ifUnchangedSince: known)
+    }
+
     /// The accounts this app can see in its token group (MSAL's `allAccounts`). In shared mode only the
     /// device's current worker's: their account, and with Azure AD B2C one per user flow they signed in
     /// through (told apart by `DeviceAccount.b2cPolicy`, as MSAL's `getAccountByPolicy` does).
@@ -357,20 +367,47 @@ public final class ApplicationEngine: Sendable {
             includeIDToken: Bool = false
         ) async throws(SharedDeviceError) -> AuthenticationResult
     {
+        // Without a stamp to hold to, the call always answers.
+        try await acquireTokenSilent(
+            scopes: scopes,
+            account: account,
+            forceRefresh: forceRefresh,
+            includeIDToken: includeIDToken,
+            ifStoreUnchangedSince: nil
+        )!
+    }
+
+    /// `acquireTokenSilent`, when nothing was committed to the store since `known` (when given): checked in the
+    /// read transaction that looks the tokens up, before anything else. `nil` when something was: nothing was
+    /// done (no refresh, nothing written), and the caller decides again from the store as it is now. For the
+    /// broker, which chose this engine for its caller from the policy as of `known`.
+    nonisolated(nonsending)
+        package func acquireTokenSilent(
+            scopes: [String],
+            account: DeviceAccount? = nil,
+            forceRefresh: Bool = false,
+            includeIDToken: Bool = false,
+            ifStoreUnchangedSince known: StoreChangeStamp?
+        ) async throws(SharedDeviceError) -> AuthenticationResult?
+    {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         // Tagging the logger copies its handler's metadata: only when its events would be written.
         if logger.logLevel <= .debug { logger[metadataKey: "correlation_id"] = "\(correlationID)" }
         let (current, cachedAccessToken, refreshToken): (DeviceAccount, AccessTokenCacheItem?, RefreshTokenCacheItem?)
         do {
-            (current, cachedAccessToken, refreshToken) = try accountManager.silentCredentials(
-                for: app,
-                clientID: configuration.clientID,
-                scopes: scopes,
-                account: account,
-                skipAccessToken: forceRefresh,
-                b2cPolicy: authority.b2cPolicy
-            )
+            guard
+                let found = try accountManager.silentCredentials(
+                    for: app,
+                    clientID: configuration.clientID,
+                    scopes: scopes,
+                    account: account,
+                    skipAccessToken: forceRefresh,
+                    b2cPolicy: authority.b2cPolicy,
+                    ifUnchangedSince: known
+                )
+            else { return nil }
+            (current, cachedAccessToken, refreshToken) = found
         } catch {
             logger.debug(
                 "silent token refused",

@@ -63,7 +63,12 @@ public struct DeviceInformation: Sendable, Equatable, Encodable {
 
     /// The information of a provisioned device.
     public init(record: DeviceRecord) {
-        let policy = try? record.policy()
+        self.init(record: record, policy: try? record.policy())
+    }
+
+    /// The information of a provisioned device whose record's policy is decoded already (`policy`, or nil when
+    /// it does not decode): a caller that keeps the decoded policy saves decoding it again.
+    public init(record: DeviceRecord, policy: DevicePolicy?) {
         mode = record.mode == .shared ? .shared : .private
         deviceID = record.deviceID
         deviceName = record.name

@@ -7,7 +7,9 @@ enum Scopes {
 
     /// Splits a space-separated scope string (as in `scope` or `target`).
     static func split(_ text: String) -> [String] {
-        text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init)
+        // On the UTF-8 bytes (every silent token from the cache splits its target): the separators are ASCII, so
+        // no scope's bytes are cut inside a character.
+        text.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A }).map { String(Substring($0)) }
     }
 
     /// The cache `target`: distinct scopes sorted by code point, joined by single spaces.
