@@ -6,6 +6,16 @@ import Testing
 
 /// Appending to, reading and checkpointing the audit log of an intact device.
 struct AuditLogTests {
+    @Test func correlationIDsAreDistinctVersionFourUUIDsInLowercase() throws {
+        let ids = (0..<1000).map { _ in CorrelationID.make() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            let uuid = try #require(UUID(uuidString: id), "\(id)")
+            #expect(id == uuid.uuidString.lowercased())
+            #expect(uuid.uuid.6 >> 4 == 4 && uuid.uuid.8 >> 6 == 0b10, "\(id): not a version 4, RFC 4122 UUID")
+        }
+    }
+
     static let signedIn = AuditEventType("account.signed_in")
     static let signedOut = AuditEventType("account.signed_out")
 
