@@ -154,8 +154,16 @@ struct VarlinkJSONParser {
     /// A string, from its opening quote: valid UTF-8, no control characters, JSON escapes.
     private mutating func string() throws(VarlinkProtocolError) -> String {
         position += 1
+        // Most strings (names, ids, tokens) hold no escape: made from their bytes in one step, valid UTF-8 or refused.
+        let start = position
+        while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\"), byte >= 0x20 { position += 1 }
+        if current == UInt8(ascii: "\"") {
+            guard let text = String(validating: bytes[start..<position], as: UTF8.self) else { throw Self.malformed }
+            position += 1
+            return text
+        }
         var utf8: [UInt8] = []
-        var run = position
+        var run = start
         while true {
             guard let byte = current else { throw Self.malformed }
             switch byte {

@@ -38,11 +38,11 @@ enum VarlinkJSONWriter {
             bytes.append(UInt8(ascii: "]"))
         case .object(let fields):
             bytes.append(UInt8(ascii: "{"))
-            for (index, key) in fields.keys.sorted().enumerated() {
+            for (index, field) in fields.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                writeString(key, into: &bytes)
+                writeString(field.key, into: &bytes)
                 bytes.append(UInt8(ascii: ":"))
-                write(fields[key]!, into: &bytes)
+                write(field.value, into: &bytes)
             }
             bytes.append(UInt8(ascii: "}"))
         }
@@ -53,6 +53,12 @@ enum VarlinkJSONWriter {
     /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`, … or `\u00XX`, the rest as UTF-8.
     private static func writeString(_ text: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (names, ids, tokens) need no escape: their bytes go in at once.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            bytes.append(contentsOf: text.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -193,6 +193,8 @@ struct VarlinkJSONTests {
         ("-9223372036854775809", .double(-9_223_372_036_854_775_808)),
         ("9007199254740992.0", .int(9_007_199_254_740_992)), ("1e18", .double(1e18)), ("0.5", .double(0.5)),
         (#""caf\u00e9 \ud83d\ude00 \u0000 \/""#, .string("café 😀 \0 /")),
+        (#""plain café 😀 text""#, .string("plain café 😀 text")),
+        (#""a long run, then \"quoted\" and a tab\t""#, .string("a long run, then \"quoted\" and a tab\t")),
         ("[true,false,null]", .array([.bool(true), .bool(false), .null])),
         (#" { "a" : 1 , "a" : 2 } "#, .object(["a": .int(1)])),
     ])
@@ -219,5 +221,12 @@ struct VarlinkJSONTests {
         var bytes = Array(#"{"parameters":{"v":"a"#.utf8)
         bytes += [0xC3, 0x28] + Array(#""}}"#.utf8)
         #expect(throws: VarlinkProtocolError.self) { try VarlinkReply.decode(Data(bytes)) }
+        // The same after an escape, and a raw control character, in a string with an escape or without.
+        var escaped = Array(#"{"parameters":{"v":"a\n"#.utf8)
+        escaped += [0xC3, 0x28] + Array(#""}}"#.utf8)
+        #expect(throws: VarlinkProtocolError.self) { try VarlinkReply.decode(Data(escaped)) }
+        for text in ["{\"parameters\":{\"v\":\"a\u{01}b\"}}", "{\"parameters\":{\"v\":\"a\\n\u{01}\"}}"] {
+            #expect(throws: VarlinkProtocolError.self) { try VarlinkReply.decode(Data(text.utf8)) }
+        }
     }
 }
