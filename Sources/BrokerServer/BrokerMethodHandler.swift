@@ -17,6 +17,12 @@ public struct BrokerMethodHandler: VarlinkMethodHandler {
         }
     }
 
+    public func answerAtOnce(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async -> Bool {
+        await broker.answerAtOnce(call, caller: BrokerCaller(context.peer, connectionID: context.connectionID)) {
+            reply in await replies.send(reply)
+        }
+    }
+
     public func isLongLived(_ call: VarlinkCall) -> Bool { broker.isLongLived(call) }
 
     public func connectionClosed(_ context: VarlinkCallContext) { broker.connectionClosed(context.connectionID) }

@@ -282,9 +282,11 @@ public final class Broker: Sendable {
         return try application(of: app, authority: authority, record: record, policy: policy)
     }
 
-    /// The engine for `caller` at `authority` as of the policy last read (nothing is read), and the store's change
-    /// stamp then; nil when no policy was read yet, or it lists no app for the caller or not the authority (the
-    /// caller then goes the way that reads the store, which refuses and audits as it should).
+    /// The engine for `caller` at `authority` as of the policy last read (the policy is not read again), and the
+    /// store's change stamp then; nil when no policy was read yet, or it lists no app for the caller or not the
+    /// authority (the caller then goes the way that reads the store, which refuses and audits as it should).
+    /// Only an engine made already: making one reads the store's policy as it is now, and audits an app it does not
+    /// list (which the way that reads the store refuses, and audits, as it should).
     func applicationAsLastKnown(
         for caller: BrokerCaller,
         authority requested: String? = nil
@@ -295,10 +297,24 @@ public final class Broker: Sendable {
         // (Not `try?`: the policy's issuer is a nil authority, which `try?` would take for a failure.)
         do {
             let authority = try Self.callAuthority(requested, policy: policy)
-            return (try application(of: app, authority: authority, record: record, policy: policy), known.stamp)
+            return madeApplication(of: app, authority: authority, record: record).map { ($0, known.stamp) }
         } catch {
             return nil
         }
+    }
+
+    /// The engine made already for the policy's `app` at `authority` (nil: the policy's issuer) under `record`'s
+    /// policy, if any.
+    private func madeApplication(
+        of app: DevicePolicy.App,
+        authority: String?,
+        record: DeviceRecord
+    )
+        -> ApplicationEngine?
+    {
+        let key = authority.map { "\(app.id) \($0)" } ?? app.id
+        guard let made = applications.withLock({ $0[key] }), made.policySHA == record.policySHA256 else { return nil }
+        return made.application
     }
 
     /// The engine of the policy's `app` at `authority` (nil: the policy's issuer), one per app and authority
@@ -309,10 +325,8 @@ public final class Broker: Sendable {
         record: DeviceRecord,
         policy: DevicePolicy
     ) throws(BrokerFailure) -> ApplicationEngine {
+        if let made = madeApplication(of: app, authority: authority, record: record) { return made }
         let key = authority.map { "\(app.id) \($0)" } ?? app.id
-        if let cached = applications.withLock({ $0[key] }), cached.policySHA == record.policySHA256 {
-            return cached.application
-        }
         var configuration = ApplicationEngineConfiguration(appID: app.id, policy: policy)
         if let authority { configuration.authority = authority }
         let application: ApplicationEngine

@@ -21,10 +21,12 @@ extension VarlinkServer {
                 )
                 await withTaskCancellationHandler {
                     await withTaskGroup(of: Void.self) { group in
-                        // The calls run on the handler's threads from the moment they come off the wire: no hop to
-                        // and from the cooperative pool per call.
+                        // The calls start on the socket's thread when the handler may answer some at once, else
+                        // on the handler's threads from the moment they come off the wire: no hop to and from the
+                        // cooperative pool per call either way.
                         let callExecutor: any TaskExecutor =
-                            configuration.runsCallsOnEventLoop ? EventLoopTaskExecutor(channel.eventLoop) : executor
+                            configuration.runsCallsOnEventLoop || configuration.answersCallsAtOnce
+                            ? EventLoopTaskExecutor(channel.eventLoop) : executor
                         group.addTask(executorPreference: callExecutor) {
                             await self.runCalls(inbound, of: connection, writer: writer)
                         }
@@ -81,8 +83,8 @@ extension VarlinkServer {
     /// (NIO's default high watermark of a channel's pending writes).
     static let repliesBeforeFlush = 64 << 10
 
-    /// Runs one call (on the handler's threads, like the rest of the connection's calls): `org.varlink.service`
-    /// here, everything else by the handler.
+    /// Runs one call: `org.varlink.service` here, everything else by the handler (at once on the socket's thread
+    /// when it can, else on its threads).
     private func run(_ call: VarlinkCall, context: VarlinkCallContext, writer: ReplyWriter) async {
         let replies = VarlinkReplies(oneway: call.oneway, more: call.more) { reply in await writer.write(reply) }
         if call.interface == "org.varlink.service" {
@@ -92,7 +94,14 @@ extension VarlinkServer {
         } else {
             let counted = !handler.isLongLived(call)
             if counted { callsInProgress.begin() }
-            await handler.handle(call, context: context, replies: replies)
+            if configuration.runsCallsOnEventLoop || !configuration.answersCallsAtOnce {
+                await handler.handle(call, context: context, replies: replies)
+            } else if !(await handler.answerAtOnce(call, context: context, replies: replies)) {
+                // Not at once: on the handler's threads (a call there may block its thread: SQLite's writes).
+                await withTaskExecutorPreference(executor) {
+                    await handler.handle(call, context: context, replies: replies)
+                }
+            }
             guard counted else { return }
             // A shutdown waits for this call: its replies are taken before it counts as done (and the
             // connection may be closed).

@@ -80,6 +80,11 @@ public struct VarlinkServerConfiguration: Sendable {
     /// writes wait for the disk) holds up every connection of that loop. Off by default; for measuring what
     /// the hop costs (deviced's hidden `--calls-on-event-loop`).
     public var runsCallsOnEventLoop = false
+    /// Whether a connection's calls start on its event loop's thread, where the handler may answer them at once
+    /// (`VarlinkMethodHandler.answerAtOnce`); the others hop to the handler's threads. On by default: a call
+    /// answered at once costs no hop between threads either way. Off, every call runs on the handler's threads
+    /// (deviced's hidden `--calls-on-store-threads`, for measuring what answering at once saves).
+    public var answersCallsAtOnce = true
     /// Who the server takes each peer for, given the kernel's credentials (`nil`: the kernel's, as they are):
     /// for tests only, which serve in their own process and need their callers to be an app's uid without
     /// running as one.

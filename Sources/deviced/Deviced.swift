@@ -114,6 +114,10 @@ struct Deviced: AsyncParsableCommand {
     /// of the hop between them only (a store write would hold up every connection).
     @Flag(help: .hidden) var callsOnEventLoop = false
 
+    /// Runs every call on the store's threads, none answered at once on the socket thread: for the benchmark of
+    /// what answering at once saves only.
+    @Flag(help: .hidden) var callsOnStoreThreads = false
+
     func validate() throws {
         guard (1...65_536).contains(maxConnections) else {
             throw ValidationError("--max-connections must be between 1 and 65536")
@@ -250,6 +254,7 @@ struct Deviced: AsyncParsableCommand {
         configuration.replyTimeout = .seconds(Int64(replyTimeout))
         configuration.identifiesSandboxes = identifiesSandboxes
         configuration.runsCallsOnEventLoop = callsOnEventLoop
+        configuration.answersCallsAtOnce = !callsOnStoreThreads
         // The store's blocking work (every call's, the admissions', the audit journal's, the idle sign-out's,
         // the refusal counts') runs on these few threads, never on Swift's cooperative pool, which the server's
         // connections keep (its threads end with the process).

@@ -30,14 +30,17 @@ import Varlink
             broker = Broker(device: device)
         }
 
-        /// The replies to `member` with `parameters` from `uid`.
+        /// The replies to `member` with `parameters` from `uid`; with `atOnce`, as the daemon's server asks: the
+        /// broker's answer at once first, `handle` when there is none.
         func call(
             _ member: String,
             _ parameters: [String: VarlinkValue] = [:],
             as uid: UInt32,
-            more: Bool = false
+            more: Bool = false,
+            atOnce: Bool = false
         ) async -> [VarlinkReply] {
             let replies = Mutex<[VarlinkReply]>([])
+            if atOnce, let answered = await answerAtOnce(member, parameters, as: uid) { return answered }
             await broker.handle(
                 VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters, more: more),
                 caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
@@ -46,6 +49,25 @@ import Varlink
                 return true
             }
             return replies.withLock { $0 }
+        }
+
+        /// The broker's replies to `member` from `uid` at once, or nil when it did not answer at once.
+        func answerAtOnce(
+            _ member: String,
+            _ parameters: [String: VarlinkValue] = [:],
+            as uid: UInt32
+        ) async -> [VarlinkReply]? {
+            let replies = Mutex<[VarlinkReply]>([])
+            let answered = await broker.answerAtOnce(
+                VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+                caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
+            ) { reply in
+                replies.withLock { $0.append(reply) }
+                return true
+            }
+            let sent = replies.withLock { $0 }
+            #expect(answered || sent.isEmpty, "a call not answered at once sent a reply")
+            return answered ? sent : nil
         }
     }
 
@@ -102,7 +124,8 @@ import Varlink
         return try TokenResponse.decode(JSONSerialization.data(withJSONObject: body))
     }
 
-    @Test func theBrokersAnswersFollowWhatAnotherProcessCommitsBetweenCalls() async throws {
+    @Test(arguments: [false, true])
+    func theBrokersAnswersFollowWhatAnotherProcessCommitsBetweenCalls(atOnce: Bool) async throws {
         let fixture = try Fixture()
         let device = fixture.broker.device
         let policy = try #require(try device.record()?.policy())
@@ -113,7 +136,7 @@ import Varlink
             app: scanner
         )
         let silent: [String: VarlinkValue] = ["scopes": .array([.string("User.Read")])]
-        let first = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        let first = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID, atOnce: atOnce)
         #expect(first.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(first)")
         // Another process (a connection of its own to the same store) commits something unrelated: still served.
         let other = ManagedDevice(store: try KeychainStore(directory: fixture.directory.url))
@@ -121,25 +144,76 @@ import Varlink
             NewItem(service: "unrelated", account: "a", secret: Data("x".utf8)),
             as: try #require(try other.appIdentity(policy.apps[1].id, actor: "test"))
         )
-        let again = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        let again = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID, atOnce: atOnce)
         #expect(again.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(again)")
-        let current = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
+        let current = await fixture.call("GetCurrentAccount", as: Self.scannerUID, atOnce: atOnce)
         #expect(current.first?.parameters["current"]?.object?["username"]?.string == "worker@contoso.com", "\(current)")
+        // It provisions a policy that gives the scanner's app another uid, the worker still signed in: the old uid's
+        // next call is refused at once, though the broker answered it a moment ago from the policy it knew (a silent
+        // token first here, the current account first after the next provisioning: each call the first after one).
+        _ = try other.provision(policyDocument: try Self.kioskPolicy(scannerUID: 1005), actor: "test")
+        let refusedToken = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID, atOnce: atOnce)
+        #expect(refusedToken.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refusedToken)")
+        let moved = await fixture.call("AcquireTokenSilent", silent, as: 1005, atOnce: atOnce)
+        #expect(moved.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(moved)")
+        _ = try other.provision(policyDocument: try Self.kioskPolicy(scannerUID: 1006), actor: "test")
+        let refused = await fixture.call("GetCurrentAccount", as: 1005, atOnce: atOnce)
+        #expect(refused.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refused)")
         // It signs the worker out (root's sign-out, straight to the store): the broker's next answers say so.
         try AccountManager(device: other).signOut(app: nil, reason: .admin)
-        let signedOut = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
+        let signedOut = await fixture.call("GetCurrentAccount", as: 1006, atOnce: atOnce)
         #expect(signedOut.first?.error == nil && signedOut.first?.parameters["current"]?.object == nil, "\(signedOut)")
         #expect(signedOut.first?.parameters["previous"]?.object?["username"]?.string == "worker@contoso.com")
-        let noToken = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        let noToken = await fixture.call("AcquireTokenSilent", silent, as: 1006, atOnce: atOnce)
         #expect(noToken.first?.error == "org.sharedmode.Broker1.AccountError", "\(noToken)")
         #expect(noToken.first?.parameters["code"]?.string == "noCurrentAccount", "\(noToken)")
-        // It provisions a policy that gives the scanner's app another uid: the uid's next call is refused at once,
-        // though the broker answered it a moment ago from the policy it knew.
-        _ = try other.provision(policyDocument: try Self.kioskPolicy(scannerUID: 1005), actor: "test")
-        let refused = await fixture.call("GetCurrentAccount", as: Self.scannerUID)
-        #expect(refused.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refused)")
-        let refusedToken = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
-        #expect(refusedToken.first?.error == "org.sharedmode.Broker1.CallerNotInPolicy", "\(refusedToken)")
+    }
+
+    @Test func onlyAnswersFromTheCacheThatNeedNoWriteComeAtOnce() async throws {
+        let fixture = try Fixture()
+        let device = fixture.broker.device
+        let policy = try #require(try device.record()?.policy())
+        let scanner = try #require(try device.appIdentity(policy.apps[0].id, actor: "test"))
+        try AccountManager(device: device).signIn(
+            try Self.signInResponse(),
+            context: TokenRequestContext(authority: policy.authority),
+            app: scanner
+        )
+        let silent: [String: VarlinkValue] = ["scopes": .array([.string("User.Read")])]
+        // Nothing read yet (no policy, no engine): nothing at once; the app's first call goes the whole way.
+        #expect(await fixture.answerAtOnce("AcquireTokenSilent", silent, as: Self.scannerUID) == nil)
+        _ = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID)
+        // Then a cached token and the current account come at once, as the contract's replies.
+        let token = await fixture.answerAtOnce("AcquireTokenSilent", silent, as: Self.scannerUID)
+        #expect(token?.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(token ?? [])")
+        let current = await fixture.answerAtOnce("GetCurrentAccount", as: Self.scannerUID)
+        #expect(current?.first?.parameters["current"]?.object?["username"]?.string == "worker@contoso.com")
+        // Never a refresh, a scope the cache does not hold (a refresh), an MSAL client id (audited when refused),
+        // a write, or a caller the policy does not list (refused and audited).
+        var forced = silent
+        forced["forceRefresh"] = .bool(true)
+        #expect(await fixture.answerAtOnce("AcquireTokenSilent", forced, as: Self.scannerUID) == nil)
+        let other: [String: VarlinkValue] = ["scopes": .array([.string("Files.Read")])]
+        #expect(await fixture.answerAtOnce("AcquireTokenSilent", other, as: Self.scannerUID) == nil)
+        var msal = silent
+        msal["msalClientId"] = .string("kiosk-apps")
+        #expect(await fixture.answerAtOnce("AcquireTokenSilent", msal, as: Self.scannerUID) == nil)
+        let add: [String: VarlinkValue] = [
+            "service": .string("svc"), "account": .string("a"), "secret": .string(Data("s".utf8).base64EncodedString()),
+        ]
+        #expect(await fixture.answerAtOnce("AddGenericPassword", add, as: Self.scannerUID) == nil)
+        #expect(await fixture.answerAtOnce("GetCurrentAccount", as: Self.strangerUID) == nil)
+        // The timeclock never saw the worker: its first current account records them as its previous account (a
+        // write), so it goes the whole way, and the next comes at once.
+        let timeclockUID: UInt32 = 1002
+        _ = await fixture.call("GetDeviceInformation", as: timeclockUID)
+        _ = await fixture.call("AcquireTokenSilent", silent, as: timeclockUID)  // its engine is made
+        #expect(await fixture.answerAtOnce("GetCurrentAccount", as: timeclockUID) == nil)
+        let first = await fixture.call("GetCurrentAccount", as: timeclockUID)
+        #expect(first.first?.parameters["current"]?.object?["username"]?.string == "worker@contoso.com", "\(first)")
+        let next = await fixture.answerAtOnce("GetCurrentAccount", as: timeclockUID)
+        #expect(next?.first?.parameters["previous"]?.object?["username"]?.string == "worker@contoso.com")
+        #expect(await fixture.answerAtOnce("AcquireTokenSilent", silent, as: Self.strangerUID) == nil)
     }
 
     @Test func aUidThePolicyDoesNotListIsRefusedByName() async throws {

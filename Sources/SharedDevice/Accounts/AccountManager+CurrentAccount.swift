@@ -16,12 +16,14 @@ extension AccountManager {
     }
 
     /// `currentAccount(for:)`, when nothing was committed to the store since `known` (when given; checked in
-    /// its read transaction first): `nil` when something was, and nothing else was read or written.
+    /// its read transaction first): `nil` when something was, and nothing else was read or written. With
+    /// `readOnly`, also `nil` (nothing written) when the app's previous account must be updated first.
     package func currentAccount(
         for app: AppIdentity,
-        ifUnchangedSince known: StoreChangeStamp?
+        ifUnchangedSince known: StoreChangeStamp?,
+        readOnly: Bool = false
     ) throws(SharedDeviceError) -> CurrentAccount? {
-        let read = try read { tx -> (CurrentAccount, Bool)? in
+        let found = try read { tx -> (CurrentAccount, Bool)? in
             let stamp = try tx.changeStamp()
             if let known, stamp != known { return nil }
             // Nothing committed since the last answer for this app: the answer stands (no decryption).
@@ -35,7 +37,7 @@ extension AccountManager {
             if !needsUpdate { self.cache.withLock { $0[app] = (stamp, answer) } }
             return (answer, needsUpdate)
         }
-        guard let seen = read else { return nil }
+        guard let seen = found, !(readOnly && seen.1) else { return nil }
         if seen.1, let current = seen.0.current {
             try write { tx in try AccountRecords.setPrincipal(current, of: app.appID, in: tx) }
         }

@@ -132,13 +132,14 @@ public final class ApplicationEngine: Sendable {
     }
 
     /// `currentAccount()`, when nothing was committed to the store since `known`: see
-    /// `acquireTokenSilent(…, ifStoreUnchangedSince:)`.
+    /// `acquireTokenSilent(…, ifStoreUnchangedSince:)`. With `readOnly`, also `nil` when the answer needs a write.
     package func currentAccount(
-        ifStoreUnchangedSince known: StoreChangeStamp
+        ifStoreUnchangedSince known: StoreChangeStamp,
+        readOnly: Bool = false
     ) throws(SharedDeviceError)
         -> CurrentAccount?
     {
-        try accountManager.currentAccount(for: app, ifUnchangedSince: known)
+        try accountManager.currentAccount(for: app, ifUnchangedSince: known, readOnly: readOnly)
     }
 
     /// The accounts this app can see in its token group (MSAL's `allAccounts`). In shared mode only the
@@ -380,14 +381,17 @@ public final class ApplicationEngine: Sendable {
     /// `acquireTokenSilent`, when nothing was committed to the store since `known` (when given): checked in the
     /// read transaction that looks the tokens up, before anything else. `nil` when something was: nothing was
     /// done (no refresh, nothing written), and the caller decides again from the store as it is now. For the
-    /// broker, which chose this engine for its caller from the policy as of `known`.
+    /// broker, which chose this engine for its caller from the policy as of `known`. With `cacheOnly`, also `nil`
+    /// (and nothing done) when no cached access token answers: the call then reads and never writes or waits
+    /// for the network.
     nonisolated(nonsending)
         package func acquireTokenSilent(
             scopes: [String],
             account: DeviceAccount? = nil,
             forceRefresh: Bool = false,
             includeIDToken: Bool = false,
-            ifStoreUnchangedSince known: StoreChangeStamp?
+            ifStoreUnchangedSince known: StoreChangeStamp?,
+            cacheOnly: Bool = false
         ) async throws(SharedDeviceError) -> AuthenticationResult?
     {
         let correlationID = AccountManager.newCorrelationID()
@@ -436,6 +440,7 @@ public final class ApplicationEngine: Sendable {
                 correlationID: correlationID
             )
         }
+        if cacheOnly { return nil }
         guard let refreshToken else {
             logger.debug(
                 "silent token needs interaction: no refresh token is cached",

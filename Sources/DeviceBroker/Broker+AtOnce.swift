@@ -1,0 +1,67 @@
+public import BrokerContract
+import KeychainStore
+import SharedDevice
+public import Varlink
+
+// The calls an app makes most (a silent token from the cache, who is signed in, the device's mode) answered at
+// once on the thread that read them off the socket: from what the broker holds and one read of the store, never a
+// write, the network or a wait. Anything else, and any of these that would need more (a refresh, a write, a
+// policy that changed, a refusal to audit), is left to `handle`.
+extension Broker {
+    /// Answers `call` from `caller` if it can at once (see above) and returns true; returns false, having sent
+    /// nothing and changed nothing, when the call needs `handle`.
+    public func answerAtOnce(
+        _ call: VarlinkCall,
+        caller connectionCaller: BrokerCaller,
+        reply: @escaping @Sendable (VarlinkReply) async -> Bool
+    ) async -> Bool {
+        guard let decoded = try? Broker1.Call(call), Self.mayAnswerAtOnce(decoded) else { return false }
+        let caller = actingConnections.caller(connectionCaller)
+        var answer = await answerAtOnce(decoded, caller: caller)
+        // After any commit (anyone's) the policy known is older than the store: read it again (a read) and try once
+        // more, so that the apps' calls keep coming at once on a store that changes.
+        if answer == nil, (try? currentPolicy()) != nil { answer = await answerAtOnce(decoded, caller: caller) }
+        guard let answer else { return false }
+        if Self.isActivity(decoded) { idle.recordActivity() }
+        _ = await reply(answer)
+        return true
+    }
+
+    /// The calls that may be answered at once: a silent token and the current account, asked without an MSAL client
+    /// id (whose refusal is audited), a silent token without a forced refresh.
+    static func mayAnswerAtOnce(_ call: Broker1.Call) -> Bool {
+        switch call {
+        case .acquireTokenSilent(let parameters): parameters.msalClientId == nil && parameters.forceRefresh != true
+        case .getCurrentAccount(let parameters): parameters.msalClientId == nil
+        default: false
+        }
+    }
+
+    /// The reply to `decoded` at once, or nil.
+    private func answerAtOnce(_ decoded: Broker1.Call, caller: BrokerCaller) async -> VarlinkReply? {
+        switch decoded {
+        case .acquireTokenSilent(let parameters):
+            guard let (application, known) = applicationAsLastKnown(for: caller, authority: parameters.authority),
+                let result = try? await application.acquireTokenSilent(
+                    scopes: parameters.scopes,
+                    ifStoreUnchangedSince: known,
+                    cacheOnly: true
+                ) ?? nil,
+                let contract = try? Self.result(result, msalClientID: nil)
+            else { return nil }
+            return VarlinkReply(Broker1.AcquireTokenSilent.Reply(result: contract))
+        case .getCurrentAccount:
+            guard let (application, known) = applicationAsLastKnown(for: caller),
+                let current = try? application.currentAccount(ifStoreUnchangedSince: known, readOnly: true) ?? nil
+            else { return nil }
+            return VarlinkReply(
+                Broker1.GetCurrentAccount.Reply(
+                    current: current.current.map(Broker1.Account.init),
+                    previous: current.previous.map(Broker1.Account.init)
+                )
+            )
+        default:
+            return nil
+        }
+    }
+}
