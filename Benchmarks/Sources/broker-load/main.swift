@@ -59,29 +59,9 @@ struct PersistentBroker {
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
     FileHandle.standardError.write(
-        Data("usage: broker-load prepare|inprocess|broker|load|first-reply|activated-reply …\n".utf8)
+        Data("usage: broker-load MODE … (the modes: the comment atop main.swift)\n".utf8)
     )
     exit(64)
-}
-
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("broker-load: \(message)\n".utf8))
-    exit(1)
-}
-
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-/// Wall-clock nanoseconds (comparable across processes).
-/// One line on standard output, written at once (no buffering: another process reads it as it comes).
-func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-
-func wallNanoseconds() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1e9) }
-
-/// p50 and p99 (µs) of nanosecond samples.
-func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
-    let sorted = samples.sorted()
-    func at(_ q: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]) / 1000 }
-    return (at(0.50), at(0.99))
 }
 
 /// A fresh store in a directory, one app and 2 KB items, for the store profiling modes.
@@ -130,8 +110,6 @@ nonisolated(nonsending) func measure(_ label: String, count: Int, _ body: () asy
     let (p50, p99) = percentiles(samples)
     print(String(format: "%@ p50 %.1f p99 %.1f", label, p50, p99))
 }
-
-let scopes = ["User.Read"]
 
 func tokenResponse() throws -> TokenResponse {
     func base64URL(_ object: [String: Any]) throws -> String {
