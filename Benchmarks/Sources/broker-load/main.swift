@@ -27,6 +27,15 @@
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
+//
+// The figures under the broker's (tools/bench broker prints them as a breakdown, under attack, and as what each
+// safety property costs):
+//   broker-load victim SOCKET N LABEL        (as an app's uid) silent tokens through SharedDeviceClient and on one
+//                                            connection, quiet or while attackers run
+//   broker-load root SOCKET N LABEL          (root) root's GetCaller and GetStatus on one connection
+//   broker-load attack KIND SOCKET COUNT     a hostile caller until SIGTERM (Attacks.swift): flood (connections up
+//                                            to the limit, COUNT at most), trickle-huge, decoded, unread, held (on
+//                                            COUNT connections); prints `ready`, then at SIGTERM what it did
 import AccountFixtures
 import BrokerContract
 import DeviceBroker
@@ -422,6 +431,18 @@ case "idle-cycle":
     } catch {
         fail("idle-cycle: \(error)")
     }
+
+case "victim":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: victim SOCKET N LABEL") }
+    await victim(socket: arguments[1], count: count, label: arguments[3])
+
+case "root":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: root SOCKET N LABEL") }
+    await rootCalls(socket: arguments[1], count: count, label: arguments[3])
+
+case "attack":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("usage: attack KIND SOCKET COUNT") }
+    attack(kind: arguments[1], socket: arguments[2], connections: count)
 
 default:
     fail("unknown mode \(mode)")
