@@ -30,6 +30,10 @@
 //
 // The figures under the broker's (tools/bench broker prints them as a breakdown, under attack, and as what each
 // safety property costs):
+//   broker-load codec SOCKET N               (as an app's uid) the varlink codec of one silent token alone, on a real
+//                                            reply captured from SOCKET once: client encode, server frame and
+//                                            decode, reply encode, client decode; the decoder's value limit's own
+//                                            cost and the largest call the bounds let through (Codec.swift)
 //   broker-load victim SOCKET N LABEL        (as an app's uid) silent tokens through SharedDeviceClient and on one
 //                                            connection, quiet or while attackers run
 //   broker-load root SOCKET N LABEL          (root) root's GetCaller and GetStatus on one connection
@@ -431,6 +435,10 @@ case "idle-cycle":
     } catch {
         fail("idle-cycle: \(error)")
     }
+
+case "codec":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: codec SOCKET N") }
+    codec(socket: arguments[1], count: count)
 
 case "victim":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: victim SOCKET N LABEL") }
