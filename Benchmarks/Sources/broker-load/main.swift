@@ -34,6 +34,14 @@
 //                                            reply captured from SOCKET once: client encode, server frame and
 //                                            decode, reply encode, client decode; the decoder's value limit's own
 //                                            cost and the largest call the bounds let through (Codec.swift)
+//   broker-load connections NAME=SOCKET… N   (as an app's uid) a new connection's first silent token against one on
+//                                            an open connection, interleaved over the brokers named
+//   broker-load refusals SOCKET N KIND       KIND keychain (as an app's uid): a read of its own group against one of
+//                                            the other app's (refused); unlisted (as a uid the policy does not
+//                                            list): GetCurrentAccount, refused
+//   broker-load direct-refusals STATE_DIR N  (root) allowed and refused calls in the service logic alone, with the
+//                                            audit records each wrote
+//   broker-load audit-sequence STATE_DIR     (root) the audit log's last sequence number
 //   broker-load victim SOCKET N LABEL        (as an app's uid) silent tokens through SharedDeviceClient and on one
 //                                            connection, quiet or while attackers run
 //   broker-load root SOCKET N LABEL          (root) root's GetCaller and GetStatus on one connection
@@ -439,6 +447,28 @@ case "idle-cycle":
 case "codec":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: codec SOCKET N") }
     codec(socket: arguments[1], count: count)
+
+case "connections":
+    guard arguments.count >= 3, let count = Int(arguments.last!) else { fail("usage: connections NAME=SOCKET… N") }
+    let brokers = arguments.dropFirst().dropLast().map { argument -> (name: String, socket: String) in
+        guard let equals = argument.firstIndex(of: "=") else { fail("connections: \(argument) is not NAME=SOCKET") }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+    connections(brokers: brokers, count: count)
+
+case "refusals":
+    guard arguments.count == 4, let count = Int(arguments[2]) else {
+        fail("usage: refusals SOCKET N keychain|unlisted")
+    }
+    refusals(socket: arguments[1], count: count, kind: arguments[3])
+
+case "direct-refusals":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: direct-refusals STATE_DIR N") }
+    await directRefusals(stateDirectory: arguments[1], count: count)
+
+case "audit-sequence":
+    guard arguments.count == 2 else { fail("usage: audit-sequence STATE_DIR") }
+    auditSequence(stateDirectory: arguments[1])
 
 case "victim":
     guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: victim SOCKET N LABEL") }
