@@ -113,7 +113,10 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         // The broker daemon's benchmark driver (tools/bench broker): silent tokens and current account in-process
-        // and through deviced, load from several client processes, time to the first reply.
+        // and through deviced, load from several client processes, time to the first reply, the codec of one call
+        // alone, refusals, new connections and hostile callers. VarlinkServer for the server's limits; the codec
+        // also imports NIOCore and VarlinkNIO (the server's framing on a ByteBuffer), which the root package builds
+        // for VarlinkServer and SharedDeviceClient without offering them as products.
         .executableTarget(
             name: "broker-load",
             dependencies: [
@@ -122,6 +125,7 @@ let package = Package(
                 .product(name: "KeychainStore", package: "SharedDeviceMode"),
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),
                 .product(name: "Varlink", package: "SharedDeviceMode"),
+                .product(name: "VarlinkServer", package: "SharedDeviceMode"),
                 .product(name: "BrokerContract", package: "SharedDeviceMode"),
                 .product(name: "SharedDeviceClient", package: "SharedDeviceMode"),
                 .product(name: "Logging", package: "swift-log"),

@@ -27,6 +27,27 @@
 //   broker-load first-reply SOCKET CMD…      starts CMD (deviced), times until the first reply on SOCKET
 //   broker-load activated-reply SOCKET CMD…  starts CMD (systemd-socket-activate … deviced), then times one
 //                                            call from connect to reply (the daemon starts on that connect)
+//
+// The figures under the broker's (tools/bench broker prints them as a breakdown, under attack, and as what each
+// safety property costs):
+//   broker-load codec SOCKET N               (as an app's uid) the varlink codec of one silent token alone, on a real
+//                                            reply captured from SOCKET once: client encode, server frame and
+//                                            decode, reply encode, client decode; the decoder's value limit's own
+//                                            cost and the largest call the bounds let through (Codec.swift)
+//   broker-load connections NAME=SOCKET… N   (as an app's uid) a new connection's first silent token against one on
+//                                            an open connection, interleaved over the brokers named
+//   broker-load refusals SOCKET N KIND       KIND keychain (as an app's uid): a read of its own group against one of
+//                                            the other app's (refused); unlisted (as a uid the policy does not
+//                                            list): GetCurrentAccount, refused
+//   broker-load direct-refusals STATE_DIR N  (root) allowed and refused calls in the service logic alone, with the
+//                                            audit records each wrote
+//   broker-load audit-sequence STATE_DIR     (root) the audit log's last sequence number
+//   broker-load victim SOCKET N LABEL        (as an app's uid) silent tokens through SharedDeviceClient and on one
+//                                            connection, quiet or while attackers run
+//   broker-load root SOCKET N LABEL          (root) root's GetCaller and GetStatus on one connection
+//   broker-load attack KIND SOCKET COUNT     a hostile caller until SIGTERM (Attacks.swift): flood (connections up
+//                                            to the limit, COUNT at most), trickle-huge, decoded, unread, held (on
+//                                            COUNT connections); prints `ready`, then at SIGTERM what it did
 import AccountFixtures
 import BrokerContract
 import DeviceBroker
@@ -59,29 +80,9 @@ struct PersistentBroker {
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
     FileHandle.standardError.write(
-        Data("usage: broker-load prepare|inprocess|broker|load|first-reply|activated-reply …\n".utf8)
+        Data("usage: broker-load MODE … (the modes: the comment atop main.swift)\n".utf8)
     )
     exit(64)
-}
-
-func fail(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("broker-load: \(message)\n".utf8))
-    exit(1)
-}
-
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-/// Wall-clock nanoseconds (comparable across processes).
-/// One line on standard output, written at once (no buffering: another process reads it as it comes).
-func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-
-func wallNanoseconds() -> UInt64 { UInt64(Date().timeIntervalSince1970 * 1e9) }
-
-/// p50 and p99 (µs) of nanosecond samples.
-func percentiles(_ samples: [UInt64]) -> (p50: Double, p99: Double) {
-    let sorted = samples.sorted()
-    func at(_ q: Double) -> Double { Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]) / 1000 }
-    return (at(0.50), at(0.99))
 }
 
 /// A fresh store in a directory, one app and 2 KB items, for the store profiling modes.
@@ -130,8 +131,6 @@ nonisolated(nonsending) func measure(_ label: String, count: Int, _ body: () asy
     let (p50, p99) = percentiles(samples)
     print(String(format: "%@ p50 %.1f p99 %.1f", label, p50, p99))
 }
-
-let scopes = ["User.Read"]
 
 func tokenResponse() throws -> TokenResponse {
     func base64URL(_ object: [String: Any]) throws -> String {
@@ -437,6 +436,44 @@ case "idle-cycle":
     } catch {
         fail("idle-cycle: \(error)")
     }
+
+case "codec":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: codec SOCKET N") }
+    codec(socket: arguments[1], count: count)
+
+case "connections":
+    guard arguments.count >= 3, let count = Int(arguments.last!) else { fail("usage: connections NAME=SOCKET… N") }
+    let brokers = arguments.dropFirst().dropLast().map { argument -> (name: String, socket: String) in
+        guard let equals = argument.firstIndex(of: "=") else { fail("connections: \(argument) is not NAME=SOCKET") }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+    connections(brokers: brokers, count: count)
+
+case "refusals":
+    guard arguments.count == 4, let count = Int(arguments[2]) else {
+        fail("usage: refusals SOCKET N keychain|unlisted")
+    }
+    refusals(socket: arguments[1], count: count, kind: arguments[3])
+
+case "direct-refusals":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("usage: direct-refusals STATE_DIR N") }
+    await directRefusals(stateDirectory: arguments[1], count: count)
+
+case "audit-sequence":
+    guard arguments.count == 2 else { fail("usage: audit-sequence STATE_DIR") }
+    auditSequence(stateDirectory: arguments[1])
+
+case "victim":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: victim SOCKET N LABEL") }
+    await victim(socket: arguments[1], count: count, label: arguments[3])
+
+case "root":
+    guard arguments.count == 4, let count = Int(arguments[2]) else { fail("usage: root SOCKET N LABEL") }
+    await rootCalls(socket: arguments[1], count: count, label: arguments[3])
+
+case "attack":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("usage: attack KIND SOCKET COUNT") }
+    attack(kind: arguments[1], socket: arguments[2], connections: count)
 
 default:
     fail("unknown mode \(mode)")
