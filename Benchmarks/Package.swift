@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // Scratch directories, fixture slots and failures shared by the benchmark targets (no timing, no statistics:
@@ -114,9 +115,8 @@ let package = Package(
         ),
         // The broker daemon's benchmark driver (tools/bench broker): silent tokens and current account in-process
         // and through deviced, load from several client processes, time to the first reply, the codec of one call
-        // alone, refusals, new connections and hostile callers. VarlinkServer for the server's limits; the codec
-        // also imports NIOCore and VarlinkNIO (the server's framing on a ByteBuffer), which the root package builds
-        // for VarlinkServer and SharedDeviceClient without offering them as products.
+        // alone, refusals, new connections and hostile callers. VarlinkServer for the server's limits, VarlinkNIO and
+        // NIOCore for the server's framing on a ByteBuffer.
         .executableTarget(
             name: "broker-load",
             dependencies: [
@@ -126,6 +126,8 @@ let package = Package(
                 .product(name: "SharedDevice", package: "SharedDeviceMode"),
                 .product(name: "Varlink", package: "SharedDeviceMode"),
                 .product(name: "VarlinkServer", package: "SharedDeviceMode"),
+                .product(name: "VarlinkNIO", package: "SharedDeviceMode"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "BrokerContract", package: "SharedDeviceMode"),
                 .product(name: "SharedDeviceClient", package: "SharedDeviceMode"),
                 .product(name: "Logging", package: "swift-log"),
