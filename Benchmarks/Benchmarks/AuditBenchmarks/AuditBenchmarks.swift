@@ -41,6 +41,7 @@ let benchmarks: @Sendable () -> Void = {
 }
 
 /// Appends in their own write transaction: no checkpoint (NORMAL, FULL), and a signed checkpoint (NORMAL).
+/// About 75 allocations an append; the malloc tolerance is 4 (5 %).
 func registerOwnTransactionAppends() {
     let series: [(name: String, synchronous: StoreOptions.Synchronous, checkpoint: Bool, iterations: Int)] = [
         ("Append (no checkpoint, synchronous NORMAL)", .normal, false, 5000),
@@ -51,7 +52,10 @@ func registerOwnTransactionAppends() {
         let slot = FixtureSlot<AuditFixture>()
         Benchmark(
             name,
-            configuration: .init(maxIterations: iterations),
+            configuration: .init(
+                maxIterations: iterations,
+                thresholds: [.mallocCountTotal: .init(absolute: [.p90: 4])]
+            ),
             closure: { benchmark in
                 let fixture = try slot.get()
                 let entry = fixture.nextEntry()
@@ -78,10 +82,12 @@ func registerAppendsInsideATransaction() {
     Benchmark(
         "Append inside a transaction (100 per transaction, synchronous NORMAL)",
         configuration: .init(
-            metrics: [.wallClock, AuditMetric.appendInTransaction],
-            units: [AuditMetric.appendInTransaction: .count],
+            metrics: [.wallClock, .mallocCountTotal, AuditMetric.appendInTransaction],
+            units: [.mallocCountTotal: .count, AuditMetric.appendInTransaction: .count],
             warmupIterations: 2,
-            maxIterations: 50
+            maxIterations: 50,
+            // About 6,700 allocations a transaction of 100 appends: one more an append (+100) fails.
+            thresholds: [.mallocCountTotal: .init(absolute: [.p90: 50])]
         ),
         closure: { benchmark in
             let fixture = try slot.get()
@@ -111,10 +117,12 @@ func registerVerify() {
     Benchmark(
         "Verify (100,000 events, checkpoint every 100)",
         configuration: .init(
-            metrics: [.wallClock, AuditMetric.verifyThroughput],
-            units: [AuditMetric.verifyThroughput: .count],
+            metrics: [.wallClock, .mallocCountTotal, AuditMetric.verifyThroughput],
+            units: [.mallocCountTotal: .count, AuditMetric.verifyThroughput: .count],
             warmupIterations: 1,
-            maxIterations: 5
+            maxIterations: 5,
+            // About 1.9 million allocations a verify (19 an event): one more an event (+100,000) fails.
+            thresholds: [.mallocCountTotal: .init(absolute: [.p90: 10_000])]
         ),
         closure: { benchmark in
             let fixture = try slot.get()

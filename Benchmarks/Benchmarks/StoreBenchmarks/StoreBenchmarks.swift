@@ -78,7 +78,8 @@ func registerPointReads() {
     let encryptedSlot = FixtureSlot<ReadFixture>()
     Benchmark(
         "Point read (encrypted store, synchronous NORMAL)",
-        configuration: .init(maxIterations: 20_000),
+        // 14 allocations a read: two more fail.
+        configuration: .init(maxIterations: 20_000, thresholds: [.mallocCountTotal: .init(absolute: [.p90: 1])]),
         closure: { benchmark in
             let fixture = try encryptedSlot.get()
             let key = fixture.nextKey()
@@ -95,7 +96,7 @@ func registerPointReads() {
     let plainSlot = FixtureSlot<ReadFixture>()
     Benchmark(
         "Point read (plain SQLite, GRDB)",
-        configuration: .init(maxIterations: 20_000),
+        configuration: .init(maxIterations: 20_000, thresholds: [.mallocCountTotal: .init(absolute: [.p90: 2])]),
         closure: { benchmark in
             let fixture = try plainSlot.get()
             let key = fixture.nextKey()
@@ -158,7 +159,12 @@ func registerAdds() {
         let slot = FixtureSlot<AddFixture>()
         Benchmark(
             "Add (synchronous \(synchronous.rawValue))",
-            configuration: .init(warmupIterations: 1, maxIterations: iterations),
+            // About 27 allocations an add, a few more when SQLite grows the file.
+            configuration: .init(
+                warmupIterations: 1,
+                maxIterations: iterations,
+                thresholds: [.mallocCountTotal: .init(absolute: [.p90: 3])]
+            ),
             closure: { benchmark in
                 let fixture = try slot.get()
                 let item = fixture.nextItem()
