@@ -15,7 +15,13 @@ extension Broker {
         caller connectionCaller: BrokerCaller,
         reply: @escaping @Sendable (VarlinkReply) async -> Bool
     ) async -> Bool {
-        guard let decoded = try? Broker1.Call(call), Self.mayAnswerAtOnce(decoded) else { return false }
+        // Only these methods' calls are decoded here: no other call's parameters (a password) are copied on this
+        // thread, whose stack is not wiped as freed memory is.
+        guard
+            call.method == Broker1.AcquireTokenSilent.qualifiedName
+                || call.method == Broker1.GetCurrentAccount.qualifiedName,
+            let decoded = try? Broker1.Call(call), Self.mayAnswerAtOnce(decoded)
+        else { return false }
         let caller = actingConnections.caller(connectionCaller)
         var answer = await answerAtOnce(decoded, caller: caller)
         // After any commit (anyone's) the policy known is older than the store: read it again (a read) and try once
