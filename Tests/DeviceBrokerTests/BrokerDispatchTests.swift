@@ -51,6 +51,20 @@ import Varlink
             return replies.withLock { $0 }
         }
 
+        /// Signs a worker in through the scanner's app (`signInResponse`, straight to the store); returns the policy.
+        @discardableResult
+        func signWorkerIn() throws -> DevicePolicy {
+            let device = broker.device
+            let policy = try #require(try device.record()?.policy())
+            let scanner = try #require(try device.appIdentity(policy.apps[0].id, actor: "test"))
+            try AccountManager(device: device).signIn(
+                try BrokerDispatchTests.signInResponse(),
+                context: TokenRequestContext(authority: policy.authority),
+                app: scanner
+            )
+            return policy
+        }
+
         /// The broker's replies to `member` from `uid` at once, or nil when it did not answer at once.
         func answerAtOnce(
             _ member: String,
@@ -127,14 +141,7 @@ import Varlink
     @Test(arguments: [false, true])
     func theBrokersAnswersFollowWhatAnotherProcessCommitsBetweenCalls(atOnce: Bool) async throws {
         let fixture = try Fixture()
-        let device = fixture.broker.device
-        let policy = try #require(try device.record()?.policy())
-        let scanner = try #require(try device.appIdentity(policy.apps[0].id, actor: "test"))
-        try AccountManager(device: device).signIn(
-            try Self.signInResponse(),
-            context: TokenRequestContext(authority: policy.authority),
-            app: scanner
-        )
+        let policy = try fixture.signWorkerIn()
         let silent: [String: VarlinkValue] = ["scopes": .array([.string("User.Read")])]
         let first = await fixture.call("AcquireTokenSilent", silent, as: Self.scannerUID, atOnce: atOnce)
         #expect(first.first?.parameters["result"]?.object?["accessToken"]?.string == "at-dispatch", "\(first)")
@@ -171,14 +178,7 @@ import Varlink
 
     @Test func onlyAnswersFromTheCacheThatNeedNoWriteComeAtOnce() async throws {
         let fixture = try Fixture()
-        let device = fixture.broker.device
-        let policy = try #require(try device.record()?.policy())
-        let scanner = try #require(try device.appIdentity(policy.apps[0].id, actor: "test"))
-        try AccountManager(device: device).signIn(
-            try Self.signInResponse(),
-            context: TokenRequestContext(authority: policy.authority),
-            app: scanner
-        )
+        try fixture.signWorkerIn()
         let silent: [String: VarlinkValue] = ["scopes": .array([.string("User.Read")])]
         // Nothing read yet (no policy, no engine): nothing at once; the app's first call goes the whole way.
         #expect(await fixture.answerAtOnce("AcquireTokenSilent", silent, as: Self.scannerUID) == nil)
