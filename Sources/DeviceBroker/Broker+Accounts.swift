@@ -35,7 +35,8 @@ extension Broker {
         }
     }
 
-    private static func currentAccountReply(_ answer: CurrentAccount) -> Broker1.GetCurrentAccount.Reply {
+    /// The contract's reply of `answer`.
+    static func currentAccountReply(_ answer: CurrentAccount) -> Broker1.GetCurrentAccount.Reply {
         Broker1.GetCurrentAccount.Reply(
             current: answer.current.map(Broker1.Account.init),
             previous: answer.previous.map(Broker1.Account.init)

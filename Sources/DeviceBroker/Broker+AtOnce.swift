@@ -3,7 +3,7 @@ import KeychainStore
 import SharedDevice
 public import Varlink
 
-// The calls an app makes most (a silent token from the cache, who is signed in, the device's mode) answered at
+// The calls an app makes most (a silent token from the cache, who is signed in) answered at
 // once on the thread that read them off the socket: from what the broker holds and one read of the store, never a
 // write, the network or a wait. Anything else, and any of these that would need more (a refresh, a write, a
 // policy that changed, a refusal to audit), is left to `handle`.
@@ -60,12 +60,7 @@ extension Broker {
             guard let (application, known) = applicationAsLastKnown(for: caller),
                 let current = try? application.currentAccount(ifStoreUnchangedSince: known, readOnly: true) ?? nil
             else { return nil }
-            return VarlinkReply(
-                Broker1.GetCurrentAccount.Reply(
-                    current: current.current.map(Broker1.Account.init),
-                    previous: current.previous.map(Broker1.Account.init)
-                )
-            )
+            return VarlinkReply(Self.currentAccountReply(current))
         default:
             return nil
         }

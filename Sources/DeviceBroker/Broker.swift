@@ -283,11 +283,10 @@ public final class Broker: Sendable {
         return try application(of: app, authority: authority, record: record, policy: policy)
     }
 
-    /// The engine for `caller` at `authority` as of the policy last read (the policy is not read again), and the
-    /// store's change stamp then; nil when no policy was read yet, or it lists no app for the caller or not the
-    /// authority (the caller then goes the way that reads the store, which refuses and audits as it should).
-    /// Only an engine made already: making one reads the store's policy as it is now, and audits an app it does not
-    /// list (which the way that reads the store refuses, and audits, as it should).
+    /// The engine made already for `caller` at `authority` as of the policy last read (nothing is read), and the
+    /// store's change stamp then; nil when no policy was read yet, it lists no app for the caller or not the
+    /// authority, or no engine was made for it (making one reads the store's policy as it is now and audits an app
+    /// it does not list). The caller then goes the way that reads the store, which refuses and audits as it should.
     func applicationAsLastKnown(
         for caller: BrokerCaller,
         authority requested: String? = nil
