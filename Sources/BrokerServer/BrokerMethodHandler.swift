@@ -17,10 +17,8 @@ public struct BrokerMethodHandler: VarlinkMethodHandler {
         }
     }
 
-    public func answerAtOnce(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async -> Bool {
-        await broker.answerAtOnce(call, caller: BrokerCaller(context.peer, connectionID: context.connectionID)) {
-            reply in await replies.send(reply)
-        }
+    public func replyAtOnce(to call: VarlinkCall, context: VarlinkCallContext) -> VarlinkReply? {
+        broker.replyAtOnce(to: call, caller: BrokerCaller(context.peer, connectionID: context.connectionID))
     }
 
     public func isLongLived(_ call: VarlinkCall) -> Bool { broker.isLongLived(call) }

@@ -1,4 +1,4 @@
-public import BrokerContract
+import BrokerContract
 import KeychainStore
 import SharedDevice
 public import Varlink
@@ -8,29 +8,25 @@ public import Varlink
 // write, the network or a wait. Anything else, and any of these that would need more (a refresh, a write, a
 // policy that changed, a refusal to audit), is left to `handle`.
 extension Broker {
-    /// Answers `call` from `caller` if it can at once (see above) and returns true; returns false, having sent
-    /// nothing and changed nothing, when the call needs `handle`.
-    public func answerAtOnce(
-        _ call: VarlinkCall,
-        caller connectionCaller: BrokerCaller,
-        reply: @escaping @Sendable (VarlinkReply) async -> Bool
-    ) async -> Bool {
+    /// The reply to `call` from `caller` if it can be answered at once (see above), its activity recorded; nil,
+    /// having sent nothing and changed nothing, when the call needs `handle`. Synchronous: the server answers on
+    /// the thread that read the call, without a task.
+    public func replyAtOnce(to call: VarlinkCall, caller connectionCaller: BrokerCaller) -> VarlinkReply? {
         // Only these methods' calls are decoded here: no other call's parameters (a password) are copied on this
         // thread, whose stack is not wiped as freed memory is.
         guard
             call.method == Broker1.AcquireTokenSilent.qualifiedName
                 || call.method == Broker1.GetCurrentAccount.qualifiedName,
             let decoded = try? Broker1.Call(call), Self.mayAnswerAtOnce(decoded)
-        else { return false }
+        else { return nil }
         let caller = actingConnections.caller(connectionCaller)
-        var answer = await answerAtOnce(decoded, caller: caller)
+        var answer = replyAtOnce(to: decoded, caller: caller)
         // After any commit (anyone's) the policy known is older than the store: read it again (a read) and try once
         // more, so that the apps' calls keep coming at once on a store that changes.
-        if answer == nil, (try? currentPolicy()) != nil { answer = await answerAtOnce(decoded, caller: caller) }
-        guard let answer else { return false }
+        if answer == nil, (try? currentPolicy()) != nil { answer = replyAtOnce(to: decoded, caller: caller) }
+        guard let answer else { return nil }
         if Self.isActivity(decoded) { idle.recordActivity() }
-        _ = await reply(answer)
-        return true
+        return answer
     }
 
     /// The calls that may be answered at once: a silent token and the current account, asked without an MSAL client
@@ -44,15 +40,12 @@ extension Broker {
     }
 
     /// The reply to `decoded` at once, or nil.
-    private func answerAtOnce(_ decoded: Broker1.Call, caller: BrokerCaller) async -> VarlinkReply? {
+    private func replyAtOnce(to decoded: Broker1.Call, caller: BrokerCaller) -> VarlinkReply? {
         switch decoded {
         case .acquireTokenSilent(let parameters):
             guard let (application, known) = applicationAsLastKnown(for: caller, authority: parameters.authority),
-                let result = try? await application.acquireTokenSilent(
-                    scopes: parameters.scopes,
-                    ifStoreUnchangedSince: known,
-                    cacheOnly: true
-                ) ?? nil,
+                let result = try? application.cachedTokenSilent(scopes: parameters.scopes, ifStoreUnchangedSince: known)
+                    ?? nil,
                 let contract = try? Self.result(result, msalClientID: nil)
             else { return nil }
             return VarlinkReply(Broker1.AcquireTokenSilent.Reply(result: contract))

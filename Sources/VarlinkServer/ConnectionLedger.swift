@@ -151,6 +151,9 @@ final class ConnectionLedger: Sendable {
         }
     }
 
+    /// The bytes of replies written since the call task last waited for them to be taken.
+    var repliesSinceFlush: Int { state.withLock { $0.repliesSinceFlush } }
+
     /// The bytes of replies written since the last call, counted from zero again.
     func takeRepliesSinceFlush() -> Int {
         state.withLock { state in

@@ -15,27 +15,41 @@ struct ReplyWriter: Sendable {
     /// or the call's replies must stop.
     func write(_ reply: VarlinkReply) async -> Bool {
         guard channel.isActive else { return false }
-        var encoded = reply.encoded()
-        ledger.noteReply(bytes: encoded.count)
-        var keepGoing = true
-        if encoded.count > maximumBytes {
-            encoded = VarlinkReply(
-                error: limitExceededError,
-                parameters: [
-                    "limit": .string("replyBytes"), "maximum": .int(Int64(maximumBytes)),
-                    "message": .string(
-                        "the reply would be \(encoded.count) bytes, over the limit of \(maximumBytes); narrow the query (service, account, label or type) or ask without secrets"
-                    ),
-                ]
-            ).encoded()
-            keepGoing = false
-        }
+        let (bytes, keepGoing) = Self.encode(
+            reply,
+            maximumBytes: maximumBytes,
+            limitExceededError: limitExceededError,
+            ledger: ledger
+        )
         do {
-            try await outbound.write(ByteBuffer(bytes: encoded))
+            try await outbound.write(bytes)
             return keepGoing
         } catch {
             return false
         }
+    }
+
+    /// The bytes of `reply`, or of the error that replaces it when it is over `maximumBytes` (`keepGoing` false
+    /// then: the call's replies must stop), counted in `ledger` as a reply written.
+    static func encode(
+        _ reply: VarlinkReply,
+        maximumBytes: Int,
+        limitExceededError: String,
+        ledger: ConnectionLedger
+    ) -> (bytes: ByteBuffer, keepGoing: Bool) {
+        var encoded = reply.encoded()
+        ledger.noteReply(bytes: encoded.count)
+        guard encoded.count > maximumBytes else { return (ByteBuffer(bytes: encoded), true) }
+        encoded = VarlinkReply(
+            error: limitExceededError,
+            parameters: [
+                "limit": .string("replyBytes"), "maximum": .int(Int64(maximumBytes)),
+                "message": .string(
+                    "the reply would be \(encoded.count) bytes, over the limit of \(maximumBytes); narrow the query (service, account, label or type) or ask without secrets"
+                ),
+            ]
+        ).encoded()
+        return (ByteBuffer(bytes: encoded), false)
     }
 
     /// Waits until every reply written so far has been taken by the socket (an empty write completes

@@ -8,11 +8,11 @@ public protocol VarlinkMethodHandler: Sendable {
     /// cancelled when the peer disconnects: long calls should stop and change nothing.
     func handle(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async
 
-    /// Answers one call at once, if the handler can without blocking the thread it runs on (the connection's
-    /// socket thread): from memory and reads that never wait for a writer (no write, no network, no lock held for
-    /// long). Returns true once it has sent the call's reply; false, having sent nothing and changed nothing,
-    /// when the call needs `handle` (which then runs on the handler's threads). By default every call does.
-    func answerAtOnce(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async -> Bool
+    /// The one reply to `call`, if the handler can answer it at once without blocking the thread it runs on (the
+    /// connection's socket thread, inside the read that received the call: no task, no hop): from memory and
+    /// reads that never wait for a writer (no write, no network, no lock held for long). `nil`, having changed
+    /// nothing, when the call needs `handle` (which then runs on the handler's threads). By default every call does.
+    func replyAtOnce(to call: VarlinkCall, context: VarlinkCallContext) -> VarlinkReply?
 
     /// Calls that may last as long as the connection (subscriptions): a graceful shutdown does not wait
     /// for them.
@@ -23,9 +23,7 @@ public protocol VarlinkMethodHandler: Sendable {
 }
 
 extension VarlinkMethodHandler {
-    public func answerAtOnce(_ call: VarlinkCall, context: VarlinkCallContext, replies: VarlinkReplies) async -> Bool {
-        false
-    }
+    public func replyAtOnce(to call: VarlinkCall, context: VarlinkCallContext) -> VarlinkReply? { nil }
     public func isLongLived(_ call: VarlinkCall) -> Bool { false }
     public func connectionClosed(_ context: VarlinkCallContext) {}
 }

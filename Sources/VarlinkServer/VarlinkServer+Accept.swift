@@ -135,6 +135,18 @@ extension VarlinkServer {
         try handlers.addHandler(
             CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger)
         )
+        if configuration.answersCallsAtOnce && !configuration.runsCallsOnEventLoop {
+            try handlers.addHandler(
+                AtOnceCallHandler(
+                    handler: handler,
+                    context: context,
+                    ledger: ledger,
+                    interfaces: Set(info.interfaces.map(\.name)),
+                    configuration: configuration,
+                    repliesBeforeFlush: Self.repliesBeforeFlush
+                )
+            )
+        }
         let queued = max(configuration.maximumQueuedCalls, 1)
         let asyncChannel = try NIOAsyncChannel<ReceivedCall, ByteBuffer>(
             wrappingChannelSynchronously: channel,

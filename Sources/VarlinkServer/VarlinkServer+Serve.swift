@@ -96,7 +96,10 @@ extension VarlinkServer {
             if counted { callsInProgress.begin() }
             if configuration.runsCallsOnEventLoop || !configuration.answersCallsAtOnce {
                 await handler.handle(call, context: context, replies: replies)
-            } else if !(await handler.answerAtOnce(call, context: context, replies: replies)) {
+            } else if !call.more, let reply = handler.replyAtOnce(to: call, context: context) {
+                // A call queued behind another (else `AtOnceCallHandler` answered it in the read).
+                await replies.send(reply)
+            } else {
                 // Not at once: on the handler's threads (a call there may block its thread: SQLite's writes).
                 await withTaskExecutorPreference(executor) {
                     await handler.handle(call, context: context, replies: replies)

@@ -81,7 +81,8 @@ public struct VarlinkServerConfiguration: Sendable {
     /// the hop costs (deviced's hidden `--calls-on-event-loop`).
     public var runsCallsOnEventLoop = false
     /// Whether a connection's calls start on its event loop's thread, where the handler may answer them at once
-    /// (`VarlinkMethodHandler.answerAtOnce`); the others hop to the handler's threads. On by default: a call
+    /// (`VarlinkMethodHandler.replyAtOnce`: inside the read, when no earlier call of the connection is queued or
+    /// running); the others hop to the handler's threads. On by default: a call
     /// answered at once costs no hop between threads either way. Off, every call runs on the handler's threads
     /// (deviced's hidden `--calls-on-store-threads`, for measuring what answering at once saves).
     public var answersCallsAtOnce = true

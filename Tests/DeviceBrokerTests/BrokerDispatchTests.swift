@@ -65,23 +65,16 @@ import Varlink
             return policy
         }
 
-        /// The broker's replies to `member` from `uid` at once, or nil when it did not answer at once.
+        /// The broker's reply to `member` from `uid` at once, or nil when it did not answer at once.
         func answerAtOnce(
             _ member: String,
             _ parameters: [String: VarlinkValue] = [:],
             as uid: UInt32
         ) async -> [VarlinkReply]? {
-            let replies = Mutex<[VarlinkReply]>([])
-            let answered = await broker.answerAtOnce(
-                VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
+            broker.replyAtOnce(
+                to: VarlinkCall(method: "org.sharedmode.Broker1.\(member)", parameters: parameters),
                 caller: BrokerCaller(uid: uid, gid: uid, pid: 1, connectionID: 1)
-            ) { reply in
-                replies.withLock { $0.append(reply) }
-                return true
-            }
-            let sent = replies.withLock { $0 }
-            #expect(answered || sent.isEmpty, "a call not answered at once sent a reply")
-            return answered ? sent : nil
+            ).map { [$0] }
         }
     }
 

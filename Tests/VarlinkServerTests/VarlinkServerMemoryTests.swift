@@ -131,9 +131,12 @@ import Glibc
         }
     }
 
-    @Test func aUidLeavingRepliesUnreadOverItsLimitHasItsNextReplyClosedInsteadOfHeld() async throws {
+    /// Replies a handler gives at once (written inside the read) are held to the same limit.
+    @Test(arguments: [false, true])
+    func aUidLeavingRepliesUnreadOverItsLimitHasItsNextReplyClosedInsteadOfHeld(atOnce: Bool) async throws {
         let limits: (inout VarlinkServerConfiguration) -> Void = { $0.maximumUnreadReplyBytesPerUser = 64 << 10 }
-        try await Self.Server.withServer(configure: limits) { socket in
+        let handler: any VarlinkMethodHandler = atOnce ? AtOnceCallTests.AtOnceHandler() : Self.Server.EchoHandler()
+        try await Self.Server.withServer(handler: handler, configure: limits) { socket in
             let (closedUnanswered, whole, servedAfter) = try await Self.Server.blocking {
                 () throws -> (Bool, Bool, VarlinkReply) in
                 // A reply of 600 KB the peer does not read: beyond what the kernel takes, the server holds it.

@@ -378,22 +378,38 @@ public final class ApplicationEngine: Sendable {
         )!
     }
 
-    /// `acquireTokenSilent`, when nothing was committed to the store since `known` (when given): checked in the
-    /// read transaction that looks the tokens up, before anything else. `nil` when something was: nothing was
-    /// done (no refresh, nothing written), and the caller decides again from the store as it is now. For the
-    /// broker, which chose this engine for its caller from the policy as of `known`. With `cacheOnly`, also `nil`
-    /// (and nothing done) when no cached access token answers: the call then reads and never writes or waits
-    /// for the network.
-    nonisolated(nonsending)
-        package func acquireTokenSilent(
-            scopes: [String],
-            account: DeviceAccount? = nil,
-            forceRefresh: Bool = false,
-            includeIDToken: Bool = false,
-            ifStoreUnchangedSince known: StoreChangeStamp?,
-            cacheOnly: Bool = false
-        ) async throws(SharedDeviceError) -> AuthenticationResult?
-    {
+    /// A silent token from the cache alone, when nothing was committed to the store since `known`: one read, no
+    /// write, no network, no wait, so the broker answers it on the thread that read the call. `nil` when something
+    /// was committed since, or no cached access token answers (the caller then goes the way that may refresh).
+    /// - Throws: what `acquireTokenSilent` throws before it would refresh (no account signed in, another worker's).
+    package func cachedTokenSilent(
+        scopes: [String],
+        ifStoreUnchangedSince known: StoreChangeStamp
+    ) throws(SharedDeviceError) -> AuthenticationResult? {
+        guard case .cached(let result) = try silentLookup(scopes: scopes, ifStoreUnchangedSince: known) else {
+            return nil
+        }
+        return result
+    }
+
+    /// What the cache holds for a silent token (one read transaction).
+    private enum SilentLookup {
+        /// Something was committed since the stamp held to: nothing was looked up.
+        case storeChanged
+        /// A cached access token answers.
+        case cached(AuthenticationResult)
+        /// None does: the account's refresh token (if any) is the way on.
+        case needsRefresh(DeviceAccount, RefreshTokenCacheItem?, correlationID: String)
+    }
+
+    /// Looks up the account and its cached tokens for `scopes` (see `acquireTokenSilent`).
+    private func silentLookup(
+        scopes: [String],
+        account: DeviceAccount? = nil,
+        forceRefresh: Bool = false,
+        includeIDToken: Bool = false,
+        ifStoreUnchangedSince known: StoreChangeStamp?
+    ) throws(SharedDeviceError) -> SilentLookup {
         let correlationID = AccountManager.newCorrelationID()
         var logger = self.logger
         // Tagging the logger copies its handler's metadata: only when its events would be written.
@@ -410,7 +426,7 @@ public final class ApplicationEngine: Sendable {
                     b2cPolicy: authority.b2cPolicy,
                     ifUnchangedSince: known
                 )
-            else { return nil }
+            else { return .storeChanged }
             (current, cachedAccessToken, refreshToken) = found
         } catch {
             logger.debug(
@@ -419,18 +435,19 @@ public final class ApplicationEngine: Sendable {
             )
             throw error
         }
-        if let cached = cachedAccessToken {
-            logger.debug(
-                "silent token from the cache",
-                metadata: [
-                    "oauth.scopes": "\(cached.scopes.joined(separator: " "))",
-                    "oauth.expires_on": "\(cached.expiresOn)",
-                ]
-            )
-            let idToken =
-                includeIDToken
-                ? try accountManager.idToken(of: current, clientID: configuration.clientID, app: app) : nil
-            return AuthenticationResult(
+        guard let cached = cachedAccessToken else { return .needsRefresh(current, refreshToken, correlationID: correlationID) }
+        logger.debug(
+            "silent token from the cache",
+            metadata: [
+                "oauth.scopes": "\(cached.scopes.joined(separator: " "))",
+                "oauth.expires_on": "\(cached.expiresOn)",
+            ]
+        )
+        let idToken =
+            includeIDToken
+            ? try accountManager.idToken(of: current, clientID: configuration.clientID, app: app) : nil
+        return .cached(
+            AuthenticationResult(
                 accessToken: cached.secret,
                 scopes: cached.scopes,
                 expiresOn: cached.expiresOn,
@@ -439,8 +456,42 @@ public final class ApplicationEngine: Sendable {
                 source: .cache,
                 correlationID: correlationID
             )
+        )
+    }
+
+    /// `acquireTokenSilent`, when nothing was committed to the store since `known` (when given): checked in the
+    /// read transaction that looks the tokens up, before anything else. `nil` when something was: nothing was
+    /// done (no refresh, nothing written), and the caller decides again from the store as it is now. For the
+    /// broker, which chose this engine for its caller from the policy as of `known`. With `cacheOnly`, also `nil`
+    /// (and nothing done) when no cached access token answers: the call then reads and never writes or waits
+    /// for the network.
+    nonisolated(nonsending)
+        package func acquireTokenSilent(
+            scopes: [String],
+            account: DeviceAccount? = nil,
+            forceRefresh: Bool = false,
+            includeIDToken: Bool = false,
+            ifStoreUnchangedSince known: StoreChangeStamp?,
+            cacheOnly: Bool = false
+        ) async throws(SharedDeviceError) -> AuthenticationResult?
+    {
+        let current: DeviceAccount
+        let refreshToken: RefreshTokenCacheItem?
+        let correlationID: String
+        switch try silentLookup(
+            scopes: scopes,
+            account: account,
+            forceRefresh: forceRefresh,
+            includeIDToken: includeIDToken,
+            ifStoreUnchangedSince: known
+        ) {
+        case .storeChanged: return nil
+        case .cached(let result): return result
+        case .needsRefresh(let account, let token, let id): (current, refreshToken, correlationID) = (account, token, id)
         }
         if cacheOnly { return nil }
+        var logger = self.logger
+        if logger.logLevel <= .debug { logger[metadataKey: "correlation_id"] = "\(correlationID)" }
         guard let refreshToken else {
             logger.debug(
                 "silent token needs interaction: no refresh token is cached",
