@@ -65,11 +65,10 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "homeAccountId": .string(homeAccountId),
-                "environment": .string(environment),
-                "realm": .string(realm),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 6)
+            fields["homeAccountId"] = .string(homeAccountId)
+            fields["environment"] = .string(environment)
+            fields["realm"] = .string(realm)
             if let username = self.username {
                 fields["username"] = .string(username)
             } else if !omittingAbsent {
@@ -165,10 +164,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "mode": .string(mode.rawValue),
-                "extraDeviceInformation": .object(extraDeviceInformation.mapValues { .string($0) }),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["mode"] = .string(mode.rawValue)
+            fields["extraDeviceInformation"] = .object(extraDeviceInformation.mapValues { .string($0) })
             if let deviceId = self.deviceId {
                 fields["deviceId"] = .string(deviceId)
             } else if !omittingAbsent {
@@ -282,13 +280,12 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "accessToken": .string(accessToken),
-                "scopes": .array(scopes.map { .string($0) }),
-                "source": .string(source.rawValue),
-                "account": .object(account.varlinkFields),
-                "correlationId": .string(correlationId),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 7)
+            fields["accessToken"] = .string(accessToken)
+            fields["scopes"] = .array(scopes.map { .string($0) })
+            fields["source"] = .string(source.rawValue)
+            fields["account"] = .object(account.varlinkFields)
+            fields["correlationId"] = .string(correlationId)
             if let expiresOn = self.expiresOn {
                 fields["expiresOn"] = .int(Int64(expiresOn))
             } else if !omittingAbsent {
@@ -346,11 +343,10 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "verificationUri": .string(verificationUri),
-                "userCode": .string(userCode),
-                "expiresIn": .int(Int64(expiresIn)),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["verificationUri"] = .string(verificationUri)
+            fields["userCode"] = .string(userCode)
+            fields["expiresIn"] = .int(Int64(expiresIn))
             if let verificationUriComplete = self.verificationUriComplete {
                 fields["verificationUriComplete"] = .string(verificationUriComplete)
             } else if !omittingAbsent {
@@ -417,13 +413,12 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "accessGroup": .string(accessGroup),
-                "service": .string(service),
-                "account": .string(account),
-                "creationDate": .double(creationDate),
-                "modificationDate": .double(modificationDate),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 9)
+            fields["accessGroup"] = .string(accessGroup)
+            fields["service"] = .string(service)
+            fields["account"] = .string(account)
+            fields["creationDate"] = .double(creationDate)
+            fields["modificationDate"] = .double(modificationDate)
             if let type = self.type {
                 fields["type"] = .int(Int64(type))
             } else if !omittingAbsent {
@@ -557,11 +552,10 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "kind": .string(kind.rawValue),
-                "mode": .string(mode.rawValue),
-                "sequence": .int(Int64(sequence)),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 6)
+            fields["kind"] = .string(kind.rawValue)
+            fields["mode"] = .string(mode.rawValue)
+            fields["sequence"] = .int(Int64(sequence))
             if let current = self.current {
                 fields["current"] = .object(current.varlinkFields)
             } else if !omittingAbsent {
@@ -626,11 +620,10 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "idleSignOutSeconds": .int(Int64(idleSignOutSeconds)),
-                "warningSeconds": .int(Int64(warningSeconds)),
-                "warning": .bool(warning),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["idleSignOutSeconds"] = .int(Int64(idleSignOutSeconds))
+            fields["warningSeconds"] = .int(Int64(warningSeconds))
+            fields["warning"] = .bool(warning)
             if let idleSeconds = self.idleSeconds {
                 fields["idleSeconds"] = .double(idleSeconds)
             } else if !omittingAbsent {
@@ -727,10 +720,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "uid": .int(Int64(uid)),
-                "pid": .int(Int64(pid)),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["uid"] = .int(Int64(uid))
+            fields["pid"] = .int(Int64(pid))
             if let appId = self.appId {
                 fields["appId"] = .string(appId)
             } else if !omittingAbsent {
@@ -790,13 +782,12 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "uid": .int(Int64(uid)),
-                "clientId": .string(clientId),
-                "calls": .int(Int64(calls)),
-                "refused": .int(Int64(refused)),
-                "lastCall": .double(lastCall),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 6)
+            fields["uid"] = .int(Int64(uid))
+            fields["clientId"] = .string(clientId)
+            fields["calls"] = .int(Int64(calls))
+            fields["refused"] = .int(Int64(refused))
+            fields["lastCall"] = .double(lastCall)
             if let appId = self.appId {
                 fields["appId"] = .string(appId)
             } else if !omittingAbsent {
@@ -910,15 +901,14 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "version": .string(version),
-                "startedAt": .double(startedAt),
-                "provisioned": .bool(provisioned),
-                "mode": .string(mode.rawValue),
-                "lastAuditSequence": .int(Int64(lastAuditSequence)),
-                "connections": .array(connections.map { .object($0.varlinkFields) }),
-                "msalClients": .array(msalClients.map { .object($0.varlinkFields) }),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 15)
+            fields["version"] = .string(version)
+            fields["startedAt"] = .double(startedAt)
+            fields["provisioned"] = .bool(provisioned)
+            fields["mode"] = .string(mode.rawValue)
+            fields["lastAuditSequence"] = .int(Int64(lastAuditSequence))
+            fields["connections"] = .array(connections.map { .object($0.varlinkFields) })
+            fields["msalClients"] = .array(msalClients.map { .object($0.varlinkFields) })
             if let policyId = self.policyId {
                 fields["policyId"] = .string(policyId)
             } else if !omittingAbsent {
@@ -1051,11 +1041,10 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "uid": .int(Int64(uid)),
-                    "accessGroups": .array(accessGroups.map { .string($0) }),
-                    "administrator": .bool(administrator),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 7)
+                fields["uid"] = .int(Int64(uid))
+                fields["accessGroups"] = .array(accessGroups.map { .string($0) })
+                fields["administrator"] = .bool(administrator)
                 if let appId = self.appId {
                     fields["appId"] = .string(appId)
                 } else if !omittingAbsent {
@@ -1154,9 +1143,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "uid": .int(Int64(uid))
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 4)
+                fields["uid"] = .int(Int64(uid))
                 if let appId = self.appId {
                     fields["appId"] = .string(appId)
                 } else if !omittingAbsent {
@@ -1275,7 +1263,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 1)
                 if let idle = self.idle {
                     fields["idle"] = .object(idle.varlinkFields)
                 } else if !omittingAbsent {
@@ -1358,7 +1346,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 1)
                 if let msalClientId = self.msalClientId {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
@@ -1389,7 +1377,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
                 if let current = self.current {
                     fields["current"] = .object(current.varlinkFields)
                 } else if !omittingAbsent {
@@ -1497,9 +1485,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) })
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 4)
+                fields["scopes"] = .array(scopes.map { .string($0) })
                 if let loginHint = self.loginHint {
                     fields["loginHint"] = .string(loginHint)
                 } else if !omittingAbsent {
@@ -1540,7 +1527,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
                 if let verification = self.verification {
                     fields["verification"] = .object(verification.varlinkFields)
                 } else if !omittingAbsent {
@@ -1668,10 +1655,9 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) }),
-                    "redirectUri": .string(redirectUri),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 7)
+                fields["scopes"] = .array(scopes.map { .string($0) })
+                fields["redirectUri"] = .string(redirectUri)
                 if let loginHint = self.loginHint {
                     fields["loginHint"] = .string(loginHint)
                 } else if !omittingAbsent {
@@ -1729,7 +1715,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
                 if let authorizationUrl = self.authorizationUrl {
                     fields["authorizationUrl"] = .string(authorizationUrl)
                 } else if !omittingAbsent {
@@ -1807,11 +1793,10 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) }),
-                    "username": .string(username),
-                    "password": .string(password),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 5)
+                fields["scopes"] = .array(scopes.map { .string($0) })
+                fields["username"] = .string(username)
+                fields["password"] = .string(password)
                 if let msalClientId = self.msalClientId {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
@@ -1876,9 +1861,8 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "itemsRemoved": .int(Int64(itemsRemoved))
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 2)
+            fields["itemsRemoved"] = .int(Int64(itemsRemoved))
             if let account = self.account {
                 fields["account"] = .object(account.varlinkFields)
             } else if !omittingAbsent {
@@ -1959,10 +1943,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "signInId": .string(signInId),
-                "challenge": .string(challenge.rawValue),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["signInId"] = .string(signInId)
+            fields["challenge"] = .string(challenge.rawValue)
             if let codeLength = self.codeLength {
                 fields["codeLength"] = .int(Int64(codeLength))
             } else if !omittingAbsent {
@@ -2032,9 +2015,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "username": .string(username)
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 3)
+                fields["username"] = .string(username)
                 if let msalClientId = self.msalClientId {
                     fields["msalClientId"] = .string(msalClientId)
                 } else if !omittingAbsent {
@@ -2068,9 +2050,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "next": .object(next.varlinkFields)
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
+                fields["next"] = .object(next.varlinkFields)
                 if let signedOut = self.signedOut {
                     fields["signedOut"] = .object(signedOut.varlinkFields)
                 } else if !omittingAbsent {
@@ -2177,10 +2158,9 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "signInId": .string(signInId),
-                    "scopes": .array(scopes.map { .string($0) }),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 4)
+                fields["signInId"] = .string(signInId)
+                fields["scopes"] = .array(scopes.map { .string($0) })
                 if let password = self.password {
                     fields["password"] = .string(password)
                 } else if !omittingAbsent {
@@ -2332,9 +2312,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) })
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 8)
+                fields["scopes"] = .array(scopes.map { .string($0) })
                 if let reason = self.reason {
                     fields["reason"] = .string(reason)
                 } else if !omittingAbsent {
@@ -2420,7 +2399,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 4)
                 if let signedOut = self.signedOut {
                     fields["signedOut"] = .object(signedOut.varlinkFields)
                 } else if !omittingAbsent {
@@ -2498,9 +2477,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "scopes": .array(scopes.map { .string($0) })
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 4)
+                fields["scopes"] = .array(scopes.map { .string($0) })
                 if let forceRefresh = self.forceRefresh {
                     fields["forceRefresh"] = .bool(forceRefresh)
                 } else if !omittingAbsent {
@@ -2573,7 +2551,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 1)
                 if let reason = self.reason {
                     fields["reason"] = .string(reason)
                 } else if !omittingAbsent {
@@ -2605,10 +2583,9 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "global": .bool(global),
-                    "itemsRemoved": .int(Int64(itemsRemoved)),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 3)
+                fields["global"] = .bool(global)
+                fields["itemsRemoved"] = .int(Int64(itemsRemoved))
                 if let account = self.account {
                     fields["account"] = .object(account.varlinkFields)
                 } else if !omittingAbsent {
@@ -2670,11 +2647,10 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "service": .string(service),
-                    "account": .string(account),
-                    "secret": .string(secret),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 7)
+                fields["service"] = .string(service)
+                fields["account"] = .string(account)
+                fields["secret"] = .string(secret)
                 if let accessGroup = self.accessGroup {
                     fields["accessGroup"] = .string(accessGroup)
                 } else if !omittingAbsent {
@@ -2767,7 +2743,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 6)
                 if let service = self.service {
                     fields["service"] = .string(service)
                 } else if !omittingAbsent {
@@ -2904,7 +2880,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 11)
                 if let service = self.service {
                     fields["service"] = .string(service)
                 } else if !omittingAbsent {
@@ -3028,7 +3004,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 5)
                 if let service = self.service {
                     fields["service"] = .string(service)
                 } else if !omittingAbsent {
@@ -3122,7 +3098,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 5)
                 if let service = self.service {
                     fields["service"] = .string(service)
                 } else if !omittingAbsent {
@@ -3254,9 +3230,8 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "service": .string(service)
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 4)
+            fields["service"] = .string(service)
             if let tty = self.tty {
                 fields["tty"] = .string(tty)
             } else if !omittingAbsent {
@@ -3390,10 +3365,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "signInId": .string(signInId),
-                "challenge": .string(challenge.rawValue),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 5)
+            fields["signInId"] = .string(signInId)
+            fields["challenge"] = .string(challenge.rawValue)
             if let codeLength = self.codeLength {
                 fields["codeLength"] = .int(Int64(codeLength))
             } else if !omittingAbsent {
@@ -3448,11 +3422,10 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "account": .object(account.varlinkFields),
-                "sessionUser": .string(sessionUser),
-                "correlationId": .string(correlationId),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 4)
+            fields["account"] = .object(account.varlinkFields)
+            fields["sessionUser"] = .string(sessionUser)
+            fields["correlationId"] = .string(correlationId)
             if let signedOut = self.signedOut {
                 fields["signedOut"] = .object(signedOut.varlinkFields)
             } else if !omittingAbsent {
@@ -3547,13 +3520,12 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "sessionId": .string(sessionId),
-                "user": .string(user),
-                "openedAt": .double(openedAt),
-                "onSignOut": .string(onSignOut.rawValue),
-                "loginScreen": .object(loginScreen.varlinkFields),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 6)
+            fields["sessionId"] = .string(sessionId)
+            fields["user"] = .string(user)
+            fields["openedAt"] = .double(openedAt)
+            fields["onSignOut"] = .string(onSignOut.rawValue)
+            fields["loginScreen"] = .object(loginScreen.varlinkFields)
             if let account = self.account {
                 fields["account"] = .object(account.varlinkFields)
             } else if !omittingAbsent {
@@ -3620,10 +3592,9 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "username": .string(username),
-                    "loginScreen": .object(loginScreen.varlinkFields),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 5)
+                fields["username"] = .string(username)
+                fields["loginScreen"] = .object(loginScreen.varlinkFields)
                 if let flow = self.flow {
                     fields["flow"] = .string(flow.rawValue)
                 } else if !omittingAbsent {
@@ -3711,9 +3682,8 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "signInId": .string(signInId)
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 3)
+                fields["signInId"] = .string(signInId)
                 if let password = self.password {
                     fields["password"] = .string(password)
                 } else if !omittingAbsent {
@@ -3799,7 +3769,7 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
                 if let verification = self.verification {
                     fields["verification"] = .object(verification.varlinkFields)
                 } else if !omittingAbsent {
@@ -3937,10 +3907,9 @@ extension Broker1 {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "itemsRemoved": .int(Int64(itemsRemoved)),
-                    "resetHome": .bool(resetHome),
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 3)
+                fields["itemsRemoved"] = .int(Int64(itemsRemoved))
+                fields["resetHome"] = .bool(resetHome)
                 if let account = self.account {
                     fields["account"] = .object(account.varlinkFields)
                 } else if !omittingAbsent {
@@ -3978,10 +3947,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "uid": .int(Int64(uid)),
-                "message": .string(message),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 3)
+            fields["uid"] = .int(Int64(uid))
+            fields["message"] = .string(message)
             if let flatpakAppId = self.flatpakAppId {
                 fields["flatpakAppId"] = .string(flatpakAppId)
             } else if !omittingAbsent {
@@ -4106,10 +4074,9 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "code": .string(code),
-                "message": .string(message),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 4)
+            fields["code"] = .string(code)
+            fields["message"] = .string(message)
             if let msalStatus = self.msalStatus {
                 fields["msalStatus"] = .int(Int64(msalStatus))
             } else if !omittingAbsent {
@@ -4193,9 +4160,8 @@ extension Broker1 {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "limit": .int(Int64(limit))
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 2)
+            fields["limit"] = .int(Int64(limit))
             if let scope = self.scope {
                 fields["scope"] = .string(scope.rawValue)
             } else if !omittingAbsent {

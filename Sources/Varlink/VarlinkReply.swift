@@ -25,10 +25,21 @@ public struct VarlinkReply: Sendable, Hashable {
 
     /// The reply as it is sent: JSON and the terminating NUL.
     public func encoded() -> Data {
-        var fields: [String: VarlinkValue] = ["parameters": .object(parameters)]
-        if continues { fields["continues"] = .bool(true) }
-        if let error { fields["error"] = .string(error) }
-        return VarlinkMessage.encode(fields)
+        // The envelope written as it is (its keys in sorted order: continues, error, parameters), with no object
+        // built around the parameters.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        bytes.append(UInt8(ascii: "{"))
+        if continues { bytes.append(contentsOf: #""continues":true,"#.utf8) }
+        if let error {
+            bytes.append(contentsOf: #""error":"#.utf8)
+            VarlinkJSONWriter.write(.string(error), into: &bytes)
+            bytes.append(UInt8(ascii: ","))
+        }
+        bytes.append(contentsOf: #""parameters":"#.utf8)
+        VarlinkJSONWriter.write(.object(parameters), into: &bytes)
+        bytes.append(contentsOf: [UInt8(ascii: "}"), 0])
+        return Data(bytes)
     }
 
     /// Decodes one reply message (a client's side).

@@ -225,14 +225,10 @@ public struct SwiftContractGenerator: Sendable {
                     out.line("]")
                     return
                 }
-                if required.isEmpty {
-                    out.line("var fields: [String: VarlinkValue] = [:]")
-                } else {
-                    out.line("var fields: [String: VarlinkValue] = [")
-                    out.indented { out in
-                        for entry in entries { out.line(entry + (entries.count > 1 ? "," : "")) }
-                    }
-                    out.line("]")
+                // Room for every field at once: no dictionary grows (and rehashes) while the reply is built.
+                out.line("var fields = [String: VarlinkValue](minimumCapacity: \(fields.count))")
+                for field in required {
+                    out.line("fields[\(literal(field.name))] = \(encoder(field.type, identifier(field.name), context))")
                 }
                 for field in optional {
                     guard case .optional(let wrapped) = field.type else { continue }

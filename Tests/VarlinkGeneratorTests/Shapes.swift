@@ -131,19 +131,18 @@ extension Shapes {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "name": .string(name),
-                "sides": .int(Int64(sides)),
-                "area": .double(area),
-                "closed": .bool(closed),
-                "extra": extra,
-                "colour": .string(colour.rawValue),
-                "colours": .array(colours.map { .string($0.rawValue) }),
-                "tags": .object(tags.mapValues { .string($0) }),
-                "grid": .array(grid.map { .array($0.map { .int(Int64($0)) }) }),
-                "labels": .array(labels.map { $0.map { .string($0) } ?? .null }),
-                "children": .array(children.map { .object($0.varlinkFields) }),
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 12)
+            fields["name"] = .string(name)
+            fields["sides"] = .int(Int64(sides))
+            fields["area"] = .double(area)
+            fields["closed"] = .bool(closed)
+            fields["extra"] = extra
+            fields["colour"] = .string(colour.rawValue)
+            fields["colours"] = .array(colours.map { .string($0.rawValue) })
+            fields["tags"] = .object(tags.mapValues { .string($0) })
+            fields["grid"] = .array(grid.map { .array($0.map { .int(Int64($0)) }) })
+            fields["labels"] = .array(labels.map { $0.map { .string($0) } ?? .null })
+            fields["children"] = .array(children.map { .object($0.varlinkFields) })
             if let `default` = self.`default` {
                 fields["default"] = .string(`default`)
             } else if !omittingAbsent {
@@ -192,9 +191,8 @@ extension Shapes {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "shapes": .array(shapes.map { .object($0.varlinkFields) })
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
+                fields["shapes"] = .array(shapes.map { .object($0.varlinkFields) })
                 if let scale = self.scale {
                     fields["scale"] = .double(scale)
                 } else if !omittingAbsent {
@@ -232,7 +230,7 @@ extension Shapes {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [:]
+                var fields = [String: VarlinkValue](minimumCapacity: 2)
                 if let drawn = self.drawn {
                     fields["drawn"] = .object(drawn.varlinkFields)
                 } else if !omittingAbsent {
@@ -327,9 +325,8 @@ extension Shapes {
             }
 
             public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-                var fields: [String: VarlinkValue] = [
-                    "colour": .string(colour.rawValue)
-                ]
+                var fields = [String: VarlinkValue](minimumCapacity: 3)
+                fields["colour"] = .string(colour.rawValue)
                 if let also = self.also {
                     fields["also"] = .array(also.map { .string($0.rawValue) })
                 } else if !omittingAbsent {
@@ -450,9 +447,8 @@ extension Shapes {
         }
 
         public func varlinkFields(omittingAbsent: Bool) -> [String: VarlinkValue] {
-            var fields: [String: VarlinkValue] = [
-                "area": .double(area)
-            ]
+            var fields = [String: VarlinkValue](minimumCapacity: 2)
+            fields["area"] = .double(area)
             if let limit = self.limit {
                 fields["limit"] = .double(limit)
             } else if !omittingAbsent {

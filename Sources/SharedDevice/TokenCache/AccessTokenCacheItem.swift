@@ -33,8 +33,35 @@ public struct AccessTokenCacheItem: Sendable, Equatable, CustomStringConvertible
     public let refreshOn: Date?
     var unknownFields: [String: JSONValue] = [:]
 
-    /// The scopes of `target`.
-    public var scopes: [String] { Scopes.split(target) }
+    /// The scopes of `target`, split once when the entry is read (every silent token from the cache returns them).
+    public let scopes: [String]
+
+    init(
+        homeAccountID: String,
+        environment: String,
+        clientID: String,
+        realm: String,
+        target: String,
+        secret: String,
+        tokenType: String?,
+        cachedAt: Date,
+        expiresOn: Date,
+        extendedExpiresOn: Date?,
+        refreshOn: Date?
+    ) {
+        self.homeAccountID = homeAccountID
+        self.environment = environment
+        self.clientID = clientID
+        self.realm = realm
+        self.target = target
+        scopes = Scopes.split(target)
+        self.secret = secret
+        self.tokenType = tokenType
+        self.cachedAt = cachedAt
+        self.expiresOn = expiresOn
+        self.extendedExpiresOn = extendedExpiresOn
+        self.refreshOn = refreshOn
+    }
 
     /// Whether the token has expired at `now`, or will within `buffer` seconds (MSAL uses 300).
     public func isExpired(at now: Date, buffer: TimeInterval = 0) -> Bool {
@@ -62,6 +89,7 @@ extension AccessTokenCacheItem: CacheEntry {
         clientID = try reader.string("client_id")
         realm = try reader.string("realm")
         target = try reader.string("target")
+        scopes = Scopes.split(target)
         tokenType = try reader.optionalString("token_type")
         cachedAt = try reader.time("cached_at")
         expiresOn = try reader.time("expires_on")
