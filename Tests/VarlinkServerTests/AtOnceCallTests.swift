@@ -42,8 +42,8 @@ import Glibc
 
     @Test(arguments: [true, false])
     func aCallTheHandlerCanAnswerAtOnceIsAnsweredOnTheSocketsThreadUnlessTurnedOff(answersAtOnce: Bool) async throws {
-        try await Server.withServer(handler: AtOnceHandler(), configure: { $0.answersCallsAtOnce = answersAtOnce }) {
-            socket in
+        let configure: (inout VarlinkServerConfiguration) -> Void = { $0.answersCallsAtOnce = answersAtOnce }
+        try await Server.withServer(handler: AtOnceHandler(), configure: configure) { socket in
             let (first, second, later) = try await Server.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
                 return (
@@ -83,7 +83,8 @@ import Glibc
     }
 
     @Test func aReplyAtOnceOverTheReplyLimitIsReplacedByLimitExceeded() async throws {
-        try await Server.withServer(handler: AtOnceHandler(), configure: { $0.maximumReplyBytes = 1_024 }) { socket in
+        let configure: (inout VarlinkServerConfiguration) -> Void = { $0.maximumReplyBytes = 1_024 }
+        try await Server.withServer(handler: AtOnceHandler(), configure: configure) { socket in
             let (large, small) = try await Server.blocking {
                 let connection = try VarlinkConnection(unixSocketPath: socket)
                 return (

@@ -435,7 +435,9 @@ public final class ApplicationEngine: Sendable {
             )
             throw error
         }
-        guard let cached = cachedAccessToken else { return .needsRefresh(current, refreshToken, correlationID: correlationID) }
+        guard let cached = cachedAccessToken else {
+            return .needsRefresh(current, refreshToken, correlationID: correlationID)
+        }
         logger.debug(
             "silent token from the cache",
             metadata: [
@@ -487,7 +489,8 @@ public final class ApplicationEngine: Sendable {
         ) {
         case .storeChanged: return nil
         case .cached(let result): return result
-        case .needsRefresh(let account, let token, let id): (current, refreshToken, correlationID) = (account, token, id)
+        case .needsRefresh(let account, let token, let id):
+            (current, refreshToken, correlationID) = (account, token, id)
         }
         if cacheOnly { return nil }
         var logger = self.logger

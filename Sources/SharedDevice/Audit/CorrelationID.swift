@@ -44,8 +44,10 @@ public enum CorrelationID {
             }
             defer { offset += 16 }
             return bytes.withUnsafeBytes { raw in
-                (raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self),
-                 raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+                (
+                    raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self),
+                    raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
+                )
             }
         }
     }
