@@ -3,7 +3,7 @@ import KeychainStore
 import SharedDevice
 public import Varlink
 
-// The calls an app makes most (a silent token from the cache, who is signed in) answered at
+// The calls an app makes most (a silent token from the cache, who is signed in, the device's mode) answered at
 // once on the thread that read them off the socket: from what the broker holds and one read of the store, never a
 // write, the network or a wait. Anything else, and any of these that would need more (a refresh, a write, a
 // policy that changed, a refusal to audit), is left to `handle`.
@@ -16,7 +16,8 @@ extension Broker {
         // thread, whose stack is not wiped as freed memory is.
         guard
             call.method == Broker1.AcquireTokenSilent.qualifiedName
-                || call.method == Broker1.GetCurrentAccount.qualifiedName,
+                || call.method == Broker1.GetCurrentAccount.qualifiedName
+                || call.method == Broker1.GetDeviceInformation.qualifiedName,
             let decoded = try? Broker1.Call(call), Self.mayAnswerAtOnce(decoded)
         else { return nil }
         let caller = actingConnections.caller(connectionCaller)
@@ -30,11 +31,12 @@ extension Broker {
     }
 
     /// The calls that may be answered at once: a silent token and the current account, asked without an MSAL client
-    /// id (whose refusal is audited), a silent token without a forced refresh.
+    /// id (whose refusal is audited), a silent token without a forced refresh; the device's information.
     static func mayAnswerAtOnce(_ call: Broker1.Call) -> Bool {
         switch call {
         case .acquireTokenSilent(let parameters): parameters.msalClientId == nil && parameters.forceRefresh != true
         case .getCurrentAccount(let parameters): parameters.msalClientId == nil
+        case .getDeviceInformation: true
         default: false
         }
     }
@@ -54,6 +56,10 @@ extension Broker {
                 let current = try? application.currentAccount(ifStoreUnchangedSince: known, readOnly: true) ?? nil
             else { return nil }
             return VarlinkReply(Self.currentAccountReply(current))
+        case .getDeviceInformation(let parameters):
+            // From the record and policy kept decoded (a read of the store's change stamp; after a commit, the
+            // record read and decoded again): any caller may ask, nothing is written or audited.
+            return VarlinkReply(getDeviceInformation(parameters, context: caller))
         default:
             return nil
         }

@@ -207,6 +207,11 @@ import Varlink
         let next = await fixture.answerAtOnce("GetCurrentAccount", as: timeclockUID)
         #expect(next?.first?.parameters["previous"]?.object?["username"]?.string == "worker@contoso.com")
         #expect(await fixture.answerAtOnce("AcquireTokenSilent", silent, as: Self.strangerUID) == nil)
+        // The device's information comes at once to anyone (as `handle` answers it: any caller may ask).
+        let information = await fixture.answerAtOnce("GetDeviceInformation", as: Self.strangerUID)
+        let mode = information?.first?.parameters["information"]?.object?["mode"]?.string
+        #expect(mode == "shared", "\(information ?? [])")
+        #expect(information == (await fixture.call("GetDeviceInformation", as: Self.strangerUID)))
     }
 
     @Test func aUidThePolicyDoesNotListIsRefusedByName() async throws {
