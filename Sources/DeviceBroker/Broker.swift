@@ -16,7 +16,7 @@ public import Varlink
 /// The caller is the policy's app whose `uid` is the caller's uid; nothing the caller sends can change
 /// that. A uid the policy does not list is refused (`CallerNotInPolicy`) and audited once per connection.
 /// `handle` blocks on SQLite and crypto, so run it off any event loop (the daemon's server does); `replyAtOnce` only
-/// reads (a silent token from the cache, the current account), and may run on one.
+/// reads (a silent token from the cache, the current account, the device's information), and may run on one.
 public final class Broker: Sendable {
     /// The device whose store the broker owns.
     public let device: ManagedDevice

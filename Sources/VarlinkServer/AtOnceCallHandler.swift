@@ -4,7 +4,7 @@ import Varlink
 /// Answers a connection's call inside the read that received it, when the method handler can at once
 /// (`VarlinkMethodHandler.replyAtOnce`): the reply is written from the socket's thread with no task and no hop.
 /// Only when nothing is ahead of it — no earlier call of the connection queued or running (calls are answered
-/// in order), the socket taking replies (the channel writable, fewer than `repliesBeforeFlush` bytes of replies
+/// in order), the socket taking replies (the channel writable, fewer than `VarlinkServer.repliesBeforeFlush` bytes of replies
 /// since the call task last waited for them) — and only a call that wants exactly one reply. Anything else,
 /// and a call the handler cannot answer at once, goes on to the connection's call task as before.
 final class AtOnceCallHandler: ChannelInboundHandler {
@@ -18,15 +18,13 @@ final class AtOnceCallHandler: ChannelInboundHandler {
     private let interfaces: Set<String>
     private let maximumReplyBytes: Int
     private let limitExceededError: String
-    private let repliesBeforeFlush: Int
 
     init(
         handler: any VarlinkMethodHandler,
         context: VarlinkCallContext,
         ledger: ConnectionLedger,
         interfaces: Set<String>,
-        configuration: VarlinkServerConfiguration,
-        repliesBeforeFlush: Int
+        configuration: VarlinkServerConfiguration
     ) {
         self.handler = handler
         callContext = context
@@ -34,14 +32,13 @@ final class AtOnceCallHandler: ChannelInboundHandler {
         self.interfaces = interfaces
         maximumReplyBytes = configuration.maximumReplyBytes
         limitExceededError = configuration.limitExceededError
-        self.repliesBeforeFlush = repliesBeforeFlush
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let received = Self.unwrapInboundIn(data)
         let call = received.call
         guard !call.oneway, !call.more, !ledger.isClosing, context.channel.isWritable,
-            ledger.queuedCalls == 1, ledger.repliesSinceFlush <= repliesBeforeFlush,
+            ledger.queuedCalls == 1, ledger.repliesSinceFlush <= VarlinkServer.repliesBeforeFlush,
             interfaces.contains(call.interface),
             let reply = handler.replyAtOnce(to: call, context: callContext)
         else {

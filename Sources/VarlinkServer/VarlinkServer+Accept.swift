@@ -135,15 +135,14 @@ extension VarlinkServer {
         try handlers.addHandler(
             CallQueueHandler(protocolError: configuration.protocolError, ledger: ledger, logger: logger)
         )
-        if configuration.answersCallsAtOnce && !configuration.runsCallsOnEventLoop {
+        if configuration.answersAtOnceOnSocketThread {
             try handlers.addHandler(
                 AtOnceCallHandler(
                     handler: handler,
                     context: context,
                     ledger: ledger,
-                    interfaces: Set(info.interfaces.map(\.name)),
-                    configuration: configuration,
-                    repliesBeforeFlush: Self.repliesBeforeFlush
+                    interfaces: servedInterfaces,
+                    configuration: configuration
                 )
             )
         }

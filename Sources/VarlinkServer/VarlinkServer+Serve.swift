@@ -89,12 +89,12 @@ extension VarlinkServer {
         let replies = VarlinkReplies(oneway: call.oneway, more: call.more) { reply in await writer.write(reply) }
         if call.interface == "org.varlink.service" {
             await replies.send(info.answer(call))
-        } else if !info.interfaces.contains(where: { $0.name == call.interface }) {
+        } else if !servedInterfaces.contains(call.interface) {
             await replies.send(.interfaceNotFound(call.interface))
         } else {
             let counted = !handler.isLongLived(call)
             if counted { callsInProgress.begin() }
-            if configuration.runsCallsOnEventLoop || !configuration.answersCallsAtOnce {
+            if !configuration.answersAtOnceOnSocketThread {
                 await handler.handle(call, context: context, replies: replies)
             } else if !call.more, let reply = handler.replyAtOnce(to: call, context: context) {
                 // A call queued behind another (else `AtOnceCallHandler` answered it in the read).

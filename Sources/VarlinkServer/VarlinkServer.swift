@@ -53,6 +53,8 @@ public final class VarlinkServer: Service, Sendable {
     let listener: Listener
     let configuration: VarlinkServerConfiguration
     let info: VarlinkServiceInfo
+    /// The names of `info`'s interfaces: the handler's calls are to one of these.
+    let servedInterfaces: Set<String>
     let handler: any VarlinkMethodHandler
     let logger: Logger
     let eventLoopGroup: any EventLoopGroup
@@ -94,6 +96,7 @@ public final class VarlinkServer: Service, Sendable {
         self.listener = listener
         self.configuration = configuration
         self.info = info
+        servedInterfaces = Set(info.interfaces.map(\.name))
         self.handler = handler
         self.connections = connections
         self.eventLoopGroup = eventLoopGroup

@@ -86,6 +86,10 @@ public struct VarlinkServerConfiguration: Sendable {
     /// answered at once costs no hop between threads either way. Off, every call runs on the handler's threads
     /// (deviced's hidden `--calls-on-store-threads`, for measuring what answering at once saves).
     public var answersCallsAtOnce = true
+
+    /// Whether calls the handler can answer at once are answered on the socket's thread (`answersCallsAtOnce`,
+    /// unless every call runs on the event loop anyway).
+    var answersAtOnceOnSocketThread: Bool { answersCallsAtOnce && !runsCallsOnEventLoop }
     /// Who the server takes each peer for, given the kernel's credentials (`nil`: the kernel's, as they are):
     /// for tests only, which serve in their own process and need their callers to be an app's uid without
     /// running as one.

@@ -464,17 +464,15 @@ public final class ApplicationEngine: Sendable {
     /// `acquireTokenSilent`, when nothing was committed to the store since `known` (when given): checked in the
     /// read transaction that looks the tokens up, before anything else. `nil` when something was: nothing was
     /// done (no refresh, nothing written), and the caller decides again from the store as it is now. For the
-    /// broker, which chose this engine for its caller from the policy as of `known`. With `cacheOnly`, also `nil`
-    /// (and nothing done) when no cached access token answers: the call then reads and never writes or waits
-    /// for the network.
+    /// broker, which chose this engine for its caller from the policy as of `known` (`cachedTokenSilent` when the
+    /// call must not refresh).
     nonisolated(nonsending)
         package func acquireTokenSilent(
             scopes: [String],
             account: DeviceAccount? = nil,
             forceRefresh: Bool = false,
             includeIDToken: Bool = false,
-            ifStoreUnchangedSince known: StoreChangeStamp?,
-            cacheOnly: Bool = false
+            ifStoreUnchangedSince known: StoreChangeStamp?
         ) async throws(SharedDeviceError) -> AuthenticationResult?
     {
         let current: DeviceAccount
@@ -492,7 +490,6 @@ public final class ApplicationEngine: Sendable {
         case .needsRefresh(let account, let token, let id):
             (current, refreshToken, correlationID) = (account, token, id)
         }
-        if cacheOnly { return nil }
         var logger = self.logger
         if logger.logLevel <= .debug { logger[metadataKey: "correlation_id"] = "\(correlationID)" }
         guard let refreshToken else {
