@@ -314,6 +314,7 @@ let package = Package(
                 "StoreTestSupport",
                 "KeychainStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

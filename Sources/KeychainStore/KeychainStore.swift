@@ -273,17 +273,20 @@ public final class KeychainStore: Sendable {
     /// (`keepDiskReserve`) is released, the transaction runs again with `secure_delete` at `FAST` (the
     /// deleted items' ciphertext is no longer overwritten page by page, which would need as much room
     /// again in the WAL; it stays encrypted), and the reserve is made again when there is room.
+    ///
+    /// The release and the retry hold the store's one connection throughout, as `keepDiskReserve` does while
+    /// it makes the reserve: a keeper on another thread cannot take the released space back in between.
     public func essentialWriteTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
         do {
             return try writeTransaction(body)
         } catch let error as KeychainError where error.code == .diskFull {
-            logger.warning(
-                "keychain store: the disk is full; releasing the disk reserve for an essential write",
-                metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"]
-            )
             let commitActions = CommitActions()
             let result = try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
                 try database.writeWithoutTransaction { db in
+                    logger.warning(
+                        "keychain store: the disk is full; releasing the disk reserve for an essential write",
+                        metadata: ["path": "\(databaseURL.path)", "reserve.released": "\(diskReserve.release())"]
+                    )
                     try db.execute(sql: "PRAGMA secure_delete = FAST")
                     defer { try? db.execute(sql: "PRAGMA secure_delete = ON") }
                     return try RawStatements.inTransaction(.immediate, db) {
@@ -293,7 +296,7 @@ public final class KeychainStore: Sendable {
             }
             commitActions.run()
             do {
-                try diskReserve.make()
+                try keepDiskReserve()
             } catch {
                 logger.warning(
                     "keychain store: the disk reserve could not be made again; free space on the disk",
@@ -304,11 +307,21 @@ public final class KeychainStore: Sendable {
         }
     }
 
-    /// Keeps the disk reserve in place (a daemon calls this when it starts): space released for
-    /// `essentialWriteTransaction` when the disk is full, so that sign-outs still work.
+    /// Keeps the disk reserve in place (a daemon calls this when it starts, and on a timer): space released
+    /// for `essentialWriteTransaction` when the disk is full, so that sign-outs still work. Returns at once
+    /// when the reserve is in place; otherwise makes it while holding the store's connection, never between
+    /// an essential write's release of the reserve and its retry.
     /// - Throws: `diskFull` or `ioError` when it cannot be allocated.
     public func keepDiskReserve() throws(KeychainError) {
-        try diskReserve.make()
+        guard !diskReserve.isInPlace else { return }
+        let reserve = diskReserve
+        do {
+            try database.writeWithoutTransaction { _ in try reserve.make() }
+        } catch let error as KeychainError {
+            throw error
+        } catch {
+            throw KeychainError(.ioError, "cannot make the disk reserve \(reserve.path): \(error)")
+        }
     }
 
     /// Whether the disk reserve is in place, whole.
