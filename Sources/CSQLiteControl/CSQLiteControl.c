@@ -61,4 +61,27 @@ char *sqlite_control_vfs_name(void *connection) {
     return name;
 }
 
+const void *sqlite_control_wal_index(void *connection) {
+    sqlite3_file *file = NULL;
+    if (sqlite3_file_control((sqlite3 *)connection, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK) return NULL;
+    if (file == NULL || file->pMethods == NULL || file->pMethods->iVersion < 2 || file->pMethods->xShmMap == NULL) {
+        return NULL;
+    }
+    volatile void *region = NULL;
+    // 32 KiB: SQLite's WALINDEX_PGSZ, the size every connection maps the index in.
+    if (file->pMethods->xShmMap(file, 0, 32768, 0, &region) != SQLITE_OK) return NULL;
+    return (const void *)region;
+}
+
+int sqlite_control_wal_index_header(const void *region, unsigned char out[48]) {
+    const volatile unsigned char *copies = (const volatile unsigned char *)region;
+    unsigned char second[48];
+    // Writers write the second copy, a barrier, then the first (walIndexWriteHdr): read in the other order.
+    for (int i = 0; i < 48; i++) out[i] = copies[i];
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int i = 0; i < 48; i++) second[i] = copies[48 + i];
+    // Byte 12 is isInit.
+    return memcmp(out, second, 48) == 0 && out[12] != 0;
+}
+
 void sqlite_control_free(void *pointer) { sqlite3_free(pointer); }

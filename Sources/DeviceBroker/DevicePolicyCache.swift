@@ -35,7 +35,8 @@ final class DevicePolicyCache: Sendable {
     /// The device record and policy now (`nil` when the device is not provisioned).
     func current() throws(BrokerFailure) -> (record: DeviceRecord?, policy: DevicePolicy?) {
         do {
-            let stamp = try device.store.readTransaction { tx in try tx.changeStamp() }
+            let stamp =
+                try device.store.changeStampIfUnchanged() ?? device.store.readTransaction { tx in try tx.changeStamp() }
             if let cached = cached.withLock({ $0 }), cached.stamp == stamp { return (cached.record, cached.policy) }
             let record = try device.record()
             let policy = try record?.policy()

@@ -150,7 +150,9 @@ public final class KeychainStore: Sendable {
         diskReserve = DiskReserve(directory: held)
         self.database = opened.0
         self.checkpointer = checkpointer
-        self.core = StoreCore(keyring: opened.1, options: options)
+        // After the opening reads, which mapped the write-ahead-log index.
+        let commitWatch = opened.0.writeWithoutTransaction { db in CommitWatch(connection: db.sqliteConnection) }
+        self.core = StoreCore(keyring: opened.1, options: options, commitWatch: commitWatch)
         self.logger = logger
     }
 
@@ -329,12 +331,28 @@ public final class KeychainStore: Sendable {
 
     /// Runs `body` in one read transaction: a consistent snapshot of the store.
     public func readTransaction<T>(_ body: @escaping (StoreTransaction) throws -> T) throws -> T {
-        try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
+        // Read before the transaction's snapshot, for `changeStampIfUnchanged` (see `CommitWatch`).
+        let mark = core.commitWatch.mark()
+        return try Self.mapDatabaseErrors(path: databaseURL.path, busyTimeout: options.busyTimeout) {
             try database.unsafeRead { db in
-                try RawStatements.inTransaction(.deferred, db) { try body(StoreTransaction(self.core, db)) }
+                try RawStatements.inTransaction(.deferred, db) {
+                    try body(StoreTransaction(self.core, db, markedBefore: mark))
+                }
             }
         }
     }
+
+    /// The change stamp a read transaction would take now (`StoreTransaction.changeStamp()`), when nobody
+    /// (this process or another) has committed anything since a read transaction last took one; otherwise nil.
+    /// Takes no transaction, lock or system call: it reads the header of SQLite's write-ahead-log index in
+    /// shared memory, which every commit rewrites (see `CommitWatch`). For caches keyed on the stamp, to answer
+    /// without waiting for the store's connection.
+    public func changeStampIfUnchanged() -> StoreChangeStamp? {
+        core.commitWatch.stampIfUnchanged()
+    }
+
+    /// The store's clock reading (`StoreOptions.clock`), as a transaction's `now`.
+    public var now: Date { options.clock() }
 
     // MARK: - Integrity
 

@@ -10,12 +10,15 @@ struct StoreCore: Sendable {
     let options: StoreOptions
     /// The hot paths' statements, prepared once on the store's one connection.
     let statements = ConnectionStatements()
+    /// Whether anything was committed since a read transaction last took the change stamp.
+    let commitWatch: CommitWatch
 
-    init(keyring: MasterKeyring, options: StoreOptions) {
+    init(keyring: MasterKeyring, options: StoreOptions, commitWatch: CommitWatch) {
         self.keyring = keyring
         indexer = keyring.indexer
         groupKeys = GroupKeyring(wrapping: keyring.wrapping)
         integrityKey = keyring.integrity
         self.options = options
+        self.commitWatch = commitWatch
     }
 }

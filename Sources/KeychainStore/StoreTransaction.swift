@@ -16,11 +16,19 @@ public struct StoreTransaction {
     let database: Database
     /// What runs once the transaction has committed (`afterCommit`).
     let commitActions: CommitActions
+    /// The write-ahead-log index header read before a read transaction began (`CommitWatch`).
+    let markedBefore: CommitWatch.Mark?
 
-    init(_ core: StoreCore, _ database: Database, _ commitActions: CommitActions = CommitActions()) {
+    init(
+        _ core: StoreCore,
+        _ database: Database,
+        _ commitActions: CommitActions = CommitActions(),
+        markedBefore: CommitWatch.Mark? = nil
+    ) {
         self.core = core
         self.database = database
         self.commitActions = commitActions
+        self.markedBefore = markedBefore
     }
 
     /// The transaction's clock reading (the store's injected clock).
@@ -34,7 +42,9 @@ public struct StoreTransaction {
         let other = try RawStatements.firstRow(database.cachedStatement(sql: "PRAGMA data_version"), database) {
             sqlite3_column_int64($0, 0)
         }
-        return StoreChangeStamp(otherConnections: other ?? 0, thisConnection: Int64(database.totalChangesCount))
+        let stamp = StoreChangeStamp(otherConnections: other ?? 0, thisConnection: Int64(database.totalChangesCount))
+        if let markedBefore { core.commitWatch.record(stamp, markedBefore: markedBefore) }
+        return stamp
     }
 
     /// Runs `action` once this transaction has committed, on the committing thread, after the store has

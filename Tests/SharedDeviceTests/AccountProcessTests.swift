@@ -85,6 +85,53 @@ struct AccountProcessTests {
         withExtendedLifetime(directory) {}
     }
 
+    /// A silent token answered from memory while nothing is committed (`KeychainStore.changeStampIfUnchanged`,
+    /// no transaction) stops being answered the moment another process commits a global sign-out: the next call
+    /// is `noCurrentAccount`, and the current account is nobody.
+    @Test func anAnswerKeptInMemoryEndsWithAnotherProcesssSignOut() async throws {
+        let directory = TemporaryStateDirectory("account-memory")
+        let fill = try ChildProcess(
+            product: "account-worker",
+            ["fill", directory.url.path, "3", "--policy", Self.kioskPolicy]
+        )
+        try await fill.expectSuccess("fill")
+        let store = try openStore(directory)
+        let accounts = AccountManager(device: ManagedDevice(store: store))
+        let scopes = [AccountWorkerFixture.fillScope(0)]
+        let first = try accounts.silentCredentials(
+            for: KioskApps.scanner,
+            clientID: AccountWorkerFixture.clientID,
+            scopes: scopes
+        )
+        #expect(first.account.homeAccountID == Person.jo.homeAccountID)
+        #expect(try accounts.currentAccount(for: KioskApps.scanner).current?.homeAccountID == Person.jo.homeAccountID)
+        // Nothing committed since: the answers come from memory.
+        #expect(store.changeStampIfUnchanged() != nil)
+        let again = try accounts.silentCredentials(
+            for: KioskApps.scanner,
+            clientID: AccountWorkerFixture.clientID,
+            scopes: scopes
+        )
+        #expect(again.accessToken?.secret == first.accessToken?.secret && first.accessToken != nil)
+
+        let signer = try ChildProcess(
+            product: "account-worker",
+            ["signout", directory.url.path, KioskApps.timeclockID, "--reason", "shift-end"]
+        )
+        try await signer.expectSuccess("signout")
+        #expect(store.changeStampIfUnchanged() == nil)
+        let error = caughtError {
+            try accounts.silentCredentials(
+                for: KioskApps.scanner,
+                clientID: AccountWorkerFixture.clientID,
+                scopes: scopes
+            )
+        }
+        #expect((error as? SharedDeviceError)?.code == .noCurrentAccount, "\(String(describing: error))")
+        #expect(try accounts.currentAccount(for: KioskApps.scanner).current == nil)
+        withExtendedLifetime(directory) {}
+    }
+
     // MARK: - SIGKILL during sign-out
 
     /// Tokens per group: three groups of 200 plus the sign-in items, so one sign-out removes 608 items.

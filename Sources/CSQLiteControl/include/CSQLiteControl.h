@@ -25,6 +25,17 @@ int sqlite_control_uri_filenames(void);
 /// with sqlite_control_free), or NULL.
 char *sqlite_control_vfs_name(void *connection);
 
+/// The first region of the write-ahead-log index of `connection`'s main database (the `-shm` file's first
+/// 32 KiB, where its header is), as the connection itself maps it (the VFS's xShmMap, nothing created or
+/// extended): valid until the connection closes. NULL when the database is not in WAL mode or the VFS has
+/// no shared memory.
+const void *sqlite_control_wal_index(void *connection);
+
+/// Copies the write-ahead-log index header at `region` into `out` (48 bytes) as SQLite's own readers read
+/// it without a lock (walIndexTryHdr): the first copy, a memory barrier, the second. Returns 1 when the two
+/// copies are the same and the index is initialised; 0 (a writer is rewriting it) otherwise.
+int sqlite_control_wal_index_header(const void *region, unsigned char out[48]);
+
 /// sqlite3_free.
 void sqlite_control_free(void *pointer);
 

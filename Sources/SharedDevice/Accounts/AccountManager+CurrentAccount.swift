@@ -23,6 +23,13 @@ extension AccountManager {
         ifUnchangedSince known: StoreChangeStamp?,
         readOnly: Bool = false
     ) throws(SharedDeviceError) -> CurrentAccount? {
+        // Nothing committed since a read transaction last took the stamp, seen without one: the last answer for
+        // this app stands, and the store's connection is not waited for.
+        if let stamp = store.changeStampIfUnchanged(), known.map({ $0 == stamp }) ?? true,
+            let cached = cache.withLock({ $0[app] }), cached.stamp == stamp
+        {
+            return cached.answer
+        }
         let found = try read { tx -> (CurrentAccount, Bool)? in
             let stamp = try tx.changeStamp()
             if let known, stamp != known { return nil }
