@@ -378,8 +378,9 @@ public final class ApplicationEngine: Sendable {
         )!
     }
 
-    /// A silent token from the cache alone, when nothing was committed to the store since `known`: one read, no
-    /// write, no network, no wait, so the broker answers it on the thread that read the call. `nil` when something
+    /// A silent token from the cache alone, when nothing was committed to the store since `known`: at most one read
+    /// (none while nothing was committed since the last answer: `KeychainStore.changeStampIfUnchanged`), no write,
+    /// no network, no wait, so the broker answers it on the thread that read the call. `nil` when something
     /// was committed since, or no cached access token answers (the caller then goes the way that may refresh).
     /// - Throws: what `acquireTokenSilent` throws before it would refresh (no account signed in, another worker's).
     package func cachedTokenSilent(
