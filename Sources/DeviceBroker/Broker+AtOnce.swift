@@ -5,8 +5,9 @@ public import Varlink
 
 // The calls an app makes most (a silent token from the cache, who is signed in, the device's mode) answered at
 // once on the thread that read them off the socket: from what the broker holds and at most one read of the store
-// (none while nobody committed since the last answer), never a write, the network or a wait. Anything else, and any of these that would need more (a refresh, a write, a
-// policy that changed, a refusal to audit), is left to `handle`.
+// (none while nobody committed since the last answer), never a write, the network or a wait. Anything else, and
+// any of these that would need more (a refresh, a write, a policy that changed, a refusal to audit), is left to
+// `handle`.
 extension Broker {
     /// The reply to `call` from `caller` if it can be answered at once (see above), its activity recorded; nil,
     /// having sent nothing and changed nothing, when the call needs `handle`. Synchronous: the server answers on

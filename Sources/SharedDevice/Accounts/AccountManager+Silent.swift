@@ -100,11 +100,11 @@ extension AccountManager {
         // Nothing committed since a read transaction last took the stamp, seen without one: the last answer to this
         // lookup stands while its token is valid, and the store's connection is not waited for.
         if !skipAccessToken, let stamp = store.changeStampIfUnchanged(), known.map({ $0 == stamp }) ?? true,
-            let known = silentCache.withLock({ $0[lookup] }), known.stamp == stamp,
-            requested.map({ $0.isSameAccount(as: known.account) }) ?? true,
-            !known.token.isExpired(at: store.now, buffer: tokenCache.expirationBuffer)
+            let cached = silentCache.withLock({ $0[lookup] }), cached.stamp == stamp,
+            requested.map({ $0.isSameAccount(as: cached.account) }) ?? true,
+            !cached.token.isExpired(at: store.now, buffer: tokenCache.expirationBuffer)
         {
-            return (known.account, known.token, nil)
+            return (cached.account, cached.token, nil)
         }
         let found = try read {
             tx -> (account: DeviceAccount, accessToken: AccessTokenCacheItem?, refreshToken: RefreshTokenCacheItem?)? in
