@@ -149,13 +149,9 @@ import Glibc
         let directory = try Self.scratch()
         defer { try? FileManager.default.removeItem(at: directory) }
         let pidFile = directory.appendingPathComponent("helper.pid").path
-        let helper = directory.appendingPathComponent("hanging-helper").path
-        try "#!/bin/sh\necho $$ > \(pidFile)\nexec sleep 3600\n".write(
-            toFile: helper,
-            atomically: true,
-            encoding: .utf8
-        )
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: helper)
+        // Through `script` (a copy `cp` made): a helper this process wrote itself could not be executed while a
+        // child another test forks still holds the write descriptor (ETXTBSY: "stopped unexpectedly").
+        let helper = try Self.script("echo $$ > \(pidFile)\nexec sleep 3600", in: directory)
         let stack = try PamStack(arguments: ["timeout=3"], socket: "/nonexistent/broker.sock", helper: helper)
         defer { stack.remove() }
 

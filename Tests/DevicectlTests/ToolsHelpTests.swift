@@ -26,8 +26,11 @@ import Testing
         let ran = shims.appendingPathComponent("ran")
         for program in ["swift", "apt-get", "systemd-nspawn", "debootstrap", "flatpak", "gcc", "stress-ng"] {
             let shim = shims.appendingPathComponent(program)
-            try Data("#!/bin/sh\necho \"\(program) $*\" >> '\(ran.path)'\nexit 1\n".utf8).write(to: shim)
-            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: shim.path)
+            // Written as a source, executed as the copy a `cp` process made: a write descriptor of this process,
+            // inherited by a child another test forks meanwhile, would make running the shim fail (ETXTBSY).
+            let source = shims.appendingPathComponent(program + ".source")
+            try Data("#!/bin/sh\necho \"\(program) $*\" >> '\(ran.path)'\nexit 1\n".utf8).write(to: source)
+            try ExecutableCopy.copy(from: source.path, to: shim.path)
         }
         let path = shims.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         for script in Self.scripts {
