@@ -142,7 +142,7 @@ import Testing
         #expect(susiToken?.issuer?.hasSuffix("/b2c-susi") == true, "\(String(describing: susiToken?.issuer))")
         #expect(editToken?.issuer?.hasSuffix("/b2c-edit") == true, "\(String(describing: editToken?.issuer))")
         // Refreshed at the edit-profile flow and cached under its account again.
-        let refreshed = try await daemon.devicectl(
+        let refreshed = try await daemon.forcedRefresh(
             as: scanner,
             ["token", "--scopes", "User.Read", "--authority", edit, "--force-refresh", "--json"]
         )

@@ -82,7 +82,7 @@ import Testing
         // the broker redeems at the provider.
         let cached = try await daemon.devicectl(as: Daemon.timeclockUID, ["token", "--scopes", "User.Read", "--json"])
         #expect(cached.status == 0, "\(cached.stderr)")
-        let refreshed = try await daemon.devicectl(
+        let refreshed = try await daemon.forcedRefresh(
             as: Daemon.timeclockUID,
             ["token", "--scopes", "User.Read", "--force-refresh", "--json"]
         )
