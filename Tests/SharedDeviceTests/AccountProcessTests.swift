@@ -19,15 +19,22 @@ import Glibc
 struct AccountProcessTests {
     static let kioskPolicy = Policies.directory.appendingPathComponent("kiosk.json").path
 
+    /// `account-worker fill`: provisions `directory` from the kiosk policy, signs the worker in and caches `tokens`
+    /// access tokens per group, in a process of its own; returns it, finished.
+    static func fill(_ directory: TemporaryStateDirectory, tokens: Int) async throws -> ChildProcess {
+        let fill = try ChildProcess(
+            product: "account-worker",
+            ["fill", directory.url.path, "\(tokens)", "--policy", kioskPolicy]
+        )
+        try await fill.expectSuccess("fill")
+        return fill
+    }
+
     // MARK: - Cross-process account changes
 
     @Test func aGlobalSignOutInOneProcessReachesAProcessWaitingForChanges() async throws {
         let directory = TemporaryStateDirectory("account-events")
-        let fill = try ChildProcess(
-            product: "account-worker",
-            ["fill", directory.url.path, "20", "--policy", Self.kioskPolicy]
-        )
-        try await fill.expectSuccess("fill")
+        let fill = try await Self.fill(directory, tokens: 20)
         #expect(fill.lines(prefix: "filled") == ["filled 20"])
 
         // B: the timeclock, waiting. Its fallback re-check is 600 s, so only the change signal can wake it
@@ -90,11 +97,7 @@ struct AccountProcessTests {
     /// is `noCurrentAccount`, and the current account is nobody.
     @Test func anAnswerKeptInMemoryEndsWithAnotherProcesssSignOut() async throws {
         let directory = TemporaryStateDirectory("account-memory")
-        let fill = try ChildProcess(
-            product: "account-worker",
-            ["fill", directory.url.path, "3", "--policy", Self.kioskPolicy]
-        )
-        try await fill.expectSuccess("fill")
+        _ = try await Self.fill(directory, tokens: 3)
         let store = try openStore(directory)
         let accounts = AccountManager(device: ManagedDevice(store: store))
         let scopes = [AccountWorkerFixture.fillScope(0)]
